@@ -1,0 +1,236 @@
+//! Balancing strategies: pure functions from a view of the lease table to the leases
+//! a host should take, claim or hand over.
+//!
+//! ```
+//! use leasehold_engine::balance::{CfpConfig, LeaseStatus, LeaseView, Strategy, TableView};
+//! use leasehold_engine::{HostId, LeaseToken, Now};
+//!
+//! let lease = |token: &str, owner: Option<&str>, status| LeaseView {
+//!     token: LeaseToken::from(token),
+//!     owner: owner.map(HostId::from),
+//!     status,
+//!     claimants: vec![],
+//! };
+//! let view = TableView {
+//!     leases: vec![
+//!         lease("1", Some("a"), LeaseStatus::Held),
+//!         lease("2", Some("a"), LeaseStatus::Held),
+//!         lease("3", None, LeaseStatus::Unowned),
+//!     ],
+//!     members: vec![],
+//!     now: Now::default(),
+//! };
+//! let plan = Strategy::Cfp(CfpConfig::default()).plan(&view, &HostId::from("b"));
+//! let taken: Vec<String> = plan.takes().map(|(lease, why)| format!("{lease}: {why}")).collect();
+//! assert_eq!(taken, ["3: unowned"]);
+//! ```
+
+mod cfp;
+mod handoff;
+
+use crate::ids::{HostId, LeaseToken};
+use crate::lease::ConfigError;
+use crate::time::Now;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How one host sees one lease when it plans.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseView {
+    /// The partition.
+    pub token: LeaseToken,
+    /// The recorded owner, if any.
+    pub owner: Option<HostId>,
+    /// Whether the lease is free, expired or held, by the planning host's expiry rule.
+    pub status: LeaseStatus,
+    /// Live hosts that claim the lease for a handoff, sorted by id.
+    pub claimants: Vec<HostId>,
+}
+
+/// A lease's state as the planning host judges it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LeaseStatus {
+    /// No owner.
+    Unowned,
+    /// Owned, but the owner stopped renewing long enough that anyone may take it.
+    Expired,
+    /// Owned and live.
+    Held,
+}
+
+/// A snapshot of the lease table, as one host sees it at one moment.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TableView {
+    /// Every lease, in the store's listing order.
+    pub leases: Vec<LeaseView>,
+    /// Hosts known to be alive through their heartbeats (the planner need not be one).
+    pub members: Vec<HostId>,
+    /// When the snapshot was judged; strategies may use it for time-based hysteresis.
+    pub now: Now,
+}
+
+/// Why a host takes or claims a lease.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// The lease has no owner.
+    Unowned,
+    /// The owner stopped renewing.
+    Expired {
+        /// The owner that stopped.
+        owner: HostId,
+    },
+    /// Taken from a live owner to even out the load (CFP). The taker waits out the
+    /// victim's authority before processing.
+    Steal {
+        /// The victim.
+        from: HostId,
+        /// The victim's lease count.
+        count: usize,
+        /// The per-host target.
+        target: usize,
+        /// How many leases the taker still needs.
+        need: usize,
+    },
+    /// Claimed from an over-target owner, which hands it over cooperatively.
+    Handoff {
+        /// The owner.
+        from: HostId,
+        /// The owner's lease count.
+        count: usize,
+        /// The owner's target.
+        target: usize,
+    },
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Unowned => f.write_str("unowned"),
+            Reason::Expired { .. } => f.write_str("expired"),
+            Reason::Steal {
+                from,
+                count,
+                target,
+                need,
+            } => {
+                if *need > 1 {
+                    write!(f, "steal from {from} ({count} >= target {target})")
+                } else {
+                    write!(f, "steal from {from} ({count} > target {target})")
+                }
+            }
+            Reason::Handoff {
+                from,
+                count,
+                target,
+            } => write!(f, "handoff from {from} ({count} > target {target})"),
+        }
+    }
+}
+
+/// One step a plan asks the planning host to make.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Acquire the lease now.
+    Take {
+        /// The lease.
+        lease: LeaseToken,
+        /// Why.
+        reason: Reason,
+    },
+    /// Claim the lease (in the planner's heartbeat), so that its owner hands it over.
+    /// A plan lists every claim the planner should hold; claims it no longer lists
+    /// are withdrawn.
+    Claim {
+        /// The lease.
+        lease: LeaseToken,
+        /// Why.
+        reason: Reason,
+    },
+    /// Hand one of the planner's own leases over to the host that claimed it.
+    Release {
+        /// The lease.
+        lease: LeaseToken,
+        /// The claimant.
+        to: HostId,
+    },
+}
+
+/// What a strategy decided, in the order it decided it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Plan {
+    /// The actions, in order.
+    pub actions: Vec<Action>,
+}
+
+impl Plan {
+    /// The leases the planner would take or claim, with the reason, in order.
+    pub fn takes(&self) -> impl Iterator<Item = (&LeaseToken, &Reason)> {
+        self.actions.iter().filter_map(|action| match action {
+            Action::Take { lease, reason } | Action::Claim { lease, reason } => {
+                Some((lease, reason))
+            }
+            _ => None,
+        })
+    }
+}
+
+/// CFP's partition count bounds. Zero means unset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CfpConfig {
+    /// A host always aims for at least this many leases.
+    pub min_leases: u32,
+    /// A host never aims for more than this many leases.
+    pub max_leases: u32,
+}
+
+/// A balancing strategy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Strategy {
+    /// The .NET change feed processor's `EqualPartitionsBalancingStrategy`: one steal
+    /// per cycle, membership inferred from lease owners.
+    Cfp(CfpConfig),
+    /// Ours: heartbeat membership, floor/ceil targets, minimum moves in one cycle, and
+    /// cooperative handoff instead of steals.
+    #[default]
+    Handoff,
+}
+
+impl Strategy {
+    /// Decides what host `me` should do about `view`.
+    pub fn plan(&self, view: &TableView, me: &HostId) -> Plan {
+        match self {
+            Strategy::Cfp(config) => cfp::plan(config, view, me),
+            Strategy::Handoff => handoff::plan(view, me),
+        }
+    }
+
+    /// Whether hosts running this strategy must publish heartbeats.
+    pub fn needs_membership(&self) -> bool {
+        matches!(self, Strategy::Handoff)
+    }
+
+    /// The strategy's name on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::Cfp(_) => "cfp",
+            Strategy::Handoff => "handoff",
+        }
+    }
+
+    /// Checks the strategy's own settings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match self {
+            Strategy::Cfp(CfpConfig {
+                min_leases,
+                max_leases,
+            }) if *min_leases > 0 && *max_leases > 0 && min_leases > max_leases => {
+                Err(ConfigError::MinAboveMax {
+                    min: *min_leases,
+                    max: *max_leases,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}

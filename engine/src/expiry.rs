@@ -1,0 +1,175 @@
+//! When a lease counts as expired, and how long its holder may act on it.
+//!
+//! Two rules are offered.
+//!
+//! **`Observed`** (the default) needs no agreement between clocks. Let `D` be the lease
+//! duration and `ρ` the drift bound (a local clock runs at a rate within `1 ± ρ` of
+//! true time).
+//!
+//! - An observer may treat a lease as expired once it has seen the *same etag* for
+//!   `D + ρD` on its own clock. That is at least `D` of true time after it first saw
+//!   the etag, hence at least `D` after the write that produced it was applied, hence
+//!   at least `D` after that write was sent.
+//! - The holder's authority runs from the moment it *sent* its last successful write,
+//!   for `D(1 − ρ) − margin` on its own clock: at most `D − margin/(1−ρ)` of true time.
+//!
+//! So authority always ends before any observer may act, whatever the clock offsets.
+//!
+//! **`Timestamp`** is CFP's rule: the holder writes its wall clock into `timestamp`,
+//! and a reader considers the lease expired once its own wall clock passes
+//! `timestamp + D`. It is kept for interoperation. It is only safe while every pair of
+//! wall clocks differs by less than the holder's margin, which nothing enforces.
+
+use crate::time::{Drift, LocalTime, Millis, Now, WallTime};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Which rule decides that another holder's lease has expired.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ExpiryRule {
+    /// Expired once the same etag has been observed for the duration plus the drift
+    /// allowance, on the observer's monotonic clock. Safe under any clock offset.
+    #[default]
+    Observed,
+    /// Expired once the observer's wall clock passes the holder's `timestamp` plus the
+    /// duration, as the change feed processor does. Unsafe under clock skew.
+    Timestamp,
+}
+
+impl fmt::Display for ExpiryRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ExpiryRule::Observed => "observed",
+            ExpiryRule::Timestamp => "timestamp",
+        })
+    }
+}
+
+/// What an observer knows about one version (etag) of a document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Observation {
+    /// When this observer first saw the version, on its own monotonic clock.
+    pub first_seen: LocalTime,
+    /// The wall-clock `timestamp` its writer put in it.
+    pub timestamp: WallTime,
+}
+
+/// The lease duration and the clock assumptions that go with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ExpiryPolicy {
+    /// The rule readers apply.
+    pub rule: ExpiryRule,
+    /// The lease duration `D` (CFP's lease expiration interval).
+    pub duration: Millis,
+    /// The assumed bound on clock drift.
+    pub drift: Drift,
+    /// How much earlier than strictly needed a holder gives up its authority, to cover
+    /// the time between a deadline check and the work it guards.
+    pub safety_margin: Millis,
+}
+
+impl Default for ExpiryPolicy {
+    fn default() -> Self {
+        ExpiryPolicy {
+            rule: ExpiryRule::Observed,
+            duration: Millis::from_secs(60),
+            drift: Drift::ppm(10_000),
+            safety_margin: Millis::from_secs(2),
+        }
+    }
+}
+
+impl ExpiryPolicy {
+    /// How long an observer must see one version unchanged before it is expired: the
+    /// duration plus the drift allowance.
+    pub fn observer_wait(&self) -> Millis {
+        self.duration + self.drift.allowance(self.duration)
+    }
+
+    /// How long a holder's authority lasts after it sent a successful write:
+    /// `D − ρD − margin`. Zero means the configuration leaves no authority at all.
+    pub fn authority_span(&self) -> Millis {
+        self.duration
+            .saturating_sub(self.drift.allowance(self.duration))
+            .saturating_sub(self.safety_margin)
+    }
+
+    /// The local time at which authority from a write sent at `sent_at` ends.
+    /// Authority holds while `now < deadline`.
+    pub fn holder_deadline(&self, sent_at: LocalTime) -> LocalTime {
+        sent_at + self.authority_span()
+    }
+
+    /// Whether `observed` counts as expired at `now`.
+    pub fn is_expired(&self, observed: &Observation, now: Now) -> bool {
+        match self.rule {
+            ExpiryRule::Observed => now.local >= observed.first_seen + self.observer_wait(),
+            // CFP: `timestamp + expiration < now`.
+            ExpiryRule::Timestamp => observed.timestamp + self.duration < now.wall,
+        }
+    }
+
+    /// The local time at which `observed` will count as expired, if nothing changes.
+    pub fn expires_at(&self, observed: &Observation, now: Now) -> LocalTime {
+        match self.rule {
+            ExpiryRule::Observed => observed.first_seen + self.observer_wait(),
+            ExpiryRule::Timestamp => {
+                let at = observed.timestamp + self.duration;
+                let wait = at
+                    .as_unix_millis()
+                    .saturating_sub(now.wall.as_unix_millis())
+                    + 1;
+                now.local + Millis(u64::try_from(wait).unwrap_or(0))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(rule: ExpiryRule) -> ExpiryPolicy {
+        ExpiryPolicy {
+            rule,
+            duration: Millis::from_secs(60),
+            drift: Drift::ppm(10_000),
+            safety_margin: Millis::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn an_observer_waits_the_duration_plus_the_drift_allowance() {
+        let p = policy(ExpiryRule::Observed);
+        let seen = Observation {
+            first_seen: LocalTime(1_000),
+            timestamp: WallTime(0),
+        };
+        let at = |ms| Now::new(LocalTime(ms), WallTime(0));
+        assert!(!p.is_expired(&seen, at(1_000 + 60_599)));
+        assert!(p.is_expired(&seen, at(1_000 + 60_600)));
+        assert_eq!(p.expires_at(&seen, at(0)), LocalTime(61_600));
+    }
+
+    #[test]
+    fn a_holder_gives_up_before_the_duration_minus_drift_and_margin() {
+        let p = policy(ExpiryRule::Observed);
+        assert_eq!(p.authority_span(), Millis(60_000 - 600 - 1_000));
+        assert_eq!(p.holder_deadline(LocalTime(5)), LocalTime(5 + 58_400));
+    }
+
+    #[test]
+    fn the_timestamp_rule_reads_the_wall_clock_only() {
+        let p = policy(ExpiryRule::Timestamp);
+        let seen = Observation {
+            first_seen: LocalTime(0),
+            timestamp: WallTime(10_000),
+        };
+        assert!(!p.is_expired(&seen, Now::new(LocalTime(999_999), WallTime(70_000))));
+        assert!(p.is_expired(&seen, Now::new(LocalTime(0), WallTime(70_001))));
+        assert_eq!(
+            p.expires_at(&seen, Now::new(LocalTime(100), WallTime(69_000))),
+            LocalTime(100 + 1_001)
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! Identifiers, epochs, etags and checkpoints.
+//!
+//! String identifiers are `Arc<str>` newtypes: cloning them is cheap, which matters
+//! because model checkers clone whole host states millions of times.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(Arc<str>);
+
+        impl $name {
+            /// Wraps `value` without validation.
+            pub fn new(value: impl Into<Arc<str>>) -> Self {
+                Self(value.into())
+            }
+
+            /// The identifier as a string slice.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&*self.0, f)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(value: &str) -> Self {
+                Self::new(value)
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(value: String) -> Self {
+                Self::new(value)
+            }
+        }
+    };
+}
+
+string_id!(
+    /// The name of one host (one processor instance). It must be unique per running
+    /// instance; CFP calls it the instance name.
+    HostId
+);
+string_id!(
+    /// The partition (feed range) a lease covers; CFP's `LeaseToken`.
+    LeaseToken
+);
+string_id!(
+    /// A document's `id` inside a container.
+    DocId
+);
+string_id!(
+    /// A document's partition key value.
+    PartitionKey
+);
+string_id!(
+    /// An opaque position in a partition's stream, such as a change feed continuation.
+    Checkpoint
+);
+
+impl HostId {
+    /// Whether this id is empty or only whitespace, which CFP reads as "no owner".
+    pub fn is_blank(&self) -> bool {
+        self.0.trim().is_empty()
+    }
+}
+
+/// A lease's ownership generation. It is bumped on every change of owner, so a handler
+/// can use it as a fencing token.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Epoch(pub u64);
+
+impl Epoch {
+    /// The epoch that follows this one.
+    pub fn next(self) -> Epoch {
+        Epoch(self.0 + 1)
+    }
+}
+
+impl fmt::Display for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "e{}", self.0)
+    }
+}
+
+/// Identifies one store request issued by a host, so that its response can be matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RequestId(pub u64);
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// An entity tag issued by the store on every write. Etags are opaque: they are only
+/// ever compared for equality, never ordered.
+///
+/// The reference store issues compact sequence-based etags; a real store's etags are
+/// kept verbatim as opaque strings.
+///
+/// ```
+/// use leasehold_engine::Etag;
+/// let from_cosmos = Etag::opaque("\"00000000-0000-0000-eb4f-ee670b8d01d3\"");
+/// assert_eq!(from_cosmos.to_string(), "\"00000000-0000-0000-eb4f-ee670b8d01d3\"");
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Etag(EtagRepr);
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum EtagRepr {
+    Seq(u64),
+    Opaque(Arc<str>),
+}
+
+impl Etag {
+    /// An etag as a real store returned it.
+    pub fn opaque(value: impl Into<Arc<str>>) -> Etag {
+        Etag(EtagRepr::Opaque(value.into()))
+    }
+
+    /// A compact etag issued by the reference store.
+    pub(crate) fn seq(n: u64) -> Etag {
+        Etag(EtagRepr::Seq(n))
+    }
+}
+
+impl fmt::Display for Etag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            EtagRepr::Seq(n) => write!(f, "\"{n:08x}\""),
+            EtagRepr::Opaque(s) => f.write_str(s),
+        }
+    }
+}
+
+impl fmt::Debug for Etag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            EtagRepr::Seq(n) => write!(f, "etag:{n}"),
+            EtagRepr::Opaque(s) => write!(f, "etag:{s}"),
+        }
+    }
+}
+
+impl Serialize for Etag {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Etag {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Etag::opaque)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blank_host_id_reads_as_no_owner() {
+        assert!(HostId::from("").is_blank());
+        assert!(HostId::from("  \t").is_blank());
+        assert!(!HostId::from("host-1").is_blank());
+    }
+
+    #[test]
+    fn etags_compare_only_for_equality_and_keep_cosmos_text_verbatim() {
+        assert_eq!(Etag::seq(7), Etag::seq(7));
+        assert_ne!(Etag::seq(7), Etag::seq(8));
+        let json = serde_json::to_string(&Etag::opaque("\"abc\"")).unwrap();
+        let back: Etag = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, Etag::opaque("\"abc\""));
+    }
+
+    #[test]
+    fn epochs_only_move_forward() {
+        assert!(Epoch(3).next() > Epoch(3));
+    }
+}

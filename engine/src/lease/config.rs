@@ -1,0 +1,229 @@
+//! The settings of a partition-lease host, and their validation.
+
+use crate::balance::Strategy;
+use crate::expiry::ExpiryPolicy;
+use crate::ids::{HostId, LeaseToken};
+use crate::time::{Drift, Millis};
+use std::fmt;
+
+/// The settings of a partition-lease host. The defaults are the change feed
+/// processor's intervals (acquire 13 s, renew 17 s, expiration 60 s), the `observed`
+/// expiry rule and the `handoff` strategy.
+///
+/// ```
+/// use leasehold_engine::lease::{ConfigError, LeaseConfig};
+/// use leasehold_engine::Millis;
+///
+/// let mut config = LeaseConfig::default();
+/// assert!(config.validate().is_ok());
+/// config.renew_interval = Millis::from_secs(90);
+/// assert!(matches!(config.validate(), Err(ConfigError::RenewNotBelowExpiration { .. })));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseConfig {
+    /// The processor group's prefix; every document id of the group starts with it.
+    pub prefix: String,
+    /// Partitions whose leases a host creates if they are missing.
+    pub partitions: Vec<LeaseToken>,
+    /// Lease duration, expiry rule, drift bound and safety margin.
+    pub expiry: ExpiryPolicy,
+    /// How often an owner renews each lease it holds.
+    pub renew_interval: Millis,
+    /// How often a host reads the lease table and rebalances.
+    pub acquire_interval: Millis,
+    /// The balancing strategy.
+    pub strategy: Strategy,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        LeaseConfig {
+            prefix: String::new(),
+            partitions: Vec::new(),
+            expiry: ExpiryPolicy::default(),
+            renew_interval: Millis::from_secs(17),
+            acquire_interval: Millis::from_secs(13),
+            strategy: Strategy::default(),
+        }
+    }
+}
+
+impl LeaseConfig {
+    /// Checks that the settings make sense together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let expiration = self.expiry.duration;
+        if expiration == Millis::ZERO {
+            return Err(ConfigError::ZeroExpiration);
+        }
+        if self.renew_interval == Millis::ZERO {
+            return Err(ConfigError::ZeroRenewInterval);
+        }
+        if self.renew_interval >= expiration {
+            return Err(ConfigError::RenewNotBelowExpiration {
+                renew: self.renew_interval,
+                expiration,
+            });
+        }
+        if self.acquire_interval == Millis::ZERO {
+            return Err(ConfigError::ZeroAcquireInterval);
+        }
+        if self.expiry.drift.as_ppm() >= Drift::MAX_PPM {
+            return Err(ConfigError::DriftTooLarge {
+                ppm: self.expiry.drift.as_ppm(),
+            });
+        }
+        let authority = self.expiry.authority_span();
+        if self.renew_interval >= authority {
+            return Err(ConfigError::RenewNotBelowAuthority {
+                renew: self.renew_interval,
+                authority,
+            });
+        }
+        self.strategy.validate()
+    }
+}
+
+/// A configuration that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ConfigError {
+    /// The lease duration is zero.
+    ZeroExpiration,
+    /// The renew interval is zero.
+    ZeroRenewInterval,
+    /// Leases would expire before their owner renews them.
+    RenewNotBelowExpiration {
+        /// The renew interval.
+        renew: Millis,
+        /// The lease duration.
+        expiration: Millis,
+    },
+    /// The acquire interval is zero.
+    ZeroAcquireInterval,
+    /// CFP's minimum lease count is above its maximum.
+    MinAboveMax {
+        /// The minimum.
+        min: u32,
+        /// The maximum.
+        max: u32,
+    },
+    /// The drift bound is 100% or more: a clock might stand still.
+    DriftTooLarge {
+        /// The bound, in parts per million.
+        ppm: u32,
+    },
+    /// An owner's authority (duration minus drift allowance minus margin) would lapse
+    /// before its next renewal, so it would stop and restart processing every cycle.
+    RenewNotBelowAuthority {
+        /// The renew interval.
+        renew: Millis,
+        /// How long authority lasts after a successful write.
+        authority: Millis,
+    },
+    /// The host id is empty or blank, which CFP reads as "no owner".
+    BlankHostId(HostId),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ZeroExpiration => write!(f, "the lease expiration must be above 0"),
+            ConfigError::ZeroRenewInterval => write!(f, "the renew interval must be above 0"),
+            ConfigError::RenewNotBelowExpiration { renew, expiration } => write!(
+                f,
+                "the renew interval ({renew}) must be below the lease expiration ({expiration})"
+            ),
+            ConfigError::ZeroAcquireInterval => {
+                write!(f, "the acquire interval must be above 0")
+            }
+            ConfigError::MinAboveMax { min, max } => write!(
+                f,
+                "the minimum lease count ({min}) must not exceed the maximum ({max})"
+            ),
+            ConfigError::DriftTooLarge { ppm } => {
+                write!(f, "the drift bound ({ppm} ppm) must be below 1,000,000 ppm")
+            }
+            ConfigError::RenewNotBelowAuthority { renew, authority } => write!(
+                f,
+                "the renew interval ({renew}) must be below the holder's authority \
+                 (expiration minus drift allowance minus safety margin: {authority})"
+            ),
+            ConfigError::BlankHostId(id) => {
+                write!(f, "the host id {id:?} is blank; CFP reads that as no owner")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::balance::CfpConfig;
+
+    fn with(change: impl FnOnce(&mut LeaseConfig)) -> Result<(), ConfigError> {
+        let mut config = LeaseConfig::default();
+        change(&mut config);
+        config.validate()
+    }
+
+    #[test]
+    fn the_cfp_defaults_are_valid() {
+        assert_eq!(with(|_| {}), Ok(()));
+    }
+
+    #[test]
+    fn a_renew_interval_at_or_above_the_expiration_is_refused() {
+        let err = with(|c| c.renew_interval = Millis::from_secs(60)).unwrap_err();
+        assert!(matches!(err, ConfigError::RenewNotBelowExpiration { .. }));
+        assert!(
+            err.to_string()
+                .contains("must be below the lease expiration")
+        );
+    }
+
+    #[test]
+    fn a_zero_acquire_interval_is_refused() {
+        assert_eq!(
+            with(|c| c.acquire_interval = Millis::ZERO),
+            Err(ConfigError::ZeroAcquireInterval)
+        );
+    }
+
+    #[test]
+    fn a_cfp_minimum_above_its_maximum_is_refused_but_unset_bounds_are_fine() {
+        let cfp = |min, max| {
+            with(|c| {
+                c.strategy = Strategy::Cfp(CfpConfig {
+                    min_leases: min,
+                    max_leases: max,
+                })
+            })
+        };
+        assert_eq!(cfp(5, 3), Err(ConfigError::MinAboveMax { min: 5, max: 3 }));
+        assert_eq!(cfp(5, 0), Ok(()));
+        assert_eq!(cfp(3, 3), Ok(()));
+    }
+
+    #[test]
+    fn a_margin_that_leaves_no_time_to_renew_is_refused() {
+        let err = with(|c| c.expiry.safety_margin = Millis::from_secs(50)).unwrap_err();
+        assert!(matches!(err, ConfigError::RenewNotBelowAuthority { .. }));
+    }
+
+    #[test]
+    fn zero_durations_and_a_stopped_clock_are_refused() {
+        assert_eq!(
+            with(|c| c.expiry.duration = Millis::ZERO),
+            Err(ConfigError::ZeroExpiration)
+        );
+        assert_eq!(
+            with(|c| c.renew_interval = Millis::ZERO),
+            Err(ConfigError::ZeroRenewInterval)
+        );
+        assert!(matches!(
+            with(|c| c.expiry.drift = Drift::ppm(1_000_000)),
+            Err(ConfigError::DriftTooLarge { .. })
+        ));
+    }
+}

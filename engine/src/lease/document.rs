@@ -1,0 +1,186 @@
+//! The documents of a lease container: one lease per partition, and (for strategies
+//! that need to know who is alive) one heartbeat per host.
+
+use crate::ids::{Checkpoint, DocId, Epoch, HostId, LeaseToken, PartitionKey};
+use crate::store::Document;
+use crate::time::WallTime;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io;
+
+/// One partition's lease. Field names on the wire follow the change feed processor
+/// where it has the field.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LeaseDocument {
+    /// The document id: the processor group's prefix, `..`, then the token.
+    pub id: DocId,
+    /// The partition this lease covers.
+    #[serde(rename = "LeaseToken")]
+    pub token: LeaseToken,
+    /// The host that owns the lease, if any.
+    #[serde(rename = "Owner", default)]
+    pub owner: Option<HostId>,
+    /// Bumped on every change of owner.
+    #[serde(rename = "Epoch", default)]
+    pub epoch: Epoch,
+    /// How far the partition has been processed.
+    #[serde(rename = "ContinuationToken", default)]
+    pub checkpoint: Option<Checkpoint>,
+    /// Free-form properties, kept across every write.
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+    /// The last writer's wall clock, for CFP's timestamp expiry rule.
+    pub timestamp: WallTime,
+    /// An earlier owner may still be within its authority: whoever owns this version
+    /// must wait out one expiry of it before processing. Set when a lease is taken
+    /// before it expired (a steal), cleared once that wait is over.
+    #[serde(rename = "Fenced", default)]
+    pub fenced: bool,
+}
+
+impl LeaseDocument {
+    /// The document id of `token`'s lease in processor group `prefix`.
+    pub fn id_for(prefix: &str, token: &LeaseToken) -> DocId {
+        DocId::from(format!("{prefix}..{token}"))
+    }
+
+    /// A fresh, unowned lease at epoch 0 with no checkpoint.
+    pub fn new(prefix: &str, token: LeaseToken, now: WallTime) -> LeaseDocument {
+        LeaseDocument {
+            id: Self::id_for(prefix, &token),
+            token,
+            owner: None,
+            epoch: Epoch(0),
+            checkpoint: None,
+            properties: BTreeMap::new(),
+            timestamp: now,
+            fenced: false,
+        }
+    }
+
+    /// Whether `host` owns this lease.
+    pub fn is_owned_by(&self, host: &HostId) -> bool {
+        self.owner.as_ref() == Some(host)
+    }
+}
+
+/// A host's heartbeat, so that hosts which own nothing yet are still counted, and the
+/// leases it claims for a handoff.
+///
+/// Claims live here rather than on the lease documents on purpose: a write to a lease
+/// would change its etag, restarting every observer's expiry wait (a claim on a
+/// crashed owner's lease would postpone its takeover by a whole expiry) and failing
+/// the owner's next renewal. Only owners and takers ever write a lease.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HostDocument {
+    /// The document id: the processor group's prefix, `.host.`, then the host name.
+    pub id: DocId,
+    /// The host this heartbeat belongs to.
+    #[serde(rename = "HostId")]
+    pub host: HostId,
+    /// The host's wall clock at its last heartbeat.
+    pub timestamp: WallTime,
+    /// Leases this host asks their owners to hand over to it.
+    #[serde(rename = "Claims", default)]
+    pub claims: Vec<LeaseToken>,
+}
+
+impl HostDocument {
+    /// A heartbeat of `host` in processor group `prefix`, claiming nothing.
+    pub fn new(prefix: &str, host: HostId, now: WallTime) -> HostDocument {
+        HostDocument {
+            id: Self::id_for(prefix, &host),
+            host,
+            timestamp: now,
+            claims: Vec::new(),
+        }
+    }
+}
+
+impl HostDocument {
+    /// The document id of `host`'s heartbeat in processor group `prefix`.
+    pub fn id_for(prefix: &str, host: &HostId) -> DocId {
+        DocId::from(format!("{prefix}.host.{host}"))
+    }
+}
+
+/// A document of the lease container.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Record {
+    /// A partition's lease.
+    Lease(LeaseDocument),
+    /// A host's heartbeat.
+    Host(HostDocument),
+}
+
+impl Document for Record {
+    fn id(&self) -> &DocId {
+        match self {
+            Record::Lease(doc) => &doc.id,
+            Record::Host(doc) => &doc.id,
+        }
+    }
+
+    /// Lease containers are partitioned by `/id`, as the change feed processor's are.
+    fn partition_key(&self) -> PartitionKey {
+        PartitionKey::new(self.id().as_str())
+    }
+
+    fn stored_size(&self) -> usize {
+        let mut counter = ByteCounter(0);
+        match serde_json::to_writer(&mut counter, self) {
+            Ok(()) => counter.0,
+            // Serializing plain strings and integers cannot fail; refuse rather than guess.
+            Err(_) => usize::MAX,
+        }
+    }
+}
+
+/// Counts bytes instead of storing them.
+struct ByteCounter(usize);
+
+impl io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_document_round_trips_through_json_with_cfp_field_names() {
+        let mut doc = LeaseDocument::new("grp", LeaseToken::from("3"), WallTime(42));
+        doc.owner = Some(HostId::from("a"));
+        doc.checkpoint = Some(Checkpoint::from("\"17\""));
+        let json = serde_json::to_value(Record::Lease(doc.clone())).unwrap();
+        assert_eq!(json["id"], "grp..3");
+        assert_eq!(json["LeaseToken"], "3");
+        assert_eq!(json["Owner"], "a");
+        assert_eq!(json["ContinuationToken"], "\"17\"");
+        let back: Record = serde_json::from_value(json).unwrap();
+        assert_eq!(back, Record::Lease(doc));
+    }
+
+    #[test]
+    fn a_heartbeat_is_told_apart_from_a_lease() {
+        let mut heartbeat = HostDocument::new("grp", HostId::from("h1"), WallTime(1));
+        heartbeat.claims.push(LeaseToken::from("4"));
+        let beat = Record::Host(heartbeat);
+        let json = serde_json::to_string(&beat).unwrap();
+        assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), beat);
+    }
+
+    #[test]
+    fn the_stored_size_is_the_json_length() {
+        let doc = Record::Lease(LeaseDocument::new("p", LeaseToken::from("0"), WallTime(0)));
+        assert_eq!(doc.stored_size(), serde_json::to_vec(&doc).unwrap().len());
+    }
+}

@@ -1,0 +1,550 @@
+//! The partition-lease host state machine.
+
+use super::membership::{BeatStep, Heartbeat, Member};
+use super::slot::{Own, Processing, ReleaseTo, Slot};
+use super::{
+    ConfigError, Input, InputError, LeaseConfig, LeaseDocument, Output, Record, StopReason,
+    StoreRequest,
+};
+use crate::expiry::Observation;
+use crate::ids::{Checkpoint, Epoch, Etag, HostId, LeaseToken, RequestId};
+use crate::lease::Intent;
+use crate::store::Op;
+use crate::time::{LocalTime, Millis, Now};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// One host's side of the partition-lease protocol, as a sans-IO state machine.
+///
+/// Feed it [`Input`]s with [`handle_input`](Self::handle_input), then drain
+/// [`poll_output`](Self::poll_output) and sleep until [`poll_timeout`](Self::poll_timeout)
+/// (the next wake-up time), in the manner of quinn-proto's `Connection`.
+///
+/// Rules it keeps:
+/// - It processes a lease only while it holds *authority*, which comes only from a
+///   conditional write it sent that succeeded, and lasts
+///   [`ExpiryPolicy::authority_span`](crate::ExpiryPolicy::authority_span) from the
+///   moment the write was sent. It stops before any other host may consider the lease
+///   expired.
+/// - Every write to a lease is conditional on the etag it last saw, so a write also
+///   proves ownership. On 412, 404 or a change of owner the lease is lost and
+///   processing stops at once; the host then re-reads the lease.
+/// - A lease taken before it expired (a steal) is not processed until the version it
+///   replaced would have expired, so the previous owner's authority is over.
+///
+/// ```
+/// use leasehold_engine::lease::{Input, LeaseConfig, LeaseHost, Output, Record};
+/// use leasehold_engine::store::Container;
+/// use leasehold_engine::{HostId, LeaseToken, LocalTime, Now, WallTime};
+///
+/// let config = LeaseConfig {
+///     partitions: vec![LeaseToken::from("0"), LeaseToken::from("1")],
+///     ..LeaseConfig::default()
+/// };
+/// let mut host = LeaseHost::new(HostId::from("host-a"), config).unwrap();
+/// let mut store = Container::<Record>::new();
+/// let now = Now::new(LocalTime::ZERO, WallTime(1_700_000_000_000));
+///
+/// let mut started = Vec::new();
+/// let mut inputs = vec![Input::Tick];
+/// while let Some(input) = inputs.pop() {
+///     host.handle_input(now, input).unwrap();
+///     while let Some(output) = host.poll_output() {
+///         match output {
+///             // A real driver sends this over the network; here the store answers at once.
+///             Output::Request(req) => inputs.push(Input::Response {
+///                 id: req.id,
+///                 result: store.execute(req.op),
+///             }),
+///             Output::Start { lease, epoch, .. } => started.push((lease, epoch.0)),
+///             _ => {}
+///         }
+///     }
+/// }
+/// started.sort();
+/// assert_eq!(started, [(LeaseToken::from("0"), 1), (LeaseToken::from("1"), 1)]);
+/// assert!(host.poll_timeout().is_some());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseHost {
+    pub(super) me: HostId,
+    pub(super) config: LeaseConfig,
+    pub(super) phase: Phase,
+    /// The latest time seen; inputs never move the clock backwards.
+    pub(super) now: Now,
+    pub(super) slots: BTreeMap<LeaseToken, Slot>,
+    pub(super) members: BTreeMap<HostId, Member>,
+    pub(super) beat: Heartbeat,
+    pub(super) pending: BTreeMap<RequestId, Pending>,
+    pub(super) issued: u64,
+    /// Leases this host is creating.
+    pub(super) creating: BTreeSet<LeaseToken>,
+    pub(super) next_scan: LocalTime,
+    pub(super) scanning: bool,
+    out: VecDeque<Output>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Phase {
+    Running,
+    ShuttingDown,
+    Finished,
+}
+
+/// A request in flight, and what its answer means.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Pending {
+    pub sent_at: LocalTime,
+    pub what: What,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum What {
+    /// A table scan; `seq` is how many requests had been issued before it.
+    Scan {
+        seq: u64,
+    },
+    Create(LeaseDocument),
+    Take {
+        doc: LeaseDocument,
+        fence: Option<Observation>,
+    },
+    Write {
+        doc: LeaseDocument,
+        checkpoint: Option<Checkpoint>,
+        release: bool,
+    },
+    Read(LeaseToken),
+    Beat(BeatStep),
+    Retire(HostId),
+}
+
+/// A read-only view of one lease as a host knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseState<'a> {
+    /// The lease document as last seen.
+    pub doc: &'a LeaseDocument,
+    /// Its etag as last seen.
+    pub etag: &'a Etag,
+    /// The epoch this host owns it at, if it does.
+    pub owned: Option<Epoch>,
+    /// Whether the handler is processing it (started and not yet stopped).
+    pub processing: bool,
+    /// When this host's authority over it ends.
+    pub authority_until: Option<LocalTime>,
+}
+
+impl LeaseHost {
+    /// A host named `me` with `config`, which is validated first.
+    pub fn new(me: HostId, config: LeaseConfig) -> Result<LeaseHost, ConfigError> {
+        if me.is_blank() {
+            return Err(ConfigError::BlankHostId(me));
+        }
+        config.validate()?;
+        Ok(LeaseHost {
+            me,
+            config,
+            phase: Phase::Running,
+            now: Now::default(),
+            slots: BTreeMap::new(),
+            members: BTreeMap::new(),
+            beat: Heartbeat::new(),
+            pending: BTreeMap::new(),
+            issued: 0,
+            creating: BTreeSet::new(),
+            next_scan: LocalTime::ZERO,
+            scanning: false,
+            out: VecDeque::new(),
+        })
+    }
+
+    /// This host's id.
+    pub fn id(&self) -> &HostId {
+        &self.me
+    }
+
+    /// This host's configuration.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.config
+    }
+
+    /// Whether a graceful shutdown has completed.
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Finished
+    }
+
+    /// How many store requests are outstanding.
+    pub fn outstanding(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Every lease this host has seen, by token.
+    pub fn leases(&self) -> impl Iterator<Item = LeaseState<'_>> {
+        self.slots.values().map(|slot| LeaseState {
+            doc: &slot.doc,
+            etag: &slot.etag,
+            owned: slot.own.as_ref().map(|o| o.epoch),
+            processing: slot
+                .own
+                .as_ref()
+                .is_some_and(|o| o.processing != Processing::Idle),
+            authority_until: slot.own.as_ref().and_then(|o| o.authority_until),
+        })
+    }
+
+    /// The epoch at which this host is entitled to process `lease` at local time
+    /// `now`: it has started processing and its authority has not run out. This is
+    /// the ground truth exclusivity is checked against.
+    pub fn authority(&self, lease: &LeaseToken, now: LocalTime) -> Option<Epoch> {
+        let own = self.slots.get(lease)?.own.as_ref()?;
+        (own.processing != Processing::Idle && own.has_authority(now)).then_some(own.epoch)
+    }
+
+    /// Handles one input at time `now`.
+    ///
+    /// An input the host cannot accept returns an error and changes nothing.
+    pub fn handle_input(&mut self, now: Now, input: Input) -> Result<(), InputError> {
+        let now = self.advance(now);
+        match input {
+            Input::Tick => {}
+            Input::Response { id, result } => {
+                let pending = self
+                    .pending
+                    .remove(&id)
+                    .ok_or(InputError::UnknownRequest(id))?;
+                self.on_response(now, pending, result);
+            }
+            Input::Shutdown => self.begin_shutdown(),
+            Input::Checkpoint {
+                lease,
+                epoch,
+                checkpoint,
+            } => {
+                let own = self
+                    .slots
+                    .get_mut(&lease)
+                    .and_then(|s| s.own.as_mut())
+                    .filter(|o| o.epoch == epoch && o.processing != Processing::Idle)
+                    .ok_or(InputError::NotProcessing { lease, epoch })?;
+                own.checkpoint = Some(checkpoint);
+            }
+            Input::Stopped { lease, epoch } => {
+                // Idempotent: a late or duplicate acknowledgement changes nothing.
+                if let Some(own) = self.slots.get_mut(&lease).and_then(|s| s.own.as_mut())
+                    && own.epoch == epoch
+                    && own.processing == Processing::Draining
+                {
+                    own.processing = Processing::Idle;
+                }
+            }
+        }
+        self.drive(now);
+        Ok(())
+    }
+
+    /// The next thing the driver must do, if any.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// When the host next needs an [`Input::Tick`], on its local clock; `None` once
+    /// it has finished. Earlier inputs are always welcome.
+    pub fn poll_timeout(&self) -> Option<LocalTime> {
+        if self.phase == Phase::Finished {
+            return None;
+        }
+        let now = self.now;
+        let mut wake: Option<LocalTime> = None;
+        let mut at = |t: LocalTime| wake = Some(wake.map_or(t, |w| w.min(t)));
+        // Only what is not blocked on an answer counts: a deadline that is already due
+        // but waits for a response must not make the driver spin.
+        let policy = &self.config.expiry;
+        if self.phase == Phase::Running && !self.scanning {
+            at(self.next_scan);
+        }
+        if self.phase == Phase::Running && self.uses_heartbeats() && self.beat.op.is_none() {
+            at(self.beat.next_at);
+        }
+        for slot in self.slots.values() {
+            let own = slot.own.as_ref();
+            if let Some(own) = own
+                && own.processing != Processing::Idle
+                && let Some(until) = own.authority_until
+            {
+                at(until);
+            }
+            if let Some(own) = own
+                && !own.fence_passed(policy, now)
+                && let Some(fence) = &own.fence
+            {
+                at(policy.expires_at(fence, now));
+            }
+            if slot.op.is_some() {
+                continue;
+            }
+            match (slot.retry_at, own) {
+                (Some(retry), _) if retry > now.local => at(retry),
+                (_, Some(own)) if own.processing != Processing::Draining => at(own.next_renew),
+                _ => {}
+            }
+        }
+        wake.map(|t| t.max(now.local))
+    }
+
+    fn advance(&mut self, now: Now) -> Now {
+        let local = now.local.max(self.now.local);
+        self.now = Now::new(local, now.wall);
+        self.now
+    }
+
+    pub(super) fn emit(&mut self, output: Output) {
+        self.out.push_back(output);
+    }
+
+    /// Issues a request and remembers what it is for.
+    pub(super) fn send(
+        &mut self,
+        now: Now,
+        intent: Intent,
+        op: Op<Record>,
+        what: What,
+    ) -> RequestId {
+        let id = RequestId(self.issued);
+        self.issued += 1;
+        self.pending.insert(
+            id,
+            Pending {
+                sent_at: now.local,
+                what,
+            },
+        );
+        self.emit(Output::Request(StoreRequest { id, intent, op }));
+        id
+    }
+
+    /// How long to wait before retrying after an unknown outcome.
+    pub(super) fn backoff(&self) -> Millis {
+        Millis(self.config.renew_interval.as_millis().div_ceil(8))
+    }
+
+    /// Acts on everything that is due at `now`.
+    fn drive(&mut self, now: Now) {
+        if self.phase == Phase::Finished {
+            return;
+        }
+        self.enforce_deadlines(now);
+        self.start_ready(now);
+        self.write_due(now);
+        self.drive_heartbeat(now);
+        if self.phase == Phase::Running && !self.scanning && now.local >= self.next_scan {
+            self.scanning = true;
+            let seq = self.issued;
+            let op = Op::ReadAll {
+                prefix: self.config.prefix.clone(),
+            };
+            self.send(now, Intent::Scan, op, What::Scan { seq });
+        }
+        if self.phase == Phase::ShuttingDown && self.shutdown_done() {
+            self.phase = Phase::Finished;
+            self.emit(Output::ShutdownComplete);
+        }
+    }
+
+    /// Stops processing wherever authority has run out.
+    fn enforce_deadlines(&mut self, now: Now) {
+        let mut stops = Vec::new();
+        for (token, slot) in &mut self.slots {
+            if let Some(own) = &mut slot.own
+                && own.processing != Processing::Idle
+                && !own.has_authority(now.local)
+            {
+                own.processing = Processing::Idle;
+                // Unconfirmed progress must not be written after a restart from an
+                // older checkpoint, or the stored checkpoint could go backwards.
+                own.checkpoint = None;
+                stops.push(Output::Stop {
+                    lease: token.clone(),
+                    epoch: own.epoch,
+                    reason: StopReason::Lost(super::LossCause::AuthorityLapsed),
+                });
+            }
+        }
+        self.out.extend(stops);
+    }
+
+    /// Starts processing wherever this host holds authority and any fence is over.
+    fn start_ready(&mut self, now: Now) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let policy = self.config.expiry;
+        let mut starts = Vec::new();
+        for (token, slot) in &mut self.slots {
+            if let Some(own) = &mut slot.own
+                && own.processing == Processing::Idle
+                && own.release.is_none()
+                && own.has_authority(now.local)
+                && own.fence_passed(&policy, now)
+            {
+                own.processing = Processing::Active;
+                own.fence = None;
+                starts.push(Output::Start {
+                    lease: token.clone(),
+                    epoch: own.epoch,
+                    checkpoint: slot.doc.checkpoint.clone(),
+                });
+            }
+        }
+        self.out.extend(starts);
+    }
+
+    /// Sends re-reads and owner writes (renew, checkpoint, release) that are due.
+    fn write_due(&mut self, now: Now) {
+        let policy = self.config.expiry;
+        let tokens: Vec<LeaseToken> = self
+            .slots
+            .iter()
+            .filter(|(_, slot)| slot.can_send(now.local) && (slot.stale || slot.own.is_some()))
+            .map(|(token, _)| token.clone())
+            .collect();
+        for token in tokens {
+            let Some(slot) = self.slots.get_mut(&token) else {
+                continue;
+            };
+            if slot.stale {
+                let op = Op::Read {
+                    pk: crate::ids::PartitionKey::new(slot.doc.id.as_str()),
+                    id: slot.doc.id.clone(),
+                };
+                let id = self.send(now, Intent::Reread, op, What::Read(token.clone()));
+                self.mark_in_flight(&token, id);
+                continue;
+            }
+            let Some(own) = slot.own.as_mut() else {
+                continue;
+            };
+            let release = own.release.is_some() && own.processing == Processing::Idle;
+            let fence_passed = own.fence_passed(&policy, now);
+            let due = release
+                || own.authority_until.is_none()
+                || own.checkpoint.is_some()
+                || (slot.doc.fenced && fence_passed)
+                || (own.processing != Processing::Draining && now.local >= own.next_renew);
+            if !due {
+                continue;
+            }
+            let mut doc = slot.doc.clone();
+            doc.timestamp = now.wall;
+            if fence_passed {
+                doc.fenced = false;
+            }
+            let checkpoint = own.checkpoint.take();
+            if let Some(cp) = &checkpoint {
+                doc.checkpoint = Some(cp.clone());
+            }
+            let intent = match (&own.release, release) {
+                (Some(to), true) => {
+                    doc.owner = match to {
+                        ReleaseTo::Nobody => None,
+                        ReleaseTo::Host(host) => Some(host.clone()),
+                    };
+                    doc.epoch = doc.epoch.next();
+                    // A lease released before its fence passed carries the fence on.
+                    doc.fenced = !fence_passed;
+                    match to {
+                        ReleaseTo::Nobody => Intent::Release,
+                        ReleaseTo::Host(_) => Intent::Handoff,
+                    }
+                }
+                _ if checkpoint.is_some() => Intent::Checkpoint,
+                _ => Intent::Renew,
+            };
+            let op = Op::Replace {
+                doc: Record::Lease(doc.clone()),
+                if_match: Some(slot.etag.clone()),
+            };
+            let what = What::Write {
+                doc,
+                checkpoint,
+                release,
+            };
+            let id = self.send(now, intent, op, what);
+            self.mark_in_flight(&token, id);
+        }
+    }
+
+    pub(super) fn mark_in_flight(&mut self, token: &LeaseToken, id: RequestId) {
+        if let Some(slot) = self.slots.get_mut(token) {
+            slot.op = Some(id);
+        }
+    }
+
+    /// Begins a graceful shutdown: every owned lease is stopped and released.
+    fn begin_shutdown(&mut self) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        self.phase = Phase::ShuttingDown;
+        let owned: Vec<LeaseToken> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.own.is_some())
+            .map(|(t, _)| t.clone())
+            .collect();
+        for token in owned {
+            self.request_release(&token, ReleaseTo::Nobody, StopReason::Shutdown);
+        }
+    }
+
+    fn shutdown_done(&self) -> bool {
+        let holds_leases = self.slots.values().any(|s| s.own.is_some());
+        let may_gain_lease = self
+            .pending
+            .values()
+            .any(|p| matches!(p.what, What::Take { .. }));
+        let heartbeat_gone = !self.uses_heartbeats()
+            || matches!(self.beat.state, super::membership::BeatState::Left);
+        !holds_leases && !may_gain_lease && heartbeat_gone
+    }
+
+    /// Asks for `token` to be released once its handler has stopped.
+    pub(super) fn request_release(&mut self, token: &LeaseToken, to: ReleaseTo, why: StopReason) {
+        let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut()) else {
+            return;
+        };
+        if own.release.is_some() {
+            return;
+        }
+        own.release = Some(to);
+        if own.processing == Processing::Active {
+            own.processing = Processing::Draining;
+            let stop = Output::Stop {
+                lease: token.clone(),
+                epoch: own.epoch,
+                reason: why,
+            };
+            self.emit(stop);
+        }
+    }
+
+    /// Records that this host owns `token` now, with authority from a write sent at
+    /// `sent_at` if one succeeded.
+    pub(super) fn own(
+        &mut self,
+        token: &LeaseToken,
+        epoch: Epoch,
+        fence: Option<Observation>,
+        sent_at: Option<LocalTime>,
+    ) {
+        let deadline = sent_at.map(|t| self.config.expiry.holder_deadline(t));
+        let renew = self.config.renew_interval;
+        let now = self.now.local;
+        if let Some(slot) = self.slots.get_mut(token) {
+            let mut own = Own::new(epoch, fence, now);
+            own.authority_until = deadline;
+            if let Some(t) = sent_at {
+                own.next_renew = t + renew;
+            }
+            slot.own = Some(own);
+        }
+    }
+}

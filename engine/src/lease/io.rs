@@ -1,0 +1,205 @@
+//! What goes into a partition-lease host and what comes out of it.
+
+use super::Record;
+use crate::ids::{Checkpoint, Epoch, LeaseToken, RequestId};
+use crate::store::{Op, Reply, StoreError};
+use std::fmt;
+
+/// Something that happened to a host.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Input {
+    /// Time passed; the host acts on whatever is due.
+    Tick,
+    /// The store answered request `id`.
+    Response {
+        /// The request answered.
+        id: RequestId,
+        /// What the store said.
+        result: Result<Reply<Record>, StoreError>,
+    },
+    /// Stop gracefully: hand every lease back, keeping its checkpoint.
+    Shutdown,
+    /// The handler processed a partition up to `checkpoint`, under `epoch`.
+    Checkpoint {
+        /// The partition.
+        lease: LeaseToken,
+        /// The epoch the handler was started with (its fencing token).
+        epoch: Epoch,
+        /// How far it got.
+        checkpoint: Checkpoint,
+    },
+    /// The handler finished its in-flight work after an [`Output::Stop`] for a
+    /// release or a shutdown. The host releases the lease only after this.
+    Stopped {
+        /// The partition.
+        lease: LeaseToken,
+        /// The epoch the handler was started with.
+        epoch: Epoch,
+    },
+}
+
+/// Something a host asks its driver to do, or tells it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Output {
+    /// Send this request to the store and answer with [`Input::Response`].
+    Request(StoreRequest),
+    /// Start processing a partition. The epoch is a fencing token for the handler.
+    Start {
+        /// The partition.
+        lease: LeaseToken,
+        /// The lease's epoch.
+        epoch: Epoch,
+        /// Where processing resumes.
+        checkpoint: Option<Checkpoint>,
+    },
+    /// Stop processing a partition.
+    Stop {
+        /// The partition.
+        lease: LeaseToken,
+        /// The epoch it was processed under.
+        epoch: Epoch,
+        /// Why. After [`StopReason::Lost`] processing must end at once; after a release
+        /// or a shutdown the handler may finish its batch and checkpoint, then answers
+        /// with [`Input::Stopped`].
+        reason: StopReason,
+    },
+    /// A checkpoint is durably stored; it will never be lost or go backwards.
+    Checkpointed {
+        /// The partition.
+        lease: LeaseToken,
+        /// The epoch it was written under.
+        epoch: Epoch,
+        /// The checkpoint.
+        checkpoint: Checkpoint,
+    },
+    /// A checkpoint could not be stored (it made the lease document too large). The
+    /// lease is kept; processing resumes from the last stored checkpoint if it moves.
+    CheckpointRejected {
+        /// The partition.
+        lease: LeaseToken,
+        /// The epoch.
+        epoch: Epoch,
+        /// The checkpoint refused.
+        checkpoint: Checkpoint,
+        /// The store's answer.
+        error: StoreError,
+    },
+    /// A graceful shutdown has released every lease; the host has nothing left to do.
+    ShutdownComplete,
+}
+
+/// Why processing of a lease stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StopReason {
+    /// The host no longer holds the lease, or can no longer prove it does.
+    Lost(LossCause),
+    /// The lease is being handed over to a host that claimed it.
+    Released,
+    /// The host is shutting down.
+    Shutdown,
+}
+
+/// How a lease was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LossCause {
+    /// Another host owns it now, or its epoch moved on.
+    TakenOver,
+    /// The lease document is gone.
+    Deleted,
+    /// No renewal succeeded in time: the authority deadline passed.
+    AuthorityLapsed,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::Lost(LossCause::TakenOver) => f.write_str("lost (taken over)"),
+            StopReason::Lost(LossCause::Deleted) => f.write_str("lost (deleted)"),
+            StopReason::Lost(LossCause::AuthorityLapsed) => f.write_str("lost (authority lapsed)"),
+            StopReason::Released => f.write_str("released"),
+            StopReason::Shutdown => f.write_str("shutdown"),
+        }
+    }
+}
+
+/// A store request, with the reason the host sends it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StoreRequest {
+    /// Echo this in the response.
+    pub id: RequestId,
+    /// Why the host sends it; drivers use it for tracing and fault injection.
+    pub intent: Intent,
+    /// The operation.
+    pub op: Op<Record>,
+}
+
+/// Why a host sends a store request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Intent {
+    /// Read the whole lease table.
+    Scan,
+    /// Create a missing lease.
+    CreateLease,
+    /// Take an unowned or expired lease.
+    Acquire,
+    /// Take a live lease from its owner (CFP).
+    Steal,
+    /// Record a claim for a handoff.
+    Claim,
+    /// Renew an owned lease.
+    Renew,
+    /// Store a checkpoint (which also renews).
+    Checkpoint,
+    /// Give a lease up at shutdown.
+    Release,
+    /// Hand a lease over to its claimant.
+    Handoff,
+    /// Re-read a lease after a conflict or an unknown outcome.
+    Reread,
+    /// Write or re-read this host's heartbeat.
+    Heartbeat,
+    /// Delete this host's heartbeat at shutdown.
+    Leave,
+    /// Delete the heartbeat of a host that stopped.
+    Retire,
+}
+
+impl Intent {
+    /// Whether the request writes a lease on behalf of its owner.
+    pub fn is_owner_write(self) -> bool {
+        matches!(
+            self,
+            Intent::Renew | Intent::Checkpoint | Intent::Release | Intent::Handoff
+        )
+    }
+}
+
+/// An input the host cannot accept. The host's state is unchanged by it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum InputError {
+    /// No request with this id is outstanding (a duplicate, or a response from
+    /// before a restart).
+    UnknownRequest(RequestId),
+    /// A checkpoint for a lease this host is not processing at this epoch.
+    NotProcessing {
+        /// The partition.
+        lease: LeaseToken,
+        /// The epoch the caller gave.
+        epoch: Epoch,
+    },
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputError::UnknownRequest(id) => write!(f, "no request {id} is outstanding"),
+            InputError::NotProcessing { lease, epoch } => write!(
+                f,
+                "lease {lease} is not being processed at epoch {}; the checkpoint is refused",
+                epoch.0
+            ),
+        }
+    }
+}
+
+impl std::error::Error for InputError {}

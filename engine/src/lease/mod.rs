@@ -1,0 +1,18 @@
+//! Partition leases: one lease document per partition, a host state machine that
+//! acquires, renews, checkpoints, balances and releases them.
+//!
+//! The host is sans-IO: see [`LeaseHost`] for the driving loop.
+
+mod config;
+mod document;
+mod host;
+mod io;
+mod membership;
+mod respond;
+mod slot;
+mod table;
+
+pub use config::{ConfigError, LeaseConfig};
+pub use document::{HostDocument, LeaseDocument, Record};
+pub use host::{LeaseHost, LeaseState};
+pub use io::{Input, InputError, Intent, LossCause, Output, StopReason, StoreRequest};

@@ -1,0 +1,232 @@
+//! What a host makes of the store's answers.
+//!
+//! A reply of the wrong kind for its request (a driver bug) is treated like an
+//! unknown outcome: the host re-reads, which is always safe.
+
+use super::host::{LeaseHost, Pending, Phase, What};
+use super::slot::{Processing, ReleaseTo, Slot};
+use super::{LeaseDocument, LossCause, Output, Record, StopReason};
+use crate::expiry::Observation;
+use crate::ids::{Checkpoint, Etag, LeaseToken};
+use crate::store::{Reply, StoreError, Stored};
+use crate::time::{LocalTime, Now};
+
+type Answer = Result<Reply<Record>, StoreError>;
+
+impl LeaseHost {
+    pub(super) fn on_response(&mut self, now: Now, pending: Pending, result: Answer) {
+        let Pending { sent_at, what } = pending;
+        match what {
+            What::Scan { seq } => self.on_scan(now, seq, result),
+            What::Create(doc) => self.on_create(now, doc, result),
+            What::Take { doc, fence } => self.on_take(now, sent_at, doc, fence, result),
+            What::Write {
+                doc,
+                checkpoint,
+                release,
+            } => self.on_write(now, sent_at, doc, checkpoint, release, result),
+            What::Read(token) => self.on_read(now, token, result),
+            What::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
+            What::Retire(host) => self.on_retire_response(host),
+        }
+    }
+
+    fn on_create(&mut self, now: Now, doc: LeaseDocument, result: Answer) {
+        self.creating.remove(&doc.token);
+        if let Ok(Reply::Created(etag)) = result {
+            let token = doc.token.clone();
+            // Any version already known came from a read that saw this create
+            // applied, so it is at least as fresh: a late create reply is old news.
+            if !self.slots.contains_key(&token) {
+                self.reconcile(now, &token, doc, etag);
+            }
+            // A new lease is free: plan again now rather than an interval later.
+            self.next_scan = now.local;
+        }
+        // Otherwise someone else created it (409), or the next scan will tell.
+    }
+
+    fn on_take(
+        &mut self,
+        now: Now,
+        sent_at: LocalTime,
+        doc: LeaseDocument,
+        fence: Option<Observation>,
+        result: Answer,
+    ) {
+        let token = doc.token.clone();
+        let learned = self.issued;
+        let Some(slot) = self.slots.get_mut(&token) else {
+            return;
+        };
+        slot.op = None;
+        match result {
+            Ok(Reply::Replaced(etag)) => {
+                let epoch = doc.epoch;
+                slot.update(doc, etag, now.local, learned);
+                self.own(&token, epoch, fence, Some(sent_at));
+                if self.phase != Phase::Running {
+                    self.request_release(&token, ReleaseTo::Nobody, StopReason::Shutdown);
+                }
+            }
+            // Someone else won, or the store is busy: the next scan shows the truth.
+            Err(StoreError::PreconditionFailed | StoreError::Throttled { .. }) => {}
+            Err(StoreError::NotFound) => {
+                self.slots.remove(&token);
+            }
+            // Applied or not? Only a read can tell whether this host owns the lease.
+            Err(_) | Ok(_) => slot.stale = true,
+        }
+    }
+
+    fn on_write(
+        &mut self,
+        now: Now,
+        sent_at: LocalTime,
+        doc: LeaseDocument,
+        checkpoint: Option<Checkpoint>,
+        release: bool,
+        result: Answer,
+    ) {
+        let token = doc.token.clone();
+        let learned = self.issued;
+        let policy = self.config.expiry;
+        let renew = self.config.renew_interval;
+        let backoff = self.backoff();
+        let Some(slot) = self.slots.get_mut(&token) else {
+            return;
+        };
+        slot.op = None;
+        let Some(epoch) = slot.own.as_ref().map(|o| o.epoch) else {
+            return;
+        };
+        match result {
+            Ok(Reply::Replaced(etag)) => {
+                slot.update(doc, etag, now.local, learned);
+                slot.retry_at = None;
+                if release {
+                    slot.own = None;
+                } else if let Some(own) = slot.own.as_mut() {
+                    let deadline = policy.holder_deadline(sent_at);
+                    own.authority_until =
+                        Some(own.authority_until.map_or(deadline, |d| d.max(deadline)));
+                    own.next_renew = sent_at + renew;
+                }
+                if let Some(checkpoint) = checkpoint {
+                    self.emit(Output::Checkpointed {
+                        lease: token,
+                        epoch,
+                        checkpoint,
+                    });
+                }
+            }
+            Err(StoreError::PreconditionFailed) => {
+                slot.stale = true;
+                self.lose(&token, LossCause::TakenOver);
+            }
+            Err(StoreError::NotFound) => {
+                self.lose(&token, LossCause::Deleted);
+                self.slots.remove(&token);
+            }
+            Err(StoreError::Throttled { retry_after }) => {
+                requeue(slot, checkpoint);
+                slot.retry_at = Some(now.local + retry_after);
+            }
+            Err(error @ StoreError::TooLarge { .. }) => {
+                slot.retry_at = Some(now.local + backoff);
+                if let Some(checkpoint) = checkpoint {
+                    self.emit(Output::CheckpointRejected {
+                        lease: token,
+                        epoch,
+                        checkpoint,
+                        error,
+                    });
+                }
+            }
+            Err(_) | Ok(_) => {
+                requeue(slot, checkpoint);
+                slot.stale = true;
+            }
+        }
+    }
+
+    fn on_read(&mut self, now: Now, token: LeaseToken, result: Answer) {
+        let backoff = self.backoff();
+        let Some(slot) = self.slots.get_mut(&token) else {
+            return;
+        };
+        slot.op = None;
+        match result {
+            Ok(Reply::Read(Stored {
+                doc: Record::Lease(doc),
+                etag,
+            })) => self.reconcile(now, &token, doc, etag),
+            Err(StoreError::NotFound) | Ok(Reply::Read(_)) => {
+                self.lose(&token, LossCause::Deleted);
+                self.slots.remove(&token);
+            }
+            Err(StoreError::Throttled { retry_after }) => {
+                slot.retry_at = Some(now.local + retry_after);
+            }
+            Err(_) | Ok(_) => slot.retry_at = Some(now.local + backoff),
+        }
+    }
+
+    /// Folds in a version of a lease that is at least as fresh as what the host knew.
+    pub(super) fn reconcile(
+        &mut self,
+        now: Now,
+        token: &LeaseToken,
+        doc: LeaseDocument,
+        etag: Etag,
+    ) {
+        let learned = self.issued;
+        let slot = self
+            .slots
+            .entry(token.clone())
+            .or_insert_with(|| Slot::new(doc.clone(), etag.clone(), now.local, learned));
+        slot.update(doc, etag, now.local, learned);
+        let mine = slot.doc.is_owned_by(&self.me);
+        let still_ours = slot
+            .own
+            .as_ref()
+            .map(|own| mine && slot.doc.epoch == own.epoch);
+        let (epoch, fence) = (slot.doc.epoch, slot.doc.fenced.then(|| slot.observation()));
+        match still_ours {
+            Some(true) => {}
+            Some(false) => self.lose(token, LossCause::TakenOver),
+            None if mine => {
+                // Learned from a read (a handoff to this host, or a restart): ownership
+                // grants no authority until this host's own renewal succeeds.
+                self.own(token, epoch, fence, None);
+                if self.phase != Phase::Running {
+                    self.request_release(token, ReleaseTo::Nobody, StopReason::Shutdown);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Forgets ownership of `token`, stopping its processing at once.
+    pub(super) fn lose(&mut self, token: &LeaseToken, cause: LossCause) {
+        let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.take()) else {
+            return;
+        };
+        if own.processing != Processing::Idle {
+            self.emit(Output::Stop {
+                lease: token.clone(),
+                epoch: own.epoch,
+                reason: StopReason::Lost(cause),
+            });
+        }
+    }
+}
+
+/// Puts back a checkpoint whose write failed, unless the handler has sent a newer one.
+fn requeue(slot: &mut Slot, checkpoint: Option<Checkpoint>) {
+    if let Some(own) = slot.own.as_mut()
+        && own.checkpoint.is_none()
+    {
+        own.checkpoint = checkpoint;
+    }
+}

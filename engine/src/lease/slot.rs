@@ -1,0 +1,123 @@
+//! What a host knows about one lease, and what it holds if it owns it.
+
+use super::LeaseDocument;
+use crate::expiry::{ExpiryPolicy, Observation};
+use crate::ids::{Checkpoint, Epoch, Etag, HostId, RequestId};
+use crate::time::{LocalTime, Now};
+
+/// One lease as this host last saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Slot {
+    pub doc: LeaseDocument,
+    pub etag: Etag,
+    /// When this host first saw `etag`: the start of the observed-expiry wait.
+    pub seen: LocalTime,
+    /// How many requests had been issued when this knowledge arrived. A table scan
+    /// issued at or after this point is at least as fresh.
+    pub learned: u64,
+    /// The one request in flight for this lease; per-lease requests never overlap, so
+    /// their answers arrive in order.
+    pub op: Option<RequestId>,
+    /// The host must re-read the lease before writing it (after a 412 or an unknown
+    /// outcome).
+    pub stale: bool,
+    /// Throttled: do not write before this time.
+    pub retry_at: Option<LocalTime>,
+    /// Present while this host owns the lease.
+    pub own: Option<Own>,
+}
+
+impl Slot {
+    pub fn new(doc: LeaseDocument, etag: Etag, now: LocalTime, learned: u64) -> Slot {
+        Slot {
+            doc,
+            etag,
+            seen: now,
+            learned,
+            op: None,
+            stale: false,
+            retry_at: None,
+            own: None,
+        }
+    }
+
+    /// Records a newer version; the expiry wait restarts only if the etag changed.
+    pub fn update(&mut self, doc: LeaseDocument, etag: Etag, now: LocalTime, learned: u64) {
+        if etag != self.etag {
+            self.seen = now;
+        }
+        self.doc = doc;
+        self.etag = etag;
+        self.learned = learned;
+        self.stale = false;
+    }
+
+    pub fn observation(&self) -> Observation {
+        Observation {
+            first_seen: self.seen,
+            timestamp: self.doc.timestamp,
+        }
+    }
+
+    pub fn can_send(&self, now: LocalTime) -> bool {
+        self.op.is_none() && self.retry_at.is_none_or(|t| now >= t)
+    }
+}
+
+/// A lease this host owns.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Own {
+    pub epoch: Epoch,
+    /// Authority holds while `now < authority_until`. `None` until this host's own
+    /// conditional write succeeds: learning ownership from a read grants nothing.
+    pub authority_until: Option<LocalTime>,
+    /// If set, an earlier owner may still hold authority until this version (the one
+    /// this host replaced) expires; processing waits for that.
+    pub fence: Option<Observation>,
+    pub processing: Processing,
+    pub next_renew: LocalTime,
+    /// A checkpoint the handler reported that is not yet written.
+    pub checkpoint: Option<Checkpoint>,
+    /// Where the lease goes once the handler has stopped.
+    pub release: Option<ReleaseTo>,
+}
+
+impl Own {
+    pub fn new(epoch: Epoch, fence: Option<Observation>, now: LocalTime) -> Own {
+        Own {
+            epoch,
+            authority_until: None,
+            fence,
+            processing: Processing::Idle,
+            next_renew: now,
+            checkpoint: None,
+            release: None,
+        }
+    }
+
+    pub fn has_authority(&self, now: LocalTime) -> bool {
+        self.authority_until.is_some_and(|until| now < until)
+    }
+
+    pub fn fence_passed(&self, policy: &ExpiryPolicy, now: Now) -> bool {
+        self.fence.is_none_or(|f| policy.is_expired(&f, now))
+    }
+}
+
+/// Whether the handler is working on a lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Processing {
+    Idle,
+    Active,
+    /// Told to stop for a release or a shutdown; waiting for `Input::Stopped`.
+    Draining,
+}
+
+/// Where a released lease goes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum ReleaseTo {
+    /// Unowned (graceful shutdown).
+    Nobody,
+    /// To the host that claimed it (handoff).
+    Host(HostId),
+}

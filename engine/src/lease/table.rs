@@ -1,0 +1,196 @@
+//! The acquire cycle: read the lease table, judge it, plan, act.
+
+use super::host::{LeaseHost, Phase, What};
+use super::slot::ReleaseTo;
+use super::{HostDocument, Intent, LeaseDocument, Record, StopReason};
+use crate::balance::{Action, LeaseStatus, LeaseView, Reason, TableView};
+use crate::ids::{Etag, HostId, LeaseToken};
+use crate::store::{Op, Reply, StoreError, Stored};
+use crate::time::Now;
+use std::collections::{BTreeMap, BTreeSet};
+
+impl LeaseHost {
+    pub(super) fn on_scan(
+        &mut self,
+        now: Now,
+        seq: u64,
+        result: Result<Reply<Record>, StoreError>,
+    ) {
+        self.scanning = false;
+        self.next_scan = now.local + self.config.acquire_interval;
+        match result {
+            Ok(Reply::ReadAll(items)) => {
+                self.integrate_scan(now, seq, items);
+                if self.phase == Phase::Running {
+                    self.create_missing(now);
+                    self.rebalance(now);
+                    if self.uses_heartbeats() {
+                        self.retire_dead_members(now);
+                    }
+                }
+            }
+            Err(StoreError::Throttled { retry_after }) => {
+                self.next_scan = now.local + retry_after;
+            }
+            _ => {}
+        }
+    }
+
+    /// Folds one table scan, issued when `seq` requests had been sent, into what the
+    /// host knows. A lease answered by a request that completed after the scan was
+    /// sent is fresher than the scan and keeps its version.
+    fn integrate_scan(&mut self, now: Now, seq: u64, items: Vec<Stored<Record>>) {
+        let mut listed = BTreeSet::new();
+        let mut beats: Vec<(HostDocument, Etag)> = Vec::new();
+        for Stored { doc, etag } in items {
+            match doc {
+                Record::Lease(doc) => {
+                    let token = doc.token.clone();
+                    listed.insert(token.clone());
+                    let fresher = self
+                        .slots
+                        .get(&token)
+                        .is_none_or(|slot| slot.op.is_none() && slot.learned <= seq);
+                    if fresher {
+                        self.reconcile(now, &token, doc, etag);
+                    }
+                }
+                Record::Host(doc) => beats.push((doc, etag)),
+            }
+        }
+        if self.uses_heartbeats() {
+            self.integrate_members(now, beats);
+        }
+        let vanished: Vec<LeaseToken> = self
+            .slots
+            .iter()
+            .filter(|(token, slot)| {
+                !listed.contains(*token) && slot.op.is_none() && slot.learned <= seq
+            })
+            .map(|(token, _)| token.clone())
+            .collect();
+        for token in vanished {
+            if let Some(slot) = self.slots.get_mut(&token) {
+                if slot.own.is_some() {
+                    // Make sure before giving up: the read's 404 stops processing.
+                    slot.stale = true;
+                } else {
+                    self.slots.remove(&token);
+                }
+            }
+        }
+    }
+
+    fn create_missing(&mut self, now: Now) {
+        let missing: Vec<LeaseToken> = self
+            .config
+            .partitions
+            .iter()
+            .filter(|t| !self.slots.contains_key(*t) && !self.creating.contains(*t))
+            .cloned()
+            .collect();
+        for token in missing {
+            let doc = LeaseDocument::new(&self.config.prefix, token.clone(), now.wall);
+            self.creating.insert(token);
+            let op = Op::Create(Record::Lease(doc.clone()));
+            self.send(now, Intent::CreateLease, op, What::Create(doc));
+        }
+    }
+
+    /// The lease table as this host judges it now.
+    pub fn view(&self, now: Now) -> TableView {
+        let policy = &self.config.expiry;
+        let mut claims: BTreeMap<&LeaseToken, Vec<HostId>> = BTreeMap::new();
+        let mut members = Vec::new();
+        // Members are in id order and this host is inserted at its place, so every
+        // claimant list comes out sorted.
+        let live: Vec<&HostDocument> = self.live_members(now).map(|m| &m.doc).collect();
+        let mut published = HostDocument::new("", self.me.clone(), now.wall);
+        published.claims = self.beat.published.clone();
+        let at = live.partition_point(|d| d.host < self.me);
+        let mut all = live;
+        all.insert(at, &published);
+        for doc in all {
+            if doc.host != self.me {
+                members.push(doc.host.clone());
+            }
+            for token in &doc.claims {
+                claims.entry(token).or_default().push(doc.host.clone());
+            }
+        }
+        let leases = self
+            .slots
+            .iter()
+            .map(|(token, slot)| {
+                let owner = slot.doc.owner.clone().filter(|o| !o.is_blank());
+                let status = match &owner {
+                    _ if slot.own.is_some() => LeaseStatus::Held,
+                    Some(o) if *o == self.me => LeaseStatus::Held,
+                    None => LeaseStatus::Unowned,
+                    Some(_) if policy.is_expired(&slot.observation(), now) => LeaseStatus::Expired,
+                    Some(_) => LeaseStatus::Held,
+                };
+                LeaseView {
+                    token: token.clone(),
+                    owner,
+                    status,
+                    claimants: claims.remove(token).unwrap_or_default(),
+                }
+            })
+            .collect();
+        TableView {
+            leases,
+            members,
+            now,
+        }
+    }
+
+    fn rebalance(&mut self, now: Now) {
+        let view = self.view(now);
+        let plan = self.config.strategy.plan(&view, &self.me);
+        let mut claims = Vec::new();
+        for action in plan.actions {
+            match action {
+                Action::Take { lease, reason } => self.take(now, &lease, &reason),
+                Action::Claim { lease, .. } => claims.push(lease),
+                Action::Release { lease, to } => {
+                    self.request_release(&lease, ReleaseTo::Host(to), StopReason::Released);
+                }
+            }
+        }
+        claims.sort();
+        self.beat.claims = claims;
+    }
+
+    fn take(&mut self, now: Now, token: &LeaseToken, reason: &Reason) {
+        let Some(slot) = self.slots.get(token) else {
+            return;
+        };
+        if !slot.can_send(now.local) || slot.own.is_some() || slot.stale {
+            return;
+        }
+        // Whoever held this version may still be processing unless it expired or was
+        // released cleanly; then this host waits for it to expire before processing.
+        let fenced = match reason {
+            Reason::Unowned => slot.doc.fenced,
+            Reason::Expired { .. } => false,
+            Reason::Steal { .. } | Reason::Handoff { .. } => true,
+        };
+        let fence = fenced.then(|| slot.observation());
+        let mut doc = slot.doc.clone();
+        doc.owner = Some(self.me.clone());
+        doc.epoch = doc.epoch.next();
+        doc.fenced = fenced;
+        doc.timestamp = now.wall;
+        let intent = match reason {
+            Reason::Steal { .. } => Intent::Steal,
+            _ => Intent::Acquire,
+        };
+        let op = Op::Replace {
+            doc: Record::Lease(doc.clone()),
+            if_match: Some(slot.etag.clone()),
+        };
+        let id = self.send(now, intent, op, What::Take { doc, fence });
+        self.mark_in_flight(token, id);
+    }
+}

@@ -1,0 +1,25 @@
+//! The leasehold engine: pure state machines for hosts that share work through Azure
+//! Cosmos DB, and the reference semantics of the store they share.
+//!
+//! Nothing here performs I/O, reads a clock, spawns a thread or draws a random
+//! number. Time comes in with every input; store requests and processing decisions
+//! go out as outputs. The same code is driven by a model checker, a simulator and a
+//! production runtime.
+//!
+//! - [`store`]: the reference store, the specification every real store must match.
+//! - [`lease`]: partition leases and the host state machine.
+//! - [`balance`]: balancing strategies, pure functions of a lease table.
+//! - [`expiry`]: when a lease counts as expired, and how long a holder may act.
+
+#![forbid(unsafe_code)]
+
+pub mod balance;
+pub mod expiry;
+mod ids;
+pub mod lease;
+pub mod store;
+mod time;
+
+pub use expiry::{ExpiryPolicy, ExpiryRule, Observation};
+pub use ids::{Checkpoint, DocId, Epoch, Etag, HostId, LeaseToken, PartitionKey, RequestId};
+pub use time::{Drift, LocalTime, Millis, Now, WallTime};

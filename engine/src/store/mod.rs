@@ -1,0 +1,221 @@
+//! The reference semantics of the store: a deterministic in-memory container with the
+//! Cosmos DB operations the engine relies on.
+//!
+//! This module is the specification. The model checker and the simulator run against
+//! it, and the Cosmos DB adapter is differential-tested against it. Every write issues
+//! a fresh etag; conditional writes compare etags for equality only.
+//!
+//! ```
+//! use leasehold_engine::store::{Container, StoreError};
+//! use leasehold_engine::lease::{LeaseDocument, Record};
+//! use leasehold_engine::{LeaseToken, WallTime};
+//!
+//! let mut leases = Container::<Record>::new();
+//! let doc = Record::Lease(LeaseDocument::new("cfp.", LeaseToken::from("0"), WallTime(0)));
+//! let etag = leases.create(doc.clone())?;
+//! assert_eq!(leases.create(doc.clone()), Err(StoreError::Conflict));
+//!
+//! let fresh = leases.replace(doc.clone(), Some(&etag))?;
+//! // The old etag is stale now: a second writer holding it is refused.
+//! assert_eq!(leases.replace(doc, Some(&etag)), Err(StoreError::PreconditionFailed));
+//! assert_ne!(fresh, etag);
+//! # Ok::<(), StoreError>(())
+//! ```
+
+mod batch;
+mod error;
+mod op;
+
+pub use batch::{BatchOp, BatchOutcome, BatchResponse};
+pub use error::{BadRequest, StatusCode, StoreError};
+pub use op::{Op, Reply};
+
+use crate::ids::{DocId, Etag, PartitionKey};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+
+/// A document the store can hold.
+pub trait Document: Clone + Eq + Hash + Debug {
+    /// The document's `id`.
+    fn id(&self) -> &DocId;
+    /// The document's partition key value.
+    fn partition_key(&self) -> PartitionKey;
+    /// The document's size as stored, in bytes, for the store's size limit.
+    fn stored_size(&self) -> usize;
+}
+
+/// A document together with the etag of the write that produced it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Stored<D> {
+    /// The document.
+    pub doc: D,
+    /// Its current etag.
+    pub etag: Etag,
+}
+
+/// Limits a store enforces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Limits {
+    /// The largest document accepted, in bytes (Cosmos DB: 2 MB).
+    pub max_document_bytes: usize,
+    /// The most operations in one transactional batch (Cosmos DB: 100).
+    pub max_batch_operations: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_document_bytes: 2 * 1024 * 1024,
+            max_batch_operations: 100,
+        }
+    }
+}
+
+/// Documents are keyed by id first so that "read all by id prefix" is a range scan.
+type Key = (DocId, PartitionKey);
+
+/// A deterministic in-memory container.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Container<D> {
+    items: BTreeMap<Key, Stored<D>>,
+    issued: u64,
+    limits: Limits,
+}
+
+impl<D: Document> Default for Container<D> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<D: Document> Container<D> {
+    /// An empty container with Cosmos DB's limits.
+    pub fn new() -> Self {
+        Self::with_limits(Limits::default())
+    }
+
+    /// An empty container with the given limits.
+    pub fn with_limits(limits: Limits) -> Self {
+        Container {
+            items: BTreeMap::new(),
+            issued: 0,
+            limits,
+        }
+    }
+
+    /// The limits this container enforces.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// How many documents the container holds.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the container holds no documents.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Every document, ordered by id.
+    pub fn iter(&self) -> impl Iterator<Item = &Stored<D>> {
+        self.items.values()
+    }
+
+    /// Creates `doc` if no document with its id and partition key exists (409 otherwise).
+    pub fn create(&mut self, doc: D) -> Result<Etag, StoreError> {
+        self.check_size(&doc)?;
+        let key = key_of(&doc);
+        if self.items.contains_key(&key) {
+            return Err(StoreError::Conflict);
+        }
+        let etag = self.fresh_etag();
+        self.items.insert(
+            key,
+            Stored {
+                doc,
+                etag: etag.clone(),
+            },
+        );
+        Ok(etag)
+    }
+
+    /// Reads one document (404 if missing).
+    pub fn read(&self, pk: &PartitionKey, id: &DocId) -> Result<Stored<D>, StoreError> {
+        self.items
+            .get(&(id.clone(), pk.clone()))
+            .cloned()
+            .ok_or(StoreError::NotFound)
+    }
+
+    /// Reads every document whose id starts with `prefix`, across partition keys,
+    /// ordered by id.
+    pub fn read_all(&self, prefix: &str) -> Vec<Stored<D>> {
+        let start = (DocId::from(prefix), PartitionKey::from(""));
+        self.items
+            .range(start..)
+            .take_while(|((id, _), _)| id.as_str().starts_with(prefix))
+            .map(|(_, stored)| stored.clone())
+            .collect()
+    }
+
+    /// Replaces an existing document. With `if_match`, only if its etag is still the
+    /// given one (412 otherwise); without, unconditionally. 404 if missing.
+    pub fn replace(&mut self, doc: D, if_match: Option<&Etag>) -> Result<Etag, StoreError> {
+        self.check_size(&doc)?;
+        let key = key_of(&doc);
+        let current = self.items.get(&key).ok_or(StoreError::NotFound)?;
+        if if_match.is_some_and(|expected| *expected != current.etag) {
+            return Err(StoreError::PreconditionFailed);
+        }
+        let etag = self.fresh_etag();
+        self.items.insert(
+            key,
+            Stored {
+                doc,
+                etag: etag.clone(),
+            },
+        );
+        Ok(etag)
+    }
+
+    /// Deletes a document. With `if_match`, only if its etag is still the given one
+    /// (412 otherwise). 404 if missing.
+    pub fn delete(
+        &mut self,
+        pk: &PartitionKey,
+        id: &DocId,
+        if_match: Option<&Etag>,
+    ) -> Result<(), StoreError> {
+        let key = (id.clone(), pk.clone());
+        let current = self.items.get(&key).ok_or(StoreError::NotFound)?;
+        if if_match.is_some_and(|expected| *expected != current.etag) {
+            return Err(StoreError::PreconditionFailed);
+        }
+        self.items.remove(&key);
+        Ok(())
+    }
+
+    fn check_size(&self, doc: &D) -> Result<(), StoreError> {
+        let size = doc.stored_size();
+        if size > self.limits.max_document_bytes {
+            return Err(StoreError::TooLarge {
+                size,
+                limit: self.limits.max_document_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn fresh_etag(&mut self) -> Etag {
+        self.issued += 1;
+        Etag::seq(self.issued)
+    }
+}
+
+fn key_of<D: Document>(doc: &D) -> Key {
+    (doc.id().clone(), doc.partition_key())
+}

@@ -1,0 +1,2 @@
+//! The `leasehold` command line.
+fn main() {}
