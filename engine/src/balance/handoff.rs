@@ -4,12 +4,12 @@
 //! - Members are the hosts with a live heartbeat, the owners of live leases, and the
 //!   planner itself.
 //! - With `P` leases and `H` members, `P mod H` members get `ceil(P/H)` and the rest
-//!   `floor(P/H)`. The larger targets go to the members that already hold the most
-//!   leases (ties by id), which maximises the leases that stay put, so the number of
-//!   moves is the minimum possible.
+//!   `floor(P/H)`. The larger targets go first to members that already hold at
+//!   least `ceil(P/H)`, then by id. That maximises the leases that stay put, so the
+//!   number of moves is the minimum possible.
 //! - Free leases (unowned, then expired) and the surplus of over-target members go to
-//!   under-target members in rank order. Ranks cannot change as the free leases are
-//!   taken, which is what keeps the targets stable between cycles.
+//!   under-target members in rank order. Ranks cannot change as leases move this
+//!   way, which is what keeps targets stable from one cycle to the next.
 //! - Surplus leases move by handoff: the taker claims, the owner releases to the
 //!   claimant. An owner honours a claim only if its own plan assigns that lease to
 //!   that claimant. Existing claims are honoured first, so a plan never reshuffles a
@@ -46,10 +46,15 @@ pub(super) fn plan(view: &TableView, me: &HostId) -> Plan {
     }
     let count: Vec<usize> = owned.iter().map(Vec::len).collect();
 
-    // Members are sorted by id, so index order breaks ties by id.
-    let mut ranked: Vec<usize> = (0..hosts).collect();
-    ranked.sort_by(|&a, &b| count[b].cmp(&count[a]).then(a.cmp(&b)));
+    // Members holding at least ceil(P/H) rank first, then by id. A larger target
+    // saves a move only for a member that holds that many; among the others it
+    // changes nothing, so their counts must not matter: counts change as leases
+    // move, and a rank that followed them would flip targets mid-rebalance.
+    // Members are sorted by id, so index order is id order.
     let base = leases.len() / hosts;
+    let full = |m: usize| count[m] > base;
+    let mut ranked: Vec<usize> = (0..hosts).collect();
+    ranked.sort_by_key(|&m| (!full(m), m));
     let mut target = vec![base; hosts];
     for &m in ranked.iter().take(leases.len() % hosts) {
         target[m] += 1;
@@ -243,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    fn free_leases_go_first_to_the_highest_ranked_host_in_need() {
+    fn free_leases_fill_hosts_in_need_in_rank_order() {
         use LeaseStatus::{Expired, Held, Unowned};
         let leases = vec![
             lease("1", Some("b"), Held),
@@ -251,8 +256,12 @@ mod tests {
             lease("3", Some("dead"), Expired),
         ];
         let v = view(leases, &["a", "b"]);
-        // b holds 1 and ranks first, so it gets the ceil target (2) and one free lease.
-        assert_eq!(actions(&plan(&v, &HostId::from("b"))), ["take 2 (unowned)"]);
-        assert_eq!(actions(&plan(&v, &HostId::from("a"))), ["take 3 (expired)"]);
+        // Nobody holds ceil(3/2) = 2 yet, so ranks go by id: a gets the larger target
+        // and both free leases, unowned first. Either split costs two moves.
+        assert!(plan(&v, &HostId::from("b")).actions.is_empty());
+        assert_eq!(
+            actions(&plan(&v, &HostId::from("a"))),
+            ["take 2 (unowned)", "take 3 (expired)"]
+        );
     }
 }

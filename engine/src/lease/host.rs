@@ -1,6 +1,6 @@
 //! The partition-lease host state machine.
 
-use super::membership::{BeatStep, Heartbeat, Member};
+use super::membership::{BeatState, BeatStep, Heartbeat, Member};
 use super::slot::{Own, Processing, ReleaseTo, Slot};
 use super::{
     ConfigError, Input, InputError, LeaseConfig, LeaseDocument, Output, Record, StopReason,
@@ -80,6 +80,9 @@ pub struct LeaseHost {
     pub(super) creating: BTreeSet<LeaseToken>,
     pub(super) next_scan: LocalTime,
     pub(super) scanning: bool,
+    /// When a lease or heartbeat this host watches will expire: it plans again then,
+    /// without waiting for the next scan.
+    pub(super) replan_at: Option<LocalTime>,
     out: VecDeque<Output>,
 }
 
@@ -153,6 +156,7 @@ impl LeaseHost {
             creating: BTreeSet::new(),
             next_scan: LocalTime::ZERO,
             scanning: false,
+            replan_at: None,
             out: VecDeque::new(),
         })
     }
@@ -261,7 +265,11 @@ impl LeaseHost {
         if self.phase == Phase::Running && !self.scanning {
             at(self.next_scan);
         }
-        if self.phase == Phase::Running && self.uses_heartbeats() && self.beat.op.is_none() {
+        if let (Phase::Running, Some(t)) = (self.phase, self.replan_at) {
+            at(t);
+        }
+        let beat_pending = !matches!(self.beat.state, BeatState::Left);
+        if self.uses_heartbeats() && self.beat.op.is_none() && beat_pending {
             at(self.beat.next_at);
         }
         for slot in self.slots.values() {
@@ -334,6 +342,9 @@ impl LeaseHost {
         self.enforce_deadlines(now);
         self.start_ready(now);
         self.write_due(now);
+        if self.phase == Phase::Running && self.replan_at.is_some_and(|t| now.local >= t) {
+            self.rebalance(now);
+        }
         self.drive_heartbeat(now);
         if self.phase == Phase::Running && !self.scanning && now.local >= self.next_scan {
             self.scanning = true;
@@ -484,6 +495,7 @@ impl LeaseHost {
             return;
         }
         self.phase = Phase::ShuttingDown;
+        self.beat.next_at = self.now.local;
         let owned: Vec<LeaseToken> = self
             .slots
             .iter()
@@ -501,8 +513,7 @@ impl LeaseHost {
             .pending
             .values()
             .any(|p| matches!(p.what, What::Take { .. }));
-        let heartbeat_gone = !self.uses_heartbeats()
-            || matches!(self.beat.state, super::membership::BeatState::Left);
+        let heartbeat_gone = !self.uses_heartbeats() || matches!(self.beat.state, BeatState::Left);
         !holds_leases && !may_gain_lease && heartbeat_gone
     }
 

@@ -53,7 +53,7 @@ pub(super) struct Member {
 }
 
 impl Member {
-    fn observation(&self) -> Observation {
+    pub fn observation(&self) -> Observation {
         Observation {
             first_seen: self.seen,
             timestamp: self.doc.timestamp,
@@ -94,6 +94,11 @@ impl LeaseHost {
         if !self.uses_heartbeats() || self.beat.op.is_some() {
             return;
         }
+        let claims_changed = self.beat.claims != self.beat.published
+            && matches!(self.beat.state, BeatState::Present(_) | BeatState::Absent);
+        if now.local < self.beat.next_at && !(claims_changed && self.phase == Phase::Running) {
+            return;
+        }
         let prefix = &self.config.prefix;
         let id = HostDocument::id_for(prefix, &self.me);
         let pk = PartitionKey::new(id.as_str());
@@ -112,10 +117,6 @@ impl LeaseHost {
                 (Intent::Heartbeat, Op::Read { pk, id }, BeatStep::Read)
             }
             (state, Phase::Running) => {
-                let due = now.local >= self.beat.next_at || self.beat.claims != self.beat.published;
-                if !due {
-                    return;
-                }
                 let mut doc = HostDocument::new(prefix, self.me.clone(), now.wall);
                 doc.claims = self.beat.claims.clone();
                 let step = BeatStep::Write(doc.claims.clone());

@@ -6,7 +6,7 @@ use super::{HostDocument, Intent, LeaseDocument, Record, StopReason};
 use crate::balance::{Action, LeaseStatus, LeaseView, Reason, TableView};
 use crate::ids::{Etag, HostId, LeaseToken};
 use crate::store::{Op, Reply, StoreError, Stored};
-use crate::time::Now;
+use crate::time::{LocalTime, Now};
 use std::collections::{BTreeMap, BTreeSet};
 
 impl LeaseHost {
@@ -145,8 +145,9 @@ impl LeaseHost {
         }
     }
 
-    fn rebalance(&mut self, now: Now) {
+    pub(super) fn rebalance(&mut self, now: Now) {
         let view = self.view(now);
+        self.replan_at = self.next_expiry(now);
         let plan = self.config.strategy.plan(&view, &self.me);
         let mut claims = Vec::new();
         for action in plan.actions {
@@ -160,6 +161,23 @@ impl LeaseHost {
         }
         claims.sort();
         self.beat.claims = claims;
+    }
+
+    /// The earliest future moment at which a lease held by another host, or a
+    /// member's heartbeat, will count as expired.
+    fn next_expiry(&self, now: Now) -> Option<LocalTime> {
+        let policy = &self.config.expiry;
+        let leases = self.slots.values().filter(|slot| {
+            slot.own.is_none() && slot.doc.owner.as_ref().is_some_and(|o| *o != self.me)
+        });
+        let lease_times = leases.map(|slot| policy.expires_at(&slot.observation(), now));
+        let member_times = self
+            .live_members(now)
+            .map(|m| policy.expires_at(&m.observation(), now));
+        lease_times
+            .chain(member_times)
+            .filter(|t| *t > now.local)
+            .min()
     }
 
     fn take(&mut self, now: Now, token: &LeaseToken, reason: &Reason) {

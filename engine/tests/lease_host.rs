@@ -1,0 +1,675 @@
+//! The partition-lease host state machine, transition by transition.
+//!
+//! Every test runs on the `common` cluster, which checks after every step that no two
+//! hosts hold authority over one lease.
+
+mod common;
+
+use common::{Cluster, config};
+use leasehold_engine::balance::{CfpConfig, Strategy};
+use leasehold_engine::lease::{
+    ConfigError, Input, InputError, Intent, LeaseHost, LossCause, Output, Record, StopReason,
+};
+use leasehold_engine::store::{Op, StoreError};
+use leasehold_engine::{Checkpoint, Epoch, ExpiryRule, HostId, LeaseToken, Millis, RequestId};
+
+fn lease(t: &str) -> LeaseToken {
+    LeaseToken::from(t)
+}
+
+fn checkpoint(lease_token: &str, epoch: u64, value: &str) -> Input {
+    Input::Checkpoint {
+        lease: lease(lease_token),
+        epoch: Epoch(epoch),
+        checkpoint: Checkpoint::from(value),
+    }
+}
+
+fn stops(c: &Cluster, name: &str) -> Vec<(String, StopReason)> {
+    c.events_of(name)
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Stop { lease, reason, .. } => Some((lease.to_string(), *reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn first_time(c: &Cluster, name: &str, pick: impl Fn(&Output) -> bool) -> u64 {
+    c.events
+        .iter()
+        .find(|(_, n, o)| n == name && pick(o))
+        .map(|(t, _, _)| *t)
+        .unwrap_or_else(|| panic!("{name} never did that"))
+}
+
+fn cfp() -> Strategy {
+    Strategy::Cfp(CfpConfig::default())
+}
+
+#[test]
+fn a_lone_host_creates_missing_leases_and_processes_them_all() {
+    let mut c = Cluster::new();
+    c.add("a", config(3));
+    c.run_for(100);
+    assert_eq!(c.count("a"), 3);
+    for t in ["0", "1", "2"] {
+        let doc = c.lease(t);
+        assert_eq!(doc.owner, Some(HostId::from("a")));
+        assert_eq!(doc.epoch, Epoch(1));
+    }
+}
+
+#[test]
+fn an_owner_renews_before_its_authority_runs_out_and_keeps_its_leases() {
+    let mut c = Cluster::new();
+    c.add("a", config(2));
+    c.run_for(60_000);
+    assert_eq!(c.count("a"), 2);
+    assert!(stops(&c, "a").is_empty());
+    let renewals = c
+        .sent
+        .iter()
+        .filter(|(_, _, r)| r.intent == Intent::Renew)
+        .count();
+    // Two leases renewed every 3 s for a minute.
+    assert!((38..=42).contains(&renewals), "{renewals} renewals");
+}
+
+#[test]
+fn every_write_to_a_lease_is_conditional_on_the_etag_last_seen() {
+    let mut c = Cluster::new();
+    c.add("a", config(3));
+    c.run_for(5_000);
+    c.add("b", config(3));
+    c.run_for(30_000);
+    c.input("a", Input::Shutdown).unwrap();
+    c.run_for(1_000);
+    let lease_writes: Vec<_> = c
+        .sent
+        .iter()
+        .filter(|(_, _, r)| {
+            matches!(
+                &r.op,
+                Op::Replace {
+                    doc: Record::Lease(_),
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert!(lease_writes.len() > 20);
+    for (_, _, req) in lease_writes {
+        assert!(req.op.if_match().is_some(), "blind write: {req:?}");
+    }
+}
+
+#[test]
+fn a_checkpoint_is_written_conditionally_and_confirmed() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    c.input("a", checkpoint("0", 1, "42")).unwrap();
+    let write = c.intercept("a", Intent::Checkpoint);
+    assert!(write.op.if_match().is_some());
+    let result = c.store.execute(write.op.clone());
+    c.answer("a", &write, result);
+    assert!(c.events_of("a").contains(&&Output::Checkpointed {
+        lease: lease("0"),
+        epoch: Epoch(1),
+        checkpoint: Checkpoint::from("42"),
+    }));
+    assert_eq!(c.lease("0").checkpoint, Some(Checkpoint::from("42")));
+}
+
+#[test]
+fn checkpoints_reported_while_a_write_is_in_flight_are_coalesced() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    for cp in ["1", "2", "3"] {
+        c.input("a", checkpoint("0", 1, cp)).unwrap();
+    }
+    c.deliver_all();
+    let written: Vec<String> = c
+        .events_of("a")
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Checkpointed { checkpoint, .. } => Some(checkpoint.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(written, ["1", "3"]);
+    assert_eq!(c.lease("0").checkpoint, Some(Checkpoint::from("3")));
+}
+
+#[test]
+fn a_checkpoint_for_a_lease_not_being_processed_is_refused() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    assert_eq!(
+        c.input("a", checkpoint("9", 1, "x")),
+        Err(InputError::NotProcessing {
+            lease: lease("9"),
+            epoch: Epoch(1)
+        })
+    );
+    assert!(matches!(
+        c.input("a", checkpoint("0", 7, "x")),
+        Err(InputError::NotProcessing { .. })
+    ));
+}
+
+#[test]
+fn an_answer_to_no_outstanding_request_is_refused() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    let stray = Input::Response {
+        id: RequestId(999),
+        result: Err(StoreError::Timeout),
+    };
+    assert_eq!(
+        c.input("a", stray),
+        Err(InputError::UnknownRequest(RequestId(999)))
+    );
+}
+
+#[test]
+fn a_412_stops_processing_at_once_and_the_host_rereads_before_deciding() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    c.input("a", checkpoint("0", 1, "5")).unwrap();
+    let write = c.intercept("a", Intent::Checkpoint);
+    c.answer("a", &write, Err(StoreError::PreconditionFailed));
+    assert_eq!(
+        stops(&c, "a"),
+        [("0".into(), StopReason::Lost(LossCause::TakenOver))]
+    );
+    assert_eq!(c.count("a"), 0);
+    assert!(c.inflight.iter().any(|(_, r)| r.intent == Intent::Reread));
+    // The re-read shows the lease is still this host's at the same epoch (its own
+    // write had raced), so it renews and resumes: the unconfirmed checkpoint is gone.
+    c.deliver_all();
+    assert_eq!(c.nodes["a"].processing.get(&lease("0")), Some(&Epoch(1)));
+    assert!(
+        !c.events_of("a")
+            .iter()
+            .any(|o| matches!(o, Output::Checkpointed { .. }))
+    );
+}
+
+#[test]
+fn processing_stops_at_once_when_the_lease_is_deleted() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    let id = c.lease("0").id;
+    c.store
+        .delete(&leasehold_engine::PartitionKey::new(id.as_str()), &id, None)
+        .unwrap();
+    c.run_for(3_100);
+    assert_eq!(
+        stops(&c, "a")[0],
+        ("0".into(), StopReason::Lost(LossCause::Deleted))
+    );
+}
+
+#[test]
+fn processing_stops_when_a_scan_shows_another_owner() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    let mut doc = c.lease("0");
+    doc.owner = Some(HostId::from("z"));
+    doc.epoch = Epoch(9);
+    c.store.replace(Record::Lease(doc), None).unwrap();
+    // The next scan (2 s) comes before the next renewal (3 s).
+    c.run_for(2_100);
+    assert_eq!(
+        stops(&c, "a"),
+        [("0".into(), StopReason::Lost(LossCause::TakenOver))]
+    );
+}
+
+#[test]
+fn a_host_cut_off_from_the_store_stops_before_anyone_may_take_over() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    c.add("b", config(1));
+    c.run_for(1_000);
+    c.nodes.get_mut("a").unwrap().reachable = false;
+    let cut = c.time;
+    c.run_for(30_000);
+    let last_write = c
+        .sent
+        .iter()
+        .filter(|(t, n, r)| {
+            n == "a" && *t < cut && (r.intent == Intent::Acquire || r.intent.is_owner_write())
+        })
+        .map(|(t, _, _)| *t)
+        .max()
+        .unwrap();
+    let stopped = first_time(&c, "a", |o| {
+        matches!(
+            o,
+            Output::Stop {
+                reason: StopReason::Lost(LossCause::AuthorityLapsed),
+                ..
+            }
+        )
+    });
+    let started = first_time(&c, "b", |o| matches!(o, Output::Start { .. }));
+    // Authority lasts 9.4 s from the send of the last good write; nobody may take
+    // over before 10.1 s have passed since that write.
+    assert_eq!(stopped, last_write + 9_400);
+    assert!(started >= last_write + 10_100, "{started} vs {last_write}");
+    assert_eq!(c.lease("0").owner, Some(HostId::from("b")));
+    assert_eq!(c.lease("0").epoch, Epoch(2));
+}
+
+#[test]
+fn a_stale_owners_checkpoint_is_rejected() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    c.add("b", config(1));
+    c.run_for(1_000);
+    c.input("a", checkpoint("0", 1, "stale")).unwrap();
+    let held = c.intercept("a", Intent::Checkpoint);
+    c.nodes.get_mut("a").unwrap().reachable = false;
+    c.run_for(20_000);
+    assert_eq!(c.nodes["b"].processing.get(&lease("0")), Some(&Epoch(2)));
+    // The delayed write arrives after the takeover: the etag is stale.
+    let result = c.store.execute(held.op.clone());
+    assert_eq!(result, Err(StoreError::PreconditionFailed));
+    c.answer("a", &held, result);
+    assert_ne!(c.lease("0").checkpoint, Some(Checkpoint::from("stale")));
+    assert!(
+        !c.events_of("a")
+            .iter()
+            .any(|o| matches!(o, Output::Checkpointed { .. }))
+    );
+}
+
+#[test]
+fn an_expired_lease_is_taken_only_after_its_version_was_seen_unchanged_for_duration_plus_drift() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    c.add("b", config(1));
+    c.run_for(4_000);
+    let last_write = c
+        .sent
+        .iter()
+        .filter(|(_, n, r)| n == "a" && r.intent.is_owner_write())
+        .map(|(t, _, _)| *t)
+        .max()
+        .unwrap();
+    c.crash("a");
+    c.run_for(20_000);
+    let (taken, _, _) = c
+        .sent
+        .iter()
+        .find(|(_, n, r)| n == "b" && r.intent == Intent::Acquire)
+        .unwrap();
+    assert!(*taken >= last_write + 10_100);
+    // ...and no later than that after b first saw the version, which it does within
+    // one acquire interval of the write.
+    assert!(
+        *taken <= last_write + 2_000 + 10_100,
+        "{taken} vs {last_write}"
+    );
+    assert_eq!(c.count("b"), 1);
+}
+
+#[test]
+fn under_the_timestamp_rule_a_reader_trusts_its_own_wall_clock() {
+    let mut cfg = config(1);
+    cfg.expiry.rule = ExpiryRule::Timestamp;
+    let mut c = Cluster::new();
+    c.add_with_clocks("a", cfg.clone(), 0, 0);
+    c.run_for(100);
+    // b's wall clock runs 5 s ahead; its monotonic clock is fine.
+    c.add_with_clocks("b", cfg, 0, 5_000);
+    c.run_for(4_000);
+    let last_write = c
+        .sent
+        .iter()
+        .filter(|(_, n, r)| n == "a" && r.intent.is_owner_write())
+        .map(|(t, _, _)| *t)
+        .max()
+        .unwrap();
+    c.crash("a");
+    c.run_for(20_000);
+    let (taken, _, _) = c
+        .sent
+        .iter()
+        .find(|(_, n, r)| n == "b" && r.intent == Intent::Acquire)
+        .unwrap();
+    // 10 s by a's timestamp is only 5 s of true time for b: it takes over early.
+    assert!(
+        *taken > last_write + 5_000 && *taken <= last_write + 7_100,
+        "{taken}"
+    );
+}
+
+#[test]
+fn graceful_shutdown_releases_every_lease_and_keeps_its_checkpoint() {
+    let mut c = Cluster::new();
+    c.add("a", config(2));
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.run_for(100);
+    c.input("a", checkpoint("0", 1, "7")).unwrap();
+    c.deliver_all();
+    c.input("a", Input::Shutdown).unwrap();
+    assert_eq!(
+        stops(&c, "a"),
+        [
+            ("0".into(), StopReason::Shutdown),
+            ("1".into(), StopReason::Shutdown)
+        ]
+    );
+    // Nothing is released while the handler is still finishing its batch.
+    c.deliver_all();
+    assert!(!c.sent.iter().any(|(_, _, r)| r.intent == Intent::Release));
+    c.input("a", checkpoint("0", 1, "8")).unwrap();
+    for t in ["0", "1"] {
+        let stopped = Input::Stopped {
+            lease: lease(t),
+            epoch: Epoch(1),
+        };
+        c.input("a", stopped).unwrap();
+    }
+    c.deliver_all();
+    let released_0 = c.lease("0");
+    assert_eq!(released_0.owner, None);
+    assert_eq!(released_0.epoch, Epoch(2));
+    assert_eq!(released_0.checkpoint, Some(Checkpoint::from("8")));
+    assert_eq!(c.lease("1").owner, None);
+    assert!(c.events_of("a").contains(&&Output::ShutdownComplete));
+    assert!(c.nodes["a"].host.is_finished());
+    assert!(c.nodes["a"].host.poll_timeout().is_none());
+    // The heartbeat is gone too, so the others stop counting this host at once.
+    assert!(c.store.iter().all(|s| matches!(s.doc, Record::Lease(_))));
+}
+
+#[test]
+fn a_new_host_gets_its_share_by_cooperative_handoff_without_overlap() {
+    let mut c = Cluster::new();
+    c.add("a", config(4));
+    c.run_for(100);
+    assert_eq!(c.count("a"), 4);
+    c.add("b", config(4));
+    c.run_for(10_000);
+    assert_eq!((c.count("a"), c.count("b")), (2, 2));
+    let mut moved = 0;
+    for t in ["0", "1", "2", "3"] {
+        let doc = c.lease(t);
+        match doc.owner.as_ref().map(HostId::as_str) {
+            Some("b") => {
+                // Handed over exactly once: a → b.
+                assert_eq!(doc.epoch, Epoch(2));
+                moved += 1;
+            }
+            _ => assert_eq!(doc.epoch, Epoch(1)),
+        }
+    }
+    assert_eq!(moved, 2);
+    let released: Vec<_> = stops(&c, "a");
+    assert_eq!(released.len(), 2);
+    assert!(released.iter().all(|(_, r)| *r == StopReason::Released));
+    // It happened by handoff, within about two acquire cycles, and no lease was stolen.
+    assert!(!c.sent.iter().any(|(_, _, r)| r.intent == Intent::Steal));
+    let handed = c
+        .sent
+        .iter()
+        .filter(|(_, _, r)| r.intent == Intent::Handoff);
+    assert_eq!(handed.count(), 2);
+    let started_b = first_time(&c, "b", |o| matches!(o, Output::Start { .. }));
+    assert!(started_b <= 100 + 2 * 2_000 + 500, "{started_b}");
+}
+
+#[test]
+fn three_hosts_settle_on_an_even_split_and_stay_there() {
+    let mut c = Cluster::new();
+    for name in ["a", "b", "c"] {
+        c.add(name, config(10));
+        c.run_for(500);
+    }
+    c.run_for(15_000);
+    let counts: Vec<usize> = ["a", "b", "c"].iter().map(|n| c.count(n)).collect();
+    assert_eq!(counts.iter().sum::<usize>(), 10);
+    assert!(counts.iter().all(|&n| (3..=4).contains(&n)), "{counts:?}");
+    let before = c.assignment();
+    c.run_for(60_000);
+    assert_eq!(
+        c.assignment(),
+        before,
+        "leases moved while membership was stable"
+    );
+}
+
+#[test]
+fn a_cfp_steal_waits_out_the_victims_authority_before_processing() {
+    let mut cfg = config(4);
+    cfg.strategy = cfp();
+    let mut c = Cluster::new();
+    c.add("a", cfg.clone());
+    c.run_for(100);
+    c.add("b", cfg);
+    c.run_for(3_000);
+    let (stolen_at, _, steal) = c
+        .sent
+        .iter()
+        .find(|(_, n, r)| n == "b" && r.intent == Intent::Steal)
+        .cloned()
+        .expect("cfp steals from the only owner");
+    let Op::Replace {
+        doc: Record::Lease(stolen),
+        ..
+    } = &steal.op
+    else {
+        panic!("a steal replaces a lease")
+    };
+    assert!(stolen.fenced, "a stolen lease carries the fence");
+    c.run_for(20_000);
+    let token = stolen.token.clone();
+    let started = first_time(
+        &c,
+        "b",
+        |o| matches!(o, Output::Start { lease, .. } if *lease == token),
+    );
+    let lost = first_time(
+        &c,
+        "a",
+        |o| matches!(o, Output::Stop { lease, reason: StopReason::Lost(_), .. } if *lease == token),
+    );
+    assert!(lost < started);
+    // b first saw the stolen version at most one renew interval before stealing it.
+    assert!(
+        started >= stolen_at + 10_100 - 3_000,
+        "{started} vs {stolen_at}"
+    );
+    assert!(
+        !c.lease(token.as_str()).fenced,
+        "the fence is cleared once over"
+    );
+}
+
+#[test]
+fn an_ambiguous_acquire_is_resolved_by_reading_the_lease() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    while !c.inflight.iter().any(|(_, r)| r.intent == Intent::Acquire) {
+        assert!(c.deliver_next());
+    }
+    let acquire = c.intercept("a", Intent::Acquire);
+    // The write is applied, but the reply is lost.
+    c.store.execute(acquire.op.clone()).unwrap();
+    c.answer("a", &acquire, Err(StoreError::Timeout));
+    c.deliver_all();
+    assert_eq!(c.nodes["a"].processing.get(&lease("0")), Some(&Epoch(1)));
+    let acquires = c
+        .sent
+        .iter()
+        .filter(|(_, _, r)| r.intent == Intent::Acquire);
+    assert_eq!(acquires.count(), 1);
+    assert!(c.sent.iter().any(|(_, _, r)| r.intent == Intent::Reread));
+}
+
+#[test]
+fn a_throttled_renewal_is_retried_after_the_delay() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    // The lease was taken at 0 ms, so its renewal is due at 3 s.
+    c.time = 3_000;
+    c.input("a", Input::Tick).unwrap();
+    let renew = c.intercept("a", Intent::Renew);
+    let throttled = Err(StoreError::Throttled {
+        retry_after: Millis(700),
+    });
+    c.answer("a", &renew, throttled);
+    let retried = |c: &Cluster| {
+        c.sent
+            .iter()
+            .any(|(t, _, r)| *t > 3_000 && r.intent == Intent::Renew)
+    };
+    c.run_for(650);
+    assert!(!retried(&c));
+    c.run_for(100);
+    assert!(retried(&c));
+    assert_eq!(c.count("a"), 1);
+}
+
+#[test]
+fn a_restarted_host_takes_back_its_own_leases_after_one_renewal() {
+    let mut c = Cluster::new();
+    c.add("a", config(2));
+    c.run_for(5_000);
+    c.restart("a");
+    let restarted = c.time;
+    c.run_for(2_000);
+    assert_eq!(c.count("a"), 2);
+    for t in ["0", "1"] {
+        assert_eq!(c.lease(t).epoch, Epoch(1), "no change of owner");
+    }
+    let starts_after: Vec<u64> = c
+        .events
+        .iter()
+        .filter(|(t, _, o)| *t >= restarted && matches!(o, Output::Start { .. }))
+        .map(|(t, _, _)| *t)
+        .collect();
+    assert_eq!(starts_after.len(), 2);
+    assert!(starts_after.iter().all(|&t| t < restarted + 100));
+}
+
+#[test]
+fn a_restarted_thief_waits_out_the_fence_it_left_in_the_document() {
+    let mut cfg = config(4);
+    cfg.strategy = cfp();
+    let mut c = Cluster::new();
+    c.add("a", cfg.clone());
+    c.run_for(100);
+    c.add("b", cfg);
+    while !c
+        .sent
+        .iter()
+        .any(|(_, n, r)| n == "b" && r.intent == Intent::Steal)
+    {
+        c.run_for(100);
+    }
+    c.run_for(100);
+    let stolen = c
+        .store
+        .iter()
+        .find_map(|s| match &s.doc {
+            Record::Lease(d) if d.owner == Some(HostId::from("b")) => Some(d.clone()),
+            _ => None,
+        })
+        .expect("b stole a lease");
+    assert!(stolen.fenced);
+    c.restart("b");
+    let restarted = c.time;
+    c.run_for(30_000);
+    let started = c
+        .events
+        .iter()
+        .find(|(_, n, o)| {
+            n == "b" && matches!(o, Output::Start { lease, .. } if *lease == stolen.token)
+        })
+        .map(|(t, _, _)| *t)
+        .unwrap();
+    assert!(
+        started >= restarted + 10_100,
+        "{started} vs restart at {restarted}"
+    );
+}
+
+#[test]
+fn a_late_reply_to_a_create_does_not_roll_back_a_newer_version() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    while !c
+        .inflight
+        .iter()
+        .any(|(_, r)| r.intent == Intent::CreateLease)
+    {
+        assert!(c.deliver_next());
+    }
+    let create = c.intercept("a", Intent::CreateLease);
+    let created = c.store.execute(create.op.clone());
+    // The next scan sees the lease and a takes it before the create reply arrives.
+    c.run_for(2_100);
+    assert_eq!(c.count("a"), 1);
+    c.answer("a", &create, created);
+    c.run_for(100);
+    assert_eq!(c.count("a"), 1);
+    assert!(stops(&c, "a").is_empty());
+}
+
+#[test]
+fn the_heartbeat_of_a_host_that_stopped_is_retired() {
+    let mut c = Cluster::new();
+    c.add("a", config(2));
+    c.add("b", config(2));
+    c.run_for(5_000);
+    c.crash("b");
+    c.run_for(15_000);
+    let hosts: Vec<String> = c
+        .store
+        .iter()
+        .filter_map(|s| match &s.doc {
+            Record::Host(h) => Some(h.host.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(hosts, ["a"]);
+    assert_eq!(c.count("a"), 2);
+}
+
+#[test]
+fn a_blank_host_id_is_refused() {
+    assert_eq!(
+        LeaseHost::new(HostId::from(" "), config(1)),
+        Err(ConfigError::BlankHostId(HostId::from(" ")))
+    );
+}
+
+/// The sibling of every exclusivity check above: the check does fire. Under CFP's
+/// timestamp rule a reader whose wall clock runs 15 s ahead sees a live lease as
+/// expired and takes it while its owner still holds authority.
+#[test]
+#[should_panic(expected = "is held by")]
+fn under_the_timestamp_rule_a_fast_wall_clock_breaks_exclusivity() {
+    let mut cfg = config(1);
+    cfg.expiry.rule = ExpiryRule::Timestamp;
+    let mut c = Cluster::new();
+    c.add_with_clocks("a", cfg.clone(), 0, 0);
+    c.run_for(100);
+    c.add_with_clocks("b", cfg, 0, 15_000);
+    c.run_for(30_000);
+}
