@@ -1,0 +1,8 @@
+//! The `leasehold` command line and, with the simulator issue, the deterministic
+//! simulator.
+//!
+//! - [`snapshot`]: reads lease containers exported from a change feed processor.
+//! - [`balance`]: answers "which leases would this host take, and why".
+
+pub mod balance;
+pub mod snapshot;
