@@ -673,3 +673,193 @@ fn under_the_timestamp_rule_a_fast_wall_clock_breaks_exclusivity() {
     c.add_with_clocks("b", cfg, 0, 15_000);
     c.run_for(30_000);
 }
+
+#[test]
+fn a_checkpoint_too_large_for_the_document_is_rejected_and_the_lease_kept() {
+    use leasehold_engine::store::{Container, Limits};
+    let mut c = Cluster::new();
+    c.store = Container::with_limits(Limits {
+        max_document_bytes: 1_000,
+        ..Limits::default()
+    });
+    c.add("a", config(1));
+    c.run_for(100);
+    let huge = "x".repeat(2_000);
+    c.input("a", checkpoint("0", 1, &huge)).unwrap();
+    c.deliver_all();
+    assert!(c.events_of("a").iter().any(|o| matches!(
+        o,
+        Output::CheckpointRejected {
+            error: StoreError::TooLarge { .. },
+            ..
+        }
+    )));
+    c.run_for(30_000);
+    assert_eq!(c.count("a"), 1, "the lease is kept and renewed");
+    assert_eq!(c.lease("0").checkpoint, None);
+}
+
+#[test]
+fn a_renewal_with_an_unknown_outcome_is_followed_by_a_reread_and_the_lease_kept() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    c.time = 3_000;
+    c.input("a", Input::Tick).unwrap();
+    let renew = c.intercept("a", Intent::Renew);
+    // Applied, but the reply is lost.
+    c.store.execute(renew.op.clone()).unwrap();
+    c.answer("a", &renew, Err(StoreError::Timeout));
+    assert!(c.inflight.iter().any(|(_, r)| r.intent == Intent::Reread));
+    c.run_for(30_000);
+    assert_eq!(c.count("a"), 1);
+    assert!(stops(&c, "a").is_empty());
+}
+
+#[test]
+fn a_throttled_scan_waits_the_retry_delay() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    c.time = 2_000;
+    c.input("a", Input::Tick).unwrap();
+    let scan = c.intercept("a", Intent::Scan);
+    c.answer(
+        "a",
+        &scan,
+        Err(StoreError::Throttled {
+            retry_after: Millis(5_000),
+        }),
+    );
+    c.run_for(4_900);
+    let scans_after = |c: &Cluster| {
+        c.sent
+            .iter()
+            .filter(|(t, _, r)| *t > 2_000 && r.intent == Intent::Scan)
+            .count()
+    };
+    assert_eq!(scans_after(&c), 0);
+    c.run_for(200);
+    assert_eq!(scans_after(&c), 1);
+}
+
+#[test]
+fn hosts_racing_to_create_and_acquire_end_with_one_owner_per_lease() {
+    let mut c = Cluster::new();
+    for name in ["a", "b", "c"] {
+        c.add(name, config(5));
+    }
+    c.run_for(20_000);
+    let creates = c
+        .sent
+        .iter()
+        .filter(|(_, _, r)| r.intent == Intent::CreateLease)
+        .count();
+    assert_eq!(creates, 15, "every host tried to create every lease");
+    let leases = c.store.iter().filter(|s| matches!(s.doc, Record::Lease(_)));
+    assert_eq!(leases.count(), 5, "but each exists once");
+    assert_eq!(c.assignment().len(), 5);
+}
+
+#[test]
+fn a_deleted_heartbeat_is_recreated() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    let beat = c
+        .store
+        .iter()
+        .find(|s| matches!(s.doc, Record::Host(_)))
+        .map(|s| s.doc.clone())
+        .unwrap();
+    let id = leasehold_engine::store::Document::id(&beat).clone();
+    c.store
+        .delete(&leasehold_engine::PartitionKey::new(id.as_str()), &id, None)
+        .unwrap();
+    c.run_for(3_100);
+    assert!(c.store.iter().any(|s| matches!(s.doc, Record::Host(_))));
+}
+
+#[test]
+fn a_released_lease_is_taken_by_another_host_without_waiting_for_expiry() {
+    let mut c = Cluster::new();
+    c.add("a", config(2));
+    c.run_for(100);
+    c.add("b", config(2));
+    c.run_for(5_000);
+    let shutdown_at = c.time;
+    c.input("a", Input::Shutdown).unwrap();
+    c.run_for(5_000);
+    assert_eq!(c.count("b"), 2);
+    let latest_start = c
+        .events
+        .iter()
+        .filter(|(_, n, o)| n == "b" && matches!(o, Output::Start { .. }))
+        .map(|(t, _, _)| *t)
+        .max()
+        .unwrap();
+    // One acquire interval, not an expiry.
+    assert!(
+        latest_start <= shutdown_at + 2_000,
+        "{latest_start} vs {shutdown_at}"
+    );
+}
+
+#[test]
+fn a_handoff_waits_for_the_handlers_last_batch_and_carries_its_checkpoint() {
+    let mut c = Cluster::new();
+    c.add("a", config(2));
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.run_for(100);
+    c.add("b", config(2));
+    while !stops(&c, "a")
+        .iter()
+        .any(|(_, r)| *r == StopReason::Released)
+    {
+        c.run_for(100);
+    }
+    let (moving, _) = stops(&c, "a")[0].clone();
+    // The handler finishes its batch a little later, then checkpoints and acknowledges.
+    c.run_for(300);
+    assert!(!c.sent.iter().any(|(_, _, r)| r.intent == Intent::Handoff));
+    c.input("a", checkpoint(&moving, 1, "last-batch")).unwrap();
+    c.input(
+        "a",
+        Input::Stopped {
+            lease: lease(&moving),
+            epoch: Epoch(1),
+        },
+    )
+    .unwrap();
+    c.run_for(5_000);
+    let started = c.events_of("b").into_iter().find_map(|o| match o {
+        Output::Start {
+            lease: l,
+            checkpoint,
+            ..
+        } if l.as_str() == moving => Some(checkpoint.clone()),
+        _ => None,
+    });
+    assert_eq!(started, Some(Some(Checkpoint::from("last-batch"))));
+}
+
+#[test]
+fn a_drain_that_outlives_authority_ends_with_a_hard_stop() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.run_for(100);
+    c.input("a", Input::Shutdown).unwrap();
+    // The handler never acknowledges.
+    c.run_for(20_000);
+    let reasons: Vec<StopReason> = stops(&c, "a").into_iter().map(|(_, r)| r).collect();
+    assert_eq!(
+        reasons,
+        [
+            StopReason::Shutdown,
+            StopReason::Lost(LossCause::AuthorityLapsed)
+        ]
+    );
+    assert_eq!(c.lease("0").owner, None, "released once authority ran out");
+    assert!(c.nodes["a"].host.is_finished());
+}

@@ -226,9 +226,10 @@ impl LeaseHost {
 
     pub(super) fn on_retire_response(&mut self, host: HostId) {
         // Whatever the answer, the next scan tells the truth about this heartbeat.
+        // The record stays until then: forgetting it would restart the expiry wait if
+        // the delete did not apply, counting a dead host as alive for another round.
         if let Some(m) = self.members.get_mut(&host) {
             m.retiring = false;
         }
-        self.members.remove(&host);
     }
 }
