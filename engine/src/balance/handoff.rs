@@ -29,19 +29,52 @@ pub(super) fn plan(view: &TableView, me: &HostId) -> Plan {
         _ => None,
     };
 
-    let mut members: Vec<&HostId> = view.members.iter().collect();
-    members.push(me);
-    members.extend((0..leases.len()).filter_map(held_owner));
-    members.sort();
-    members.dedup();
+    // Each distinct host once, then sorted by id: sorting every lease's owner would
+    // cost O(P log P) string comparisons. The map is only looked up, never
+    // iterated, so its order cannot leak into the plan.
+    let mut seen: HashMap<&HostId, usize> = HashMap::new();
+    let mut distinct: Vec<&HostId> = Vec::new();
+    let mut intern = |host| {
+        *seen.entry(host).or_insert_with(|| {
+            distinct.push(host);
+            distinct.len() - 1
+        })
+    };
+    view.members.iter().chain([me]).for_each(|h| {
+        intern(h);
+    });
+    // One pass over the leases: the table can be large, and every pass over it is
+    // memory-bound.
+    let (mut unowned, mut expired) = (Vec::new(), Vec::new());
+    let mut has_claims = vec![false; leases.len()];
+    let first_seen: Vec<Option<usize>> = (0..leases.len())
+        .map(|li| {
+            has_claims[li] = !leases[li].claimants.is_empty();
+            let owner = held_owner(li);
+            if owner.is_none() {
+                match leases[li].status {
+                    LeaseStatus::Expired => expired.push(li),
+                    _ => unowned.push(li),
+                }
+            }
+            owner.map(&mut intern)
+        })
+        .collect();
+    let mut by_id: Vec<usize> = (0..distinct.len()).collect();
+    by_id.sort_by(|&a, &b| distinct[a].cmp(distinct[b]));
+    let mut position = vec![0; distinct.len()];
+    for (pos, &d) in by_id.iter().enumerate() {
+        position[d] = pos;
+    }
+    let members: Vec<&HostId> = by_id.iter().map(|&d| distinct[d]).collect();
     let hosts = members.len();
-    // Only looked up, never iterated: its order cannot leak into the plan.
+    let owner_of: Vec<Option<usize>> = first_seen.iter().map(|s| s.map(|d| position[d])).collect();
     let index: HashMap<&HostId, usize> = members.iter().enumerate().map(|(i, m)| (*m, i)).collect();
 
     let mut owned: Vec<Vec<usize>> = vec![Vec::new(); hosts];
-    for li in 0..leases.len() {
-        if let Some(owner) = held_owner(li) {
-            owned[index[owner]].push(li);
+    for (li, owner) in owner_of.iter().enumerate() {
+        if let Some(o) = owner {
+            owned[*o].push(li);
         }
     }
     let count: Vec<usize> = owned.iter().map(Vec::len).collect();
@@ -68,7 +101,10 @@ pub(super) fn plan(view: &TableView, me: &HostId) -> Plan {
         .collect();
     // The best-ranked member that claims lease `li` and still needs leases.
     let claimant = |li: usize, left: &[usize]| {
-        let owner = held_owner(li).map(|o| index[o]);
+        if !has_claims[li] {
+            return None;
+        }
+        let owner = owner_of[li];
         leases[li]
             .claimants
             .iter()
@@ -76,7 +112,7 @@ pub(super) fn plan(view: &TableView, me: &HostId) -> Plan {
             .filter(|&c| left[c] > 0 && Some(c) != owner)
             .min_by_key(|&c| rank[c])
     };
-    let claimed = |li: usize| !leases[li].claimants.is_empty();
+    let claimed = |li: usize| has_claims[li];
 
     // Which leases leave each over-target member: those claimed by a member that
     // needs them, then unclaimed ones, then the rest (latest listed first).
@@ -115,10 +151,7 @@ pub(super) fn plan(view: &TableView, me: &HostId) -> Plan {
         left[m] -= 1;
         Some(m)
     };
-    let free = |status| {
-        (0..leases.len()).filter(move |&li| leases[li].status == status && held_owner(li).is_none())
-    };
-    for li in free(LeaseStatus::Unowned).chain(free(LeaseStatus::Expired)) {
+    for li in unowned.into_iter().chain(expired) {
         let Some(m) = next_needy(&mut left) else {
             break;
         };
@@ -136,9 +169,13 @@ pub(super) fn plan(view: &TableView, me: &HostId) -> Plan {
     let me_at = index[me];
     let (mut takes, mut claims, mut releases) = (Vec::new(), Vec::new(), Vec::new());
     for &(li, to) in &assigned {
+        // Most of the plan is other hosts' business; skip it before touching the lease.
+        if to != me_at && owner_of[li] != Some(me_at) {
+            continue;
+        }
         let lease = &leases[li];
         let token = lease.token.clone();
-        match (held_owner(li), to == me_at) {
+        match (owner_of[li], to == me_at) {
             (None, true) => takes.push(Action::Take {
                 lease: token,
                 reason: match &lease.owner {
@@ -148,18 +185,15 @@ pub(super) fn plan(view: &TableView, me: &HostId) -> Plan {
                     _ => Reason::Unowned,
                 },
             }),
-            (Some(owner), true) => {
-                let from = index[owner];
-                claims.push(Action::Claim {
-                    lease: token,
-                    reason: Reason::Handoff {
-                        from: owner.clone(),
-                        count: count[from],
-                        target: target[from],
-                    },
-                });
-            }
-            (Some(owner), false) if owner == me && lease.claimants.contains(members[to]) => {
+            (Some(from), true) => claims.push(Action::Claim {
+                lease: token,
+                reason: Reason::Handoff {
+                    from: members[from].clone(),
+                    count: count[from],
+                    target: target[from],
+                },
+            }),
+            (Some(from), false) if from == me_at && lease.claimants.contains(members[to]) => {
                 releases.push(Action::Release {
                     lease: token,
                     to: members[to].clone(),
