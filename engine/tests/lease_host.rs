@@ -241,17 +241,8 @@ fn a_host_cut_off_from_the_store_stops_before_anyone_may_take_over() {
     c.add("b", config(1));
     c.run_for(1_000);
     c.nodes.get_mut("a").unwrap().reachable = false;
-    let cut = c.time;
+    let last_write = c.last_write("a", c.time + 1);
     c.run_for(30_000);
-    let last_write = c
-        .sent
-        .iter()
-        .filter(|(t, n, r)| {
-            n == "a" && *t < cut && (r.intent == Intent::Acquire || r.intent.is_owner_write())
-        })
-        .map(|(t, _, _)| *t)
-        .max()
-        .unwrap();
     let stopped = first_time(&c, "a", |o| {
         matches!(
             o,
@@ -301,25 +292,15 @@ fn an_expired_lease_is_taken_only_after_its_version_was_seen_unchanged_for_durat
     c.run_for(100);
     c.add("b", config(1));
     c.run_for(4_000);
-    let last_write = c
-        .sent
-        .iter()
-        .filter(|(_, n, r)| n == "a" && r.intent.is_owner_write())
-        .map(|(t, _, _)| *t)
-        .max()
-        .unwrap();
+    let last_write = c.last_write("a", c.time + 1);
     c.crash("a");
     c.run_for(20_000);
-    let (taken, _, _) = c
-        .sent
-        .iter()
-        .find(|(_, n, r)| n == "b" && r.intent == Intent::Acquire)
-        .unwrap();
-    assert!(*taken >= last_write + 10_100);
+    let taken = c.first_sent("b", Intent::Acquire);
+    assert!(taken >= last_write + 10_100);
     // ...and no later than that after b first saw the version, which it does within
     // one acquire interval of the write.
     assert!(
-        *taken <= last_write + 2_000 + 10_100,
+        taken <= last_write + 2_000 + 10_100,
         "{taken} vs {last_write}"
     );
     assert_eq!(c.count("b"), 1);
@@ -335,23 +316,13 @@ fn under_the_timestamp_rule_a_reader_trusts_its_own_wall_clock() {
     // b's wall clock runs 5 s ahead; its monotonic clock is fine.
     c.add_with_clocks("b", cfg, 0, 5_000);
     c.run_for(4_000);
-    let last_write = c
-        .sent
-        .iter()
-        .filter(|(_, n, r)| n == "a" && r.intent.is_owner_write())
-        .map(|(t, _, _)| *t)
-        .max()
-        .unwrap();
+    let last_write = c.last_write("a", c.time + 1);
     c.crash("a");
     c.run_for(20_000);
-    let (taken, _, _) = c
-        .sent
-        .iter()
-        .find(|(_, n, r)| n == "b" && r.intent == Intent::Acquire)
-        .unwrap();
+    let taken = c.first_sent("b", Intent::Acquire);
     // 10 s by a's timestamp is only 5 s of true time for b: it takes over early.
     assert!(
-        *taken > last_write + 5_000 && *taken <= last_write + 7_100,
+        taken > last_write + 5_000 && taken <= last_write + 7_100,
         "{taken}"
     );
 }

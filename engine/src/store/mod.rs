@@ -132,15 +132,7 @@ impl<D: Document> Container<D> {
         if self.items.contains_key(&key) {
             return Err(StoreError::Conflict);
         }
-        let etag = self.fresh_etag();
-        self.items.insert(
-            key,
-            Stored {
-                doc,
-                etag: etag.clone(),
-            },
-        );
-        Ok(etag)
+        Ok(self.put(key, doc))
     }
 
     /// Reads one document (404 if missing).
@@ -171,15 +163,7 @@ impl<D: Document> Container<D> {
         if if_match.is_some_and(|expected| *expected != current.etag) {
             return Err(StoreError::PreconditionFailed);
         }
-        let etag = self.fresh_etag();
-        self.items.insert(
-            key,
-            Stored {
-                doc,
-                etag: etag.clone(),
-            },
-        );
-        Ok(etag)
+        Ok(self.put(key, doc))
     }
 
     /// Deletes a document. With `if_match`, only if its etag is still the given one
@@ -208,6 +192,17 @@ impl<D: Document> Container<D> {
             });
         }
         Ok(())
+    }
+
+    /// Stores `doc` under a fresh etag.
+    fn put(&mut self, key: Key, doc: D) -> Etag {
+        let etag = self.fresh_etag();
+        let stored = Stored {
+            doc,
+            etag: etag.clone(),
+        };
+        self.items.insert(key, stored);
+        etag
     }
 
     fn fresh_etag(&mut self) -> Etag {

@@ -302,6 +302,30 @@ impl Cluster {
             .unwrap_or_else(|| panic!("no lease {token}"))
     }
 
+    /// When `name` last sent a write that would renew its authority (an acquire or
+    /// an owner's write), before true time `before`.
+    pub fn last_write(&self, name: &str, before: u64) -> u64 {
+        self.sent
+            .iter()
+            .filter(|(t, n, r)| {
+                n == name
+                    && *t < before
+                    && (r.intent == Intent::Acquire || r.intent.is_owner_write())
+            })
+            .map(|(t, _, _)| *t)
+            .max()
+            .unwrap_or_else(|| panic!("{name} wrote nothing before {before}"))
+    }
+
+    /// When `name` first sent a request with `intent`.
+    pub fn first_sent(&self, name: &str, intent: Intent) -> u64 {
+        self.sent
+            .iter()
+            .find(|(_, n, r)| n == name && r.intent == intent)
+            .map(|(t, _, _)| *t)
+            .unwrap_or_else(|| panic!("{name} never sent {intent:?}"))
+    }
+
     pub fn events_of(&self, name: &str) -> Vec<&Output> {
         self.events
             .iter()
