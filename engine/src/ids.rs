@@ -102,14 +102,46 @@ impl fmt::Display for Epoch {
     }
 }
 
+/// One life of a host process. A restarted host must get a number that differs from
+/// every earlier incarnation of the same host id (a restart counter, or a random
+/// number drawn by the driver), so that replies and handler calls meant for the
+/// previous life are told apart.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Incarnation(pub u64);
+
 /// Identifies one store request issued by a host, so that its response can be matched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RequestId(pub u64);
+pub struct RequestId {
+    /// The incarnation that sent it.
+    pub incarnation: Incarnation,
+    /// Its number within that incarnation.
+    pub seq: u64,
+}
 
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}", self.0)
+        write!(f, "#{}.{}", self.incarnation.0, self.seq)
+    }
+}
+
+/// One processing session of one lease: from an `Output::Start` to the matching stop.
+/// A host may start the same lease at the same epoch more than once (after its
+/// authority lapsed and was regained); handler calls name the session, so a late call
+/// from an earlier session is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Session {
+    /// The incarnation that started it.
+    pub incarnation: Incarnation,
+    /// Its number within that incarnation.
+    pub seq: u64,
+}
+
+impl fmt::Display for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "s{}.{}", self.incarnation.0, self.seq)
     }
 }
 

@@ -21,5 +21,8 @@ pub mod store;
 mod time;
 
 pub use expiry::{ExpiryPolicy, ExpiryRule, Observation};
-pub use ids::{Checkpoint, DocId, Epoch, Etag, HostId, LeaseToken, PartitionKey, RequestId};
+pub use ids::{
+    Checkpoint, DocId, Epoch, Etag, HostId, Incarnation, LeaseToken, PartitionKey, RequestId,
+    Session,
+};
 pub use time::{Drift, LocalTime, Millis, Now, WallTime};

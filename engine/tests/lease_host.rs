@@ -11,18 +11,12 @@ use leasehold_engine::lease::{
     ConfigError, Input, InputError, Intent, LeaseHost, LossCause, Output, Record, StopReason,
 };
 use leasehold_engine::store::{Op, StoreError};
-use leasehold_engine::{Checkpoint, Epoch, ExpiryRule, HostId, LeaseToken, Millis, RequestId};
+use leasehold_engine::{
+    Checkpoint, Epoch, ExpiryRule, HostId, Incarnation, LeaseToken, Millis, RequestId, Session,
+};
 
 fn lease(t: &str) -> LeaseToken {
     LeaseToken::from(t)
-}
-
-fn checkpoint(lease_token: &str, epoch: u64, value: &str) -> Input {
-    Input::Checkpoint {
-        lease: lease(lease_token),
-        epoch: Epoch(epoch),
-        checkpoint: Checkpoint::from(value),
-    }
 }
 
 fn stops(c: &Cluster, name: &str) -> Vec<(String, StopReason)> {
@@ -109,7 +103,7 @@ fn a_checkpoint_is_written_conditionally_and_confirmed() {
     let mut c = Cluster::new();
     c.add("a", config(1));
     c.run_for(100);
-    c.input("a", checkpoint("0", 1, "42")).unwrap();
+    c.checkpoint("a", "0", "42").unwrap();
     let write = c.intercept("a", Intent::Checkpoint);
     assert!(write.op.if_match().is_some());
     let result = c.store.execute(write.op.clone());
@@ -128,7 +122,7 @@ fn checkpoints_reported_while_a_write_is_in_flight_are_coalesced() {
     c.add("a", config(1));
     c.run_for(100);
     for cp in ["1", "2", "3"] {
-        c.input("a", checkpoint("0", 1, cp)).unwrap();
+        c.checkpoint("a", "0", cp).unwrap();
     }
     c.deliver_all();
     let written: Vec<String> = c
@@ -148,15 +142,30 @@ fn a_checkpoint_for_a_lease_not_being_processed_is_refused() {
     let mut c = Cluster::new();
     c.add("a", config(1));
     c.run_for(100);
+    let current = c.session("a", "0");
+    let elsewhere = Input::Checkpoint {
+        lease: lease("9"),
+        session: current,
+        checkpoint: Checkpoint::from("x"),
+    };
     assert_eq!(
-        c.input("a", checkpoint("9", 1, "x")),
+        c.input("a", elsewhere),
         Err(InputError::NotProcessing {
             lease: lease("9"),
-            epoch: Epoch(1)
+            session: current
         })
     );
+    let invented = Session {
+        incarnation: Incarnation(0),
+        seq: 99,
+    };
+    let unknown_session = Input::Checkpoint {
+        lease: lease("0"),
+        session: invented,
+        checkpoint: Checkpoint::from("x"),
+    };
     assert!(matches!(
-        c.input("a", checkpoint("0", 7, "x")),
+        c.input("a", unknown_session),
         Err(InputError::NotProcessing { .. })
     ));
 }
@@ -165,14 +174,15 @@ fn a_checkpoint_for_a_lease_not_being_processed_is_refused() {
 fn an_answer_to_no_outstanding_request_is_refused() {
     let mut c = Cluster::new();
     c.add("a", config(1));
+    let id = RequestId {
+        incarnation: Incarnation(0),
+        seq: 999,
+    };
     let stray = Input::Response {
-        id: RequestId(999),
+        id,
         result: Err(StoreError::Timeout),
     };
-    assert_eq!(
-        c.input("a", stray),
-        Err(InputError::UnknownRequest(RequestId(999)))
-    );
+    assert_eq!(c.input("a", stray), Err(InputError::UnknownRequest(id)));
 }
 
 #[test]
@@ -180,7 +190,7 @@ fn a_412_stops_processing_at_once_and_the_host_rereads_before_deciding() {
     let mut c = Cluster::new();
     c.add("a", config(1));
     c.run_for(100);
-    c.input("a", checkpoint("0", 1, "5")).unwrap();
+    c.checkpoint("a", "0", "5").unwrap();
     let write = c.intercept("a", Intent::Checkpoint);
     c.answer("a", &write, Err(StoreError::PreconditionFailed));
     assert_eq!(
@@ -268,7 +278,7 @@ fn a_stale_owners_checkpoint_is_rejected() {
     c.run_for(100);
     c.add("b", config(1));
     c.run_for(1_000);
-    c.input("a", checkpoint("0", 1, "stale")).unwrap();
+    c.checkpoint("a", "0", "stale").unwrap();
     let held = c.intercept("a", Intent::Checkpoint);
     c.nodes.get_mut("a").unwrap().reachable = false;
     c.run_for(20_000);
@@ -333,7 +343,7 @@ fn graceful_shutdown_releases_every_lease_and_keeps_its_checkpoint() {
     c.add("a", config(2));
     c.nodes.get_mut("a").unwrap().auto_ack = false;
     c.run_for(100);
-    c.input("a", checkpoint("0", 1, "7")).unwrap();
+    c.checkpoint("a", "0", "7").unwrap();
     c.deliver_all();
     c.input("a", Input::Shutdown).unwrap();
     assert_eq!(
@@ -346,13 +356,9 @@ fn graceful_shutdown_releases_every_lease_and_keeps_its_checkpoint() {
     // Nothing is released while the handler is still finishing its batch.
     c.deliver_all();
     assert!(!c.sent.iter().any(|(_, _, r)| r.intent == Intent::Release));
-    c.input("a", checkpoint("0", 1, "8")).unwrap();
+    c.checkpoint("a", "0", "8").unwrap();
     for t in ["0", "1"] {
-        let stopped = Input::Stopped {
-            lease: lease(t),
-            epoch: Epoch(1),
-        };
-        c.input("a", stopped).unwrap();
+        c.stopped("a", t);
     }
     c.deliver_all();
     let released_0 = c.lease("0");
@@ -625,7 +631,7 @@ fn the_heartbeat_of_a_host_that_stopped_is_retired() {
 #[test]
 fn a_blank_host_id_is_refused() {
     assert_eq!(
-        LeaseHost::new(HostId::from(" "), config(1)),
+        LeaseHost::new(HostId::from(" "), config(1), Incarnation(0)),
         Err(ConfigError::BlankHostId(HostId::from(" ")))
     );
 }
@@ -656,7 +662,7 @@ fn a_checkpoint_too_large_for_the_document_is_rejected_and_the_lease_kept() {
     c.add("a", config(1));
     c.run_for(100);
     let huge = "x".repeat(2_000);
-    c.input("a", checkpoint("0", 1, &huge)).unwrap();
+    c.checkpoint("a", "0", &huge).unwrap();
     c.deliver_all();
     assert!(c.events_of("a").iter().any(|o| matches!(
         o,
@@ -793,15 +799,8 @@ fn a_handoff_waits_for_the_handlers_last_batch_and_carries_its_checkpoint() {
     // The handler finishes its batch a little later, then checkpoints and acknowledges.
     c.run_for(300);
     assert!(!c.sent.iter().any(|(_, _, r)| r.intent == Intent::Handoff));
-    c.input("a", checkpoint(&moving, 1, "last-batch")).unwrap();
-    c.input(
-        "a",
-        Input::Stopped {
-            lease: lease(&moving),
-            epoch: Epoch(1),
-        },
-    )
-    .unwrap();
+    c.checkpoint("a", &moving, "last-batch").unwrap();
+    c.stopped("a", &moving);
     c.run_for(5_000);
     let started = c.events_of("b").into_iter().find_map(|o| match o {
         Output::Start {
@@ -833,4 +832,155 @@ fn a_drain_that_outlives_authority_ends_with_a_hard_stop() {
     );
     assert_eq!(c.lease("0").owner, None, "released once authority ran out");
     assert!(c.nodes["a"].host.is_finished());
+}
+
+#[test]
+fn a_late_checkpoint_from_an_earlier_session_at_the_same_epoch_is_refused() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(100);
+    let first = c.session("a", "0");
+    c.checkpoint("a", "0", "100").unwrap();
+    c.deliver_all();
+    // Cut off long enough for authority to lapse, then back: a starts again at epoch 1.
+    c.nodes.get_mut("a").unwrap().reachable = false;
+    c.run_for(10_000);
+    assert_eq!(c.count("a"), 0);
+    c.nodes.get_mut("a").unwrap().reachable = true;
+    c.run_for(3_000);
+    assert_eq!(c.nodes["a"].processing.get(&lease("0")), Some(&Epoch(1)));
+    assert_ne!(c.session("a", "0"), first);
+    c.checkpoint("a", "0", "130").unwrap();
+    c.deliver_all();
+    // The first session's handler reports late: same lease, same epoch, old session.
+    let late = Input::Checkpoint {
+        lease: lease("0"),
+        session: first,
+        checkpoint: Checkpoint::from("110"),
+    };
+    assert!(matches!(
+        c.input("a", late),
+        Err(InputError::NotProcessing { .. })
+    ));
+    c.deliver_all();
+    assert_eq!(c.lease("0").checkpoint, Some(Checkpoint::from("130")));
+}
+
+#[test]
+fn a_reply_meant_for_an_earlier_incarnation_is_refused() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    let old = c.intercept("a", Intent::Scan);
+    c.restart("a");
+    let reply = Input::Response {
+        id: old.id,
+        result: Ok(leasehold_engine::store::Reply::ReadAll(vec![])),
+    };
+    assert_eq!(c.input("a", reply), Err(InputError::UnknownRequest(old.id)));
+}
+
+#[test]
+fn processor_groups_sharing_a_container_never_touch_each_others_leases() {
+    let mut c = Cluster::new();
+    let mut eu = config(2);
+    eu.prefix = "orders-eu".into();
+    let mut orders = config(2);
+    orders.prefix = "orders".into();
+    c.add("eu", eu);
+    c.run_for(100);
+    c.add("a", orders);
+    c.run_for(5_000);
+    // "orders" created its own leases although "orders-eu..0" starts with "orders".
+    assert_eq!(c.lease_by_id("orders..0").owner, Some(HostId::from("a")));
+    assert_eq!(
+        c.lease_by_id("orders-eu..0").owner,
+        Some(HostId::from("eu"))
+    );
+    c.crash("eu");
+    c.run_for(30_000);
+    assert_eq!(c.count("a"), 2);
+    assert_eq!(
+        c.lease_by_id("orders-eu..0").owner,
+        Some(HostId::from("eu"))
+    );
+    let touched_other_group = c.sent.iter().any(|(_, n, r)| {
+        n == "a" && r.op.is_write() && format!("{:?}", r.op).contains("orders-eu")
+    });
+    assert!(!touched_other_group);
+}
+
+#[test]
+fn a_shutdown_waits_until_an_acquire_with_an_unknown_outcome_is_resolved() {
+    let mut cfg = config(1);
+    cfg.strategy = cfp();
+    let mut c = Cluster::new();
+    c.add("a", cfg);
+    while !c.inflight.iter().any(|(_, r)| r.intent == Intent::Acquire) {
+        assert!(c.deliver_next());
+    }
+    let acquire = c.intercept("a", Intent::Acquire);
+    c.input("a", Input::Shutdown).unwrap();
+    c.store.execute(acquire.op.clone()).unwrap();
+    c.answer("a", &acquire, Err(StoreError::Timeout));
+    assert!(!c.nodes["a"].host.is_finished(), "the re-read is still out");
+    c.deliver_all();
+    assert!(c.nodes["a"].host.is_finished());
+    assert_eq!(
+        c.lease("0").owner,
+        None,
+        "the lease it turned out to own is released"
+    );
+}
+
+#[test]
+fn a_handoff_whose_claimant_left_keeps_the_lease_processed() {
+    let mut c = Cluster::new();
+    c.add("a", config(2));
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.run_for(100);
+    c.add("b", config(2));
+    while !stops(&c, "a")
+        .iter()
+        .any(|(_, r)| *r == StopReason::Released)
+    {
+        c.run_for(100);
+    }
+    let (moving, _) = stops(&c, "a")[0].clone();
+    // b is scaled down again while a's handler finishes its batch.
+    c.input("b", Input::Shutdown).unwrap();
+    c.run_for(500);
+    assert!(c.nodes["b"].host.is_finished());
+    c.stopped("a", &moving);
+    c.run_for(500);
+    assert!(c.nodes["a"].processing.contains_key(&lease(&moving)));
+    assert_eq!(c.lease(&moving).owner, Some(HostId::from("a")));
+}
+
+#[test]
+fn a_throttled_heartbeat_waits_its_retry_delay_even_when_claims_change() {
+    let mut c = Cluster::new();
+    c.add("a", config(4));
+    c.run_for(3_000);
+    c.add("b", config(4));
+    let mut throttled = 0;
+    for _ in 0..200 {
+        let Some((name, req)) = c.inflight.pop_front() else {
+            break;
+        };
+        let beat = req.intent == Intent::Heartbeat && matches!(req.op, Op::Replace { .. });
+        let result = if name == "b" && beat {
+            throttled += 1;
+            Err(StoreError::Throttled {
+                retry_after: Millis(5_000),
+            })
+        } else {
+            c.store.execute(req.op.clone())
+        };
+        c.input(&name, Input::Response { id: req.id, result })
+            .unwrap();
+    }
+    assert_eq!(
+        throttled, 1,
+        "one throttled write, then silence until the delay is over"
+    );
 }

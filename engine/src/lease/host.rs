@@ -3,11 +3,11 @@
 use super::membership::{BeatState, BeatStep, Heartbeat, Member};
 use super::slot::{Own, Processing, ReleaseTo, Slot};
 use super::{
-    ConfigError, Input, InputError, LeaseConfig, LeaseDocument, Output, Record, StopReason,
-    StoreRequest,
+    ConfigError, HostDocument, Input, InputError, LeaseConfig, LeaseDocument, Output, Record,
+    StopReason, StoreRequest,
 };
 use crate::expiry::Observation;
-use crate::ids::{Checkpoint, Epoch, Etag, HostId, LeaseToken, RequestId};
+use crate::ids::{Checkpoint, Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId, Session};
 use crate::lease::Intent;
 use crate::store::Op;
 use crate::time::{LocalTime, Millis, Now};
@@ -34,13 +34,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// ```
 /// use leasehold_engine::lease::{Input, LeaseConfig, LeaseHost, Output, Record};
 /// use leasehold_engine::store::Container;
-/// use leasehold_engine::{HostId, LeaseToken, LocalTime, Now, WallTime};
+/// use leasehold_engine::{HostId, Incarnation, LeaseToken, LocalTime, Now, WallTime};
 ///
 /// let config = LeaseConfig {
 ///     partitions: vec![LeaseToken::from("0"), LeaseToken::from("1")],
 ///     ..LeaseConfig::default()
 /// };
-/// let mut host = LeaseHost::new(HostId::from("host-a"), config).unwrap();
+/// let mut host = LeaseHost::new(HostId::from("host-a"), config, Incarnation(0)).unwrap();
 /// let mut store = Container::<Record>::new();
 /// let now = Now::new(LocalTime::ZERO, WallTime(1_700_000_000_000));
 ///
@@ -67,6 +67,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LeaseHost {
     pub(super) me: HostId,
+    incarnation: Incarnation,
+    /// Processing sessions started so far.
+    sessions: u64,
     pub(super) config: LeaseConfig,
     pub(super) phase: Phase,
     /// The latest time seen; inputs never move the clock backwards.
@@ -117,6 +120,11 @@ pub(super) enum What {
         release: bool,
     },
     Read(LeaseToken),
+    /// Reads the heartbeat of the host a lease is about to be handed to.
+    Confirm {
+        token: LeaseToken,
+        claimant: HostId,
+    },
     Beat(BeatStep),
     Retire(HostId),
 }
@@ -138,13 +146,26 @@ pub struct LeaseState<'a> {
 
 impl LeaseHost {
     /// A host named `me` with `config`, which is validated first.
-    pub fn new(me: HostId, config: LeaseConfig) -> Result<LeaseHost, ConfigError> {
+    ///
+    /// `incarnation` must differ from that of every earlier life of a host with the
+    /// same name (see [`Incarnation`]).
+    ///
+    /// The driver must answer every request exactly once; a reply that never comes
+    /// is answered with [`StoreError::Timeout`](crate::store::StoreError::Timeout),
+    /// since a lease with a request in flight is not written again until it is.
+    pub fn new(
+        me: HostId,
+        config: LeaseConfig,
+        incarnation: Incarnation,
+    ) -> Result<LeaseHost, ConfigError> {
         if me.is_blank() {
             return Err(ConfigError::BlankHostId(me));
         }
         config.validate()?;
         Ok(LeaseHost {
             me,
+            incarnation,
+            sessions: 0,
             config,
             phase: Phase::Running,
             now: Now::default(),
@@ -164,6 +185,11 @@ impl LeaseHost {
     /// This host's id.
     pub fn id(&self) -> &HostId {
         &self.me
+    }
+
+    /// This life of the host.
+    pub fn incarnation(&self) -> Incarnation {
+        self.incarnation
     }
 
     /// This host's configuration.
@@ -205,8 +231,15 @@ impl LeaseHost {
 
     /// Handles one input at time `now`.
     ///
-    /// An input the host cannot accept returns an error and changes nothing.
+    /// An input the host cannot accept returns an error and changes nothing. Once a
+    /// graceful shutdown has finished, every input is ignored.
     pub fn handle_input(&mut self, now: Now, input: Input) -> Result<(), InputError> {
+        if self.phase == Phase::Finished {
+            if let Input::Response { id, .. } = &input {
+                self.pending.remove(id);
+            }
+            return Ok(());
+        }
         let now = self.advance(now);
         match input {
             Input::Tick => {}
@@ -220,22 +253,21 @@ impl LeaseHost {
             Input::Shutdown => self.begin_shutdown(),
             Input::Checkpoint {
                 lease,
-                epoch,
+                session,
                 checkpoint,
             } => {
                 let own = self
                     .slots
                     .get_mut(&lease)
                     .and_then(|s| s.own.as_mut())
-                    .filter(|o| o.epoch == epoch && o.processing != Processing::Idle)
-                    .ok_or(InputError::NotProcessing { lease, epoch })?;
+                    .filter(|o| o.processing.session() == Some(session))
+                    .ok_or(InputError::NotProcessing { lease, session })?;
                 own.checkpoint = Some(checkpoint);
             }
-            Input::Stopped { lease, epoch } => {
+            Input::Stopped { lease, session } => {
                 // Idempotent: a late or duplicate acknowledgement changes nothing.
                 if let Some(own) = self.slots.get_mut(&lease).and_then(|s| s.own.as_mut())
-                    && own.epoch == epoch
-                    && own.processing == Processing::Draining
+                    && own.processing == Processing::Draining(session)
                 {
                     own.processing = Processing::Idle;
                 }
@@ -270,7 +302,10 @@ impl LeaseHost {
         }
         let beat_pending = !matches!(self.beat.state, BeatState::Left);
         if self.uses_heartbeats() && self.beat.op.is_none() && beat_pending {
-            at(self.beat.next_at);
+            at(self
+                .beat
+                .next_at
+                .max(self.beat.retry_at.unwrap_or(LocalTime::ZERO)));
         }
         for slot in self.slots.values() {
             let own = slot.own.as_ref();
@@ -291,7 +326,7 @@ impl LeaseHost {
             }
             match (slot.retry_at, own) {
                 (Some(retry), _) if retry > now.local => at(retry),
-                (_, Some(own)) if own.processing != Processing::Draining => at(own.next_renew),
+                (_, Some(own)) if !own.processing.is_draining() => at(own.next_renew),
                 _ => {}
             }
         }
@@ -316,7 +351,10 @@ impl LeaseHost {
         op: Op<Record>,
         what: What,
     ) -> RequestId {
-        let id = RequestId(self.issued);
+        let id = RequestId {
+            incarnation: self.incarnation,
+            seq: self.issued,
+        };
         self.issued += 1;
         self.pending.insert(
             id,
@@ -365,7 +403,7 @@ impl LeaseHost {
         let mut stops = Vec::new();
         for (token, slot) in &mut self.slots {
             if let Some(own) = &mut slot.own
-                && own.processing != Processing::Idle
+                && let Some(session) = own.processing.session()
                 && !own.has_authority(now.local)
             {
                 own.processing = Processing::Idle;
@@ -375,6 +413,7 @@ impl LeaseHost {
                 stops.push(Output::Stop {
                     lease: token.clone(),
                     epoch: own.epoch,
+                    session,
                     reason: StopReason::Lost(super::LossCause::AuthorityLapsed),
                 });
             }
@@ -396,11 +435,17 @@ impl LeaseHost {
                 && own.has_authority(now.local)
                 && own.fence_passed(&policy, now)
             {
-                own.processing = Processing::Active;
+                let session = Session {
+                    incarnation: self.incarnation,
+                    seq: self.sessions,
+                };
+                self.sessions += 1;
+                own.processing = Processing::Active(session);
                 own.fence = None;
                 starts.push(Output::Start {
                     lease: token.clone(),
                     epoch: own.epoch,
+                    session,
                     checkpoint: slot.doc.checkpoint.clone(),
                 });
             }
@@ -408,8 +453,39 @@ impl LeaseHost {
         self.out.extend(starts);
     }
 
+    /// A handoff goes ahead only if its claimant is still alive and still claims the
+    /// lease when the handler has stopped. Otherwise a running host keeps the lease
+    /// (and starts it again); a host shutting down releases it to nobody.
+    fn recheck_handoffs(&mut self, now: Now) {
+        let abandoned: Vec<LeaseToken> = self
+            .slots
+            .iter()
+            .filter_map(|(token, slot)| {
+                let own = slot.own.as_ref()?;
+                let Some(ReleaseTo::Host { to: claimant, .. }) = &own.release else {
+                    return None;
+                };
+                let waiting = self
+                    .members
+                    .get(claimant)
+                    .is_some_and(|m| self.is_alive(m, now) && m.doc.claims.contains(token));
+                (!waiting).then(|| token.clone())
+            })
+            .collect();
+        let fallback = match self.phase {
+            Phase::Running => None,
+            _ => Some(ReleaseTo::Nobody),
+        };
+        for token in abandoned {
+            if let Some(own) = self.slots.get_mut(&token).and_then(|s| s.own.as_mut()) {
+                own.release = fallback.clone();
+            }
+        }
+    }
+
     /// Sends re-reads and owner writes (renew, checkpoint, release) that are due.
     fn write_due(&mut self, now: Now) {
+        self.recheck_handoffs(now);
         let policy = self.config.expiry;
         let tokens: Vec<LeaseToken> = self
             .slots
@@ -434,12 +510,36 @@ impl LeaseHost {
                 continue;
             };
             let release = own.release.is_some() && own.processing == Processing::Idle;
+            if let (
+                true,
+                Some(ReleaseTo::Host {
+                    to,
+                    confirmed: false,
+                }),
+            ) = (release, &own.release)
+            {
+                // The claimant may have left since the last scan: a handoff to a host
+                // that is gone would leave the lease idle for a whole expiry.
+                let claimant = to.clone();
+                let id = HostDocument::id_for(&self.config.prefix, &claimant);
+                let op = Op::Read {
+                    pk: crate::ids::PartitionKey::new(id.as_str()),
+                    id,
+                };
+                let what = What::Confirm {
+                    token: token.clone(),
+                    claimant,
+                };
+                let id = self.send(now, Intent::ConfirmClaim, op, what);
+                self.mark_in_flight(&token, id);
+                continue;
+            }
             let fence_passed = own.fence_passed(&policy, now);
             let due = release
                 || own.authority_until.is_none()
                 || own.checkpoint.is_some()
                 || (slot.doc.fenced && fence_passed)
-                || (own.processing != Processing::Draining && now.local >= own.next_renew);
+                || (!own.processing.is_draining() && now.local >= own.next_renew);
             if !due {
                 continue;
             }
@@ -456,14 +556,14 @@ impl LeaseHost {
                 (Some(to), true) => {
                     doc.owner = match to {
                         ReleaseTo::Nobody => None,
-                        ReleaseTo::Host(host) => Some(host.clone()),
+                        ReleaseTo::Host { to, .. } => Some(to.clone()),
                     };
                     doc.epoch = doc.epoch.next();
                     // A lease released before its fence passed carries the fence on.
                     doc.fenced = !fence_passed;
                     match to {
                         ReleaseTo::Nobody => Intent::Release,
-                        ReleaseTo::Host(_) => Intent::Handoff,
+                        ReleaseTo::Host { .. } => Intent::Handoff,
                     }
                 }
                 _ if checkpoint.is_some() => Intent::Checkpoint,
@@ -507,12 +607,15 @@ impl LeaseHost {
         }
     }
 
+    /// Done when nothing is owned and nothing still in flight could reveal that
+    /// something is: an answered acquire, a re-read after an unknown outcome, or a
+    /// scan that finds a lease a previous life of this host left behind.
     fn shutdown_done(&self) -> bool {
-        let holds_leases = self.slots.values().any(|s| s.own.is_some());
+        let holds_leases = self.slots.values().any(|s| s.own.is_some() || s.stale);
         let may_gain_lease = self
             .pending
             .values()
-            .any(|p| matches!(p.what, What::Take { .. }));
+            .any(|p| !matches!(p.what, What::Beat(_) | What::Retire(_)));
         let heartbeat_gone = !self.uses_heartbeats() || matches!(self.beat.state, BeatState::Left);
         !holds_leases && !may_gain_lease && heartbeat_gone
     }
@@ -522,15 +625,18 @@ impl LeaseHost {
         let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut()) else {
             return;
         };
-        if own.release.is_some() {
-            return;
+        match (&own.release, &to) {
+            (None, _) => own.release = Some(to),
+            // A handoff already under way stays one; if its claimant is gone by the
+            // time the handler stops, the release goes to nobody instead.
+            (Some(_), _) => return,
         }
-        own.release = Some(to);
-        if own.processing == Processing::Active {
-            own.processing = Processing::Draining;
+        if let Processing::Active(session) = own.processing {
+            own.processing = Processing::Draining(session);
             let stop = Output::Stop {
                 lease: token.clone(),
                 epoch: own.epoch,
+                session,
                 reason: why,
             };
             self.emit(stop);

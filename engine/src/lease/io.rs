@@ -1,7 +1,7 @@
 //! What goes into a partition-lease host and what comes out of it.
 
 use super::Record;
-use crate::ids::{Checkpoint, Epoch, LeaseToken, RequestId};
+use crate::ids::{Checkpoint, Epoch, LeaseToken, RequestId, Session};
 use crate::store::{Op, Reply, StoreError};
 use std::fmt;
 
@@ -19,12 +19,12 @@ pub enum Input {
     },
     /// Stop gracefully: hand every lease back, keeping its checkpoint.
     Shutdown,
-    /// The handler processed a partition up to `checkpoint`, under `epoch`.
+    /// The handler processed a partition up to `checkpoint`, in `session`.
     Checkpoint {
         /// The partition.
         lease: LeaseToken,
-        /// The epoch the handler was started with (its fencing token).
-        epoch: Epoch,
+        /// The session the handler was started with.
+        session: Session,
         /// How far it got.
         checkpoint: Checkpoint,
     },
@@ -33,8 +33,8 @@ pub enum Input {
     Stopped {
         /// The partition.
         lease: LeaseToken,
-        /// The epoch the handler was started with.
-        epoch: Epoch,
+        /// The session the handler was started with.
+        session: Session,
     },
 }
 
@@ -43,12 +43,15 @@ pub enum Input {
 pub enum Output {
     /// Send this request to the store and answer with [`Input::Response`].
     Request(StoreRequest),
-    /// Start processing a partition. The epoch is a fencing token for the handler.
+    /// Start processing a partition. The epoch is a fencing token for the handler's
+    /// own side effects; the session identifies this start in handler calls.
     Start {
         /// The partition.
         lease: LeaseToken,
         /// The lease's epoch.
         epoch: Epoch,
+        /// This processing session.
+        session: Session,
         /// Where processing resumes.
         checkpoint: Option<Checkpoint>,
     },
@@ -58,6 +61,8 @@ pub enum Output {
         lease: LeaseToken,
         /// The epoch it was processed under.
         epoch: Epoch,
+        /// The session that ends.
+        session: Session,
         /// Why. After [`StopReason::Lost`] processing must end at once; after a release
         /// or a shutdown the handler may finish its batch and checkpoint, then answers
         /// with [`Input::Stopped`].
@@ -154,6 +159,8 @@ pub enum Intent {
     Release,
     /// Hand a lease over to its claimant.
     Handoff,
+    /// Read a claimant's heartbeat just before handing a lease over to it.
+    ConfirmClaim,
     /// Re-read a lease after a conflict or an unknown outcome.
     Reread,
     /// Write or re-read this host's heartbeat.
@@ -180,12 +187,12 @@ pub enum InputError {
     /// No request with this id is outstanding (a duplicate, or a response from
     /// before a restart).
     UnknownRequest(RequestId),
-    /// A checkpoint for a lease this host is not processing at this epoch.
+    /// A checkpoint for a lease this host is not processing in this session.
     NotProcessing {
         /// The partition.
         lease: LeaseToken,
-        /// The epoch the caller gave.
-        epoch: Epoch,
+        /// The session the caller gave.
+        session: Session,
     },
 }
 
@@ -193,10 +200,9 @@ impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InputError::UnknownRequest(id) => write!(f, "no request {id} is outstanding"),
-            InputError::NotProcessing { lease, epoch } => write!(
+            InputError::NotProcessing { lease, session } => write!(
                 f,
-                "lease {lease} is not being processed at epoch {}; the checkpoint is refused",
-                epoch.0
+                "lease {lease} is not being processed in session {session}; the checkpoint is refused"
             ),
         }
     }

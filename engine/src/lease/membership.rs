@@ -17,6 +17,8 @@ pub(super) struct Heartbeat {
     pub state: BeatState,
     pub op: Option<RequestId>,
     pub next_at: LocalTime,
+    /// Throttled: nothing is sent before this time, whatever else changed.
+    pub retry_at: Option<LocalTime>,
     /// The claims this host wants published.
     pub claims: Vec<LeaseToken>,
     /// The claims in the stored heartbeat.
@@ -67,6 +69,7 @@ impl Heartbeat {
             state: BeatState::Absent,
             op: None,
             next_at: LocalTime::ZERO,
+            retry_at: None,
             claims: Vec::new(),
             published: Vec::new(),
         }
@@ -94,6 +97,10 @@ impl LeaseHost {
         if !self.uses_heartbeats() || self.beat.op.is_some() {
             return;
         }
+        if self.beat.retry_at.is_some_and(|t| now.local < t) {
+            return;
+        }
+        self.beat.retry_at = None;
         let claims_changed = self.beat.claims != self.beat.published
             && matches!(self.beat.state, BeatState::Present(_) | BeatState::Absent);
         if now.local < self.beat.next_at && !(claims_changed && self.phase == Phase::Running) {
@@ -158,7 +165,7 @@ impl LeaseHost {
             }
             (_, Err(StoreError::NotFound)) => self.beat.state = BeatState::Absent,
             (_, Err(StoreError::Throttled { retry_after })) => {
-                self.beat.next_at = now.local + retry_after;
+                self.beat.retry_at = Some(now.local + retry_after);
             }
             (BeatStep::Leave, Err(_)) => self.beat.next_at = now.local + self.backoff(),
             (_, Err(StoreError::Conflict | StoreError::PreconditionFailed)) => {

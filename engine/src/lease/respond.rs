@@ -4,10 +4,10 @@
 //! unknown outcome: the host re-reads, which is always safe.
 
 use super::host::{LeaseHost, Pending, Phase, What};
-use super::slot::{Processing, ReleaseTo, Slot};
+use super::slot::{ReleaseTo, Slot};
 use super::{LeaseDocument, LossCause, Output, Record, StopReason};
 use crate::expiry::Observation;
-use crate::ids::{Checkpoint, Etag, LeaseToken};
+use crate::ids::{Checkpoint, Etag, HostId, LeaseToken};
 use crate::store::{Reply, StoreError, Stored};
 use crate::time::{LocalTime, Now};
 
@@ -26,6 +26,7 @@ impl LeaseHost {
                 release,
             } => self.on_write(now, sent_at, doc, checkpoint, release, result),
             What::Read(token) => self.on_read(now, token, result),
+            What::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
             What::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
             What::Retire(host) => self.on_retire_response(host),
         }
@@ -69,8 +70,11 @@ impl LeaseHost {
                     self.request_release(&token, ReleaseTo::Nobody, StopReason::Shutdown);
                 }
             }
-            // Someone else won, or the store is busy: the next scan shows the truth.
-            Err(StoreError::PreconditionFailed | StoreError::Throttled { .. }) => {}
+            // Someone else won: the next scan shows the truth.
+            Err(StoreError::PreconditionFailed) => {}
+            Err(StoreError::Throttled { retry_after }) => {
+                slot.retry_at = Some(now.local + retry_after);
+            }
             Err(StoreError::NotFound) => {
                 self.slots.remove(&token);
             }
@@ -172,6 +176,39 @@ impl LeaseHost {
         }
     }
 
+    fn on_confirm(&mut self, now: Now, token: LeaseToken, claimant: HostId, result: Answer) {
+        let backoff = self.backoff();
+        let fallback = match self.phase {
+            Phase::Running => None,
+            _ => Some(ReleaseTo::Nobody),
+        };
+        let Some(slot) = self.slots.get_mut(&token) else {
+            return;
+        };
+        slot.op = None;
+        let Some(own) = slot.own.as_mut() else {
+            return;
+        };
+        match result {
+            Ok(Reply::Read(Stored {
+                doc: Record::Host(beat),
+                ..
+            })) if beat.claims.contains(&token) => {
+                if let Some(ReleaseTo::Host { to, confirmed }) = &mut own.release
+                    && *to == claimant
+                {
+                    *confirmed = true;
+                }
+            }
+            Err(StoreError::Throttled { retry_after }) => {
+                slot.retry_at = Some(now.local + retry_after);
+            }
+            Err(e) if e.is_ambiguous() => slot.retry_at = Some(now.local + backoff),
+            // Gone, or no longer claiming: keep the lease (or, shutting down, free it).
+            _ => own.release = fallback,
+        }
+    }
+
     /// Folds in a version of a lease that is at least as fresh as what the host knew.
     pub(super) fn reconcile(
         &mut self,
@@ -212,10 +249,11 @@ impl LeaseHost {
         let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.take()) else {
             return;
         };
-        if own.processing != Processing::Idle {
+        if let Some(session) = own.processing.session() {
             self.emit(Output::Stop {
                 lease: token.clone(),
                 epoch: own.epoch,
+                session,
                 reason: StopReason::Lost(cause),
             });
         }

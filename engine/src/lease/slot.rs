@@ -2,7 +2,7 @@
 
 use super::LeaseDocument;
 use crate::expiry::{ExpiryPolicy, Observation};
-use crate::ids::{Checkpoint, Epoch, Etag, HostId, RequestId};
+use crate::ids::{Checkpoint, Epoch, Etag, HostId, RequestId, Session};
 use crate::time::{LocalTime, Now};
 
 /// One lease as this host last saw it.
@@ -104,13 +104,26 @@ impl Own {
     }
 }
 
-/// Whether the handler is working on a lease.
+/// Whether the handler is working on a lease, and in which session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Processing {
     Idle,
-    Active,
+    Active(Session),
     /// Told to stop for a release or a shutdown; waiting for `Input::Stopped`.
-    Draining,
+    Draining(Session),
+}
+
+impl Processing {
+    pub fn session(self) -> Option<Session> {
+        match self {
+            Processing::Idle => None,
+            Processing::Active(s) | Processing::Draining(s) => Some(s),
+        }
+    }
+
+    pub fn is_draining(self) -> bool {
+        matches!(self, Processing::Draining(_))
+    }
 }
 
 /// Where a released lease goes.
@@ -118,6 +131,12 @@ pub(super) enum Processing {
 pub(super) enum ReleaseTo {
     /// Unowned (graceful shutdown).
     Nobody,
-    /// To the host that claimed it (handoff).
-    Host(HostId),
+    /// To the host that claimed it (handoff), once a fresh read of its heartbeat
+    /// shows it still claims the lease.
+    Host {
+        /// The claimant.
+        to: HostId,
+        /// Whether that read has been made.
+        confirmed: bool,
+    },
 }

@@ -39,12 +39,16 @@ impl LeaseHost {
     /// Folds one table scan, issued when `seq` requests had been sent, into what the
     /// host knows. A lease answered by a request that completed after the scan was
     /// sent is fresher than the scan and keeps its version.
+    ///
+    /// Only documents of this processor group count: the scan matches ids by
+    /// prefix, so group "orders" also reads group "orders-eu"'s documents.
     fn integrate_scan(&mut self, now: Now, seq: u64, items: Vec<Stored<Record>>) {
+        let prefix = self.config.prefix.clone();
         let mut listed = BTreeSet::new();
         let mut beats: Vec<(HostDocument, Etag)> = Vec::new();
         for Stored { doc, etag } in items {
             match doc {
-                Record::Lease(doc) => {
+                Record::Lease(doc) if doc.id == LeaseDocument::id_for(&prefix, &doc.token) => {
                     let token = doc.token.clone();
                     listed.insert(token.clone());
                     let fresher = self
@@ -55,7 +59,10 @@ impl LeaseHost {
                         self.reconcile(now, &token, doc, etag);
                     }
                 }
-                Record::Host(doc) => beats.push((doc, etag)),
+                Record::Host(doc) if doc.id == HostDocument::id_for(&prefix, &doc.host) => {
+                    beats.push((doc, etag));
+                }
+                Record::Lease(_) | Record::Host(_) => {}
             }
         }
         if self.uses_heartbeats() {
@@ -155,7 +162,11 @@ impl LeaseHost {
                 Action::Take { lease, reason } => self.take(now, &lease, &reason),
                 Action::Claim { lease, .. } => claims.push(lease),
                 Action::Release { lease, to } => {
-                    self.request_release(&lease, ReleaseTo::Host(to), StopReason::Released);
+                    let to = ReleaseTo::Host {
+                        to,
+                        confirmed: false,
+                    };
+                    self.request_release(&lease, to, StopReason::Released);
                 }
             }
         }

@@ -6,7 +6,10 @@ use leasehold_engine::lease::{
     Input, InputError, Intent, LeaseConfig, LeaseHost, Output, Record, StopReason, StoreRequest,
 };
 use leasehold_engine::store::{Container, Reply, StoreError};
-use leasehold_engine::{Drift, Epoch, ExpiryPolicy, LeaseToken, LocalTime, Millis, Now, WallTime};
+use leasehold_engine::{
+    Checkpoint, Drift, Epoch, ExpiryPolicy, Incarnation, LeaseToken, LocalTime, Millis, Now,
+    Session, WallTime,
+};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Short intervals that keep test timelines readable: expiration 10 s, renew 3 s,
@@ -37,6 +40,8 @@ pub struct Node {
     pub wall_offset: i64,
     /// Leases the handler is processing, from Start/Stop outputs.
     pub processing: BTreeMap<LeaseToken, Epoch>,
+    /// The latest session started for each lease.
+    pub sessions: BTreeMap<LeaseToken, Session>,
     /// When false, the store answers this host's requests with 503 without applying them.
     pub reachable: bool,
     /// When true, the handler acknowledges a release or shutdown stop at once.
@@ -80,7 +85,7 @@ impl Cluster {
     }
 
     pub fn add_with_clocks(&mut self, name: &str, config: LeaseConfig, local: u64, wall: i64) {
-        let host = LeaseHost::new(name.into(), config).expect("valid config");
+        let host = LeaseHost::new(name.into(), config, Incarnation(0)).expect("valid config");
         self.nodes.insert(
             name.to_string(),
             Node {
@@ -88,6 +93,7 @@ impl Cluster {
                 local_offset: local,
                 wall_offset: wall,
                 processing: BTreeMap::new(),
+                sessions: BTreeMap::new(),
                 reachable: true,
                 auto_ack: true,
             },
@@ -100,7 +106,8 @@ impl Cluster {
     pub fn restart(&mut self, name: &str) {
         let node = self.nodes.get_mut(name).unwrap();
         let config = node.host.config().clone();
-        node.host = LeaseHost::new(name.into(), config).unwrap();
+        let next = Incarnation(node.host.incarnation().0 + 1);
+        node.host = LeaseHost::new(name.into(), config, next).unwrap();
         node.processing.clear();
         self.inflight.retain(|(n, _)| n != name);
         self.input(name, Input::Tick).unwrap();
@@ -142,20 +149,27 @@ impl Cluster {
                 other => {
                     let node = self.nodes.get_mut(name).unwrap();
                     match &other {
-                        Output::Start { lease, epoch, .. } => {
+                        Output::Start {
+                            lease,
+                            epoch,
+                            session,
+                            ..
+                        } => {
                             node.processing.insert(lease.clone(), *epoch);
+                            node.sessions.insert(lease.clone(), *session);
                         }
                         Output::Stop {
                             lease,
-                            epoch,
+                            session,
                             reason,
+                            ..
                         } => {
                             node.processing.remove(lease);
                             let drain = !matches!(reason, StopReason::Lost(_));
                             if drain && node.auto_ack {
                                 acks.push(Input::Stopped {
                                     lease: lease.clone(),
-                                    epoch: *epoch,
+                                    session: *session,
                                 });
                             }
                         }
@@ -173,12 +187,13 @@ impl Cluster {
 
     /// No two hosts hold processing authority for one lease at this true time.
     pub fn check_exclusive(&self) {
-        let mut holders: BTreeMap<&LeaseToken, Vec<&str>> = BTreeMap::new();
+        // Keyed by document id: two processor groups may both have a lease "0".
+        let mut holders: BTreeMap<&leasehold_engine::DocId, Vec<&str>> = BTreeMap::new();
         for (name, node) in &self.nodes {
             let local = self.now(name).local;
             for state in node.host.leases() {
                 if node.host.authority(&state.doc.token, local).is_some() {
-                    holders.entry(&state.doc.token).or_default().push(name);
+                    holders.entry(&state.doc.id).or_default().push(name);
                 }
             }
         }
@@ -324,6 +339,41 @@ impl Cluster {
             .find(|(_, n, r)| n == name && r.intent == intent)
             .map(|(t, _, _)| *t)
             .unwrap_or_else(|| panic!("{name} never sent {intent:?}"))
+    }
+
+    /// The latest processing session `name` started for `lease`.
+    pub fn session(&self, name: &str, lease: &str) -> Session {
+        self.nodes[name].sessions[&LeaseToken::from(lease)]
+    }
+
+    /// `name`'s handler reports a checkpoint in its latest session of `lease`.
+    pub fn checkpoint(&mut self, name: &str, lease: &str, value: &str) -> Result<(), InputError> {
+        let input = Input::Checkpoint {
+            lease: LeaseToken::from(lease),
+            session: self.session(name, lease),
+            checkpoint: Checkpoint::from(value),
+        };
+        self.input(name, input)
+    }
+
+    /// `name`'s handler acknowledges a release or shutdown stop of `lease`.
+    pub fn stopped(&mut self, name: &str, lease: &str) {
+        let input = Input::Stopped {
+            lease: LeaseToken::from(lease),
+            session: self.session(name, lease),
+        };
+        self.input(name, input).unwrap();
+    }
+
+    /// The stored lease document with id `id`.
+    pub fn lease_by_id(&self, id: &str) -> leasehold_engine::lease::LeaseDocument {
+        self.store
+            .iter()
+            .find_map(|s| match &s.doc {
+                Record::Lease(d) if d.id.as_str() == id => Some(d.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no lease document {id}"))
     }
 
     pub fn events_of(&self, name: &str) -> Vec<&Output> {
