@@ -1,40 +1,52 @@
 //! Identifiers, epochs, etags and checkpoints.
 //!
-//! String identifiers are `Arc<str>` newtypes: cloning them is cheap, which matters
-//! because model checkers clone whole host states millions of times.
+//! String identifiers keep short values inline (see `text`): model checkers and
+//! simulators clone whole host states millions of times.
 
-use serde::{Deserialize, Serialize};
+use crate::text::Text;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::sync::Arc;
 
 macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(transparent)]
-        pub struct $name(Arc<str>);
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(Text);
 
         impl $name {
             /// Wraps `value` without validation.
-            pub fn new(value: impl Into<Arc<str>>) -> Self {
-                Self(value.into())
+            pub fn new(value: impl AsRef<str>) -> Self {
+                Self(Text::new(value.as_ref()))
             }
 
             /// The identifier as a string slice.
             pub fn as_str(&self) -> &str {
-                &self.0
+                self.0.as_str()
             }
         }
 
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Debug::fmt(&*self.0, f)
+                fmt::Debug::fmt(self.as_str(), f)
             }
         }
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                String::deserialize(deserializer).map(Self::new)
             }
         }
 
@@ -77,7 +89,7 @@ string_id!(
 impl HostId {
     /// Whether this id is empty or only whitespace, which CFP reads as "no owner".
     pub fn is_blank(&self) -> bool {
-        self.0.trim().is_empty()
+        self.as_str().trim().is_empty()
     }
 }
 

@@ -18,6 +18,7 @@ pub mod expiry;
 mod ids;
 pub mod lease;
 pub mod store;
+mod text;
 mod time;
 
 pub use expiry::{ExpiryPolicy, ExpiryRule, Observation};

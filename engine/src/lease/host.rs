@@ -12,6 +12,7 @@ use crate::lease::Intent;
 use crate::store::Op;
 use crate::time::{LocalTime, Millis, Now};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 /// One host's side of the partition-lease protocol, as a sans-IO state machine.
 ///
@@ -70,7 +71,8 @@ pub struct LeaseHost {
     incarnation: Incarnation,
     /// Processing sessions started so far.
     sessions: u64,
-    pub(super) config: LeaseConfig,
+    /// Shared, not copied: hosts are cloned with every state a model checker makes.
+    pub(super) config: Arc<LeaseConfig>,
     pub(super) phase: Phase,
     /// The latest time seen; inputs never move the clock backwards.
     pub(super) now: Now,
@@ -166,7 +168,7 @@ impl LeaseHost {
             me,
             incarnation,
             sessions: 0,
-            config,
+            config: Arc::new(config),
             phase: Phase::Running,
             now: Now::default(),
             slots: BTreeMap::new(),

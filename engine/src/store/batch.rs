@@ -82,21 +82,18 @@ impl<D: Document> Container<D> {
         ops: Vec<BatchOp<D>>,
     ) -> Result<BatchResponse<D>, StoreError> {
         self.validate_batch(pk, &ops)?;
-        let issued_before = self.issued;
         let total = ops.len();
-        let mut staged: BTreeMap<Key, Option<Stored<D>>> = BTreeMap::new();
+        let mut staged = Staged::default();
         let mut outcomes = Vec::with_capacity(total);
         for (index, op) in ops.into_iter().enumerate() {
             match self.stage(pk, op, &mut staged) {
                 Ok(outcome) => outcomes.push(outcome),
-                Err(error) => {
-                    // Etags issued inside a failed batch were never visible; reuse them.
-                    self.issued = issued_before;
-                    return Ok(failed(total, index, &error));
-                }
+                // Nothing staged was ever visible, etags included.
+                Err(error) => return Ok(failed(total, index, &error)),
             }
         }
-        for (key, value) in staged {
+        self.versions.extend(staged.versions);
+        for (key, value) in staged.items {
             match value {
                 Some(stored) => {
                     self.items.insert(key, stored);
@@ -141,12 +138,12 @@ impl<D: Document> Container<D> {
 
     /// Applies one operation to the staging area, seeing earlier staged operations.
     fn stage(
-        &mut self,
+        &self,
         pk: &PartitionKey,
         op: BatchOp<D>,
-        staged: &mut BTreeMap<Key, Option<Stored<D>>>,
+        staged: &mut Staged<D>,
     ) -> Result<BatchOutcome<D>, StoreError> {
-        let current = |key: &Key, staged: &BTreeMap<Key, Option<Stored<D>>>| match staged.get(key) {
+        let current = |key: &Key, staged: &Staged<D>| match staged.items.get(key) {
             Some(value) => value.clone(),
             None => self.items.get(key).cloned(),
         };
@@ -188,28 +185,48 @@ impl<D: Document> Container<D> {
                 if if_match.is_some_and(|e| e != existing.etag) {
                     return Err(StoreError::PreconditionFailed);
                 }
-                staged.insert(key, None);
+                staged.items.insert(key, None);
                 Ok(outcome(StatusCode::NoContent, None, None))
             }
         }
     }
 
     fn write(
-        &mut self,
+        &self,
         key: Key,
         doc: D,
-        staged: &mut BTreeMap<Key, Option<Stored<D>>>,
+        staged: &mut Staged<D>,
         status: StatusCode,
     ) -> BatchOutcome<D> {
-        let etag = self.fresh_etag();
-        staged.insert(
-            key,
-            Some(Stored {
-                doc,
-                etag: etag.clone(),
-            }),
-        );
+        let written = staged
+            .versions
+            .get(&key)
+            .or_else(|| self.versions.get(&key))
+            .copied()
+            .unwrap_or(0);
+        let etag = Etag::seq(written + 1);
+        staged.versions.insert(key.clone(), written + 1);
+        let stored = Stored {
+            doc,
+            etag: etag.clone(),
+        };
+        staged.items.insert(key, Some(stored));
         outcome(status, Some(etag), None)
+    }
+}
+
+/// What a batch has done so far, visible only to itself until it commits.
+struct Staged<D> {
+    items: BTreeMap<Key, Option<Stored<D>>>,
+    versions: BTreeMap<Key, u64>,
+}
+
+impl<D> Default for Staged<D> {
+    fn default() -> Self {
+        Staged {
+            items: BTreeMap::new(),
+            versions: BTreeMap::new(),
+        }
     }
 }
 

@@ -5,6 +5,12 @@
 //! it, and the Cosmos DB adapter is differential-tested against it. Every write issues
 //! a fresh etag; conditional writes compare etags for equality only.
 //!
+//! Etags are fresh *per document*: each id counts its own versions, and the count
+//! survives a delete, so a recreated document never repeats an etag a reader may still
+//! hold. Etags are never compared across documents, so nothing needs them globally
+//! unique; in exchange, writes to different documents commute exactly, which keeps
+//! model checking small.
+//!
 //! ```
 //! use leasehold_engine::store::{Container, StoreError};
 //! use leasehold_engine::lease::{LeaseDocument, Record};
@@ -80,7 +86,8 @@ type Key = (DocId, PartitionKey);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Container<D> {
     items: BTreeMap<Key, Stored<D>>,
-    issued: u64,
+    /// Versions written per key, kept after a delete.
+    versions: BTreeMap<Key, u64>,
     limits: Limits,
 }
 
@@ -100,7 +107,7 @@ impl<D: Document> Container<D> {
     pub fn with_limits(limits: Limits) -> Self {
         Container {
             items: BTreeMap::new(),
-            issued: 0,
+            versions: BTreeMap::new(),
             limits,
         }
     }
@@ -196,18 +203,15 @@ impl<D: Document> Container<D> {
 
     /// Stores `doc` under a fresh etag.
     fn put(&mut self, key: Key, doc: D) -> Etag {
-        let etag = self.fresh_etag();
+        let version = self.versions.entry(key.clone()).or_insert(0);
+        *version += 1;
+        let etag = Etag::seq(*version);
         let stored = Stored {
             doc,
             etag: etag.clone(),
         };
         self.items.insert(key, stored);
         etag
-    }
-
-    fn fresh_etag(&mut self) -> Etag {
-        self.issued += 1;
-        Etag::seq(self.issued)
     }
 }
 
