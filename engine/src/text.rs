@@ -93,7 +93,7 @@ mod tests {
         assert!(matches!(long, Text::Shared(_)));
         assert_eq!(short.as_str(), "host-1");
         assert_eq!(long.as_str(), "orders-processor.contoso_orders_items..0");
-        let mut all = vec![long.clone(), short.clone(), Text::new("")];
+        let mut all = [long.clone(), short.clone(), Text::new("")];
         all.sort();
         let sorted: Vec<&str> = all.iter().map(Text::as_str).collect();
         let mut expected = vec!["orders-processor.contoso_orders_items..0", "host-1", ""];

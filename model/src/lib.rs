@@ -1,8 +1,46 @@
 //! Stateright models of the leasehold engine.
 //!
-//! The models drive the engine's own state machines (there is no second
-//! implementation) under crashes, clock skew, drift and every interleaving of store
-//! requests. They arrive with the model-checking issue; this crate exists so that the
-//! workspace has its final shape.
+//! The model of partition leases runs H hosts, each the engine's own
+//! [`LeaseHost`](leasehold_engine::lease::LeaseHost), against the engine's reference
+//! store. There is no second implementation of the protocol here: the model is the
+//! world around the engine.
+//!
+//! It covers:
+//! - every interleaving of request delivery and reply; requests of a crashed host may
+//!   be served at any later time, and a write may be applied with its reply lost;
+//! - crashes (volatile state lost) and restarts as a new incarnation;
+//! - true time in ticks of one second up to a horizon;
+//! - per-host clocks: each runs slow or fast by the drift bound for the whole run,
+//!   and each wall clock is off true time by up to the skew;
+//! - pauses: a tick may pass while a host still has due work or messages are late.
+//!
+//! ```
+//! use leasehold_model::{Bounds, PartitionModel, check, properties};
+//! use std::time::Duration;
+//!
+//! let bounds = Bounds { hosts: 1, partitions: 1, crashes: 0, horizon: 3, ..Bounds::default() };
+//! let model = PartitionModel::new(bounds).unwrap();
+//! let report = check::check(&model, &check::Options::default(), Duration::from_secs(1), |_| {});
+//! assert!(report.complete);
+//! assert_eq!(report.verdict(properties::EXCLUSIVITY).outcome, check::Outcome::Holds);
+//! ```
 
-pub use leasehold_engine as engine;
+pub mod check;
+mod config;
+mod partitions;
+pub mod properties;
+mod state;
+mod svg;
+pub mod trace;
+
+pub use config::{Bounds, BoundsError, Bug, StrategyName, TICK_MS, parse_expiry};
+pub use partitions::PartitionModel;
+pub use state::{Action, Fault, Ghost, Host, Rate, State, Work};
+pub use svg::sequence_diagram;
+
+/// Serves stateright's Explorer for `model` on `address` and blocks; each state's
+/// path is drawn as a sequence diagram of hosts and the store.
+pub fn explore(model: PartitionModel, address: std::net::SocketAddr) {
+    use stateright::Model;
+    let _ = model.checker().serve(address);
+}

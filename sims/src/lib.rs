@@ -3,6 +3,8 @@
 //!
 //! - [`snapshot`]: reads lease containers exported from a change feed processor.
 //! - [`balance`]: answers "which leases would this host take, and why".
+//! - [`check`]: model-checks the partition-lease protocol and explains counterexamples.
 
 pub mod balance;
+pub mod check;
 pub mod snapshot;

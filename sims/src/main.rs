@@ -1,12 +1,16 @@
 //! The `leasehold` command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use leasehold_engine::{Millis, WallTime};
+use leasehold_engine::{ExpiryRule, Millis, WallTime};
+use leasehold_model::check::{Options, Search, Stop};
+use leasehold_model::{Bounds, Bug, PartitionModel};
 use leasehold_sims::balance::{self, Question};
+use leasehold_sims::check;
 use leasehold_sims::snapshot;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -23,6 +27,104 @@ struct Cli {
 enum Command {
     /// Which leases would a host take from an exported lease container, and why.
     Balance(BalanceArgs),
+    /// Model-check a protocol exhaustively within bounds (exit 1 on a counterexample,
+    /// 3 when stopped at a limit).
+    Check(ModelArgs),
+    /// Serve stateright's Explorer for a model on 127.0.0.1, to walk its states by hand.
+    Explore(ExploreArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Target {
+    /// Partition leases: hosts, the lease table, crashes, skew and drift.
+    Partitions,
+}
+
+#[derive(clap::Args)]
+struct ModelArgs {
+    /// What to check.
+    #[arg(value_enum, default_value_t = Target::Partitions)]
+    target: Target,
+    /// Hosts in the cluster (1-4).
+    #[arg(long, default_value_t = 2)]
+    hosts: u8,
+    /// Partitions, one lease each (1-4).
+    #[arg(long, default_value_t = 2)]
+    partitions: u8,
+    /// Crashes allowed; a crashed host may restart as a new life.
+    #[arg(long, default_value_t = 1)]
+    crashes: u8,
+    /// Each wall clock is off true time by up to this many seconds, either way (0-3).
+    #[arg(long, default_value_t = 1, value_name = "SECONDS")]
+    skew: u8,
+    /// Each clock gains or loses up to this many milliseconds per second (0-200).
+    #[arg(long, default_value_t = 100, value_name = "MS_PER_S")]
+    drift: u16,
+    /// Seconds of true time explored, in 1 s ticks [default: 3 past the liveness bound].
+    #[arg(long, value_name = "SECONDS")]
+    horizon: Option<u8>,
+    /// The balancing strategy.
+    #[arg(long, value_enum, default_value_t = StrategyName::Handoff)]
+    strategy: StrategyName,
+    /// The expiry rule.
+    #[arg(long, value_enum, default_value_t = Expiry::Observed)]
+    expiry: Expiry,
+    /// Run a known-bad variant: timestamp-skew, blind-acquire, blind-checkpoint,
+    /// thin-margin or same-epoch. Stops at its first counterexample.
+    #[arg(long, value_name = "NAME")]
+    bug: Option<String>,
+    /// Late ticks allowed: time passes while a host has due work (a GC pause).
+    #[arg(long, default_value_t = 0)]
+    pauses: u8,
+    /// Writes that may be applied with their reply lost (ambiguous outcomes).
+    #[arg(long, default_value_t = 0)]
+    lost_replies: u8,
+    /// Writes that may be held on the wire and delivered later, in any order.
+    #[arg(long, default_value_t = 0)]
+    delays: u8,
+    /// Checkpoints each handler reports per lease.
+    #[arg(long, default_value_t = 1)]
+    progress: u8,
+    /// Checker threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Depth-first search (the default without --bug: faster, less memory).
+    #[arg(long, conflicts_with = "bfs")]
+    dfs: bool,
+    /// Breadth-first search (the default with --bug: with one thread, counterexamples
+    /// are shortest).
+    #[arg(long)]
+    bfs: bool,
+    /// Stop after this long; the check is then incomplete.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Millis>,
+    /// Stop after this many states; the check is then incomplete.
+    #[arg(long, value_name = "N")]
+    max_states: Option<usize>,
+    /// Stop at the first counterexample (the default with --bug).
+    #[arg(long)]
+    first: bool,
+    /// Print the trace of a path a check printed, instead of checking.
+    #[arg(long, value_name = "PATH")]
+    replay: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct ExploreArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The port on 127.0.0.1 to serve the Explorer on.
+    #[arg(long, default_value_t = 3000)]
+    port: u16,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Expiry {
+    /// The holder's authority runs from the send time of its last successful write;
+    /// others wait the duration plus drift on their own clock.
+    Observed,
+    /// CFP's rule: readers compare the owner's wall-clock timestamp with their own.
+    Timestamp,
 }
 
 #[derive(clap::Args)]
@@ -71,10 +173,12 @@ fn parse_duration(text: &str) -> Result<Millis, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Balance(args) => run_balance(args),
+        Command::Balance(args) => run_balance(args).map(|()| ExitCode::SUCCESS),
+        Command::Check(args) => run_check(args),
+        Command::Explore(args) => run_explore(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(message) => {
             eprintln!("error: {message}");
             ExitCode::FAILURE
@@ -109,6 +213,94 @@ fn run_balance(args: BalanceArgs) -> Result<(), String> {
     let json = serde_json::to_string(&answer).map_err(|e| e.to_string())?;
     println!("{json}");
     Ok(())
+}
+
+fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
+    let bug = match &args.bug {
+        Some(name) => Some(name.parse::<Bug>().map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let mut bounds = Bounds {
+        hosts: args.hosts,
+        partitions: args.partitions,
+        crashes: args.crashes,
+        pauses: args.pauses,
+        lost_replies: args.lost_replies,
+        delays: args.delays,
+        skew: args.skew,
+        drift_ms: args.drift,
+        horizon: 1,
+        progress: args.progress,
+        strategy: match args.strategy {
+            StrategyName::Cfp => leasehold_model::StrategyName::Cfp,
+            StrategyName::Handoff => leasehold_model::StrategyName::Handoff,
+        },
+        expiry: match args.expiry {
+            Expiry::Observed => ExpiryRule::Observed,
+            Expiry::Timestamp => ExpiryRule::Timestamp,
+        },
+        bug,
+    };
+    bounds.horizon = match args.horizon {
+        Some(h) => h,
+        None => {
+            bounds.lease_config().map_err(|e| e.to_string())?;
+            bounds.liveness_ticks().saturating_add(3).min(30)
+        }
+    };
+    PartitionModel::new(bounds).map_err(|e| e.to_string())
+}
+
+fn options_of(args: &ModelArgs) -> Options {
+    Options {
+        // Depth-first is several times faster here; breadth-first finds the shortest
+        // counterexample, which is what a known-bad variant is run for.
+        search: match (args.dfs, args.bfs, args.bug.is_some()) {
+            (true, _, _) => Search::Dfs,
+            (_, true, _) | (_, _, true) => Search::Bfs,
+            _ => Search::Dfs,
+        },
+        threads: args.threads.max(1),
+        timeout: args.timeout.map(|t| Duration::from_millis(t.as_millis())),
+        max_states: args.max_states,
+        stop: if args.first || args.bug.is_some() {
+            Stop::FirstCounterexample
+        } else {
+            Stop::Never
+        },
+    }
+}
+
+fn run_check(args: ModelArgs) -> Result<ExitCode, String> {
+    let Target::Partitions = args.target;
+    let model = model_of(&args)?;
+    let program = "leasehold";
+    if let Some(encoded) = &args.replay {
+        let (text, broken) = check::replay(&model, encoded)?;
+        print!("{text}");
+        return Ok(ExitCode::from(if broken { 1 } else { 0 }));
+    }
+    let options = options_of(&args);
+    print!("{}", check::header(&model, &options));
+    let report = check::run(&model, &options, Duration::from_secs(5), |p| {
+        eprintln!("{}", check::progress_line(p));
+    });
+    print!("{}", check::render_report(&model, &report, program));
+    Ok(ExitCode::from(check::verdict(&report).exit_code()))
+}
+
+fn run_explore(args: ExploreArgs) -> Result<ExitCode, String> {
+    let model = model_of(&args.model)?;
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
+    // The Explorer panics on a port in use; ask first, to say so plainly.
+    drop(
+        std::net::TcpListener::bind(address)
+            .map_err(|e| format!("cannot serve on {address}: {e}"))?,
+    );
+    print!("{}", check::header(&model, &options_of(&args.model)));
+    println!("serving the Explorer on http://{address}/ (Ctrl-C to stop)");
+    leasehold_model::explore(model, address);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn read_input(path: &PathBuf) -> Result<String, String> {

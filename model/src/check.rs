@@ -1,0 +1,258 @@
+//! Running a check and reading its verdicts.
+//!
+//! A run that stops at a time or state limit is *incomplete*: no property that lacks
+//! a discovery is reported as holding (stateright itself reports such a run as done).
+
+use crate::partitions::PartitionModel;
+use crate::state::{Action, State};
+use stateright::{Checker, Expectation, HasDiscoveries, Model};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// How to search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Search {
+    /// Breadth first: with one thread, counterexamples are shortest.
+    Bfs,
+    /// Depth first: less memory, and the only search that uses symmetry.
+    Dfs,
+}
+
+/// How a check runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Breadth or depth first.
+    pub search: Search,
+    /// Checker threads.
+    pub threads: usize,
+    /// Give up after this long (the check is then incomplete).
+    pub timeout: Option<Duration>,
+    /// Give up after generating this many states (the check is then incomplete).
+    pub max_states: Option<usize>,
+    /// Stop early, at the first discovery of some kind.
+    pub stop: Stop,
+}
+
+/// When a check may stop before it has explored everything.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stop {
+    /// Explore everything within the bounds.
+    #[default]
+    Never,
+    /// Stop when any `always` property has a counterexample.
+    FirstCounterexample,
+    /// Stop when this property has a discovery.
+    At(&'static str),
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            search: Search::Bfs,
+            threads: 1,
+            timeout: None,
+            max_states: None,
+            stop: Stop::Never,
+        }
+    }
+}
+
+/// What became of one property.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// An `always` property held in every state explored, and exploration finished.
+    Holds,
+    /// An `always` property failed; a counterexample was found.
+    Counterexample,
+    /// A `sometimes` property was reached.
+    Reached,
+    /// Exploration finished without reaching a `sometimes` property.
+    NotReached,
+    /// Exploration stopped early without a discovery for this property.
+    Incomplete,
+}
+
+impl Outcome {
+    /// The word printed for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Outcome::Holds => "holds",
+            Outcome::Counterexample => "COUNTEREXAMPLE",
+            Outcome::Reached => "reached",
+            Outcome::NotReached => "not reached",
+            Outcome::Incomplete => "incomplete",
+        }
+    }
+}
+
+/// One property's verdict.
+#[derive(Clone, Debug)]
+pub struct Verdict {
+    /// The property.
+    pub property: &'static str,
+    /// Whether it is an `always` property.
+    pub always: bool,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The discovery (a counterexample or an example), as states and actions.
+    pub path: Option<Vec<(State, Option<Action>)>>,
+    /// The discovery as stateright's action-index encoding, for replay.
+    pub encoded: Option<String>,
+}
+
+/// Counts while a check runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    /// States generated, repeats included.
+    pub states: usize,
+    /// Distinct states.
+    pub unique: usize,
+    /// Deepest path explored.
+    pub depth: usize,
+    /// Seconds so far.
+    pub seconds: f64,
+}
+
+/// The result of a check.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// One verdict per property, in the model's order.
+    pub verdicts: Vec<Verdict>,
+    /// Final counts.
+    pub progress: Progress,
+    /// Whether every reachable state within the bounds was explored.
+    pub complete: bool,
+}
+
+impl Report {
+    /// The verdict for `property`.
+    pub fn verdict(&self, property: &str) -> &Verdict {
+        self.verdicts
+            .iter()
+            .find(|v| v.property == property)
+            .unwrap_or_else(|| panic!("no property {property:?}"))
+    }
+
+    /// Whether an `always` property failed.
+    pub fn violated(&self) -> bool {
+        self.verdicts
+            .iter()
+            .any(|v| v.outcome == Outcome::Counterexample)
+    }
+}
+
+/// Checks `model`, calling `progress` about every `every` while it runs.
+pub fn check(
+    model: &PartitionModel,
+    options: &Options,
+    every: Duration,
+    progress: impl FnMut(&Progress),
+) -> Report {
+    let mut builder = model.clone().checker().threads(options.threads.max(1));
+    if let Some(timeout) = options.timeout {
+        builder = builder.timeout(timeout);
+    }
+    if let Some(max) = options.max_states {
+        builder = builder.target_state_count(max);
+    }
+    match options.stop {
+        Stop::Never => {}
+        Stop::FirstCounterexample => builder = builder.finish_when(HasDiscoveries::AnyFailures),
+        Stop::At(name) => {
+            builder = builder.finish_when(HasDiscoveries::AnyOf(BTreeSet::from([name])));
+        }
+    }
+    match options.search {
+        Search::Bfs => finish(model, options, builder.spawn_bfs(), every, progress),
+        Search::Dfs => finish(model, options, builder.spawn_dfs(), every, progress),
+    }
+}
+
+fn finish<C: Checker<PartitionModel>>(
+    model: &PartitionModel,
+    options: &Options,
+    checker: C,
+    every: Duration,
+    mut progress: impl FnMut(&Progress),
+) -> Report {
+    let started = Instant::now();
+    let counts = |c: &C| Progress {
+        states: c.state_count(),
+        unique: c.unique_state_count(),
+        depth: c.max_depth(),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    let mut reported = Instant::now();
+    while !checker.is_done() {
+        std::thread::sleep(every.min(Duration::from_millis(20)));
+        if reported.elapsed() >= every {
+            progress(&counts(&checker));
+            reported = Instant::now();
+        }
+    }
+    let checker = checker.join();
+    let last = counts(&checker);
+    let timed_out = options
+        .timeout
+        .is_some_and(|t| started.elapsed() + Duration::from_millis(50) >= t);
+    let capped = options.max_states.is_some_and(|max| last.states >= max);
+    let discoveries = checker.discoveries();
+    // A stop condition ends the run early only once it is met; a run whose condition
+    // was never met explored everything.
+    let always: BTreeSet<&str> = model
+        .properties()
+        .into_iter()
+        .filter(|p| matches!(p.expectation, Expectation::Always))
+        .map(|p| p.name)
+        .collect();
+    let stopped_early = match options.stop {
+        Stop::Never => false,
+        Stop::FirstCounterexample => discoveries.keys().any(|k| always.contains(k)),
+        Stop::At(name) => discoveries.contains_key(name),
+    };
+    let complete = !timed_out && !capped && !stopped_early;
+    let verdicts = model
+        .properties()
+        .into_iter()
+        .map(|property| {
+            let always = matches!(property.expectation, Expectation::Always);
+            let found = discoveries.get(property.name);
+            let outcome = match (found.is_some(), always, complete) {
+                (true, true, _) => Outcome::Counterexample,
+                (true, false, _) => Outcome::Reached,
+                (false, _, false) => Outcome::Incomplete,
+                (false, true, true) => Outcome::Holds,
+                (false, false, true) => Outcome::NotReached,
+            };
+            Verdict {
+                property: property.name,
+                always,
+                outcome,
+                encoded: found.map(|p| p.encode(model)),
+                path: found.map(|p| p.clone().into_vec()),
+            }
+        })
+        .collect();
+    Report {
+        verdicts,
+        progress: last,
+        complete,
+    }
+}
+
+/// Rebuilds a path from its action-index encoding, as printed after a counterexample.
+pub fn replay(model: &PartitionModel, encoded: &str) -> Option<Vec<(State, Option<Action>)>> {
+    let mut indices = encoded.split('/').map(|s| s.parse::<usize>().ok());
+    let mut state = model.init_states().get(indices.next()??)?.clone();
+    let mut path = Vec::new();
+    for index in indices {
+        let mut actions = Vec::new();
+        model.actions(&state, &mut actions);
+        let action = actions.get(index?)?.clone();
+        let next = model.next_state(&state, action.clone())?;
+        path.push((state, Some(action)));
+        state = next;
+    }
+    path.push((state, None));
+    Some(path)
+}

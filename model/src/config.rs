@@ -1,0 +1,374 @@
+//! What a check covers: the cluster's size, the faults it may suffer, the protocol
+//! settings, and an optional known-bad variant.
+
+use leasehold_engine::balance::{CfpConfig, Strategy};
+use leasehold_engine::lease::{ConfigError, LeaseConfig};
+use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
+use std::fmt;
+use std::str::FromStr;
+
+/// One tick of true time, in milliseconds.
+pub const TICK_MS: u64 = 1_000;
+
+/// The bounds and settings of a partition-lease check.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Bounds {
+    /// Hosts in the cluster.
+    pub hosts: u8,
+    /// Partitions (leases).
+    pub partitions: u8,
+    /// Crashes allowed (each loses the host's volatile state; it may restart).
+    pub crashes: u8,
+    /// Late ticks allowed: true time passes while a host still has due work or a
+    /// message is still in flight, as in a GC pause or a slow network.
+    pub pauses: u8,
+    /// Writes that may be applied with their reply lost (ambiguous outcomes).
+    pub lost_replies: u8,
+    /// Writes that may be held on the wire and served later, in any order with
+    /// everything else.
+    pub delays: u8,
+    /// Each host's wall clock is off true time by up to this many ticks, either way.
+    pub skew: u8,
+    /// Each host's clock gains or loses up to this many milliseconds per tick.
+    pub drift_ms: u16,
+    /// True time explored, in ticks.
+    pub horizon: u8,
+    /// Checkpoints each handler may report per lease.
+    pub progress: u8,
+    /// The balancing strategy.
+    pub strategy: StrategyName,
+    /// The expiry rule.
+    pub expiry: ExpiryRule,
+    /// A known-bad variant to run instead of the protocol as shipped.
+    pub bug: Option<Bug>,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            hosts: 2,
+            partitions: 2,
+            crashes: 1,
+            pauses: 0,
+            lost_replies: 1,
+            delays: 1,
+            skew: 1,
+            drift_ms: 100,
+            horizon: 8,
+            progress: 1,
+            strategy: StrategyName::Handoff,
+            expiry: ExpiryRule::Observed,
+            bug: None,
+        }
+    }
+}
+
+/// A strategy, by its command-line name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StrategyName {
+    /// The change feed processor's.
+    Cfp,
+    /// leasehold's cooperative handoff.
+    Handoff,
+}
+
+impl FromStr for StrategyName {
+    type Err = BoundsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cfp" => Ok(StrategyName::Cfp),
+            "handoff" => Ok(StrategyName::Handoff),
+            other => Err(BoundsError::UnknownStrategy(other.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for StrategyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StrategyName::Cfp => "cfp",
+            StrategyName::Handoff => "handoff",
+        })
+    }
+}
+
+/// The known-bad variants. Each is the shipped engine with one safeguard removed, by
+/// configuration or by the model's network; the engine itself has no bug switches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Bug {
+    /// CFP's timestamp expiry with a holder margin smaller than the clock skew.
+    TimestampSkew,
+    /// Acquires are written without if-match (the network strips it).
+    BlindAcquire,
+    /// Checkpoints are written without if-match (the network strips it).
+    BlindCheckpoint,
+    /// Hosts assume perfect clocks (no drift allowance) and keep only a thin safety
+    /// margin, while the real clocks drift.
+    ThinMargin,
+    /// Takeovers keep the lease's epoch instead of bumping it (the network rewrites
+    /// them), so the epoch no longer fences a former owner.
+    SameEpoch,
+}
+
+impl Bug {
+    /// Every variant, in the order the documentation lists them.
+    pub const ALL: [Bug; 5] = [
+        Bug::TimestampSkew,
+        Bug::BlindAcquire,
+        Bug::BlindCheckpoint,
+        Bug::ThinMargin,
+        Bug::SameEpoch,
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::TimestampSkew => "timestamp-skew",
+            Bug::BlindAcquire => "blind-acquire",
+            Bug::BlindCheckpoint => "blind-checkpoint",
+            Bug::ThinMargin => "thin-margin",
+            Bug::SameEpoch => "same-epoch",
+        }
+    }
+}
+
+impl FromStr for Bug {
+    type Err = BoundsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Bug::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| BoundsError::UnknownBug(s.to_string()))
+    }
+}
+
+impl fmt::Display for Bug {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Bounds that cannot be checked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BoundsError {
+    /// Too few or too many of something.
+    #[error("{what} must be between {min} and {max}, not {value}")]
+    OutOfRange {
+        /// The setting.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The smallest accepted value.
+        min: u64,
+        /// The largest accepted value.
+        max: u64,
+    },
+    /// A strategy name that does not exist.
+    #[error("unknown strategy {0:?}: expected cfp or handoff")]
+    UnknownStrategy(String),
+    /// A known-bad variant that does not exist.
+    #[error("unknown bug {0:?}: expected one of {names}", names = bug_names())]
+    UnknownBug(String),
+    /// An expiry rule name that does not exist.
+    #[error("unknown expiry rule {0:?}: expected observed or timestamp")]
+    UnknownExpiry(String),
+    /// The protocol settings derived from the bounds are inconsistent.
+    #[error("the protocol settings are inconsistent: {0}")]
+    Protocol(ConfigError),
+}
+
+fn bug_names() -> String {
+    let names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
+    names.join(", ")
+}
+
+/// Parses `observed` or `timestamp`.
+pub fn parse_expiry(s: &str) -> Result<ExpiryRule, BoundsError> {
+    match s {
+        "observed" => Ok(ExpiryRule::Observed),
+        "timestamp" => Ok(ExpiryRule::Timestamp),
+        other => Err(BoundsError::UnknownExpiry(other.to_string())),
+    }
+}
+
+impl Bounds {
+    /// Checks the bounds and derives the hosts' lease settings.
+    ///
+    /// Leases last 3 ticks and are renewed every tick: a slow clock's renewal fires
+    /// on the second tick boundary after the last, which must come before its
+    /// authority (2.7 s of its own clock) runs out. Under the timestamp rule leases last
+    /// 2 + 2 × skew ticks, since the margin must cover twice the skew. Hosts scan
+    /// every 2 ticks. The drift bound the hosts assume is the model's real drift,
+    /// except in the `thin-margin` variant.
+    ///
+    /// `timestamp-skew` keeps CFP's shape instead: a 4-tick lease renewed every 2
+    /// ticks, no margin. CFP compares `timestamp + D < now` strictly, on whole
+    /// seconds here, so it takes a skew of 2 s between two hosts to break it.
+    pub fn lease_config(&self) -> Result<LeaseConfig, BoundsError> {
+        range("hosts", self.hosts.into(), 1, 4)?;
+        range("partitions", self.partitions.into(), 1, 4)?;
+        range("horizon", self.horizon.into(), 1, 30)?;
+        range("skew", self.skew.into(), 0, 3)?;
+        range("drift", self.drift_ms.into(), 0, 200)?;
+        range("progress", self.progress.into(), 0, 5)?;
+        // The shortest lease that still renews safely: 3 ticks leaves 2.7 s of
+        // authority at 10 % drift against a renewal every 2 ticks. The timestamp rule
+        // needs room for a margin of twice the skew.
+        let duration = match (self.bug, self.expiry) {
+            (Some(Bug::TimestampSkew), _) => Millis(4 * TICK_MS),
+            (_, ExpiryRule::Timestamp) => Millis((2 + 2 * u64::from(self.skew.max(1))) * TICK_MS),
+            _ => Millis(3 * TICK_MS),
+        };
+        let drift = Drift::ppm(u32::from(self.drift_ms) * 1_000);
+        let (rule, assumed_drift, margin, renew) = match (self.bug, self.expiry) {
+            (Some(Bug::TimestampSkew), _) => (ExpiryRule::Timestamp, drift, Millis::ZERO, 2),
+            (Some(Bug::ThinMargin), rule) => (rule, Drift::ppm(0), Millis(1), 1),
+            (_, ExpiryRule::Timestamp) => {
+                // Pairwise wall clocks differ by up to twice the skew.
+                let margin = Millis(2 * u64::from(self.skew) * TICK_MS);
+                (ExpiryRule::Timestamp, drift, margin, 1)
+            }
+            (_, ExpiryRule::Observed) => (ExpiryRule::Observed, drift, Millis::ZERO, 1),
+        };
+        let strategy = match self.strategy {
+            StrategyName::Cfp => Strategy::Cfp(CfpConfig::default()),
+            StrategyName::Handoff => Strategy::Handoff,
+        };
+        let config = LeaseConfig {
+            prefix: "m".into(),
+            partitions: (0..self.partitions)
+                .map(|p| LeaseToken::from(p.to_string()))
+                .collect(),
+            expiry: ExpiryPolicy {
+                rule,
+                duration,
+                drift: assumed_drift,
+                safety_margin: margin,
+            },
+            renew_interval: Millis(renew * TICK_MS),
+            acquire_interval: Millis(2 * TICK_MS),
+            strategy,
+        };
+        config.validate().map_err(BoundsError::Protocol)?;
+        Ok(config)
+    }
+
+    /// Ticks after the last fault by which every partition must be owned by a live
+    /// host.
+    ///
+    /// An observer first sees a dead owner's last version on its next scan, up to
+    /// one acquire interval later, and takes the lease over once that version has
+    /// stood for the expiration plus drift allowance: acquire + expiration +
+    /// allowance on the observer's clock, which a slow clock stretches by
+    /// 1 / (1 − drift) in true time. Each of those two timers fires on the first tick
+    /// boundary after it is due, so the model adds a tick for each.
+    ///
+    /// `handoff` gets one more expiration and timer: the model found (with three
+    /// hosts) that an owner may hand a lease to a claimant that crashed after
+    /// claiming, because the claimant's heartbeat has not yet expired in the owner's
+    /// eyes; the lease then expires only one expiration after the handoff. The checks
+    /// show that `cfp`'s bound is tight, and that `handoff` breaks it.
+    pub fn liveness_ticks(&self) -> u8 {
+        let Ok(config) = self.lease_config() else {
+            return u8::MAX;
+        };
+        let real = ExpiryPolicy {
+            drift: Drift::ppm(u32::from(self.drift_ms) * 1_000),
+            ..config.expiry
+        };
+        let wait = real.observer_wait().as_millis();
+        let (claim, timers) = match self.strategy {
+            StrategyName::Handoff => (wait, 3),
+            StrategyName::Cfp => (0, 2),
+        };
+        let local = wait + claim + config.acquire_interval.as_millis();
+        u8::try_from(self.true_ticks(local) + timers).unwrap_or(u8::MAX)
+    }
+
+    /// Ticks of stable membership after which owned counts must differ by at most
+    /// one: two acquire intervals on the slowest clock (one for the newcomer to scan
+    /// and publish its claim, one for the owner to scan, confirm the claim and hand
+    /// the lease over), plus a tick for each of those two timers. The checks show the
+    /// bound is tight: one tick less gives a counterexample.
+    pub fn balance_ticks(&self) -> u8 {
+        let Ok(config) = self.lease_config() else {
+            return u8::MAX;
+        };
+        let local = 2 * config.acquire_interval.as_millis();
+        u8::try_from(self.true_ticks(local) + 2).unwrap_or(u8::MAX)
+    }
+
+    /// Whole ticks of true time that `local` milliseconds on the slowest clock may take.
+    fn true_ticks(&self, local: u64) -> u64 {
+        let slowest = TICK_MS - u64::from(self.drift_ms).min(TICK_MS - 1);
+        (local * TICK_MS).div_ceil(slowest).div_ceil(TICK_MS)
+    }
+}
+
+fn range(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), BoundsError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(BoundsError::OutOfRange {
+            what,
+            value,
+            min,
+            max,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_bounds_give_valid_lease_settings() {
+        let config = Bounds::default().lease_config().unwrap();
+        assert_eq!(config.expiry.duration, Millis(3_000));
+        assert_eq!(config.expiry.authority_span(), Millis(3_000 - 300));
+    }
+
+    #[test]
+    fn the_timestamp_rule_gets_a_margin_of_twice_the_skew() {
+        let bounds = Bounds {
+            expiry: ExpiryRule::Timestamp,
+            ..Bounds::default()
+        };
+        let config = bounds.lease_config().unwrap();
+        assert_eq!(config.expiry.safety_margin, Millis(2_000));
+    }
+
+    #[test]
+    fn bounds_out_of_range_are_refused_by_name() {
+        let bounds = Bounds {
+            hosts: 9,
+            ..Bounds::default()
+        };
+        let err = bounds.lease_config().unwrap_err();
+        assert_eq!(err.to_string(), "hosts must be between 1 and 4, not 9");
+        assert!("greedy".parse::<StrategyName>().is_err());
+        assert!(
+            "nope"
+                .parse::<Bug>()
+                .unwrap_err()
+                .to_string()
+                .contains("blind-acquire")
+        );
+    }
+
+    #[test]
+    fn liveness_is_checked_after_expiry_plus_acquire_plus_allowance() {
+        // 2 s acquire + 3 s + 0.3 s allowance = 5.3 s on a clock 10 % slow: 5.9 s,
+        // 6 ticks, plus one for each of two timers.
+        let cfp = Bounds {
+            strategy: StrategyName::Cfp,
+            ..Bounds::default()
+        };
+        // 2 s acquire + 3.3 s = 5.3 s on a clock 10 % slow: 5.9 s, 6 ticks, plus one
+        // for each of two timers.
+        assert_eq!(cfp.liveness_ticks(), 8);
+        // Plus a claimant's heartbeat expiry: 8.6 s / 0.9 = 9.6 s, 10 ticks, plus 3.
+        assert_eq!(Bounds::default().liveness_ticks(), 13);
+    }
+}

@@ -1,0 +1,634 @@
+//! The stateright model of partition leases: H hosts running the engine's
+//! [`LeaseHost`] against the engine's reference store.
+
+use crate::config::{Bounds, BoundsError, Bug, TICK_MS};
+use crate::state::{Action, Fault, Ghost, Host, Rate, State, Work};
+use leasehold_engine::lease::{
+    Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Record, StopReason, StoreRequest,
+};
+use leasehold_engine::store::{Container, Op, StoreError};
+use leasehold_engine::{
+    Checkpoint, HostId, Incarnation, LeaseToken, LocalTime, Now, PartitionKey, RequestId, WallTime,
+};
+use std::collections::{BTreeMap, VecDeque};
+
+type Answer = Result<leasehold_engine::store::Reply<Record>, StoreError>;
+
+/// Faults can hit any of a step's first few writes.
+const MAX_FAULT_INDEX: u8 = 3;
+
+const WALL_BASE: i64 = 1_700_000_000_000;
+
+/// The partition-lease model. Build it with [`PartitionModel::new`], then check it
+/// with stateright's checkers, or with [`crate::check`].
+#[derive(Clone, Debug)]
+pub struct PartitionModel {
+    /// The bounds being checked.
+    pub bounds: Bounds,
+    /// The hosts' lease settings.
+    pub config: LeaseConfig,
+    /// Ticks after the last fault from which every partition must be owned by a live
+    /// host ([`Bounds::liveness_ticks`]). Lower it to see that the bound is tight.
+    pub liveness_ticks: u8,
+    /// Ticks of stable membership after which owned counts must differ by at most one
+    /// ([`Bounds::balance_ticks`]). Lower it to see that the bound is tight.
+    pub balance_ticks: u8,
+}
+
+impl PartitionModel {
+    /// A model of `bounds`.
+    pub fn new(bounds: Bounds) -> Result<PartitionModel, BoundsError> {
+        let config = bounds.lease_config()?;
+        Ok(PartitionModel {
+            liveness_ticks: bounds.liveness_ticks(),
+            balance_ticks: bounds.balance_ticks(),
+            bounds,
+            config,
+        })
+    }
+
+    /// The name of host `h`.
+    pub fn host_name(h: u8) -> HostId {
+        HostId::from(format!("h{h}"))
+    }
+
+    /// The token of partition `p`.
+    pub fn token(p: u8) -> LeaseToken {
+        LeaseToken::from(p.to_string())
+    }
+
+    /// Host `h`'s clocks at true time `time`.
+    pub fn now(&self, host: &Host, time: u8) -> Now {
+        let tick = i64::from(self.bounds.drift_ms);
+        let per_tick = TICK_MS as i64
+            + match host.rate {
+                Rate::Slow => -tick,
+                Rate::Exact => 0,
+                Rate::Fast => tick,
+            };
+        let local = u64::try_from(per_tick * i64::from(time)).unwrap_or(0);
+        let wall = WALL_BASE + (i64::from(time) + i64::from(host.wall_offset)) * TICK_MS as i64;
+        Now::new(LocalTime(local), WallTime(wall))
+    }
+
+    fn engine(&self, h: u8, incarnation: u8) -> LeaseHost {
+        LeaseHost::new(
+            Self::host_name(h),
+            self.config.clone(),
+            Incarnation(u64::from(incarnation)),
+        )
+        .expect("bounds produce a valid configuration")
+    }
+
+    /// The clock set-ups to explore: every host's rate is slow or fast (the extremes
+    /// of the drift bound), and every wall clock but the first is off by up to the
+    /// skew either way (only differences between wall clocks matter).
+    fn clock_setups(&self) -> Vec<Vec<(Rate, i8)>> {
+        let rates: &[Rate] = if self.bounds.drift_ms == 0 {
+            &[Rate::Exact]
+        } else {
+            &[Rate::Slow, Rate::Fast]
+        };
+        let skew = i8::try_from(self.bounds.skew).unwrap_or(0);
+        let mut setups: Vec<Vec<(Rate, i8)>> = vec![vec![]];
+        for h in 0..self.bounds.hosts {
+            let offsets: Vec<i8> = if h == 0 {
+                vec![0]
+            } else {
+                (-skew..=skew).collect()
+            };
+            let mut next = Vec::new();
+            for setup in &setups {
+                for &rate in rates {
+                    for &offset in &offsets {
+                        let mut s = setup.clone();
+                        s.push((rate, offset));
+                        next.push(s);
+                    }
+                }
+            }
+            setups = next;
+        }
+        setups
+    }
+
+    /// The lease container as hosts find it: every lease exists, unowned. Creating
+    /// leases (and racing to create them) is covered by the engine's host tests;
+    /// leaving it out of the model keeps the cold start small.
+    fn initial_store(&self) -> Container<Record> {
+        let mut store = Container::new();
+        for p in 0..self.bounds.partitions {
+            let doc = LeaseDocument::new(&self.config.prefix, Self::token(p), WallTime(WALL_BASE));
+            store
+                .create(Record::Lease(doc))
+                .expect("a fresh container has room for every lease");
+        }
+        store
+    }
+
+    /// Whether host `h` has timers due.
+    fn due(&self, state: &State, h: usize) -> bool {
+        let host = &state.hosts[h];
+        let local = self.now(host, state.time).local;
+        host.engine
+            .as_ref()
+            .is_some_and(|e| e.poll_timeout().is_some_and(|t| t <= local))
+    }
+
+    /// Whether the world may move on to the next tick on time: no live host has
+    /// timers due. Held requests may stay on the wire across ticks.
+    pub(crate) fn quiescent(&self, state: &State) -> bool {
+        (0..state.hosts.len()).all(|h| !self.due(state, h))
+    }
+
+    /// Runs host `h` on `input` until it has nothing left to do: every request it
+    /// sends is served at once, in order, and its reply fed straight back, except the
+    /// write `fault` names. Returns `None` if the step sent fewer writes than the
+    /// fault needs, so that every action that exists changes the world.
+    fn run(
+        &self,
+        state: &mut State,
+        h: u8,
+        first: Vec<Input>,
+        fault: Option<Fault>,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<()> {
+        let mut inputs = VecDeque::from(first);
+        let mut writes = 0;
+        let mut hit = fault.is_none();
+        while let Some(input) = inputs.pop_front() {
+            let host = &mut state.hosts[usize::from(h)];
+            let now = self.now(host, state.time);
+            let engine = host.engine.as_mut()?;
+            // The model only produces inputs the host accepts; a refused one is a
+            // no-op, as it is for the engine.
+            let _ = engine.handle_input(now, input);
+            let mut requests = Vec::new();
+            while let Some(output) = engine.poll_output() {
+                match output {
+                    Output::Request(req) => requests.push(req),
+                    Output::Start {
+                        lease,
+                        session,
+                        checkpoint,
+                        epoch,
+                    } => {
+                        let progress = number(checkpoint.as_ref());
+                        host.work[index(&lease)] = Some(Work { session, progress });
+                        note(journal, || {
+                            format!("h{h} starts processing lease {lease} at e{}", epoch.0)
+                        });
+                    }
+                    Output::Stop {
+                        lease,
+                        session,
+                        reason,
+                        ..
+                    } => {
+                        host.work[index(&lease)] = None;
+                        note(journal, || {
+                            format!("h{h} stops processing lease {lease}: {reason}")
+                        });
+                        match reason {
+                            StopReason::Lost(_) => state.ghost.lost_lease = true,
+                            // The handler finishes at once and acknowledges.
+                            StopReason::Released | StopReason::Shutdown => {
+                                inputs.push_back(Input::Stopped { lease, session });
+                            }
+                        }
+                    }
+                    Output::Checkpointed {
+                        lease, checkpoint, ..
+                    } => {
+                        let p = index(&lease);
+                        let n = number(Some(&checkpoint));
+                        state.ghost.confirmed[p] = state.ghost.confirmed[p].max(n);
+                        note(journal, || {
+                            format!("h{h}'s checkpoint {checkpoint} of lease {lease} is confirmed")
+                        });
+                    }
+                    Output::CheckpointRejected { .. } | Output::ShutdownComplete => {}
+                }
+            }
+            for mut req in requests {
+                let nth = if req.op.is_write() {
+                    writes += 1;
+                    Some(writes - 1)
+                } else {
+                    None
+                };
+                let id = req.id;
+                match (fault, nth) {
+                    (Some(Fault::Hold(n)), Some(i)) if n == i => {
+                        hit = true;
+                        state.delays += 1;
+                        state.last_fault = state.time;
+                        note(journal, || {
+                            format!("h{h} sends {}: HELD on the wire", request(&req))
+                        });
+                        state.net.insert((h, id), req);
+                    }
+                    (Some(Fault::LoseReply(n)), Some(i)) if n == i => {
+                        hit = true;
+                        let applied = self.apply(state, h, &mut req);
+                        if applied.is_ok() {
+                            state.ghost.ambiguous_write = true;
+                        }
+                        note(journal, || {
+                            let outcome = answer(&applied);
+                            format!(
+                                "h{h} sends {}: {outcome}, but the REPLY IS LOST",
+                                request(&req)
+                            )
+                        });
+                        state.lost_replies += 1;
+                        state.last_fault = state.time;
+                        let result = Err(StoreError::Timeout);
+                        inputs.push_back(Input::Response { id, result });
+                    }
+                    _ => {
+                        let result = self.apply(state, h, &mut req);
+                        note(journal, || {
+                            format!("h{h} sends {}: {}", request(&req), answer(&result))
+                        });
+                        inputs.push_back(Input::Response { id, result });
+                    }
+                }
+            }
+        }
+        hit.then_some(())
+    }
+
+    /// Handlers process one more batch of every lease they hold each time their
+    /// host's timers fire, and report it, up to the progress bound. When exactly a
+    /// handler checkpoints matters less than how its write races with everything
+    /// else, which faults and step orders still cover; a free choice here would
+    /// multiply the states by dozens.
+    fn handler_progress(
+        &self,
+        state: &mut State,
+        h: u8,
+        journal: &mut Option<Vec<String>>,
+    ) -> Vec<Input> {
+        let mut inputs = Vec::new();
+        for (p, work) in state.hosts[usize::from(h)].work.iter_mut().enumerate() {
+            let Some(work) = work.as_mut().filter(|w| w.progress < self.bounds.progress) else {
+                continue;
+            };
+            work.progress += 1;
+            note(journal, || {
+                format!(
+                    "h{h}'s handler reaches checkpoint {} of lease {p}",
+                    work.progress
+                )
+            });
+            inputs.push(Input::Checkpoint {
+                lease: Self::token(p as u8),
+                session: work.session,
+                checkpoint: Checkpoint::from(work.progress.to_string()),
+            });
+        }
+        inputs
+    }
+
+    /// The store applies a request, recording what the properties need to know.
+    fn apply(&self, state: &mut State, h: u8, req: &mut StoreRequest) -> Answer {
+        self.inject_bug(state, req);
+        let before = lease_before(&state.store, &req.op);
+        let result = state.store.execute(req.op.clone());
+        if result.is_ok() {
+            self.record_write(state, h, req, before);
+        }
+        result
+    }
+
+    /// The store serves a request that was held on the wire; its reply reaches the
+    /// sender at once if the sender is still the same life of the host.
+    fn serve_held(
+        &self,
+        state: &mut State,
+        h: u8,
+        id: RequestId,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<()> {
+        let mut req = state.net.remove(&(h, id))?;
+        // The network's fault lasts until the late request arrives.
+        state.last_fault = state.time;
+        let result = self.apply(state, h, &mut req);
+        note(journal, || {
+            format!(
+                "the store serves h{h}'s held {}: {}",
+                request(&req),
+                answer(&result)
+            )
+        });
+        let host = &state.hosts[usize::from(h)];
+        let current = host.engine.is_some() && id.incarnation.0 == u64::from(host.incarnation);
+        if current {
+            self.run(
+                state,
+                h,
+                vec![Input::Response { id, result }],
+                None,
+                journal,
+            )?;
+        } else {
+            note(journal, || {
+                format!("the reply is lost: h{h} is no longer the life that sent it")
+            });
+        }
+        Some(())
+    }
+
+    /// Takes `action` from `state`, telling what happened inside the step.
+    pub fn explain(&self, state: &State, action: &Action) -> (Option<State>, Vec<String>) {
+        let mut journal = Some(Vec::new());
+        let next = self.step(state, action.clone(), &mut journal);
+        (next, journal.unwrap_or_default())
+    }
+
+    /// The known-bad variants that live on the wire.
+    fn inject_bug(&self, state: &State, req: &mut StoreRequest) {
+        let taking = matches!(req.intent, Intent::Acquire | Intent::Steal);
+        let strip = match self.bounds.bug {
+            Some(Bug::BlindAcquire) => taking,
+            Some(Bug::BlindCheckpoint) => req.intent == Intent::Checkpoint,
+            _ => false,
+        };
+        if let (true, Op::Replace { if_match, .. }) = (strip, &mut req.op) {
+            *if_match = None;
+        }
+        if let (true, Some(Bug::SameEpoch)) = (taking, self.bounds.bug) {
+            let before = lease_before(&state.store, &req.op);
+            if let (
+                Some(before),
+                Op::Replace {
+                    doc: Record::Lease(doc),
+                    ..
+                },
+            ) = (before, &mut req.op)
+            {
+                doc.epoch = before.epoch;
+            }
+        }
+    }
+
+    /// Records what an applied write means for the properties.
+    fn record_write(
+        &self,
+        state: &mut State,
+        h: u8,
+        req: &StoreRequest,
+        before: Option<LeaseDocument>,
+    ) {
+        let Op::Replace {
+            doc: Record::Lease(after),
+            ..
+        } = &req.op
+        else {
+            return;
+        };
+        let Some(before) = before else {
+            return;
+        };
+        let ghost = &mut state.ghost;
+        if after.epoch < before.epoch
+            || (after.owner != before.owner && after.epoch <= before.epoch)
+        {
+            ghost.epoch_not_increased = true;
+        }
+        let writer = Self::host_name(h);
+        if req.intent.is_owner_write() {
+            let releases = matches!(req.intent, Intent::Release | Intent::Handoff);
+            let epoch = if releases {
+                after.epoch.0.saturating_sub(1)
+            } else {
+                after.epoch.0
+            };
+            if before.owner.as_ref() != Some(&writer) || before.epoch.0 != epoch {
+                ghost.stale_write_succeeded = true;
+            }
+        }
+        if number(after.checkpoint.as_ref()) < number(before.checkpoint.as_ref()) {
+            ghost.checkpoint_went_back = true;
+        }
+        let taking = matches!(req.intent, Intent::Acquire | Intent::Steal);
+        if let (true, Some(previous)) = (taking, &before.owner)
+            && *previous != writer
+        {
+            let previous_index = previous.as_str()[1..].parse::<u8>().unwrap_or(u8::MAX);
+            if ghost.crashed & (1 << previous_index) != 0 {
+                ghost.takeover_after_crash = true;
+            }
+            if req.intent == Intent::Steal {
+                ghost.rebalance_move = true;
+            }
+        }
+        if req.intent == Intent::Handoff {
+            ghost.rebalance_move = true;
+        }
+    }
+
+    fn crash(&self, state: &mut State, h: u8) {
+        let host = &mut state.hosts[usize::from(h)];
+        host.engine = None;
+        host.work.iter_mut().for_each(|w| *w = None);
+        // Its held requests stay on the wire: they may still arrive.
+        state.crashes += 1;
+        state.ghost.crashed |= 1 << h;
+        state.last_fault = state.time;
+    }
+}
+
+impl stateright::Model for PartitionModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let partitions = usize::from(self.bounds.partitions);
+        self.clock_setups()
+            .into_iter()
+            .map(|clocks| State {
+                time: 0,
+                hosts: clocks
+                    .into_iter()
+                    .enumerate()
+                    .map(|(h, (rate, wall_offset))| Host {
+                        engine: Some(self.engine(h as u8, 0)),
+                        incarnation: 0,
+                        rate,
+                        wall_offset,
+                        work: vec![None; partitions],
+                    })
+                    .collect(),
+                store: self.initial_store(),
+                net: BTreeMap::new(),
+                crashes: 0,
+                pauses: 0,
+                delays: 0,
+                lost_replies: 0,
+                last_fault: 0,
+                last_join: 0,
+                ghost: Ghost {
+                    confirmed: vec![0; partitions],
+                    ..Ghost::default()
+                },
+            })
+            .collect()
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        let mut faults = vec![None];
+        for n in 0..MAX_FAULT_INDEX {
+            if state.delays < self.bounds.delays {
+                faults.push(Some(Fault::Hold(n)));
+            }
+            if state.lost_replies < self.bounds.lost_replies {
+                faults.push(Some(Fault::LoseReply(n)));
+            }
+        }
+        let quiescent = self.quiescent(state);
+        for (h, host) in state.hosts.iter().enumerate() {
+            let h = h as u8;
+            if host.engine.is_none() {
+                // A crashed host restarts at a tick boundary, or stays down.
+                if quiescent {
+                    actions.push(Action::Restart(h));
+                }
+                continue;
+            }
+            if self.due(state, usize::from(h)) {
+                actions.extend(faults.iter().map(|f| Action::Step(h, *f)));
+            }
+            if quiescent && state.crashes < self.bounds.crashes {
+                actions.push(Action::Crash(h));
+            }
+        }
+        actions.extend(state.net.keys().map(|(h, id)| Action::Serve(*h, *id)));
+        if state.time < self.bounds.horizon {
+            if quiescent {
+                actions.push(Action::Advance);
+            } else if state.pauses < self.bounds.pauses {
+                actions.push(Action::Late);
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        self.step(last, action, &mut None)
+    }
+
+    fn properties(&self) -> Vec<stateright::Property<Self>> {
+        crate::properties::all()
+    }
+
+    fn within_boundary(&self, state: &State) -> bool {
+        state.time <= self.bounds.horizon
+    }
+
+    fn format_action(&self, action: &Action) -> String {
+        crate::trace::describe_action(action)
+    }
+
+    fn as_svg(&self, path: stateright::Path<State, Action>) -> Option<String> {
+        Some(crate::svg::sequence_diagram(self, &path))
+    }
+}
+
+impl PartitionModel {
+    fn step(
+        &self,
+        last: &State,
+        action: Action,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<State> {
+        let mut state = last.clone();
+        match action {
+            Action::Step(h, fault) => {
+                let mut inputs = self.handler_progress(&mut state, h, journal);
+                inputs.push(Input::Tick);
+                self.run(&mut state, h, inputs, fault, journal)?;
+            }
+            Action::Serve(h, id) => self.serve_held(&mut state, h, id, journal)?,
+            Action::Crash(h) => self.crash(&mut state, h),
+            Action::Restart(h) => {
+                let host = &mut state.hosts[usize::from(h)];
+                host.incarnation += 1;
+                host.engine = Some(self.engine(h, host.incarnation));
+                // A restart adds a member; it orphans nothing, so it is not a fault.
+                state.last_join = state.time;
+            }
+            Action::Advance => state.time += 1,
+            Action::Late => {
+                state.time += 1;
+                state.pauses += 1;
+                state.last_fault = state.time;
+            }
+        }
+        Some(state)
+    }
+}
+
+/// Appends to the journal, formatting only when one is kept.
+fn note(journal: &mut Option<Vec<String>>, line: impl FnOnce() -> String) {
+    if let Some(lines) = journal {
+        lines.push(line());
+    }
+}
+
+/// A request, briefly: its intent and what it targets.
+fn request(req: &StoreRequest) -> String {
+    use leasehold_engine::store::Document;
+    let target = match &req.op {
+        Op::Replace { doc, if_match } => match if_match {
+            Some(e) => format!("{} if-match {e:?}", doc.id()),
+            None => format!("{} BLIND (no if-match)", doc.id()),
+        },
+        Op::Create(doc) => doc.id().to_string(),
+        Op::Read { id, .. } | Op::Delete { id, .. } => id.to_string(),
+        Op::ReadAll { .. } => "the lease table".into(),
+        Op::Batch { .. } => "a batch".into(),
+    };
+    format!("{:?} {target}", req.intent)
+}
+
+/// A store answer, briefly.
+fn answer(result: &Answer) -> String {
+    use leasehold_engine::store::Reply;
+    match result {
+        Ok(Reply::Replaced(e) | Reply::Created(e)) => format!("ok, now {e:?}"),
+        Ok(Reply::Deleted) => "deleted".into(),
+        Ok(Reply::Read(_) | Reply::ReadAll(_) | Reply::Batch(_)) => "read".into(),
+        Err(e) => e.status().to_string(),
+    }
+}
+
+/// The partition index of a lease token.
+pub(crate) fn index(lease: &LeaseToken) -> usize {
+    lease.as_str().parse().unwrap_or(0)
+}
+
+/// A model checkpoint as a number; no checkpoint is 0.
+pub(crate) fn number(checkpoint: Option<&Checkpoint>) -> u8 {
+    checkpoint
+        .and_then(|c| c.as_str().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The stored version of the lease a write is about to change.
+fn lease_before(store: &Container<Record>, op: &Op<Record>) -> Option<LeaseDocument> {
+    let Op::Replace {
+        doc: Record::Lease(doc),
+        ..
+    } = op
+    else {
+        return None;
+    };
+    match store.read(&PartitionKey::new(doc.id.as_str()), &doc.id) {
+        Ok(stored) => match stored.doc {
+            Record::Lease(d) => Some(d),
+            Record::Host(_) => None,
+        },
+        Err(_) => None,
+    }
+}

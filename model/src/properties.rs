@@ -1,0 +1,144 @@
+//! The properties checked on every reachable state.
+//!
+//! `eventually` is only checked at terminal states in stateright, so liveness is an
+//! `always` property on the timed state: once no fault has happened for long enough,
+//! the goal must hold.
+
+use crate::partitions::PartitionModel;
+use crate::state::State;
+use stateright::Property;
+
+/// Exclusivity.
+pub const EXCLUSIVITY: &str = "exclusivity: one host with authority per partition";
+/// Fencing, part one.
+pub const EPOCHS: &str = "fencing: the epoch rises with every change of owner";
+/// Fencing, part two.
+pub const STALE_WRITES: &str = "fencing: no write by a former owner succeeds";
+/// Checkpoint safety, part one.
+pub const CHECKPOINT_MONOTONIC: &str = "checkpoint: the stored checkpoint never goes back";
+/// Checkpoint safety, part two.
+pub const CHECKPOINT_KEPT: &str = "checkpoint: a confirmed checkpoint is never lost";
+/// Bounded liveness.
+pub const OWNED: &str = "liveness: every partition owned by a live host once faults stop";
+/// Bounded liveness of the handoff strategy.
+pub const BALANCED: &str = "liveness: owned counts differ by at most 1 once membership settles";
+/// Non-vacuity.
+pub const TAKEOVER: &str = "sometimes: a takeover after a crash";
+/// Non-vacuity.
+pub const REBALANCE: &str = "sometimes: a rebalance move";
+/// Non-vacuity.
+pub const LOST: &str = "sometimes: a lost lease";
+/// Non-vacuity.
+pub const AMBIGUOUS: &str = "sometimes: an ambiguous write";
+/// Non-vacuity of the liveness guard: the check applies after a crash.
+pub const CALM_AFTER_CRASH: &str = "sometimes: liveness is checked after a crash";
+/// Non-vacuity of the balance guard: the check applies after a restart, with every
+/// host up.
+pub const SETTLED_AFTER_RESTART: &str = "sometimes: balance is checked after a restart";
+
+/// Every property, `always` ones first.
+pub fn all() -> Vec<Property<PartitionModel>> {
+    vec![
+        Property::always(EXCLUSIVITY, exclusive),
+        Property::always(EPOCHS, |_, s: &State| !s.ghost.epoch_not_increased),
+        Property::always(STALE_WRITES, |_, s: &State| !s.ghost.stale_write_succeeded),
+        Property::always(CHECKPOINT_MONOTONIC, |_, s: &State| {
+            !s.ghost.checkpoint_went_back
+        }),
+        Property::always(CHECKPOINT_KEPT, confirmed_kept),
+        Property::always(OWNED, owned_when_calm),
+        Property::always(BALANCED, balanced_when_settled),
+        Property::sometimes(TAKEOVER, |_, s: &State| s.ghost.takeover_after_crash),
+        Property::sometimes(REBALANCE, |_, s: &State| s.ghost.rebalance_move),
+        Property::sometimes(LOST, |_, s: &State| s.ghost.lost_lease),
+        Property::sometimes(AMBIGUOUS, |_, s: &State| s.ghost.ambiguous_write),
+        Property::sometimes(CALM_AFTER_CRASH, |m, s: &State| {
+            s.crashes > 0 && s.time.saturating_sub(s.last_fault) >= m.liveness_ticks
+        }),
+        Property::sometimes(SETTLED_AFTER_RESTART, |m, s: &State| {
+            let all_up = s.hosts.iter().all(|h| h.engine.is_some());
+            let restarted = s.hosts.iter().any(|h| h.incarnation > 0);
+            restarted
+                && all_up
+                && s.time.saturating_sub(s.last_join) == m.balance_ticks
+                && s.time.saturating_sub(s.last_fault) >= m.liveness_ticks
+        }),
+    ]
+}
+
+/// The `always` properties that `state` breaks, by name.
+pub fn broken(model: &PartitionModel, state: &State) -> Vec<&'static str> {
+    all()
+        .into_iter()
+        .filter(|p| matches!(p.expectation, stateright::Expectation::Always))
+        .filter(|p| !(p.condition)(model, state))
+        .map(|p| p.name)
+        .collect()
+}
+
+/// How many up hosts hold processing authority over partition `p`, by their own clocks.
+pub fn holders(model: &PartitionModel, state: &State, p: u8) -> usize {
+    let token = PartitionModel::token(p);
+    state
+        .hosts
+        .iter()
+        .filter(|host| {
+            let local = model.now(host, state.time).local;
+            host.engine
+                .as_ref()
+                .is_some_and(|e| e.authority(&token, local).is_some())
+        })
+        .count()
+}
+
+fn exclusive(model: &PartitionModel, state: &State) -> bool {
+    (0..model.bounds.partitions).all(|p| holders(model, state, p) <= 1)
+}
+
+fn confirmed_kept(_: &PartitionModel, state: &State) -> bool {
+    crate::trace::leases(state)
+        .iter()
+        .all(|l| l.checkpoint >= state.ghost.confirmed[l.partition])
+}
+
+/// Owned, not processing: a lease moved between live hosts (a steal, or a handoff)
+/// is owned at once, but its new owner learns of it on its next scan and must wait
+/// out the old owner's authority before it processes; that wait is the price of
+/// exclusivity, and exclusivity is checked separately.
+fn owned_when_calm(model: &PartitionModel, state: &State) -> bool {
+    // A request still held on the wire is a fault that has not stopped.
+    if state.time.saturating_sub(state.last_fault) < model.liveness_ticks || !state.net.is_empty() {
+        return true;
+    }
+    crate::trace::leases(state).iter().all(|lease| {
+        lease.owner.as_ref().is_some_and(|owner| {
+            state.hosts.iter().enumerate().any(|(h, host)| {
+                host.engine.is_some() && PartitionModel::host_name(h as u8) == *owner
+            })
+        })
+    })
+}
+
+fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
+    // Membership has been stable for the balance bound, and every fault is far enough
+    // back for its leases to be owned again: a crash, a pause or a lost reply can
+    // orphan leases, which only expiry frees.
+    let settled = state.time.saturating_sub(state.last_join) >= model.balance_ticks
+        && state.time.saturating_sub(state.last_fault) >= model.liveness_ticks
+        && state.net.is_empty();
+    if model.bounds.strategy != crate::StrategyName::Handoff || !settled {
+        return true;
+    }
+    let counts: Vec<usize> = (0..state.hosts.len())
+        .filter(|&h| state.hosts[h].engine.is_some())
+        .map(|h| {
+            let name = PartitionModel::host_name(h as u8);
+            crate::trace::leases(state)
+                .iter()
+                .filter(|l| l.owner.as_ref() == Some(&name))
+                .count()
+        })
+        .collect();
+    let (max, min) = (counts.iter().max(), counts.iter().min());
+    matches!((max, min), (Some(a), Some(b)) if a - b <= 1) || counts.is_empty()
+}

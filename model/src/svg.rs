@@ -1,0 +1,115 @@
+//! A sequence diagram of a path for stateright's Explorer: one lifeline per host and
+//! one for the store; requests and replies are arrows, time ticks are rules.
+
+use crate::partitions::PartitionModel;
+use crate::state::{Action, State};
+use crate::trace::describe_action;
+use std::fmt::Write;
+
+const COLUMN: usize = 150;
+const ROW: usize = 22;
+
+/// An SVG sequence diagram of `path`.
+pub fn sequence_diagram(model: &PartitionModel, path: &stateright::Path<State, Action>) -> String {
+    let steps: Vec<(State, Option<Action>)> = path.clone().into_vec();
+    let hosts = usize::from(model.bounds.hosts);
+    let store_x = 40 + hosts * COLUMN;
+    let host_x = |h: u8| 40 + usize::from(h) * COLUMN;
+    let width = store_x + 260;
+    let lines: usize = steps
+        .windows(2)
+        .filter_map(|w| {
+            w[0].1
+                .as_ref()
+                .map(|a| 1 + model.explain(&w[0].0, a).1.len())
+        })
+        .sum();
+    let height = 60 + lines * ROW;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' \
+         font-family='monospace' font-size='11'>\
+         <defs><marker id='arrow' markerWidth='8' markerHeight='8' refX='8' refY='4' \
+         orient='auto'><path d='M0,0 L8,4 L0,8 z'/></marker></defs>"
+    );
+    for h in 0..model.bounds.hosts {
+        let x = host_x(h);
+        let _ = write!(
+            svg,
+            "<text x='{x}' y='20' text-anchor='middle'>h{h}</text>\
+             <line x1='{x}' y1='28' x2='{x}' y2='{height}' stroke='#999'/>"
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x='{store_x}' y='20' text-anchor='middle'>store</text>\
+         <line x1='{store_x}' y1='28' x2='{store_x}' y2='{height}' stroke='#999'/>"
+    );
+    let mut y = 45;
+    for window in steps.windows(2) {
+        let (before, Some(action)) = &window[0] else {
+            continue;
+        };
+        let (_, journal) = model.explain(before, action);
+        let actor = match action {
+            Action::Step(h, _) | Action::Serve(h, _) | Action::Crash(h) | Action::Restart(h) => {
+                Some(host_x(*h))
+            }
+            Action::Advance | Action::Late => None,
+        };
+        match (action, actor) {
+            (Action::Crash(_), Some(x)) => {
+                let _ = write!(
+                    svg,
+                    "<text x='{x}' y='{}' text-anchor='middle' fill='red' font-size='16'>✕</text>",
+                    y + 5
+                );
+            }
+            (_, Some(x)) => {
+                let _ = write!(svg, "<circle cx='{x}' cy='{y}' r='4' fill='steelblue'/>");
+            }
+            (_, None) => {
+                let _ = write!(
+                    svg,
+                    "<line x1='20' y1='{y}' x2='{store_x}' y2='{y}' stroke='#bbb' \
+                     stroke-dasharray='4'/>"
+                );
+            }
+        }
+        let _ = write!(
+            svg,
+            "<text x='{}' y='{}' font-weight='bold'>{}</text>",
+            store_x + 10,
+            y + 4,
+            xml_escape(&describe_action(action))
+        );
+        for line in &journal {
+            y += ROW;
+            if let Some(x) = actor {
+                let _ = write!(
+                    svg,
+                    "<line x1='{x}' y1='{y}' x2='{store_x}' y2='{y}' stroke='black' \
+                     marker-end='url(#arrow)'/>"
+                );
+            }
+            let _ = write!(
+                svg,
+                "<text x='{}' y='{}'>{}</text>",
+                store_x + 10,
+                y + 4,
+                xml_escape(line)
+            );
+        }
+        y += ROW;
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+fn xml_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\'', "&apos;")
+}

@@ -1,0 +1,167 @@
+//! Readable traces: numbered steps, each listing only what changed.
+
+use crate::partitions::{PartitionModel, index};
+use crate::state::{Action, Fault, State};
+use leasehold_engine::HostId;
+use leasehold_engine::lease::Record;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// One lease as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseLine {
+    /// Partition index.
+    pub partition: usize,
+    /// Recorded owner.
+    pub owner: Option<HostId>,
+    /// Epoch.
+    pub epoch: u64,
+    /// Etag, as the store shows it.
+    pub etag: String,
+    /// Checkpoint (0 when none).
+    pub checkpoint: u8,
+    /// Whether the lease carries a fence.
+    pub fenced: bool,
+}
+
+/// The stored leases, by partition.
+pub fn leases(state: &State) -> Vec<LeaseLine> {
+    state
+        .store
+        .iter()
+        .filter_map(|stored| match &stored.doc {
+            Record::Lease(doc) => Some(LeaseLine {
+                partition: index(&doc.token),
+                owner: doc.owner.clone(),
+                epoch: doc.epoch.0,
+                etag: format!("{:?}", stored.etag),
+                checkpoint: crate::partitions::number(doc.checkpoint.as_ref()),
+                fenced: doc.fenced,
+            }),
+            Record::Host(_) => None,
+        })
+        .collect()
+}
+
+/// A short name for an action without context.
+pub fn describe_action(action: &Action) -> String {
+    let fault = |f: &Option<Fault>| match f {
+        None => String::new(),
+        Some(Fault::Hold(n)) => format!(", holding write #{n} on the wire"),
+        Some(Fault::LoseReply(n)) => format!(", losing the reply to write #{n}"),
+    };
+    match action {
+        Action::Step(h, f) => format!("h{h}'s timers fire{}", fault(f)),
+        Action::Serve(h, id) => format!("the store serves h{h}'s held request {id}"),
+        Action::Crash(h) => format!("h{h} CRASHES"),
+        Action::Restart(h) => format!("h{h} restarts as a new life"),
+        Action::Advance => "1 s passes".into(),
+        Action::Late => "1 s passes while work is overdue (a PAUSE)".into(),
+    }
+}
+
+/// Every fact shown in a trace, keyed so that steps can print only what changed.
+fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
+    let mut facts = BTreeMap::new();
+    facts.insert(" time".into(), format!("{} s", state.time));
+    for (h, host) in state.hosts.iter().enumerate() {
+        let now = model.now(host, state.time);
+        let clock = format!(
+            "local {:.1} s, wall {:+} s",
+            now.local.as_millis() as f64 / 1000.0,
+            host.wall_offset
+        );
+        let Some(engine) = &host.engine else {
+            facts.insert(format!("h{h}"), format!("down ({clock})"));
+            continue;
+        };
+        facts.insert(
+            format!("h{h}"),
+            format!("up, life {} ({clock})", host.incarnation),
+        );
+        for lease in engine.leases() {
+            let p = index(&lease.doc.token);
+            let belief = match (lease.owned, lease.processing) {
+                (Some(e), true) => match lease.authority_until {
+                    Some(until) if now.local < until => format!(
+                        "owns at e{}, processing, authority until {:.1} s",
+                        e.0,
+                        until.as_millis() as f64 / 1000.0
+                    ),
+                    _ => format!("owns at e{}, processing, authority LAPSED", e.0),
+                },
+                (Some(e), false) => format!("owns at e{}, not processing", e.0),
+                (None, _) => match &lease.doc.owner {
+                    Some(o) => format!("sees owner {o} at e{}", lease.doc.epoch.0),
+                    None => "sees it unowned".into(),
+                },
+            };
+            facts.insert(format!("h{h} lease {p}"), belief);
+        }
+    }
+    for stored in state.store.iter() {
+        if let Record::Host(doc) = &stored.doc {
+            let claims: Vec<&str> = doc.claims.iter().map(|c| c.as_str()).collect();
+            let claims = if claims.is_empty() {
+                "no claims".to_string()
+            } else {
+                format!("claims lease {}", claims.join(", "))
+            };
+            facts.insert(
+                format!("heartbeat {}", doc.host),
+                format!("{:?}, {claims}", stored.etag),
+            );
+        }
+    }
+    for lease in leases(state) {
+        let owner = lease
+            .owner
+            .as_ref()
+            .map_or("none".to_string(), |o| o.to_string());
+        let fence = if lease.fenced { ", fenced" } else { "" };
+        facts.insert(
+            format!("lease {}", lease.partition),
+            format!(
+                "owner {owner}, e{}, {}, checkpoint {}{fence}",
+                lease.epoch, lease.etag, lease.checkpoint
+            ),
+        );
+    }
+    facts
+}
+
+/// Renders a path as numbered steps listing only what changed.
+pub fn render(model: &PartitionModel, path: &[(State, Option<Action>)]) -> String {
+    let mut out = String::new();
+    let Some((first, _)) = path.first() else {
+        return out;
+    };
+    let mut shown = facts(model, first);
+    let _ = writeln!(out, "  0. start");
+    for (key, value) in &shown {
+        let _ = writeln!(out, "       {}: {value}", key.trim());
+    }
+    for (i, window) in path.windows(2).enumerate() {
+        let (before, action) = &window[0];
+        let (after, _) = &window[1];
+        let Some(action) = action else { continue };
+        let _ = writeln!(out, "{:3}. {}", i + 1, describe_action(action));
+        let (_, journal) = model.explain(before, action);
+        for line in journal {
+            let _ = writeln!(out, "       > {line}");
+        }
+        let now = facts(model, after);
+        for (key, value) in &now {
+            if shown.get(key) != Some(value) {
+                let _ = writeln!(out, "       {}: {value}", key.trim());
+            }
+        }
+        for key in shown.keys() {
+            if !now.contains_key(key) {
+                let _ = writeln!(out, "       {}: forgotten", key.trim());
+            }
+        }
+        shown = now;
+    }
+    out
+}

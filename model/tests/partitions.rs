@@ -1,0 +1,294 @@
+//! Exhaustive checks of the partition-lease protocol at the bounds `cargo test` can
+//! afford, the known-bad variants that must break it, and checks that the liveness
+//! bounds are tight.
+
+use leasehold_engine::ExpiryRule;
+use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
+use leasehold_model::{Bounds, Bug, PartitionModel, StrategyName, properties as p, trace};
+use std::time::Duration;
+
+const ALWAYS: [&str; 7] = [
+    p::EXCLUSIVITY,
+    p::EPOCHS,
+    p::STALE_WRITES,
+    p::CHECKPOINT_MONOTONIC,
+    p::CHECKPOINT_KEPT,
+    p::OWNED,
+    p::BALANCED,
+];
+
+fn exhaustive(model: &PartitionModel) -> Report {
+    let options = Options {
+        search: Search::Dfs,
+        threads: 2,
+        ..Options::default()
+    };
+    let report = check::check(model, &options, Duration::from_secs(60), |_| {});
+    println!(
+        "{:?}\n  {} states, {} unique, depth {}, {:.1} s",
+        model.bounds,
+        report.progress.states,
+        report.progress.unique,
+        report.progress.depth,
+        report.progress.seconds
+    );
+    for v in &report.verdicts {
+        println!("  {:<15} {}", v.outcome.word(), v.property);
+    }
+    report
+}
+
+fn assert_proven(report: &Report, reached: &[&str]) {
+    assert!(report.complete, "the check must explore every state");
+    for property in ALWAYS {
+        assert_eq!(
+            report.verdict(property).outcome,
+            Outcome::Holds,
+            "{property}"
+        );
+    }
+    for property in reached {
+        assert_eq!(
+            report.verdict(property).outcome,
+            Outcome::Reached,
+            "{property}"
+        );
+    }
+}
+
+/// Finds the shortest counterexample to `property`, prints it, and returns it.
+fn counterexample(model: &PartitionModel, property: &'static str) -> String {
+    let options = Options {
+        search: Search::Bfs,
+        threads: 1,
+        stop: Stop::At(property),
+        ..Options::default()
+    };
+    let report = check::check(model, &options, Duration::from_secs(60), |_| {});
+    let verdict = report.verdict(property);
+    assert_eq!(verdict.outcome, Outcome::Counterexample, "{property}");
+    let path = verdict.path.as_ref().expect("a counterexample has a path");
+    let text = trace::render(model, path);
+    println!(
+        "COUNTEREXAMPLE to {property:?} in {:?}:\n{text}",
+        model.bounds
+    );
+    // The printed path replays to a state that breaks the property.
+    let encoded = verdict
+        .encoded
+        .as_ref()
+        .expect("a counterexample is encoded");
+    let replayed = check::replay(model, encoded).expect("the path replays");
+    let last = &replayed.last().expect("a path has a last state").0;
+    assert!(p::broken(model, last).contains(&property));
+    text
+}
+
+fn skewed(strategy: StrategyName) -> Bounds {
+    Bounds {
+        hosts: 2,
+        partitions: 2,
+        crashes: 1,
+        skew: 1,
+        drift_ms: 100,
+        horizon: 16,
+        pauses: 0,
+        lost_replies: 0,
+        delays: 0,
+        strategy,
+        ..Bounds::default()
+    }
+}
+
+fn three_hosts(strategy: StrategyName) -> Bounds {
+    Bounds {
+        hosts: 3,
+        skew: 0,
+        drift_ms: 0,
+        horizon: 12,
+        ..skewed(strategy)
+    }
+}
+
+fn model(bounds: Bounds) -> PartitionModel {
+    PartitionModel::new(bounds).expect("valid bounds")
+}
+
+#[test]
+fn two_hosts_two_partitions_one_crash_with_skew_and_drift_are_safe_and_live_under_handoff() {
+    let report = exhaustive(&model(Bounds {
+        horizon: 14,
+        ..skewed(StrategyName::Handoff)
+    }));
+    assert_proven(
+        &report,
+        &[
+            p::TAKEOVER,
+            p::REBALANCE,
+            p::CALM_AFTER_CRASH,
+            p::SETTLED_AFTER_RESTART,
+        ],
+    );
+}
+
+#[test]
+fn two_hosts_two_partitions_one_crash_with_skew_and_drift_are_safe_and_live_under_cfp() {
+    let report = exhaustive(&model(Bounds {
+        horizon: 12,
+        ..skewed(StrategyName::Cfp)
+    }));
+    assert_proven(
+        &report,
+        &[p::TAKEOVER, p::REBALANCE, p::LOST, p::CALM_AFTER_CRASH],
+    );
+}
+
+#[test]
+fn three_hosts_two_partitions_one_crash_are_safe_and_live_under_handoff() {
+    let report = exhaustive(&model(three_hosts(StrategyName::Handoff)));
+    assert_proven(&report, &[p::TAKEOVER, p::REBALANCE, p::CALM_AFTER_CRASH]);
+}
+
+#[test]
+fn three_hosts_two_partitions_one_crash_are_safe_and_live_under_cfp() {
+    let report = exhaustive(&model(three_hosts(StrategyName::Cfp)));
+    assert_proven(
+        &report,
+        &[p::TAKEOVER, p::REBALANCE, p::LOST, p::CALM_AFTER_CRASH],
+    );
+}
+
+#[test]
+fn lost_replies_pauses_and_late_writes_are_survived() {
+    let faults = Bounds {
+        crashes: 0,
+        skew: 0,
+        drift_ms: 0,
+        horizon: 8,
+        lost_replies: 1,
+        pauses: 1,
+        ..skewed(StrategyName::Handoff)
+    };
+    let report = exhaustive(&model(faults.clone()));
+    assert_proven(&report, &[p::AMBIGUOUS]);
+    let late = Bounds {
+        lost_replies: 0,
+        pauses: 0,
+        delays: 1,
+        ..faults
+    };
+    let report = exhaustive(&model(late));
+    assert_proven(&report, &[p::LOST]);
+}
+
+#[test]
+fn timestamp_expiry_with_a_margin_of_twice_the_skew_is_safe() {
+    let bounds = Bounds {
+        expiry: ExpiryRule::Timestamp,
+        horizon: 12,
+        ..skewed(StrategyName::Handoff)
+    };
+    let report = exhaustive(&model(bounds));
+    assert_proven(&report, &[p::TAKEOVER]);
+}
+
+#[test]
+fn timestamp_expiry_with_skew_beyond_its_margin_gives_two_owners() {
+    let bounds = Bounds {
+        bug: Some(Bug::TimestampSkew),
+        skew: 2,
+        crashes: 0,
+        horizon: 10,
+        ..skewed(StrategyName::Cfp)
+    };
+    counterexample(&model(bounds), p::EXCLUSIVITY);
+}
+
+#[test]
+fn a_blind_acquire_gives_two_owners() {
+    let bounds = Bounds {
+        bug: Some(Bug::BlindAcquire),
+        horizon: 10,
+        ..skewed(StrategyName::Handoff)
+    };
+    counterexample(&model(bounds), p::EXCLUSIVITY);
+}
+
+#[test]
+fn a_blind_checkpoint_from_a_late_write_takes_the_checkpoint_back() {
+    let bounds = Bounds {
+        bug: Some(Bug::BlindCheckpoint),
+        crashes: 0,
+        delays: 1,
+        progress: 2,
+        horizon: 10,
+        ..skewed(StrategyName::Handoff)
+    };
+    counterexample(&model(bounds), p::CHECKPOINT_MONOTONIC);
+}
+
+#[test]
+fn a_margin_below_the_drift_allowance_gives_two_owners() {
+    let bounds = Bounds {
+        bug: Some(Bug::ThinMargin),
+        crashes: 0,
+        pauses: 1,
+        horizon: 10,
+        ..skewed(StrategyName::Handoff)
+    };
+    counterexample(&model(bounds.clone()), p::EXCLUSIVITY);
+    // The same pause with the drift allowance in place is survived.
+    let good = Bounds {
+        bug: None,
+        ..bounds
+    };
+    assert_proven(&exhaustive(&model(good)), &[]);
+}
+
+#[test]
+fn takeovers_that_keep_the_epoch_let_a_former_owner_write() {
+    let bounds = Bounds {
+        bug: Some(Bug::SameEpoch),
+        horizon: 10,
+        ..skewed(StrategyName::Handoff)
+    };
+    let model = model(bounds);
+    counterexample(&model, p::EPOCHS);
+    counterexample(&model, p::STALE_WRITES);
+}
+
+#[test]
+fn a_blind_acquire_loses_a_confirmed_checkpoint() {
+    let bounds = Bounds {
+        bug: Some(Bug::BlindAcquire),
+        horizon: 10,
+        ..skewed(StrategyName::Handoff)
+    };
+    counterexample(&model(bounds), p::CHECKPOINT_KEPT);
+}
+
+#[test]
+fn the_liveness_bound_is_tight() {
+    let mut model = model(skewed(StrategyName::Cfp));
+    model.liveness_ticks -= 1;
+    counterexample(&model, p::OWNED);
+}
+
+#[test]
+fn a_handoff_to_a_claimant_that_crashed_needs_one_more_expiration() {
+    let bounds = three_hosts(StrategyName::Handoff);
+    let mut model = model(bounds.clone());
+    model.liveness_ticks = Bounds {
+        strategy: StrategyName::Cfp,
+        ..bounds
+    }
+    .liveness_ticks();
+    counterexample(&model, p::OWNED);
+}
+
+#[test]
+fn the_balance_bound_is_tight() {
+    let mut model = model(skewed(StrategyName::Handoff));
+    model.balance_ticks -= 1;
+    counterexample(&model, p::BALANCED);
+}

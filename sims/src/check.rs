@@ -1,0 +1,256 @@
+//! `leasehold check` and `leasehold explore`: the partition model on the command
+//! line, with verdicts, counterexample traces and replay commands.
+
+use leasehold_engine::ExpiryRule;
+use leasehold_model::check::{self, Options, Outcome, Report, Search};
+use leasehold_model::{Bounds, PartitionModel, State, properties, trace};
+use std::fmt::Write;
+use std::time::Duration;
+
+/// How a check ended, as the process exit code says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every `always` property holds, and everything within the bounds was explored.
+    Proven,
+    /// Some `always` property has a counterexample (exit code 1).
+    Violated,
+    /// No counterexample, but the run stopped at a limit: nothing is proven (exit code 3).
+    Incomplete,
+}
+
+impl Verdict {
+    /// The process exit code.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Proven => 0,
+            Verdict::Violated => 1,
+            Verdict::Incomplete => 3,
+        }
+    }
+}
+
+/// The flags that reproduce `bounds`, for replay commands.
+pub fn flags(bounds: &Bounds) -> String {
+    let mut out = format!(
+        "--hosts {} --partitions {} --crashes {} --skew {} --drift {} --horizon {} \
+         --strategy {} --expiry {}",
+        bounds.hosts,
+        bounds.partitions,
+        bounds.crashes,
+        bounds.skew,
+        bounds.drift_ms,
+        bounds.horizon,
+        bounds.strategy,
+        match bounds.expiry {
+            ExpiryRule::Observed => "observed",
+            ExpiryRule::Timestamp => "timestamp",
+        },
+    );
+    for (flag, value) in [
+        ("--pauses", bounds.pauses),
+        ("--lost-replies", bounds.lost_replies),
+        ("--delays", bounds.delays),
+    ] {
+        if value > 0 {
+            let _ = write!(out, " {flag} {value}");
+        }
+    }
+    if bounds.progress != 1 {
+        let _ = write!(out, " --progress {}", bounds.progress);
+    }
+    if let Some(bug) = bounds.bug {
+        let _ = write!(out, " --bug {bug}");
+    }
+    out
+}
+
+/// What is being checked, in one paragraph.
+pub fn header(model: &PartitionModel, options: &Options) -> String {
+    let b = &model.bounds;
+    let plural = |n: u8, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let mut out = format!(
+        "partition leases: {}, {}, {}; skew ±{} s, drift ±{} ms/s, horizon {} s\n",
+        plural(b.hosts, "host"),
+        plural(b.partitions, "partition"),
+        plural(b.crashes, "crash").replace("crashs", "crashes"),
+        b.skew,
+        b.drift_ms,
+        b.horizon,
+    );
+    let _ = writeln!(
+        out,
+        "  strategy {}, {} expiry{}; faults: {}, {}, {}",
+        b.strategy,
+        match b.expiry {
+            ExpiryRule::Observed => "observed",
+            ExpiryRule::Timestamp => "timestamp",
+        },
+        b.bug
+            .map_or(String::new(), |bug| format!(", KNOWN-BAD VARIANT {bug}")),
+        plural(b.pauses, "pause"),
+        plural(b.lost_replies, "lost reply").replace("replys", "replies"),
+        plural(b.delays, "delayed write"),
+    );
+    let _ = writeln!(
+        out,
+        "  liveness checked {} s after the last fault; balance {} s after the last join",
+        model.liveness_ticks, model.balance_ticks
+    );
+    let _ = writeln!(
+        out,
+        "  {} search on {} thread{}{}",
+        match options.search {
+            Search::Bfs => "breadth-first",
+            Search::Dfs => "depth-first",
+        },
+        options.threads,
+        if options.threads == 1 { "" } else { "s" },
+        match options.timeout {
+            Some(t) => format!(", time limit {} s", t.as_secs()),
+            None => String::new(),
+        }
+    );
+    out
+}
+
+/// One progress line.
+pub fn progress_line(p: &check::Progress) -> String {
+    format!(
+        "  … {} states, {} unique, depth {}, {:.0} s",
+        thousands(p.states),
+        thousands(p.unique),
+        p.depth,
+        p.seconds
+    )
+}
+
+/// The verdict table, the counts, and every counterexample with its replay command.
+pub fn render_report(model: &PartitionModel, report: &Report, program: &str) -> String {
+    let mut out = String::new();
+    for v in &report.verdicts {
+        let _ = writeln!(out, "  {:<15} {}", v.outcome.word(), v.property);
+    }
+    let p = &report.progress;
+    let _ = writeln!(
+        out,
+        "{} states, {} unique, depth {}, {:.1} s: {}",
+        thousands(p.states),
+        thousands(p.unique),
+        p.depth,
+        p.seconds,
+        if report.complete {
+            "complete, every state within the bounds was explored"
+        } else {
+            "INCOMPLETE, stopped early; what is not a counterexample is not proven"
+        }
+    );
+    let violated: Vec<_> = report
+        .verdicts
+        .iter()
+        .filter(|v| v.outcome == Outcome::Counterexample)
+        .collect();
+    for (i, v) in violated.iter().enumerate() {
+        let (Some(path), Some(encoded)) = (&v.path, &v.encoded) else {
+            continue;
+        };
+        let _ = writeln!(out);
+        if i == 0 {
+            let _ = writeln!(
+                out,
+                "COUNTEREXAMPLE to \"{}\" ({} steps):",
+                v.property,
+                path.len() - 1
+            );
+            out.push_str(&trace::render(model, path));
+        } else {
+            let _ = writeln!(out, "COUNTEREXAMPLE to \"{}\" too.", v.property);
+        }
+        let _ = writeln!(
+            out,
+            "replay: {program} check partitions {} --replay {encoded}",
+            flags(&model.bounds)
+        );
+    }
+    out
+}
+
+/// How the report reads as an exit status.
+pub fn verdict(report: &Report) -> Verdict {
+    if report.violated() {
+        Verdict::Violated
+    } else if report.complete {
+        Verdict::Proven
+    } else {
+        Verdict::Incomplete
+    }
+}
+
+/// Runs a check, reporting progress through `progress`.
+pub fn run(
+    model: &PartitionModel,
+    options: &Options,
+    every: Duration,
+    progress: impl FnMut(&check::Progress),
+) -> Report {
+    check::check(model, options, every, progress)
+}
+
+/// Replays an encoded path: its trace, and the `always` properties its last state
+/// breaks.
+pub fn replay(model: &PartitionModel, encoded: &str) -> Result<(String, bool), String> {
+    let path = check::replay(model, encoded).ok_or_else(|| {
+        format!(
+            "--replay {encoded:?} is not a path of this model; \
+             replay with exactly the flags the check printed"
+        )
+    })?;
+    let mut out = trace::render(model, &path);
+    let last: &State = &path[path.len() - 1].0;
+    let broken = properties::broken(model, last);
+    if broken.is_empty() {
+        out.push_str("every always-property holds at the last state\n");
+    }
+    for name in &broken {
+        let _ = writeln!(out, "the last state BREAKS \"{name}\"");
+    }
+    Ok((out, !broken.is_empty()))
+}
+
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_grouped_by_thousands() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(813_210), "813,210");
+        assert_eq!(thousands(12_345_678), "12,345,678");
+    }
+
+    #[test]
+    fn replay_flags_name_every_setting_that_differs_from_the_cli_defaults() {
+        let bounds = Bounds {
+            lost_replies: 1,
+            bug: Some(leasehold_model::Bug::BlindAcquire),
+            ..Bounds::default()
+        };
+        let flags = flags(&bounds);
+        assert!(flags.contains("--lost-replies 1"));
+        assert!(flags.contains("--bug blind-acquire"));
+        assert!(flags.contains("--horizon 8"));
+    }
+}
