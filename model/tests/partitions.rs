@@ -292,3 +292,20 @@ fn the_balance_bound_is_tight() {
     model.balance_ticks -= 1;
     counterexample(&model, p::BALANCED);
 }
+
+/// The larger target; minutes, so only on request:
+/// `cargo test --release -p leasehold-model -- --ignored`.
+#[test]
+#[ignore]
+fn three_hosts_three_partitions_one_crash_with_skew_are_safe_and_live() {
+    let bounds = Bounds {
+        hosts: 3,
+        partitions: 3,
+        skew: 1,
+        drift_ms: 0,
+        horizon: 12,
+        ..skewed(StrategyName::Handoff)
+    };
+    let report = exhaustive(&model(bounds));
+    assert_proven(&report, &[p::TAKEOVER, p::REBALANCE, p::CALM_AFTER_CRASH]);
+}

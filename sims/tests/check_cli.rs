@@ -1,0 +1,129 @@
+//! `leasehold check` and `leasehold explore`, run as a researcher would run them.
+
+use std::process::{Command, Output};
+
+fn leasehold(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const SMALL: &[&str] = &[
+    "check",
+    "partitions",
+    "--hosts",
+    "2",
+    "--partitions",
+    "1",
+    "--crashes",
+    "1",
+    "--skew",
+    "0",
+    "--drift",
+    "0",
+    "--horizon",
+    "8",
+];
+
+#[test]
+fn a_small_cluster_is_proven_safe_with_counts_for_every_property() {
+    let out = leasehold(SMALL);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("holds           exclusivity"), "{text}");
+    assert!(text.contains("complete, every state within the bounds was explored"));
+    assert!(text.contains(" states, ") && text.contains(" unique, depth "));
+    assert!(!text.contains("COUNTEREXAMPLE"));
+}
+
+#[test]
+fn a_known_bad_variant_prints_its_trace_and_a_replay_that_reproduces_it() {
+    let out = leasehold(&[
+        "check",
+        "partitions",
+        "--bug",
+        "blind-acquire",
+        "--horizon",
+        "8",
+        "--threads",
+        "1",
+    ]);
+    let text = stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an always-violation exits 1: {text}"
+    );
+    assert!(text.contains("COUNTEREXAMPLE to \"exclusivity"), "{text}");
+    assert!(text.contains("  1. "), "numbered steps: {text}");
+    assert!(text.contains("BLIND (no if-match)"), "{text}");
+    assert!(
+        text.contains("INCOMPLETE"),
+        "stopped at the first counterexample"
+    );
+    let replay = text
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: leasehold "))
+        .expect("a replay command");
+    let args: Vec<&str> = replay.split_whitespace().collect();
+    let again = leasehold(&args);
+    let replayed = stdout(&again);
+    assert_eq!(again.status.code(), Some(1), "{replayed}");
+    assert!(
+        replayed.contains("the last state BREAKS \"exclusivity"),
+        "{replayed}"
+    );
+}
+
+#[test]
+fn a_check_stopped_at_a_state_limit_says_incomplete_and_never_holds() {
+    let mut args = SMALL.to_vec();
+    args.extend(["--max-states", "50"]);
+    let out = leasehold(&args);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("INCOMPLETE"), "{text}");
+    assert!(!text.contains("holds "), "{text}");
+}
+
+#[test]
+fn wrong_arguments_are_refused_in_one_line() {
+    let out = leasehold(&["check", "partitions", "--bug", "sloppy"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown bug \"sloppy\"") && err.contains("blind-acquire"),
+        "{err}"
+    );
+
+    let out = leasehold(&["check", "partitions", "--hosts", "9"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hosts must be between 1 and 4, not 9"),
+        "{err}"
+    );
+
+    let out = leasehold(&["check", "partitions", "--strategy", "greedy"]);
+    assert_eq!(out.status.code(), Some(2), "clap refuses unknown values");
+
+    let mut args = SMALL.to_vec();
+    args.extend(["--replay", "0/99/99"]);
+    let out = leasehold(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a path of this model"), "{err}");
+}
+
+#[test]
+fn explore_on_a_port_in_use_says_so() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = leasehold(&["explore", "partitions", "--port", &port]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot serve on 127.0.0.1"), "{err}");
+}
