@@ -31,7 +31,7 @@ pub struct PartitionModel {
     /// host ([`Bounds::liveness_ticks`]). Lower it to see that the bound is tight.
     pub liveness_ticks: u8,
     /// Ticks of stable membership after which owned counts must differ by at most one
-    /// ([`Bounds::balance_ticks`]). Lower it to see that the bound is tight.
+    /// ([`Bounds::balance_ticks`]). Lower it to see the property fail.
     pub balance_ticks: u8,
 }
 

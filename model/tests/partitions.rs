@@ -287,9 +287,17 @@ fn a_handoff_to_a_claimant_that_crashed_needs_one_more_expiration() {
 }
 
 #[test]
-fn the_balance_bound_is_tight() {
-    let mut model = model(skewed(StrategyName::Handoff));
-    model.balance_ticks -= 1;
+fn a_balance_bound_shorter_than_one_acquire_interval_is_broken() {
+    let mut model = model(Bounds {
+        horizon: 14,
+        ..skewed(StrategyName::Handoff)
+    });
+    assert_eq!(
+        model.balance_ticks, 5,
+        "two acquire intervals on a slow clock"
+    );
+    // One acquire interval on the slow clock (3 ticks) is enough here; 2 is not.
+    model.balance_ticks = 2;
     counterexample(&model, p::BALANCED);
 }
 

@@ -5,7 +5,6 @@ use leasehold_engine::ExpiryRule;
 use leasehold_model::check::{self, Options, Outcome, Report, Search};
 use leasehold_model::{Bounds, PartitionModel, State, properties, trace};
 use std::fmt::Write;
-use std::time::Duration;
 
 /// How a check ended, as the process exit code says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,16 +182,6 @@ pub fn verdict(report: &Report) -> Verdict {
     } else {
         Verdict::Incomplete
     }
-}
-
-/// Runs a check, reporting progress through `progress`.
-pub fn run(
-    model: &PartitionModel,
-    options: &Options,
-    every: Duration,
-    progress: impl FnMut(&check::Progress),
-) -> Report {
-    check::check(model, options, every, progress)
 }
 
 /// Replays an encoded path: its trace, and the `always` properties its last state

@@ -282,7 +282,7 @@ fn run_check(args: ModelArgs) -> Result<ExitCode, String> {
     }
     let options = options_of(&args);
     print!("{}", check::header(&model, &options));
-    let report = check::run(&model, &options, Duration::from_secs(5), |p| {
+    let report = leasehold_model::check::check(&model, &options, Duration::from_secs(5), |p| {
         eprintln!("{}", check::progress_line(p));
     });
     print!("{}", check::render_report(&model, &report, program));

@@ -70,8 +70,10 @@ impl LeaseHost {
                     self.request_release(&token, ReleaseTo::Nobody, StopReason::Shutdown);
                 }
             }
-            // Someone else won: the next scan shows the truth.
-            Err(StoreError::PreconditionFailed) => {}
+            // Someone else won, or the owner renewed after this host's last scan: its
+            // view is stale, and a plan made on it may have dropped claims that balance
+            // needs (the model found a newcomer starved that way). Scan again now.
+            Err(StoreError::PreconditionFailed) => self.next_scan = now.local,
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_at = Some(now.local + retry_after);
             }
