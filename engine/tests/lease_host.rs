@@ -782,8 +782,9 @@ fn a_released_lease_is_taken_by_another_host_without_waiting_for_expiry() {
     );
 }
 
-#[test]
-fn a_handoff_waits_for_the_handlers_last_batch_and_carries_its_checkpoint() {
+/// `a` owns two leases and `b` joins; returns once `a` has stopped processing the
+/// lease it hands to `b`, with `a`'s handler not yet acknowledging.
+fn handing_a_lease_to_a_newcomer() -> (Cluster, String) {
     let mut c = Cluster::new();
     c.add("a", config(2));
     c.nodes.get_mut("a").unwrap().auto_ack = false;
@@ -796,6 +797,12 @@ fn a_handoff_waits_for_the_handlers_last_batch_and_carries_its_checkpoint() {
         c.run_for(100);
     }
     let (moving, _) = stops(&c, "a")[0].clone();
+    (c, moving)
+}
+
+#[test]
+fn a_handoff_waits_for_the_handlers_last_batch_and_carries_its_checkpoint() {
+    let (mut c, moving) = handing_a_lease_to_a_newcomer();
     // The handler finishes its batch a little later, then checkpoints and acknowledges.
     c.run_for(300);
     assert!(!c.sent.iter().any(|(_, _, r)| r.intent == Intent::Handoff));
@@ -934,18 +941,7 @@ fn a_shutdown_waits_until_an_acquire_with_an_unknown_outcome_is_resolved() {
 
 #[test]
 fn a_handoff_whose_claimant_left_keeps_the_lease_processed() {
-    let mut c = Cluster::new();
-    c.add("a", config(2));
-    c.nodes.get_mut("a").unwrap().auto_ack = false;
-    c.run_for(100);
-    c.add("b", config(2));
-    while !stops(&c, "a")
-        .iter()
-        .any(|(_, r)| *r == StopReason::Released)
-    {
-        c.run_for(100);
-    }
-    let (moving, _) = stops(&c, "a")[0].clone();
+    let (mut c, moving) = handing_a_lease_to_a_newcomer();
     // b is scaled down again while a's handler finishes its batch.
     c.input("b", Input::Shutdown).unwrap();
     c.run_for(500);

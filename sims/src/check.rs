@@ -66,12 +66,12 @@ pub fn flags(bounds: &Bounds) -> String {
 /// What is being checked, in one paragraph.
 pub fn header(model: &PartitionModel, options: &Options) -> String {
     let b = &model.bounds;
-    let plural = |n: u8, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let count = |n: u8, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut out = format!(
         "partition leases: {}, {}, {}; skew ±{} s, drift ±{} ms/s, horizon {} s\n",
-        plural(b.hosts, "host"),
-        plural(b.partitions, "partition"),
-        plural(b.crashes, "crash").replace("crashs", "crashes"),
+        count(b.hosts, "host", "hosts"),
+        count(b.partitions, "partition", "partitions"),
+        count(b.crashes, "crash", "crashes"),
         b.skew,
         b.drift_ms,
         b.horizon,
@@ -86,9 +86,9 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
         },
         b.bug
             .map_or(String::new(), |bug| format!(", KNOWN-BAD VARIANT {bug}")),
-        plural(b.pauses, "pause"),
-        plural(b.lost_replies, "lost reply").replace("replys", "replies"),
-        plural(b.delays, "delayed write"),
+        count(b.pauses, "pause", "pauses"),
+        count(b.lost_replies, "lost reply", "lost replies"),
+        count(b.delays, "delayed write", "delayed writes"),
     );
     let _ = writeln!(
         out,
