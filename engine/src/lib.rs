@@ -8,6 +8,9 @@
 //!
 //! - [`store`]: the reference store, the specification every real store must match.
 //! - [`lease`]: partition leases and the host state machine.
+//! - [`queue`]: a work queue of message documents with locks and dead letters.
+//! - [`item_lease`]: leases on single documents, and "lease the next N in state S".
+//! - [`lock`]: the expiry rule queue locks and item leases share.
 //! - [`balance`]: balancing strategies, pure functions of a lease table.
 //! - [`expiry`]: when a lease counts as expired, and how long a holder may act.
 
@@ -16,7 +19,10 @@
 pub mod balance;
 pub mod expiry;
 mod ids;
+pub mod item_lease;
 pub mod lease;
+pub mod lock;
+pub mod queue;
 pub mod store;
 mod text;
 mod time;

@@ -2,11 +2,10 @@
 //! that need to know who is alive) one heartbeat per host.
 
 use crate::ids::{Checkpoint, DocId, Epoch, HostId, LeaseToken, PartitionKey};
-use crate::store::Document;
+use crate::store::{Document, json_size};
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io;
 
 /// One partition's lease. Field names on the wire follow the change feed processor
 /// where it has the field.
@@ -128,26 +127,7 @@ impl Document for Record {
     }
 
     fn stored_size(&self) -> usize {
-        let mut counter = ByteCounter(0);
-        match serde_json::to_writer(&mut counter, self) {
-            Ok(()) => counter.0,
-            // Serializing plain strings and integers cannot fail; refuse rather than guess.
-            Err(_) => usize::MAX,
-        }
-    }
-}
-
-/// Counts bytes instead of storing them.
-struct ByteCounter(usize);
-
-impl io::Write for ByteCounter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        json_size(self)
     }
 }
 

@@ -215,6 +215,30 @@ impl<D: Document> Container<D> {
     }
 }
 
+/// The length of `value` as JSON, the way the store measures a document.
+pub fn json_size<T: Serialize>(value: &T) -> usize {
+    let mut counter = ByteCounter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        // Serializing plain strings and integers cannot fail; refuse rather than guess.
+        Err(_) => usize::MAX,
+    }
+}
+
+/// Counts bytes instead of storing them.
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn key_of<D: Document>(doc: &D) -> Key {
     (doc.id().clone(), doc.partition_key())
 }

@@ -1,0 +1,87 @@
+//! A leaser's settings, and the rule `next_for_state` picks items by.
+
+use super::Item;
+use crate::lock::LockPolicy;
+use crate::time::Now;
+use std::fmt;
+
+/// What `next_for_state` knows of one stored item in the wanted state.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate<'a> {
+    /// The item.
+    pub item: &'a Item,
+    /// Whether its lease, if any, counts as expired under the lock rule.
+    pub lease_expired: bool,
+    /// Whether its lease, if any, is this very leaser's (same name, same life).
+    pub own: bool,
+    /// The leaser's name.
+    pub me: &'a crate::ids::HostId,
+    /// The leaser's clocks.
+    pub now: Now,
+}
+
+/// Decides whether `next_for_state` may take an item. Pluggable so that the model
+/// checker can run EDC's early predicate against the same engine; only
+/// [`Selector::AVAILABLE`] ships. Selectors compare by name.
+#[derive(Clone, Copy)]
+pub struct Selector {
+    /// A name for traces and comparisons.
+    pub name: &'static str,
+    /// The predicate.
+    pub pick: fn(&Candidate<'_>) -> bool,
+}
+
+impl Selector {
+    /// leasehold's rule, [`available`].
+    pub const AVAILABLE: Selector = Selector {
+        name: "available",
+        pick: available,
+    };
+}
+
+/// leasehold's rule: no lease, an expired lease, or this leaser's own.
+pub fn available(c: &Candidate<'_>) -> bool {
+    c.item.lease.is_none() || c.lease_expired || c.own
+}
+
+impl PartialEq for Selector {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Selector {}
+
+impl std::hash::Hash for Selector {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl fmt::Debug for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// The settings of an item leaser.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LeaserConfig {
+    /// `next_for_state` reads the items whose id starts with this.
+    pub prefix: String,
+    /// The lock rule and clock assumptions.
+    pub policy: LockPolicy,
+    /// Which items `next_for_state` takes.
+    pub select: Selector,
+}
+
+impl LeaserConfig {
+    /// Defaults for the items whose ids start with `prefix`.
+    pub fn new(prefix: impl Into<String>) -> LeaserConfig {
+        LeaserConfig {
+            prefix: prefix.into(),
+            policy: LockPolicy::default(),
+            select: Selector::AVAILABLE,
+        }
+    }
+}

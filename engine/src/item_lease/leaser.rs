@@ -1,0 +1,556 @@
+//! The item-lease state machine.
+
+use super::config::Candidate;
+use super::{
+    Grant, Input, Item, ItemError, ItemIntent, ItemKey, ItemLease, ItemRequest, ItemState,
+    LeaserConfig, Output,
+};
+use crate::ids::{DocId, HostId, Incarnation, RequestId};
+use crate::lock::{Client, Held, LockToken, Locks};
+use crate::store::{Op, Reply, StoreError, Stored};
+use crate::time::{LocalTime, Millis, Now};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// One holder of item leases, as a sans-IO state machine: feed it [`Input`]s with
+/// [`handle_input`](Self::handle_input) and drain [`poll_output`](Self::poll_output).
+///
+/// ```
+/// use leasehold_engine::item_lease::{Input, Item, ItemKey, ItemState, Leaser, LeaserConfig, Output};
+/// use leasehold_engine::store::Container;
+/// use leasehold_engine::{DocId, HostId, Incarnation, LocalTime, Millis, Now, PartitionKey, WallTime};
+///
+/// let mut store = Container::new();
+/// let item = Item::new(DocId::from("tp-1"), PartitionKey::from("tp-1"), ItemState::from("REQUESTED"), WallTime(0));
+/// store.create(item.clone()).unwrap();
+/// let mut leaser = Leaser::new(HostId::from("connector-a"), Incarnation(0), LeaserConfig::new("tp-"));
+/// let now = Now::new(LocalTime::ZERO, WallTime(1_000));
+/// let mut inputs = vec![Input::NextForState {
+///     state: ItemState::from("REQUESTED"),
+///     limit: 5,
+///     duration: Millis::from_secs(60),
+/// }];
+/// let mut leased = Vec::new();
+/// while let Some(input) = inputs.pop() {
+///     leaser.handle_input(now, input).unwrap();
+///     while let Some(out) = leaser.poll_output() {
+///         match out {
+///             Output::Request(req) => inputs.push(Input::Response { id: req.id, result: store.execute(req.op) }),
+///             Output::Leased(grants) => leased = grants,
+///             _ => {}
+///         }
+///     }
+/// }
+/// assert_eq!(leased.len(), 1);
+/// assert!(leaser.has_authority(&item.id, LocalTime::ZERO));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Leaser {
+    client: Client,
+    /// Shared, not copied: model checkers clone leasers with every state.
+    config: Arc<LeaserConfig>,
+    locks: Locks,
+    /// The version of each held item this leaser last wrote.
+    held_docs: BTreeMap<DocId, Item>,
+    pending: BTreeMap<RequestId, Pending>,
+    /// The running `next_for_state`: leases still unanswered, and those granted.
+    next: Option<NextRun>,
+    now: Now,
+    out: VecDeque<Output>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct NextRun {
+    scanning: bool,
+    outstanding: usize,
+    state: ItemState,
+    limit: usize,
+    duration: Millis,
+    granted: Vec<Grant>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Pending {
+    ReadToAcquire {
+        id: DocId,
+        duration: Millis,
+        retry: bool,
+    },
+    Acquire {
+        item: Item,
+        sent_at: LocalTime,
+        retry: bool,
+    },
+    ReadToBreak(DocId),
+    Renew {
+        id: DocId,
+        sent_at: LocalTime,
+    },
+    Break(DocId),
+    Save {
+        id: DocId,
+        release: bool,
+    },
+    Scan,
+    Lease {
+        item: Item,
+        sent_at: LocalTime,
+    },
+}
+
+impl Leaser {
+    /// A leaser named `me`, in life `incarnation` (which must differ from every
+    /// earlier life of the same name).
+    pub fn new(me: HostId, incarnation: Incarnation, config: LeaserConfig) -> Leaser {
+        Leaser {
+            client: Client::new(me, incarnation),
+            config: Arc::new(config),
+            locks: Locks::default(),
+            held_docs: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            next: None,
+            now: Now::default(),
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The locks this leaser holds, and what it watches.
+    pub fn locks(&self) -> &Locks {
+        &self.locks
+    }
+
+    /// Whether this leaser may still act on `item` at `now`.
+    pub fn has_authority(&self, item: &DocId, now: LocalTime) -> bool {
+        self.locks.has_authority(item, now)
+    }
+
+    /// The next output, if any.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// Takes one input at `now`. A refused input changes nothing.
+    pub fn handle_input(&mut self, now: Now, input: Input) -> Result<(), ItemError> {
+        if now.local >= self.now.local {
+            self.now = now;
+        }
+        match input {
+            Input::Acquire { item, duration } => {
+                let pending = Pending::ReadToAcquire {
+                    id: item.id.clone(),
+                    duration,
+                    retry: true,
+                };
+                self.send(ItemIntent::Read, None, read(item), pending);
+            }
+            Input::Renew(key) => {
+                let (held, mut doc) = self.held(&key.id)?;
+                if let Some(lease) = &mut doc.lease {
+                    lease.at = self.now.wall;
+                }
+                let pending = Pending::Renew {
+                    id: key.id,
+                    sent_at: self.now.local,
+                };
+                self.write_held(ItemIntent::Renew, held, doc, pending);
+            }
+            Input::Break(key) => match self.held(&key.id) {
+                Ok((held, mut doc)) => {
+                    doc.lease = None;
+                    self.write_held(ItemIntent::Break, held, doc, Pending::Break(key.id));
+                }
+                Err(_) => {
+                    let pending = Pending::ReadToBreak(key.id.clone());
+                    self.send(ItemIntent::Read, None, read(key), pending);
+                }
+            },
+            Input::NextForState {
+                state,
+                limit,
+                duration,
+            } => {
+                if self.next.is_some() {
+                    return Err(ItemError::Busy);
+                }
+                self.next = Some(NextRun {
+                    scanning: true,
+                    outstanding: 0,
+                    state,
+                    limit,
+                    duration,
+                    granted: Vec::new(),
+                });
+                let op = Op::ReadAll {
+                    prefix: self.config.prefix.clone(),
+                };
+                self.send(ItemIntent::Scan, None, op, Pending::Scan);
+            }
+            Input::Save {
+                item,
+                state,
+                release,
+            } => {
+                let (held, mut doc) = self.held(&item.id)?;
+                doc.state = state;
+                doc.state_timestamp = self.now.wall;
+                if release {
+                    doc.lease = None;
+                }
+                let pending = Pending::Save {
+                    id: item.id,
+                    release,
+                };
+                self.write_held(ItemIntent::Save, held, doc, pending);
+            }
+            Input::Response { id, result } => {
+                let pending = self
+                    .pending
+                    .remove(&id)
+                    .ok_or(ItemError::UnknownRequest(id))?;
+                self.answer(pending, result);
+            }
+        }
+        Ok(())
+    }
+
+    fn held(&self, id: &DocId) -> Result<(Held, Item), ItemError> {
+        match (self.locks.held(id), self.held_docs.get(id)) {
+            (Some(held), Some(doc)) => Ok((held.clone(), doc.clone())),
+            _ => Err(ItemError::NotHeld),
+        }
+    }
+
+    fn send(
+        &mut self,
+        intent: ItemIntent,
+        lock: Option<LockToken>,
+        op: Op<Item>,
+        pending: Pending,
+    ) {
+        let id = self.client.next_request();
+        self.pending.insert(id, pending);
+        self.out.push_back(Output::Request(ItemRequest {
+            id,
+            intent,
+            lock,
+            op,
+        }));
+    }
+
+    fn write_held(&mut self, intent: ItemIntent, held: Held, doc: Item, pending: Pending) {
+        let op = Op::Replace {
+            doc,
+            if_match: Some(held.etag),
+        };
+        self.send(intent, Some(held.token), op, pending);
+    }
+
+    /// Whether a stored item's lease, if any, counts as expired now; and whether it is
+    /// this leaser's own.
+    fn judge(&mut self, stored: &Stored<Item>) -> (bool, bool) {
+        let now = self.now;
+        match &stored.doc.lease {
+            None => (false, false),
+            Some(lease) => {
+                let first = self.locks.sight(&stored.doc.id, &stored.etag, now.local);
+                let expired =
+                    self.config
+                        .policy
+                        .is_expired(lease.duration, first, lease.until(), now);
+                (expired, self.client.owns(&lease.token))
+            }
+        }
+    }
+
+    /// The item with a fresh lease of this leaser's, and the write that takes it.
+    fn leased(&mut self, stored: &Stored<Item>, duration: Millis) -> (Item, Op<Item>) {
+        let mut doc = stored.doc.clone();
+        doc.lease = Some(ItemLease {
+            token: self.client.next_token(),
+            at: self.now.wall,
+            duration,
+        });
+        let op = Op::Replace {
+            doc: doc.clone(),
+            if_match: Some(stored.etag.clone()),
+        };
+        (doc, op)
+    }
+
+    /// Records a successful lease write and returns its grant.
+    fn granted(&mut self, item: Item, etag: crate::ids::Etag, sent_at: LocalTime) -> Option<Grant> {
+        let lease = item.lease.clone()?;
+        let authority_until = sent_at + self.config.policy.authority_span(lease.duration);
+        self.locks.hold(
+            item.id.clone(),
+            Held {
+                etag,
+                token: lease.token.clone(),
+                duration: lease.duration,
+                authority_until,
+            },
+        );
+        let grant = Grant {
+            item: item.id.clone(),
+            token: lease.token.clone(),
+            until: lease.until(),
+            authority_until,
+        };
+        self.held_docs.insert(item.id.clone(), item);
+        Some(grant)
+    }
+
+    fn answer(&mut self, pending: Pending, result: Result<Reply<Item>, StoreError>) {
+        match pending {
+            Pending::ReadToAcquire {
+                id,
+                duration,
+                retry,
+            } => match result {
+                Ok(Reply::Read(stored)) => {
+                    let (expired, own) = self.judge(&stored);
+                    match &stored.doc.lease {
+                        Some(lease) if !expired && !own => {
+                            let error = ItemError::LeaseHeld {
+                                holder: lease.holder().clone(),
+                                until: lease.until(),
+                            };
+                            self.fail(id, ItemIntent::Acquire, error);
+                        }
+                        _ => {
+                            let (item, op) = self.leased(&stored, duration);
+                            let token = item.lease.as_ref().map(|l| l.token.clone());
+                            let sent_at = self.now.local;
+                            let pending = Pending::Acquire {
+                                item,
+                                sent_at,
+                                retry,
+                            };
+                            self.send(ItemIntent::Acquire, token, op, pending);
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(StoreError::NotFound) => {
+                    self.fail(id, ItemIntent::Acquire, ItemError::NotFound)
+                }
+                Err(e) => self.fail(id, ItemIntent::Acquire, ItemError::Store(e)),
+            },
+            Pending::Acquire {
+                item,
+                sent_at,
+                retry,
+            } => match result {
+                Ok(Reply::Replaced(etag)) => {
+                    if let Some(grant) = self.granted(item, etag, sent_at) {
+                        self.out.push_back(Output::Acquired(grant));
+                    }
+                }
+                Ok(_) => {}
+                // Someone wrote the item between the read and the lease: read again
+                // once, to report who holds it now.
+                Err(StoreError::PreconditionFailed) if retry => {
+                    let duration = item.lease.as_ref().map_or(Millis::ZERO, |l| l.duration);
+                    let pending = Pending::ReadToAcquire {
+                        id: item.id.clone(),
+                        duration,
+                        retry: false,
+                    };
+                    let key = ItemKey::of(&item);
+                    self.send(ItemIntent::Read, None, read(key), pending);
+                }
+                Err(StoreError::PreconditionFailed) => {
+                    self.fail(item.id, ItemIntent::Acquire, ItemError::LockLost)
+                }
+                Err(StoreError::NotFound) => {
+                    self.fail(item.id, ItemIntent::Acquire, ItemError::NotFound)
+                }
+                Err(e) => self.fail(item.id, ItemIntent::Acquire, ItemError::Store(e)),
+            },
+            Pending::ReadToBreak(id) => match result {
+                Ok(Reply::Read(stored)) => match &stored.doc.lease {
+                    Some(lease) if self.client.owns(&lease.token) => {
+                        let mut doc = stored.doc.clone();
+                        doc.lease = None;
+                        let op = Op::Replace {
+                            doc,
+                            if_match: Some(stored.etag.clone()),
+                        };
+                        let token = Some(lease.token.clone());
+                        self.send(ItemIntent::Break, token, op, Pending::Break(id));
+                    }
+                    lease => {
+                        let holder = lease.as_ref().map(|l| l.holder().clone());
+                        self.fail(id, ItemIntent::Break, ItemError::NotHolder { holder });
+                    }
+                },
+                Ok(_) => {}
+                Err(StoreError::NotFound) => self.fail(id, ItemIntent::Break, ItemError::NotFound),
+                Err(e) => self.fail(id, ItemIntent::Break, ItemError::Store(e)),
+            },
+            Pending::Renew { id, sent_at } => match result {
+                Ok(Reply::Replaced(etag)) => {
+                    let (Some(mut held), Some(doc)) =
+                        (self.locks.held(&id).cloned(), self.held_docs.get_mut(&id))
+                    else {
+                        return;
+                    };
+                    if let Some(lease) = &mut doc.lease {
+                        lease.at = self.now.wall;
+                    }
+                    held.etag = etag;
+                    held.authority_until =
+                        sent_at + self.config.policy.authority_span(held.duration);
+                    let authority_until = held.authority_until;
+                    self.locks.hold(id.clone(), held);
+                    self.out.push_back(Output::Renewed {
+                        item: id,
+                        authority_until,
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => self.holder_write_failed(id, ItemIntent::Renew, e),
+            },
+            Pending::Break(id) => match result {
+                Ok(_) => {
+                    self.release(&id);
+                    self.out.push_back(Output::Broken(id));
+                }
+                Err(e) => self.holder_write_failed(id, ItemIntent::Break, e),
+            },
+            Pending::Save { id, release } => match result {
+                Ok(Reply::Replaced(etag)) => {
+                    if release {
+                        self.release(&id);
+                    } else if let Some(mut held) = self.locks.held(&id).cloned() {
+                        held.etag = etag;
+                        self.locks.hold(id.clone(), held);
+                    }
+                    self.out.push_back(Output::Saved(id));
+                }
+                Ok(_) => {}
+                Err(e) => self.holder_write_failed(id, ItemIntent::Save, e),
+            },
+            Pending::Scan => match result {
+                Ok(Reply::ReadAll(items)) => self.lease_from(items),
+                other => {
+                    if let Err(e) = other {
+                        let prefix = DocId::from(self.config.prefix.as_str());
+                        self.fail(prefix, ItemIntent::Scan, ItemError::Store(e));
+                    }
+                    if let Some(run) = &mut self.next {
+                        run.scanning = false;
+                    }
+                    self.finish_next_if_done();
+                }
+            },
+            Pending::Lease { item, sent_at } => {
+                if let Ok(Reply::Replaced(etag)) = result
+                    && let Some(grant) = self.granted(item, etag, sent_at)
+                    && let Some(run) = &mut self.next
+                {
+                    run.granted.push(grant);
+                }
+                if let Some(run) = &mut self.next {
+                    run.outstanding = run.outstanding.saturating_sub(1);
+                }
+                self.finish_next_if_done();
+            }
+        }
+    }
+
+    /// Picks and leases items from a scan, for `next_for_state`.
+    fn lease_from(&mut self, items: Vec<Stored<Item>>) {
+        let Some(run) = self.next.clone() else {
+            return;
+        };
+        let leased: Vec<&DocId> = items
+            .iter()
+            .filter(|s| s.doc.lease.is_some())
+            .map(|s| &s.doc.id)
+            .collect();
+        self.locks.forget_sightings_except(&leased);
+        let mut chosen = Vec::new();
+        for stored in &items {
+            if stored.doc.state != run.state {
+                continue;
+            }
+            let (lease_expired, own) = self.judge(stored);
+            let candidate = Candidate {
+                item: &stored.doc,
+                lease_expired,
+                own,
+                me: &self.client.me,
+                now: self.now,
+            };
+            if (self.config.select.pick)(&candidate) {
+                chosen.push(stored);
+            }
+        }
+        chosen.sort_by(|a, b| {
+            (a.doc.state_timestamp, &a.doc.id).cmp(&(b.doc.state_timestamp, &b.doc.id))
+        });
+        chosen.truncate(run.limit);
+        let sent_at = self.now.local;
+        let mut sent = 0;
+        for stored in chosen {
+            let (item, op) = self.leased(stored, run.duration);
+            let token = item.lease.as_ref().map(|l| l.token.clone());
+            self.send(
+                ItemIntent::Lease,
+                token,
+                op,
+                Pending::Lease { item, sent_at },
+            );
+            sent += 1;
+        }
+        if let Some(run) = &mut self.next {
+            run.scanning = false;
+            run.outstanding = sent;
+        }
+        self.finish_next_if_done();
+    }
+
+    fn finish_next_if_done(&mut self) {
+        if self
+            .next
+            .as_ref()
+            .is_some_and(|run| !run.scanning && run.outstanding == 0)
+            && let Some(run) = self.next.take()
+        {
+            self.out.push_back(Output::Leased(run.granted));
+        }
+    }
+
+    fn release(&mut self, id: &DocId) {
+        self.locks.drop_lock(id);
+        self.held_docs.remove(id);
+    }
+
+    /// 412 or 404 on a holder's write means the lease is lost; an ambiguous error
+    /// keeps it so that the caller may retry.
+    fn holder_write_failed(&mut self, id: DocId, intent: ItemIntent, error: StoreError) {
+        match error {
+            StoreError::PreconditionFailed | StoreError::NotFound => {
+                self.release(&id);
+                self.fail(id, intent, ItemError::LockLost);
+            }
+            e => self.fail(id, intent, ItemError::Store(e)),
+        }
+    }
+
+    fn fail(&mut self, item: DocId, intent: ItemIntent, error: ItemError) {
+        self.out.push_back(Output::Failed {
+            item,
+            intent,
+            error,
+        });
+    }
+}
+
+fn read(key: ItemKey) -> Op<Item> {
+    Op::Read {
+        pk: key.pk,
+        id: key.id,
+    }
+}

@@ -1,0 +1,143 @@
+//! A consumer's settings, and the rule that picks the messages a dequeue takes.
+
+use super::{Message, MessageState, QueueName};
+use crate::lock::LockPolicy;
+use crate::store::Limits;
+use crate::time::{Millis, Now};
+use std::fmt;
+
+/// What a dequeue knows of one stored message.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate<'a> {
+    /// The message.
+    pub message: &'a Message,
+    /// Whether its lock, if any, counts as expired under the lock rule.
+    pub lock_expired: bool,
+    /// The consumer's clocks.
+    pub now: Now,
+    /// The consumer's lock duration.
+    pub lock_duration: Millis,
+}
+
+/// Decides whether a dequeue may take a message. Pluggable so that the model checker
+/// can run the seeds' predicates against the same engine; only
+/// [`Selector::DELIVERABLE`] ships. Selectors compare by name.
+#[derive(Clone, Copy)]
+pub struct Selector {
+    /// A name for traces and comparisons.
+    pub name: &'static str,
+    /// The predicate.
+    pub pick: fn(&Candidate<'_>) -> bool,
+}
+
+impl Selector {
+    /// leasehold's rule, [`deliverable`].
+    pub const DELIVERABLE: Selector = Selector {
+        name: "deliverable",
+        pick: deliverable,
+    };
+}
+
+impl PartialEq for Selector {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Selector {}
+
+impl std::hash::Hash for Selector {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl fmt::Debug for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// leasehold's rule: visible, and pending or locked by a lock that has expired.
+pub fn deliverable(c: &Candidate<'_>) -> bool {
+    c.message.next_visible_at <= c.now.wall
+        && match c.message.state {
+            MessageState::Pending => true,
+            MessageState::InProgress { .. } => c.lock_expired,
+            MessageState::DeadLettered { .. } => false,
+        }
+}
+
+/// The settings of a queue consumer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConsumerConfig {
+    /// The queue consumed.
+    pub queue: QueueName,
+    /// How long a delivery's lock lasts.
+    pub lock_duration: Millis,
+    /// The lock rule and clock assumptions.
+    pub policy: LockPolicy,
+    /// A message delivered this many times without completing is dead-lettered
+    /// instead of delivered again (a poison message).
+    pub max_dequeue_count: u32,
+    /// The store's limits, checked before a message is sent.
+    pub limits: Limits,
+    /// Which messages a dequeue takes.
+    pub select: Selector,
+}
+
+impl ConsumerConfig {
+    /// Defaults for `queue`: 60 s locks, 5 deliveries at most, Cosmos DB's limits.
+    pub fn new(queue: QueueName) -> ConsumerConfig {
+        ConsumerConfig {
+            queue,
+            lock_duration: Millis::from_secs(60),
+            policy: LockPolicy::default(),
+            max_dequeue_count: 5,
+            limits: Limits::default(),
+            select: Selector::DELIVERABLE,
+        }
+    }
+
+    /// Checks that the settings can work.
+    pub fn validate(&self) -> Result<(), ConsumerConfigError> {
+        if self.policy.authority_span(self.lock_duration) == Millis::ZERO {
+            return Err(ConsumerConfigError::LockTooShort {
+                duration: self.lock_duration,
+            });
+        }
+        if self.max_dequeue_count == 0 {
+            return Err(ConsumerConfigError::NoDeliveries);
+        }
+        Ok(())
+    }
+}
+
+/// Settings a consumer refuses.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ConsumerConfigError {
+    /// The lock duration leaves no authority after the drift allowance and margin.
+    LockTooShort {
+        /// The duration given.
+        duration: Millis,
+    },
+    /// A maximum dequeue count of zero would dead-letter every message.
+    NoDeliveries,
+}
+
+impl fmt::Display for ConsumerConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConsumerConfigError::LockTooShort { duration } => write!(
+                f,
+                "a lock of {duration} leaves no authority after the drift allowance and the \
+                 safety margin; use a longer lock"
+            ),
+            ConsumerConfigError::NoDeliveries => {
+                f.write_str("max_dequeue_count must be at least 1")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConsumerConfigError {}

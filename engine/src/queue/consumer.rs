@@ -1,0 +1,589 @@
+//! The queue consumer state machine.
+
+use super::config::Candidate;
+use super::{
+    ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageLock, MessageName,
+    MessageState, Output, QueueError, QueueIntent, QueueRequest,
+};
+use crate::ids::{DocId, HostId, Incarnation, PartitionKey, RequestId};
+use crate::lock::{Client, Held, LockToken, Locks};
+use crate::store::{Document, Op, Reply, StoreError, Stored};
+use crate::time::{LocalTime, Millis, Now};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// One consumer of one queue, as a sans-IO state machine: feed it [`Input`]s with
+/// [`handle_input`](Self::handle_input) and drain [`poll_output`](Self::poll_output).
+///
+/// Rules it keeps:
+/// - Every change to a message is conditional on the etag this consumer last saw,
+///   so a consumer whose lock was taken over changes nothing (`LockLost`).
+/// - It delivers a message locked by someone else only after seeing the same version
+///   for the lock's duration plus the drift allowance (see [`crate::lock`]), and
+///   its own authority over a delivery ends before anyone else may take it.
+/// - A message delivered `max_dequeue_count` times is dead-lettered, not delivered.
+///
+/// ```
+/// use leasehold_engine::queue::{Consumer, ConsumerConfig, Input, MessageName, Output, QueueName};
+/// use leasehold_engine::store::Container;
+/// use leasehold_engine::{HostId, Incarnation, LocalTime, Millis, Now, WallTime};
+///
+/// let config = ConsumerConfig::new(QueueName::new("orders").unwrap());
+/// let mut consumer = Consumer::new(HostId::from("c1"), Incarnation(0), config).unwrap();
+/// let mut store = Container::new();
+/// let now = Now::new(LocalTime::ZERO, WallTime(1_700_000_000_000));
+/// let mut run = |consumer: &mut Consumer, input| {
+///     let mut inputs = vec![input];
+///     let mut seen = Vec::new();
+///     while let Some(input) = inputs.pop() {
+///         consumer.handle_input(now, input).unwrap();
+///         while let Some(out) = consumer.poll_output() {
+///             match out {
+///                 Output::Request(req) => inputs.push(Input::Response {
+///                     id: req.id,
+///                     result: store.execute(req.op),
+///                 }),
+///                 other => seen.push(other),
+///             }
+///         }
+///     }
+///     seen
+/// };
+/// let name = MessageName::new("m1").unwrap();
+/// run(&mut consumer, Input::Enqueue { name, payload: "hello".into(), delay: Millis::ZERO });
+/// let out = run(&mut consumer, Input::Dequeue { max: 10 });
+/// let Some(Output::Delivered(delivery)) = out.first() else { panic!("{out:?}") };
+/// assert_eq!(delivery.payload, "hello");
+/// let out = run(&mut consumer, Input::Complete(delivery.id.clone()));
+/// assert!(matches!(out[..], [Output::Completed(_)]));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Consumer {
+    client: Client,
+    /// Shared, not copied: model checkers clone consumers with every state.
+    config: Arc<ConsumerConfig>,
+    locks: Locks,
+    /// The version of each held message this consumer last wrote.
+    held_docs: BTreeMap<DocId, Message>,
+    pending: BTreeMap<RequestId, Pending>,
+    /// Claims of the running dequeue still unanswered, and what it achieved so far.
+    dequeue: Option<DequeueRun>,
+    now: Now,
+    out: VecDeque<Output>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct DequeueRun {
+    scanning: bool,
+    claims: usize,
+    delivered: usize,
+    dead_lettered: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Pending {
+    Enqueue(MessageName, DocId),
+    Scan,
+    Claim {
+        message: Message,
+        sent_at: LocalTime,
+    },
+    Poison {
+        id: DocId,
+        reason: String,
+    },
+    Complete(DocId),
+    Renew {
+        id: DocId,
+        sent_at: LocalTime,
+    },
+    Abandon(DocId),
+    DeadLetter {
+        id: DocId,
+        reason: String,
+    },
+}
+
+impl Consumer {
+    /// A consumer named `me`, in life `incarnation` (which must differ from every
+    /// earlier life of the same name).
+    pub fn new(
+        me: HostId,
+        incarnation: Incarnation,
+        config: ConsumerConfig,
+    ) -> Result<Consumer, ConsumerConfigError> {
+        config.validate()?;
+        Ok(Consumer {
+            client: Client::new(me, incarnation),
+            config: Arc::new(config),
+            locks: Locks::default(),
+            held_docs: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            dequeue: None,
+            now: Now::default(),
+            out: VecDeque::new(),
+        })
+    }
+
+    /// The consumer's settings.
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.config
+    }
+
+    /// The locks this consumer holds, and what it watches.
+    pub fn locks(&self) -> &Locks {
+        &self.locks
+    }
+
+    /// Whether this consumer may still act on `message` at `now`.
+    pub fn has_authority(&self, message: &DocId, now: LocalTime) -> bool {
+        self.locks.has_authority(message, now)
+    }
+
+    /// The next output, if any.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// Takes one input at `now`. A refused input changes nothing.
+    pub fn handle_input(&mut self, now: Now, input: Input) -> Result<(), QueueError> {
+        if now.local >= self.now.local {
+            self.now = now;
+        }
+        match input {
+            Input::Enqueue {
+                name,
+                payload,
+                delay,
+            } => self.enqueue(name, payload, delay),
+            Input::Dequeue { max } => self.start_dequeue(max),
+            Input::Complete(id) => {
+                let held = self.held(&id)?;
+                let op = Op::Delete {
+                    pk: self.pk(),
+                    id: id.clone(),
+                    if_match: Some(held.etag),
+                };
+                self.send(
+                    QueueIntent::Complete,
+                    Some(held.token),
+                    op,
+                    Pending::Complete(id),
+                );
+                Ok(())
+            }
+            Input::Renew(id) => self.renew(id),
+            Input::Abandon { message, delay } => {
+                let held = self.held(&message)?;
+                let wall = self.now.wall;
+                self.rewrite(&message, held, QueueIntent::Abandon, |m| {
+                    m.state = MessageState::Pending;
+                    m.next_visible_at = wall + delay;
+                })
+            }
+            Input::DeadLetter { message, reason } => {
+                let held = self.held(&message)?;
+                let why = reason.clone();
+                let pending = Pending::DeadLetter {
+                    id: message.clone(),
+                    reason,
+                };
+                self.rewrite_as(&message, held, QueueIntent::DeadLetter, pending, |m| {
+                    m.state = MessageState::DeadLettered { reason: why };
+                })
+            }
+            Input::Response { id, result } => {
+                let pending = self
+                    .pending
+                    .remove(&id)
+                    .ok_or(QueueError::UnknownRequest(id))?;
+                self.answer(pending, result);
+                Ok(())
+            }
+        }
+    }
+
+    fn pk(&self) -> PartitionKey {
+        PartitionKey::new(self.config.queue.as_str())
+    }
+
+    fn held(&self, id: &DocId) -> Result<Held, QueueError> {
+        self.locks
+            .held(id)
+            .cloned()
+            .ok_or_else(|| QueueError::NotHeld(id.clone()))
+    }
+
+    fn send(
+        &mut self,
+        intent: QueueIntent,
+        lock: Option<LockToken>,
+        op: Op<Message>,
+        pending: Pending,
+    ) {
+        let id = self.client.next_request();
+        self.pending.insert(id, pending);
+        self.out.push_back(Output::Request(QueueRequest {
+            id,
+            intent,
+            lock,
+            op,
+        }));
+    }
+
+    fn enqueue(
+        &mut self,
+        name: MessageName,
+        payload: String,
+        delay: Millis,
+    ) -> Result<(), QueueError> {
+        let queue = self.config.queue.clone();
+        let message = Message::new(queue, name.clone(), payload, self.now.wall, delay);
+        let size = message.stored_size();
+        let limit = self.config.limits.max_document_bytes;
+        if size > limit {
+            return Err(QueueError::TooLarge { size, limit });
+        }
+        let id = message.id.clone();
+        self.send(
+            QueueIntent::Enqueue,
+            None,
+            Op::Create(message),
+            Pending::Enqueue(name, id),
+        );
+        Ok(())
+    }
+
+    fn start_dequeue(&mut self, max: usize) -> Result<(), QueueError> {
+        if self.dequeue.is_some() {
+            return Err(QueueError::Busy);
+        }
+        self.dequeue = Some(DequeueRun {
+            scanning: true,
+            claims: max,
+            delivered: 0,
+            dead_lettered: 0,
+        });
+        let op = Op::ReadAll {
+            prefix: self.config.queue.prefix(),
+        };
+        self.send(QueueIntent::Scan, None, op, Pending::Scan);
+        Ok(())
+    }
+
+    /// Picks and claims messages from a scan of the queue.
+    fn claim_from(&mut self, scanned: Vec<Stored<Message>>) {
+        let now = self.now;
+        let max = self.dequeue.map_or(0, |d| d.claims);
+        let locked: Vec<&DocId> = scanned
+            .iter()
+            .filter(|s| s.doc.lock().is_some())
+            .map(|s| &s.doc.id)
+            .collect();
+        self.locks.forget_sightings_except(&locked);
+        let mut chosen = Vec::new();
+        for stored in &scanned {
+            let message = &stored.doc;
+            if self.locks.held(&message.id).is_some() {
+                continue;
+            }
+            let lock_expired = match message.lock() {
+                Some(lock) => {
+                    let first = self.locks.sight(&message.id, &stored.etag, now.local);
+                    self.config
+                        .policy
+                        .is_expired(lock.duration, first, lock.until, now)
+                }
+                None => false,
+            };
+            let candidate = Candidate {
+                message,
+                lock_expired,
+                now,
+                lock_duration: self.config.lock_duration,
+            };
+            if (self.config.select.pick)(&candidate) {
+                chosen.push(stored);
+            }
+        }
+        chosen.sort_by(|a, b| {
+            (a.doc.next_visible_at, a.doc.created, &a.doc.id).cmp(&(
+                b.doc.next_visible_at,
+                b.doc.created,
+                &b.doc.id,
+            ))
+        });
+        chosen.truncate(max);
+        let mut sent = 0;
+        for stored in chosen {
+            let mut message = stored.doc.clone();
+            let if_match = Some(stored.etag.clone());
+            if message.dequeue_count >= self.config.max_dequeue_count {
+                let reason = format!(
+                    "delivered {} times without completing, the maximum",
+                    message.dequeue_count
+                );
+                message.state = MessageState::DeadLettered {
+                    reason: reason.clone(),
+                };
+                let id = message.id.clone();
+                let op = Op::Replace {
+                    doc: message,
+                    if_match,
+                };
+                self.send(
+                    QueueIntent::Poison,
+                    None,
+                    op,
+                    Pending::Poison { id, reason },
+                );
+            } else {
+                let token = self.client.next_token();
+                let duration = self.config.lock_duration;
+                message.state = MessageState::InProgress {
+                    lock: MessageLock {
+                        token: token.clone(),
+                        until: now.wall + duration,
+                        duration,
+                    },
+                };
+                message.dequeue_count += 1;
+                let pending = Pending::Claim {
+                    message: message.clone(),
+                    sent_at: now.local,
+                };
+                let op = Op::Replace {
+                    doc: message,
+                    if_match,
+                };
+                self.send(QueueIntent::Claim, Some(token), op, pending);
+            }
+            sent += 1;
+        }
+        if let Some(run) = &mut self.dequeue {
+            run.scanning = false;
+            run.claims = sent;
+        }
+        self.finish_dequeue_if_done();
+    }
+
+    fn finish_dequeue_if_done(&mut self) {
+        if let Some(run) = self.dequeue
+            && !run.scanning
+            && run.claims == 0
+        {
+            self.dequeue = None;
+            self.out.push_back(Output::DequeueFinished {
+                delivered: run.delivered,
+                dead_lettered: run.dead_lettered,
+            });
+        }
+    }
+
+    fn claim_answered(&mut self, delivered: bool, dead_lettered: bool) {
+        if let Some(run) = &mut self.dequeue {
+            run.claims = run.claims.saturating_sub(1);
+            run.delivered += usize::from(delivered);
+            run.dead_lettered += usize::from(dead_lettered);
+        }
+        self.finish_dequeue_if_done();
+    }
+
+    fn renew(&mut self, id: DocId) -> Result<(), QueueError> {
+        let held = self.held(&id)?;
+        let (wall, local) = (self.now.wall, self.now.local);
+        let pending = Pending::Renew {
+            id: id.clone(),
+            sent_at: local,
+        };
+        let duration = held.duration;
+        let token = held.token.clone();
+        self.rewrite_as(&id, held, QueueIntent::Renew, pending, move |m| {
+            m.state = MessageState::InProgress {
+                lock: MessageLock {
+                    token,
+                    until: wall + duration,
+                    duration,
+                },
+            };
+        })
+    }
+
+    fn rewrite(
+        &mut self,
+        id: &DocId,
+        held: Held,
+        intent: QueueIntent,
+        change: impl FnOnce(&mut Message),
+    ) -> Result<(), QueueError> {
+        self.rewrite_as(id, held, intent, Pending::Abandon(id.clone()), change)
+    }
+
+    /// Writes a new version of a held message, built from the version this consumer
+    /// locked. Holders are the only writers of a locked message, so that version is
+    /// the current one unless the lock is lost, which the if-match detects.
+    fn rewrite_as(
+        &mut self,
+        id: &DocId,
+        held: Held,
+        intent: QueueIntent,
+        pending: Pending,
+        change: impl FnOnce(&mut Message),
+    ) -> Result<(), QueueError> {
+        let Some(mut message) = self.held_docs.get(id).cloned() else {
+            return Err(QueueError::NotHeld(id.clone()));
+        };
+        change(&mut message);
+        let op = Op::Replace {
+            doc: message,
+            if_match: Some(held.etag),
+        };
+        self.send(intent, Some(held.token), op, pending);
+        Ok(())
+    }
+
+    fn answer(&mut self, pending: Pending, result: Result<Reply<Message>, StoreError>) {
+        match pending {
+            Pending::Enqueue(name, id) => match result {
+                Ok(_) => self.out.push_back(Output::Enqueued {
+                    name,
+                    already_present: false,
+                }),
+                Err(StoreError::Conflict) => self.out.push_back(Output::Enqueued {
+                    name,
+                    already_present: true,
+                }),
+                Err(e) => self.fail(id, QueueIntent::Enqueue, QueueError::Store(e)),
+            },
+            Pending::Scan => match result {
+                Ok(Reply::ReadAll(scanned)) => self.claim_from(scanned),
+                other => {
+                    if let Some(run) = &mut self.dequeue {
+                        run.scanning = false;
+                        run.claims = 0;
+                    }
+                    if let Err(e) = other {
+                        let prefix = DocId::from(self.config.queue.prefix());
+                        self.fail(prefix, QueueIntent::Scan, QueueError::Store(e));
+                    }
+                    self.finish_dequeue_if_done();
+                }
+            },
+            Pending::Claim { message, sent_at } => {
+                let delivered = match (result, message.lock()) {
+                    (Ok(Reply::Replaced(etag)), Some(lock)) => {
+                        let authority_until =
+                            sent_at + self.config.policy.authority_span(lock.duration);
+                        self.locks.hold(
+                            message.id.clone(),
+                            Held {
+                                etag,
+                                token: lock.token.clone(),
+                                duration: lock.duration,
+                                authority_until,
+                            },
+                        );
+                        self.out.push_back(Output::Delivered(Delivery {
+                            id: message.id.clone(),
+                            name: message.name.clone(),
+                            payload: message.payload.clone(),
+                            dequeue_count: message.dequeue_count,
+                            lock: lock.token.clone(),
+                            authority_until,
+                        }));
+                        self.held_docs.insert(message.id.clone(), message);
+                        true
+                    }
+                    // Someone else got it first, or the outcome is unknown: an
+                    // unknown claim is left to expire like a crashed consumer's.
+                    _ => false,
+                };
+                self.claim_answered(delivered, false);
+            }
+            Pending::Poison { id, reason } => {
+                let done = result.is_ok();
+                if done {
+                    self.out.push_back(Output::DeadLettered {
+                        message: id,
+                        reason,
+                    });
+                }
+                self.claim_answered(false, done);
+            }
+            Pending::Complete(id) => {
+                self.after_holder_write(id, QueueIntent::Complete, result, |id| {
+                    Output::Completed(id)
+                })
+            }
+            Pending::Abandon(id) => {
+                self.after_holder_write(id, QueueIntent::Abandon, result, Output::Abandoned)
+            }
+            Pending::DeadLetter { id, reason } => {
+                self.after_holder_write(id, QueueIntent::DeadLetter, result, |message| {
+                    Output::DeadLettered { message, reason }
+                })
+            }
+            Pending::Renew { id, sent_at } => match result {
+                Ok(Reply::Replaced(etag)) => {
+                    let Some(mut held) = self.locks.held(&id).cloned() else {
+                        return;
+                    };
+                    held.etag = etag;
+                    held.authority_until =
+                        sent_at + self.config.policy.authority_span(held.duration);
+                    let authority_until = held.authority_until;
+                    if let Some(doc) = self.held_docs.get_mut(&id)
+                        && let MessageState::InProgress { lock } = &mut doc.state
+                    {
+                        lock.until = self.now.wall + held.duration;
+                    }
+                    self.locks.hold(id.clone(), held);
+                    self.out.push_back(Output::Renewed {
+                        message: id,
+                        authority_until,
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => self.holder_write_failed(id, QueueIntent::Renew, e),
+            },
+        }
+    }
+
+    /// Settles a write by a holder: success ends the lock; 412 or 404 means the lock
+    /// was lost; an ambiguous error keeps the lock so that the caller may retry.
+    fn after_holder_write(
+        &mut self,
+        id: DocId,
+        intent: QueueIntent,
+        result: Result<Reply<Message>, StoreError>,
+        done: impl FnOnce(DocId) -> Output,
+    ) {
+        match result {
+            Ok(_) => {
+                self.locks.drop_lock(&id);
+                self.held_docs.remove(&id);
+                self.out.push_back(done(id));
+            }
+            Err(e) => self.holder_write_failed(id, intent, e),
+        }
+    }
+
+    fn holder_write_failed(&mut self, id: DocId, intent: QueueIntent, error: StoreError) {
+        match error {
+            StoreError::PreconditionFailed | StoreError::NotFound => {
+                self.locks.drop_lock(&id);
+                self.held_docs.remove(&id);
+                self.fail(id.clone(), intent, QueueError::LockLost(id));
+            }
+            e => self.fail(id, intent, QueueError::Store(e)),
+        }
+    }
+
+    fn fail(&mut self, message: DocId, intent: QueueIntent, error: QueueError) {
+        self.out.push_back(Output::Failed {
+            message,
+            intent,
+            error,
+        });
+    }
+}

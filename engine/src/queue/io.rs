@@ -1,0 +1,201 @@
+//! What goes into a queue consumer and what comes out of it.
+
+use super::{Message, MessageName};
+use crate::ids::{DocId, RequestId};
+use crate::lock::LockToken;
+use crate::store::{Op, Reply, StoreError};
+use crate::time::{LocalTime, Millis};
+use std::fmt;
+
+/// A command or a store answer for a [`Consumer`](super::Consumer).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Input {
+    /// Store a new message, visible after `delay`.
+    Enqueue {
+        /// The message's name: enqueueing a name twice stores one message.
+        name: MessageName,
+        /// The payload.
+        payload: String,
+        /// How long it stays invisible.
+        delay: Millis,
+    },
+    /// Lock and deliver up to `max` messages.
+    Dequeue {
+        /// The batch size.
+        max: usize,
+    },
+    /// Delete a delivered message, only if this consumer's lock is still current.
+    Complete(DocId),
+    /// Extend the lock on a delivered message.
+    Renew(DocId),
+    /// Give a delivered message back, visible again after `delay`.
+    Abandon {
+        /// The message.
+        message: DocId,
+        /// How long it stays invisible.
+        delay: Millis,
+    },
+    /// Give up on a delivered message for good.
+    DeadLetter {
+        /// The message.
+        message: DocId,
+        /// Why, kept on the message.
+        reason: String,
+    },
+    /// The store answered request `id`.
+    Response {
+        /// The request answered.
+        id: RequestId,
+        /// What the store said.
+        result: Result<Reply<Message>, StoreError>,
+    },
+}
+
+/// A message handed to this consumer under a lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Delivery {
+    /// The message's document id; pass it to complete, renew or abandon.
+    pub id: DocId,
+    /// The message's name.
+    pub name: MessageName,
+    /// The payload.
+    pub payload: String,
+    /// How many times it has been delivered, this time included.
+    pub dequeue_count: u32,
+    /// The lock.
+    pub lock: LockToken,
+    /// Act on the message only before this local time, unless renewed.
+    pub authority_until: LocalTime,
+}
+
+/// What a consumer asks its driver to do, or tells it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Output {
+    /// Send this request to the store and answer with [`Input::Response`].
+    Request(QueueRequest),
+    /// A message is stored. `already_present` means the name was taken, typically by
+    /// an earlier attempt of this enqueue whose outcome was unknown.
+    Enqueued {
+        /// The message.
+        name: MessageName,
+        /// Whether the store already had a message of this name.
+        already_present: bool,
+    },
+    /// A message is delivered under a lock.
+    Delivered(Delivery),
+    /// A dequeue has finished: every claim it sent was answered.
+    DequeueFinished {
+        /// Messages delivered.
+        delivered: usize,
+        /// Poison messages moved to the dead letters instead.
+        dead_lettered: usize,
+    },
+    /// A message is completed (deleted).
+    Completed(DocId),
+    /// A lock is renewed.
+    Renewed {
+        /// The message.
+        message: DocId,
+        /// The new end of authority.
+        authority_until: LocalTime,
+    },
+    /// A message is given back.
+    Abandoned(DocId),
+    /// A message is dead-lettered, by its holder or because it was delivered the
+    /// maximum number of times.
+    DeadLettered {
+        /// The message.
+        message: DocId,
+        /// Why.
+        reason: String,
+    },
+    /// An operation failed; the message is left as the store has it.
+    Failed {
+        /// The message (its document id, or its name for an enqueue).
+        message: DocId,
+        /// The operation.
+        intent: QueueIntent,
+        /// Why.
+        error: QueueError,
+    },
+}
+
+/// Why a consumer sends a store request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum QueueIntent {
+    /// Store a new message.
+    Enqueue,
+    /// Read the queue for a dequeue.
+    Scan,
+    /// Lock a message for delivery.
+    Claim,
+    /// Move a message delivered too often to the dead letters.
+    Poison,
+    /// Delete a completed message.
+    Complete,
+    /// Extend a lock.
+    Renew,
+    /// Give a message back.
+    Abandon,
+    /// Dead-letter a message on its holder's request.
+    DeadLetter,
+}
+
+/// A store request from a consumer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QueueRequest {
+    /// Echo this in the response.
+    pub id: RequestId,
+    /// Why it is sent.
+    pub intent: QueueIntent,
+    /// The lock the request acts under, for writes by a holder.
+    pub lock: Option<LockToken>,
+    /// The operation.
+    pub op: Op<Message>,
+}
+
+/// Why a queue operation was refused or failed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum QueueError {
+    /// The message was re-locked, completed or dead-lettered by someone else since this
+    /// consumer's lock: nothing was changed.
+    LockLost(DocId),
+    /// This consumer holds no lock on the message.
+    NotHeld(DocId),
+    /// The message would exceed the store's document size limit.
+    TooLarge {
+        /// Its size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// A dequeue is still running.
+    Busy,
+    /// No request with this id is outstanding.
+    UnknownRequest(RequestId),
+    /// The store failed; with an ambiguous error the write may have been applied.
+    Store(StoreError),
+}
+
+impl fmt::Display for QueueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueueError::LockLost(id) => write!(
+                f,
+                "the lock on message {id} is lost: another consumer re-locked, completed or \
+                 dead-lettered it; nothing was changed"
+            ),
+            QueueError::NotHeld(id) => write!(f, "this consumer holds no lock on message {id}"),
+            QueueError::TooLarge { size, limit } => write!(
+                f,
+                "the message is {size} bytes as stored, over the store's limit of {limit}; \
+                 it was not enqueued"
+            ),
+            QueueError::Busy => f.write_str("a dequeue is still running"),
+            QueueError::UnknownRequest(id) => write!(f, "no request {id} is outstanding"),
+            QueueError::Store(e) => write!(f, "store: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for QueueError {}

@@ -1,0 +1,277 @@
+//! The message document and the names that address it.
+
+use crate::ids::{DocId, PartitionKey};
+use crate::lock::LockToken;
+use crate::store::{Document, json_size};
+use crate::time::{Millis, WallTime};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A queue's name. It is the partition key of its messages, so that one queue's
+/// messages are read, and batched, within one logical partition.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct QueueName(String);
+
+/// A message's name within its queue, chosen by the producer: enqueueing the same name
+/// twice stores one message, so an enqueue of unknown outcome can simply be retried.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MessageName(String);
+
+/// Why a queue or message name was refused.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NameError {
+    /// The name given.
+    pub name: String,
+    /// What is wrong with it.
+    pub problem: &'static str,
+}
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid name {:?}: {}", self.name, self.problem)
+    }
+}
+
+impl std::error::Error for NameError {}
+
+/// Cosmos DB refuses ids with `/`, `\`, `?` or `#`; `:` separates queue and message.
+fn check_name(name: &str) -> Result<(), NameError> {
+    let problem = if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > 200 {
+        Some("it is longer than 200 bytes")
+    } else if name.contains(['/', '\\', '?', '#', ':']) {
+        Some("it contains one of / \\ ? # :")
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => Err(NameError {
+            name: name.to_string(),
+            problem: p,
+        }),
+        None => Ok(()),
+    }
+}
+
+impl QueueName {
+    /// A queue name, checked.
+    ///
+    /// ```
+    /// use leasehold_engine::queue::QueueName;
+    /// assert!(QueueName::new("orders").is_ok());
+    /// assert!(QueueName::new("a/b").is_err());
+    /// ```
+    pub fn new(name: impl Into<String>) -> Result<QueueName, NameError> {
+        let name = name.into();
+        check_name(&name)?;
+        Ok(QueueName(name))
+    }
+
+    /// The control queue of one partition, for queues owned through partition leases
+    /// (DurableTask's control queues).
+    pub fn control(hub: &str, lease: &crate::ids::LeaseToken) -> Result<QueueName, NameError> {
+        QueueName::new(format!("{hub}-control-{lease}"))
+    }
+
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The id prefix shared by every message of this queue.
+    pub fn prefix(&self) -> String {
+        format!("{}:", self.0)
+    }
+}
+
+impl MessageName {
+    /// A message name, checked.
+    pub fn new(name: impl Into<String>) -> Result<MessageName, NameError> {
+        let name = name.into();
+        check_name(&name)?;
+        Ok(MessageName(name))
+    }
+
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for QueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for MessageName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A consumer's lock on a message.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MessageLock {
+    /// Who took it; completing needs the document version this lock wrote.
+    #[serde(rename = "LockToken")]
+    pub token: LockToken,
+    /// The holder's wall clock at the lock's write, plus the duration. Informational
+    /// under the `observed` rule.
+    #[serde(rename = "LockedUntil")]
+    pub until: WallTime,
+    /// The lock duration, which readers wait out (plus drift) before taking over.
+    #[serde(rename = "LockDurationMs")]
+    pub duration: Millis,
+}
+
+/// Where a message is in its life. Completed messages are deleted.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "Status")]
+pub enum MessageState {
+    /// Waiting to be delivered (again).
+    Pending,
+    /// Delivered and locked by a consumer.
+    InProgress {
+        /// The lock.
+        #[serde(rename = "Lock")]
+        lock: MessageLock,
+    },
+    /// Given up on: kept for inspection, never delivered again.
+    DeadLettered {
+        /// Why.
+        #[serde(rename = "DeadLetterReason")]
+        reason: String,
+    },
+}
+
+/// A queue message as stored. Field names follow DurableTask's Cosmos DB provider
+/// where it has the field.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Message {
+    /// The document id: the queue's prefix, then the message name.
+    pub id: DocId,
+    /// The queue.
+    #[serde(rename = "QueueName")]
+    pub queue: QueueName,
+    /// The message's name within the queue.
+    #[serde(rename = "Name")]
+    pub name: MessageName,
+    /// Status, and the lock or dead-letter reason that goes with it.
+    #[serde(flatten)]
+    pub state: MessageState,
+    /// The producer's wall clock at enqueue.
+    #[serde(rename = "CreatedDate")]
+    pub created: WallTime,
+    /// Not delivered before this wall-clock time.
+    #[serde(rename = "NextVisibleTime")]
+    pub next_visible_at: WallTime,
+    /// How many times the message has been delivered.
+    #[serde(rename = "DequeueCount")]
+    pub dequeue_count: u32,
+    /// The payload, as the producer gave it.
+    #[serde(rename = "Data")]
+    pub payload: String,
+}
+
+impl Message {
+    /// The document id of message `name` in `queue`.
+    pub fn id_for(queue: &QueueName, name: &MessageName) -> DocId {
+        DocId::from(format!("{}{}", queue.prefix(), name))
+    }
+
+    /// A new pending message.
+    pub fn new(
+        queue: QueueName,
+        name: MessageName,
+        payload: String,
+        now: WallTime,
+        delay: Millis,
+    ) -> Message {
+        Message {
+            id: Self::id_for(&queue, &name),
+            queue,
+            name,
+            state: MessageState::Pending,
+            created: now,
+            next_visible_at: now + delay,
+            dequeue_count: 0,
+            payload,
+        }
+    }
+
+    /// The lock on the message, if it is in progress.
+    pub fn lock(&self) -> Option<&MessageLock> {
+        match &self.state {
+            MessageState::InProgress { lock } => Some(lock),
+            _ => None,
+        }
+    }
+
+    /// Whether the message is dead-lettered.
+    pub fn is_dead_lettered(&self) -> bool {
+        matches!(self.state, MessageState::DeadLettered { .. })
+    }
+}
+
+impl Document for Message {
+    fn id(&self) -> &DocId {
+        &self.id
+    }
+
+    fn partition_key(&self) -> PartitionKey {
+        PartitionKey::new(self.queue.as_str())
+    }
+
+    fn stored_size(&self) -> usize {
+        json_size(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{HostId, Incarnation};
+
+    #[test]
+    fn a_locked_message_round_trips_with_the_providers_field_names() {
+        let queue = QueueName::new("hub-control-00").unwrap();
+        let mut msg = Message::new(
+            queue,
+            MessageName::new("m1").unwrap(),
+            "{}".into(),
+            WallTime(1_000),
+            Millis(0),
+        );
+        msg.state = MessageState::InProgress {
+            lock: MessageLock {
+                token: LockToken {
+                    holder: HostId::from("c1"),
+                    incarnation: Incarnation(2),
+                    seq: 7,
+                },
+                until: WallTime(61_000),
+                duration: Millis::from_secs(60),
+            },
+        };
+        let json = serde_json::to_value(&msg).unwrap();
+        assert_eq!(json["Status"], "InProgress");
+        assert_eq!(json["QueueName"], "hub-control-00");
+        assert_eq!(json["Lock"]["LockedUntil"], 61_000);
+        assert_eq!(json["id"], "hub-control-00:m1");
+        let back: Message = serde_json::from_value(json).unwrap();
+        assert_eq!(back, msg);
+    }
+
+    #[test]
+    fn names_that_cosmos_refuses_or_that_would_collide_are_rejected() {
+        for bad in ["", "a/b", "a\\b", "a?b", "a#b", "a:b"] {
+            assert!(QueueName::new(bad).is_err(), "{bad:?}");
+            assert!(MessageName::new(bad).is_err(), "{bad:?}");
+        }
+        assert!(QueueName::new("x".repeat(201)).is_err());
+    }
+}

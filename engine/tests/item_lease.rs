@@ -1,0 +1,272 @@
+//! Item leases against the reference store. Leases of 10 s, drift 1 %, margin 0.5 s:
+//! authority lasts 9.4 s; another holder may take over after seeing a lease for 10.1 s.
+
+use leasehold_engine::item_lease::{
+    Grant, Input, Item, ItemError, ItemKey, ItemState, Leaser, LeaserConfig, Output,
+};
+use leasehold_engine::lock::LockPolicy;
+use leasehold_engine::store::Container;
+use leasehold_engine::{
+    DocId, Drift, HostId, Incarnation, LocalTime, Millis, Now, PartitionKey, WallTime,
+};
+use std::collections::VecDeque;
+
+const D: Millis = Millis::from_secs(10);
+
+fn leaser(name: &str, life: u64) -> Leaser {
+    let config = LeaserConfig {
+        policy: LockPolicy {
+            drift: Drift::ppm(10_000),
+            safety_margin: Millis(500),
+            ..LockPolicy::default()
+        },
+        ..LeaserConfig::new("tp-")
+    };
+    Leaser::new(HostId::from(name), Incarnation(life), config)
+}
+
+fn at(ms: u64) -> Now {
+    Now::new(LocalTime(ms), WallTime(1_700_000_000_000 + ms as i64))
+}
+
+fn run(l: &mut Leaser, store: &mut Container<Item>, now: Now, input: Input) -> Vec<Output> {
+    let mut inputs = VecDeque::from([input]);
+    let mut seen = Vec::new();
+    while let Some(input) = inputs.pop_front() {
+        l.handle_input(now, input).unwrap();
+        while let Some(out) = l.poll_output() {
+            match out {
+                Output::Request(req) => inputs.push_back(Input::Response {
+                    id: req.id,
+                    result: store.execute(req.op),
+                }),
+                other => seen.push(other),
+            }
+        }
+    }
+    seen
+}
+
+fn key(n: &str) -> ItemKey {
+    ItemKey {
+        pk: PartitionKey::from(n),
+        id: DocId::from(n),
+    }
+}
+
+fn store_with(items: &[(&str, &str, i64)]) -> Container<Item> {
+    let mut store = Container::new();
+    for (id, state, ts) in items {
+        let item = Item::new(
+            DocId::from(*id),
+            PartitionKey::from(*id),
+            ItemState::from(*state),
+            WallTime(*ts),
+        );
+        store.create(item).unwrap();
+    }
+    store
+}
+
+fn acquire(n: &str) -> Input {
+    Input::Acquire {
+        item: key(n),
+        duration: D,
+    }
+}
+
+fn next(limit: usize) -> Input {
+    Input::NextForState {
+        state: ItemState::from("REQUESTED"),
+        limit,
+        duration: D,
+    }
+}
+
+fn leased(out: &[Output]) -> Vec<Grant> {
+    match out.last() {
+        Some(Output::Leased(grants)) => grants.clone(),
+        other => panic!("no Leased output: {other:?}"),
+    }
+}
+
+#[test]
+fn acquire_reports_the_holder_while_another_lease_is_valid() {
+    let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
+    let mut a = leaser("a", 0);
+    let mut b = leaser("b", 0);
+    assert!(matches!(
+        run(&mut a, &mut store, at(0), acquire("tp-1"))[..],
+        [Output::Acquired(_)]
+    ));
+    let out = run(&mut b, &mut store, at(5_000), acquire("tp-1"));
+    let [
+        Output::Failed {
+            error: ItemError::LeaseHeld { holder, until },
+            ..
+        },
+    ] = &out[..]
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!(holder.as_str(), "a");
+    assert_eq!(*until, WallTime(1_700_000_000_000 + 10_000));
+    // b has watched the same version since 5 s; it may take over at 15.1 s.
+    assert!(matches!(
+        run(&mut b, &mut store, at(15_099), acquire("tp-1"))[..],
+        [Output::Failed { .. }]
+    ));
+    assert!(matches!(
+        run(&mut b, &mut store, at(15_100), acquire("tp-1"))[..],
+        [Output::Acquired(_)]
+    ));
+}
+
+#[test]
+fn only_the_holder_may_break_a_lease() {
+    let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
+    let mut a = leaser("a", 0);
+    let mut b = leaser("b", 0);
+    run(&mut a, &mut store, at(0), acquire("tp-1"));
+    let out = run(&mut b, &mut store, at(1_000), Input::Break(key("tp-1")));
+    assert!(
+        matches!(&out[..], [Output::Failed { error: ItemError::NotHolder { holder: Some(h) }, .. }] if h.as_str() == "a"),
+        "{out:?}"
+    );
+    assert!(matches!(
+        run(&mut a, &mut store, at(1_000), Input::Break(key("tp-1")))[..],
+        [Output::Broken(_)]
+    ));
+    // Broken: anyone may take it at once.
+    assert!(matches!(
+        run(&mut b, &mut store, at(1_000), acquire("tp-1"))[..],
+        [Output::Acquired(_)]
+    ));
+}
+
+#[test]
+fn a_renewal_extends_authority_and_a_stale_holders_renewal_fails() {
+    let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
+    let mut a = leaser("a", 0);
+    let mut b = leaser("b", 0);
+    run(&mut a, &mut store, at(0), acquire("tp-1"));
+    let out = run(&mut a, &mut store, at(4_000), Input::Renew(key("tp-1")));
+    assert!(matches!(
+        out[..],
+        [Output::Renewed {
+            authority_until: LocalTime(13_400),
+            ..
+        }]
+    ));
+    run(&mut b, &mut store, at(4_000), acquire("tp-1"));
+    assert!(matches!(
+        run(&mut b, &mut store, at(14_100), acquire("tp-1"))[..],
+        [Output::Acquired(_)]
+    ));
+    let out = run(&mut a, &mut store, at(14_200), Input::Renew(key("tp-1")));
+    assert!(
+        matches!(
+            out[..],
+            [Output::Failed {
+                error: ItemError::LockLost,
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn next_for_state_leases_the_oldest_free_items_in_the_state_up_to_the_limit() {
+    let mut store = store_with(&[
+        ("tp-a", "REQUESTED", 30),
+        ("tp-b", "REQUESTED", 10),
+        ("tp-c", "STARTED", 0),
+        ("tp-d", "REQUESTED", 20),
+    ]);
+    let mut a = leaser("a", 0);
+    let grants = leased(&run(&mut a, &mut store, at(0), next(2)));
+    let ids: Vec<&str> = grants.iter().map(|g| g.item.as_str()).collect();
+    assert_eq!(ids, ["tp-b", "tp-d"]);
+    // A second caller gets only what is left; the first caller gets its own back.
+    let mut b = leaser("b", 0);
+    let ids: Vec<String> = leased(&run(&mut b, &mut store, at(0), next(5)))
+        .iter()
+        .map(|g| g.item.to_string())
+        .collect();
+    assert_eq!(ids, ["tp-a"]);
+    assert_eq!(leased(&run(&mut a, &mut store, at(1), next(5))).len(), 2);
+}
+
+#[test]
+fn next_for_state_takes_over_a_crashed_holders_items_once_their_leases_expire() {
+    let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
+    let mut crashed = leaser("a", 0);
+    run(&mut crashed, &mut store, at(0), next(1));
+    // The same name restarted is a new life: it waits like anyone else.
+    let mut restarted = leaser("a", 1);
+    assert!(leased(&run(&mut restarted, &mut store, at(1_000), next(1))).is_empty());
+    assert_eq!(
+        leased(&run(&mut restarted, &mut store, at(11_100), next(1))).len(),
+        1
+    );
+}
+
+#[test]
+fn saving_under_the_lease_moves_the_item_and_releases_it() {
+    let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
+    let mut a = leaser("a", 0);
+    run(&mut a, &mut store, at(0), next(1));
+    let save = Input::Save {
+        item: key("tp-1"),
+        state: ItemState::from("STARTED"),
+        release: true,
+    };
+    assert!(matches!(
+        run(&mut a, &mut store, at(2_000), save)[..],
+        [Output::Saved(_)]
+    ));
+    let item = store
+        .read(&PartitionKey::from("tp-1"), &DocId::from("tp-1"))
+        .unwrap()
+        .doc;
+    assert_eq!(item.state, ItemState::from("STARTED"));
+    assert_eq!(item.lease, None);
+    assert!(!a.has_authority(&item.id, LocalTime(2_000)));
+}
+
+#[test]
+fn acquiring_a_missing_item_says_so() {
+    let mut store = store_with(&[]);
+    let mut a = leaser("a", 0);
+    let out = run(&mut a, &mut store, at(0), acquire("tp-9"));
+    assert!(matches!(
+        out[..],
+        [Output::Failed {
+            error: ItemError::NotFound,
+            ..
+        }]
+    ));
+    assert!(matches!(
+        a.handle_input(at(0), Input::Renew(key("tp-9"))),
+        Err(ItemError::NotHeld)
+    ));
+}
+
+#[test]
+fn an_item_document_keeps_edc_style_field_names() {
+    let item = Item::new(
+        DocId::from("x"),
+        PartitionKey::from("x"),
+        ItemState::from("S"),
+        WallTime(5),
+    );
+    let json = serde_json::to_value(&item).unwrap();
+    assert_eq!(json["stateTimestamp"], 5);
+    assert_eq!(json["partitionKey"], "x");
+    let bad = serde_json::from_str::<Item>(r#"{"id":"x","state":"S"}"#);
+    assert!(
+        bad.is_err(),
+        "a document without its fields is refused, not guessed"
+    );
+}

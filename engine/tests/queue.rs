@@ -1,0 +1,457 @@
+//! The work queue: one consumer or several against the reference store, with time
+//! moved by hand. Lock 10 s, drift 1 %, margin 0.5 s: authority lasts 9.4 s after the
+//! claim was sent; another consumer may take over after seeing the lock for 10.1 s.
+
+use leasehold_engine::lock::LockPolicy;
+use leasehold_engine::queue::{
+    Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, MessageState, Output,
+    QueueError, QueueName,
+};
+use leasehold_engine::store::{Container, Limits};
+use leasehold_engine::{
+    DocId, Drift, HostId, Incarnation, LocalTime, Millis, Now, PartitionKey, WallTime,
+};
+
+const BASE: i64 = 1_700_000_000_000;
+
+fn config() -> ConsumerConfig {
+    ConsumerConfig {
+        lock_duration: Millis::from_secs(10),
+        policy: LockPolicy {
+            drift: Drift::ppm(10_000),
+            safety_margin: Millis(500),
+            ..LockPolicy::default()
+        },
+        max_dequeue_count: 3,
+        ..ConsumerConfig::new(QueueName::new("work").unwrap())
+    }
+}
+
+fn consumer(name: &str) -> Consumer {
+    Consumer::new(HostId::from(name), Incarnation(0), config()).unwrap()
+}
+
+fn at(ms: u64) -> Now {
+    Now::new(LocalTime(ms), WallTime(BASE + ms as i64))
+}
+
+/// Feeds `input` and serves every request at once; returns the other outputs.
+fn run(c: &mut Consumer, store: &mut Container<Message>, now: Now, input: Input) -> Vec<Output> {
+    let mut inputs = std::collections::VecDeque::from([input]);
+    let mut seen = Vec::new();
+    while let Some(input) = inputs.pop_front() {
+        c.handle_input(now, input).unwrap();
+        while let Some(out) = c.poll_output() {
+            match out {
+                Output::Request(req) => inputs.push_back(Input::Response {
+                    id: req.id,
+                    result: store.execute(req.op),
+                }),
+                other => seen.push(other),
+            }
+        }
+    }
+    seen
+}
+
+fn name(s: &str) -> MessageName {
+    MessageName::new(s).unwrap()
+}
+
+fn enqueue(store: &mut Container<Message>, msg: &str, now: Now, delay: Millis) {
+    let mut producer = consumer("producer");
+    let input = Input::Enqueue {
+        name: name(msg),
+        payload: format!("payload of {msg}"),
+        delay,
+    };
+    let out = run(&mut producer, store, now, input);
+    assert!(
+        matches!(
+            out[..],
+            [Output::Enqueued {
+                already_present: false,
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+}
+
+fn deliveries(out: &[Output]) -> Vec<Delivery> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Delivered(d) => Some(d.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn stored(store: &Container<Message>, msg: &str) -> Option<Message> {
+    let id = Message::id_for(&QueueName::new("work").unwrap(), &name(msg));
+    store
+        .read(&PartitionKey::from("work"), &id)
+        .ok()
+        .map(|s| s.doc)
+}
+
+#[test]
+fn a_delivered_message_is_completed_and_gone() {
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let mut a = consumer("a");
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 5 }));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].dequeue_count, 1);
+    assert_eq!(got[0].authority_until, LocalTime(9_400));
+    let out = run(
+        &mut a,
+        &mut store,
+        at(1_000),
+        Input::Complete(got[0].id.clone()),
+    );
+    assert!(matches!(out[..], [Output::Completed(_)]));
+    assert!(stored(&store, "m1").is_none());
+}
+
+#[test]
+fn a_locked_message_is_not_delivered_again_until_its_lock_was_seen_for_duration_plus_drift() {
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let mut a = consumer("a");
+    let mut b = consumer("b");
+    assert_eq!(
+        deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 })).len(),
+        1
+    );
+    // b first sees the lock at 1 s; it may take over at 11.1 s, not before.
+    assert!(
+        deliveries(&run(
+            &mut b,
+            &mut store,
+            at(1_000),
+            Input::Dequeue { max: 1 }
+        ))
+        .is_empty()
+    );
+    assert!(
+        deliveries(&run(
+            &mut b,
+            &mut store,
+            at(11_099),
+            Input::Dequeue { max: 1 }
+        ))
+        .is_empty()
+    );
+    let got = deliveries(&run(
+        &mut b,
+        &mut store,
+        at(11_100),
+        Input::Dequeue { max: 1 },
+    ));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].dequeue_count, 2);
+    assert!(!a.has_authority(&got[0].id, LocalTime(11_100)));
+}
+
+#[test]
+fn a_stale_holders_completion_is_refused_and_the_message_left_untouched() {
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let mut a = consumer("a");
+    let mut b = consumer("b");
+    let first = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    run(&mut b, &mut store, at(0), Input::Dequeue { max: 1 });
+    let second = deliveries(&run(
+        &mut b,
+        &mut store,
+        at(10_100),
+        Input::Dequeue { max: 1 },
+    ));
+    assert_eq!(second.len(), 1);
+    let before = stored(&store, "m1").unwrap();
+    let out = run(
+        &mut a,
+        &mut store,
+        at(10_200),
+        Input::Complete(first[0].id.clone()),
+    );
+    assert!(
+        matches!(
+            &out[..],
+            [Output::Failed {
+                error: QueueError::LockLost(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    assert_eq!(stored(&store, "m1").unwrap(), before);
+    // The stale holder forgot the lock: a second try says so without a request.
+    let again = a.handle_input(at(10_300), Input::Complete(first[0].id.clone()));
+    assert!(matches!(again, Err(QueueError::NotHeld(_))));
+}
+
+#[test]
+fn a_dequeue_takes_the_earliest_visible_then_the_oldest_created_first() {
+    let mut store = Container::new();
+    enqueue(&mut store, "late", at(0), Millis::from_secs(5));
+    enqueue(&mut store, "second", at(2_000), Millis::ZERO);
+    enqueue(&mut store, "first", at(1_000), Millis::ZERO);
+    let mut a = consumer("a");
+    let got = deliveries(&run(
+        &mut a,
+        &mut store,
+        at(3_000),
+        Input::Dequeue { max: 5 },
+    ));
+    let names: Vec<_> = got.iter().map(|d| d.name.as_str().to_string()).collect();
+    assert_eq!(
+        names,
+        ["first", "second"],
+        "the delayed message is not visible yet"
+    );
+    let got = deliveries(&run(
+        &mut a,
+        &mut store,
+        at(5_000),
+        Input::Dequeue { max: 5 },
+    ));
+    assert_eq!(got[0].name.as_str(), "late");
+}
+
+#[test]
+fn an_abandoned_message_comes_back_after_its_delay_with_its_count_bumped() {
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let mut a = consumer("a");
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let input = Input::Abandon {
+        message: got[0].id.clone(),
+        delay: Millis::from_secs(2),
+    };
+    assert!(matches!(
+        run(&mut a, &mut store, at(0), input)[..],
+        [Output::Abandoned(_)]
+    ));
+    assert_eq!(stored(&store, "m1").unwrap().state, MessageState::Pending);
+    assert!(
+        deliveries(&run(
+            &mut a,
+            &mut store,
+            at(1_000),
+            Input::Dequeue { max: 1 }
+        ))
+        .is_empty()
+    );
+    let again = deliveries(&run(
+        &mut a,
+        &mut store,
+        at(2_000),
+        Input::Dequeue { max: 1 },
+    ));
+    assert_eq!(again[0].dequeue_count, 2);
+}
+
+#[test]
+fn a_poison_message_is_dead_lettered_with_its_reason_after_the_maximum_deliveries() {
+    let mut store = Container::new();
+    enqueue(&mut store, "poison", at(0), Millis::ZERO);
+    let mut a = consumer("a");
+    for round in 0..3 {
+        let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+        assert_eq!(got[0].dequeue_count, round + 1);
+        let input = Input::Abandon {
+            message: got[0].id.clone(),
+            delay: Millis::ZERO,
+        };
+        run(&mut a, &mut store, at(0), input);
+    }
+    let out = run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 });
+    assert!(deliveries(&out).is_empty());
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::DequeueFinished {
+            delivered: 0,
+            dead_lettered: 1
+        }
+    )));
+    let MessageState::DeadLettered { reason } = stored(&store, "poison").unwrap().state else {
+        panic!("not dead-lettered")
+    };
+    assert!(reason.contains("3 times"), "{reason}");
+    // Dead letters are never delivered again.
+    assert!(
+        deliveries(&run(
+            &mut a,
+            &mut store,
+            at(60_000),
+            Input::Dequeue { max: 1 }
+        ))
+        .is_empty()
+    );
+}
+
+#[test]
+fn a_holder_dead_letters_a_message_and_the_reason_is_kept() {
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let mut a = consumer("a");
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let input = Input::DeadLetter {
+        message: got[0].id.clone(),
+        reason: "schema v0 is not supported".into(),
+    };
+    run(&mut a, &mut store, at(0), input);
+    assert_eq!(
+        stored(&store, "m1").unwrap().state,
+        MessageState::DeadLettered {
+            reason: "schema v0 is not supported".into()
+        }
+    );
+}
+
+#[test]
+fn an_oversized_payload_is_refused_at_enqueue_and_nothing_is_sent() {
+    let mut small = config();
+    small.limits = Limits {
+        max_document_bytes: 1_000,
+        ..Limits::default()
+    };
+    let mut a = Consumer::new(HostId::from("a"), Incarnation(0), small).unwrap();
+    let input = Input::Enqueue {
+        name: name("big"),
+        payload: "x".repeat(2_000),
+        delay: Millis::ZERO,
+    };
+    let refused = a.handle_input(at(0), input);
+    assert!(
+        matches!(refused, Err(QueueError::TooLarge { limit: 1_000, .. })),
+        "{refused:?}"
+    );
+    assert_eq!(a.poll_output(), None);
+    // The default limit is Cosmos DB's 2 MB.
+    assert_eq!(config().limits.max_document_bytes, 2 * 1024 * 1024);
+}
+
+#[test]
+fn enqueueing_a_name_twice_stores_one_message() {
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let mut p = consumer("p");
+    let input = Input::Enqueue {
+        name: name("m1"),
+        payload: "retry".into(),
+        delay: Millis::ZERO,
+    };
+    let out = run(&mut p, &mut store, at(5), input);
+    assert!(matches!(
+        out[..],
+        [Output::Enqueued {
+            already_present: true,
+            ..
+        }]
+    ));
+    assert_eq!(store.len(), 1);
+    assert_eq!(stored(&store, "m1").unwrap().payload, "payload of m1");
+}
+
+#[test]
+fn a_renewal_extends_authority_but_fails_once_the_lock_was_taken_over() {
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let mut a = consumer("a");
+    let mut b = consumer("b");
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let id = got[0].id.clone();
+    let out = run(&mut a, &mut store, at(5_000), Input::Renew(id.clone()));
+    assert!(matches!(
+        out[..],
+        [Output::Renewed {
+            authority_until: LocalTime(14_400),
+            ..
+        }]
+    ));
+    assert!(a.has_authority(&id, LocalTime(14_399)));
+    run(&mut b, &mut store, at(5_000), Input::Dequeue { max: 1 });
+    assert_eq!(
+        deliveries(&run(
+            &mut b,
+            &mut store,
+            at(15_100),
+            Input::Dequeue { max: 1 }
+        ))
+        .len(),
+        1
+    );
+    let out = run(&mut a, &mut store, at(15_200), Input::Renew(id));
+    assert!(
+        matches!(
+            &out[..],
+            [Output::Failed {
+                error: QueueError::LockLost(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_consumer_refuses_a_lock_too_short_to_leave_authority() {
+    let mut short = config();
+    short.lock_duration = Millis(500);
+    assert!(Consumer::new(HostId::from("a"), Incarnation(0), short).is_err());
+    let mut none = config();
+    none.max_dequeue_count = 0;
+    assert!(Consumer::new(HostId::from("a"), Incarnation(0), none).is_err());
+}
+
+#[test]
+fn a_new_owner_of_a_control_queue_waits_out_the_previous_owners_locks() {
+    // Partitioned queues: each partition's control queue is consumed by whoever owns
+    // the partition's lease. The owner changes; the message locks still rule.
+    let queue = QueueName::control("hub", &leasehold_engine::LeaseToken::from("3")).unwrap();
+    assert_eq!(queue.as_str(), "hub-control-3");
+    let cfg = |q: &QueueName| ConsumerConfig {
+        queue: q.clone(),
+        ..config()
+    };
+    let mut store = Container::new();
+    let mut old_owner = Consumer::new(HostId::from("old"), Incarnation(0), cfg(&queue)).unwrap();
+    let input = Input::Enqueue {
+        name: name("e1"),
+        payload: "event".into(),
+        delay: Millis::ZERO,
+    };
+    run(&mut old_owner, &mut store, at(0), input);
+    assert_eq!(
+        deliveries(&run(
+            &mut old_owner,
+            &mut store,
+            at(0),
+            Input::Dequeue { max: 8 }
+        ))
+        .len(),
+        1
+    );
+    // The old owner crashes; the new owner of partition 3 starts consuming at 20 s.
+    let mut new_owner = Consumer::new(HostId::from("new"), Incarnation(0), cfg(&queue)).unwrap();
+    assert!(
+        deliveries(&run(
+            &mut new_owner,
+            &mut store,
+            at(20_000),
+            Input::Dequeue { max: 8 }
+        ))
+        .is_empty()
+    );
+    let got = deliveries(&run(
+        &mut new_owner,
+        &mut store,
+        at(30_100),
+        Input::Dequeue { max: 8 },
+    ));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].id, DocId::from("hub-control-3:e1"));
+}
