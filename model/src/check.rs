@@ -3,9 +3,10 @@
 //! A run that stops at a time or state limit is *incomplete*: no property that lacks
 //! a discovery is reported as holding (stateright itself reports such a run as done).
 
-use crate::partitions::PartitionModel;
 use crate::state::{Action, State};
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
+use std::fmt::Debug;
+use std::hash::Hash;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -85,9 +86,9 @@ impl Outcome {
     }
 }
 
-/// One property's verdict.
+/// One property's verdict; by default, of the partition model.
 #[derive(Clone, Debug)]
-pub struct Verdict {
+pub struct Verdict<S = State, A = Action> {
     /// The property.
     pub property: &'static str,
     /// Whether it is an `always` property.
@@ -95,7 +96,7 @@ pub struct Verdict {
     /// The outcome.
     pub outcome: Outcome,
     /// The discovery (a counterexample or an example), as states and actions.
-    pub path: Option<Vec<(State, Option<Action>)>>,
+    pub path: Option<Vec<(S, Option<A>)>>,
     /// The discovery as stateright's action-index encoding, for replay.
     pub encoded: Option<String>,
 }
@@ -113,20 +114,20 @@ pub struct Progress {
     pub seconds: f64,
 }
 
-/// The result of a check.
+/// The result of a check; by default, of the partition model.
 #[derive(Clone, Debug)]
-pub struct Report {
+pub struct Report<S = State, A = Action> {
     /// One verdict per property, in the model's order.
-    pub verdicts: Vec<Verdict>,
+    pub verdicts: Vec<Verdict<S, A>>,
     /// Final counts.
     pub progress: Progress,
     /// Whether every reachable state within the bounds was explored.
     pub complete: bool,
 }
 
-impl Report {
+impl<S, A> Report<S, A> {
     /// The verdict for `property`.
-    pub fn verdict(&self, property: &str) -> &Verdict {
+    pub fn verdict(&self, property: &str) -> &Verdict<S, A> {
         self.verdicts
             .iter()
             .find(|v| v.property == property)
@@ -141,13 +142,33 @@ impl Report {
     }
 }
 
+/// What the checker needs of a model: stateright's bounds for running it on threads.
+pub trait Checkable: Model + Clone + Send + Sync + 'static
+where
+    Self::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
+    Self::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
+}
+
+impl<M> Checkable for M
+where
+    M: Model + Clone + Send + Sync + 'static,
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
+}
+
 /// Checks `model`, calling `progress` about every `every` while it runs.
-pub fn check(
-    model: &PartitionModel,
+pub fn check<M: Checkable>(
+    model: &M,
     options: &Options,
     every: Duration,
     progress: impl FnMut(&Progress),
-) -> Report {
+) -> Report<M::State, M::Action>
+where
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
     let mut builder = model.clone().checker().threads(options.threads.max(1));
     if let Some(timeout) = options.timeout {
         builder = builder.timeout(timeout);
@@ -168,13 +189,17 @@ pub fn check(
     }
 }
 
-fn finish<C: Checker<PartitionModel>>(
-    model: &PartitionModel,
+fn finish<M: Checkable, C: Checker<M>>(
+    model: &M,
     options: &Options,
     checker: C,
     every: Duration,
     mut progress: impl FnMut(&Progress),
-) -> Report {
+) -> Report<M::State, M::Action>
+where
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
     let started = Instant::now();
     let counts = |c: &C| Progress {
         states: c.state_count(),
@@ -241,7 +266,11 @@ fn finish<C: Checker<PartitionModel>>(
 }
 
 /// Rebuilds a path from its action-index encoding, as printed after a counterexample.
-pub fn replay(model: &PartitionModel, encoded: &str) -> Option<Vec<(State, Option<Action>)>> {
+pub fn replay<M: Model>(model: &M, encoded: &str) -> Option<Vec<(M::State, Option<M::Action>)>>
+where
+    M::State: Clone,
+    M::Action: Clone,
+{
     let mut indices = encoded.split('/').map(|s| s.parse::<usize>().ok());
     let mut state = model.init_states().get(indices.next()??)?.clone();
     let mut path = Vec::new();
@@ -255,4 +284,15 @@ pub fn replay(model: &PartitionModel, encoded: &str) -> Option<Vec<(State, Optio
     }
     path.push((state, None));
     Some(path)
+}
+
+/// The `always` properties that `state` breaks.
+pub fn broken<M: Model>(model: &M, state: &M::State) -> Vec<&'static str> {
+    model
+        .properties()
+        .into_iter()
+        .filter(|p| matches!(p.expectation, Expectation::Always))
+        .filter(|p| !(p.condition)(model, state))
+        .map(|p| p.name)
+        .collect()
 }

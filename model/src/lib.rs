@@ -26,6 +26,7 @@
 //! ```
 
 pub mod check;
+mod clocks;
 mod config;
 mod partitions;
 pub mod properties;

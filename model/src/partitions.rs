@@ -1,14 +1,14 @@
 //! The stateright model of partition leases: H hosts running the engine's
 //! [`LeaseHost`] against the engine's reference store.
 
-use crate::config::{Bounds, BoundsError, Bug, TICK_MS};
+use crate::config::{Bounds, BoundsError, Bug};
 use crate::state::{Action, Fault, Ghost, Host, Rate, State, Work};
 use leasehold_engine::lease::{
     Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Record, StopReason, StoreRequest,
 };
 use leasehold_engine::store::{Container, Op, StoreError};
 use leasehold_engine::{
-    Checkpoint, HostId, Incarnation, LeaseToken, LocalTime, Now, PartitionKey, RequestId, WallTime,
+    Checkpoint, HostId, Incarnation, LeaseToken, Now, PartitionKey, RequestId, WallTime,
 };
 use std::collections::{BTreeMap, VecDeque};
 
@@ -17,7 +17,7 @@ type Answer = Result<leasehold_engine::store::Reply<Record>, StoreError>;
 /// Faults can hit any of a step's first few writes.
 const MAX_FAULT_INDEX: u8 = 3;
 
-const WALL_BASE: i64 = 1_700_000_000_000;
+use crate::clocks::WALL_BASE;
 
 /// The partition-lease model. Build it with [`PartitionModel::new`], then check it
 /// with stateright's checkers, or with [`crate::check`].
@@ -59,16 +59,7 @@ impl PartitionModel {
 
     /// Host `h`'s clocks at true time `time`.
     pub fn now(&self, host: &Host, time: u8) -> Now {
-        let tick = i64::from(self.bounds.drift_ms);
-        let per_tick = TICK_MS as i64
-            + match host.rate {
-                Rate::Slow => -tick,
-                Rate::Exact => 0,
-                Rate::Fast => tick,
-            };
-        let local = u64::try_from(per_tick * i64::from(time)).unwrap_or(0);
-        let wall = WALL_BASE + (i64::from(time) + i64::from(host.wall_offset)) * TICK_MS as i64;
-        Now::new(LocalTime(local), WallTime(wall))
+        crate::clocks::now(self.bounds.drift_ms, host.rate, host.wall_offset, time)
     }
 
     fn engine(&self, h: u8, incarnation: u8) -> LeaseHost {
@@ -80,36 +71,8 @@ impl PartitionModel {
         .expect("bounds produce a valid configuration")
     }
 
-    /// The clock set-ups to explore: every host's rate is slow or fast (the extremes
-    /// of the drift bound), and every wall clock but the first is off by up to the
-    /// skew either way (only differences between wall clocks matter).
     fn clock_setups(&self) -> Vec<Vec<(Rate, i8)>> {
-        let rates: &[Rate] = if self.bounds.drift_ms == 0 {
-            &[Rate::Exact]
-        } else {
-            &[Rate::Slow, Rate::Fast]
-        };
-        let skew = i8::try_from(self.bounds.skew).unwrap_or(0);
-        let mut setups: Vec<Vec<(Rate, i8)>> = vec![vec![]];
-        for h in 0..self.bounds.hosts {
-            let offsets: Vec<i8> = if h == 0 {
-                vec![0]
-            } else {
-                (-skew..=skew).collect()
-            };
-            let mut next = Vec::new();
-            for setup in &setups {
-                for &rate in rates {
-                    for &offset in &offsets {
-                        let mut s = setup.clone();
-                        s.push((rate, offset));
-                        next.push(s);
-                    }
-                }
-            }
-            setups = next;
-        }
-        setups
+        crate::clocks::setups(self.bounds.hosts, self.bounds.drift_ms, self.bounds.skew)
     }
 
     /// The lease container as hosts find it: every lease exists, unowned. Creating

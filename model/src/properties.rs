@@ -68,12 +68,7 @@ pub fn all() -> Vec<Property<PartitionModel>> {
 
 /// The `always` properties that `state` breaks, by name.
 pub fn broken(model: &PartitionModel, state: &State) -> Vec<&'static str> {
-    all()
-        .into_iter()
-        .filter(|p| matches!(p.expectation, stateright::Expectation::Always))
-        .filter(|p| !(p.condition)(model, state))
-        .map(|p| p.name)
-        .collect()
+    crate::check::broken(model, state)
 }
 
 /// How many up hosts hold processing authority over partition `p`, by their own clocks.

@@ -60,6 +60,26 @@ pub fn describe_action(action: &Action) -> String {
     }
 }
 
+/// What a trace needs of a model: what happens inside a step, and the facts of a
+/// state, keyed so that steps can print only what changed.
+pub trait Explain: stateright::Model<Action: std::fmt::Debug> {
+    /// Takes `action` from `state`, telling what happened inside the step.
+    fn explain(&self, state: &Self::State, action: &Self::Action)
+    -> (Option<Self::State>, Vec<String>);
+    /// Every fact shown in a trace.
+    fn facts(&self, state: &Self::State) -> BTreeMap<String, String>;
+}
+
+impl Explain for PartitionModel {
+    fn explain(&self, state: &State, action: &Action) -> (Option<State>, Vec<String>) {
+        PartitionModel::explain(self, state, action)
+    }
+
+    fn facts(&self, state: &State) -> BTreeMap<String, String> {
+        facts(self, state)
+    }
+}
+
 /// Every fact shown in a trace, keyed so that steps can print only what changed.
 fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
     let mut facts = BTreeMap::new();
@@ -131,12 +151,12 @@ fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
 }
 
 /// Renders a path as numbered steps listing only what changed.
-pub fn render(model: &PartitionModel, path: &[(State, Option<Action>)]) -> String {
+pub fn render<M: Explain>(model: &M, path: &[(M::State, Option<M::Action>)]) -> String {
     let mut out = String::new();
     let Some((first, _)) = path.first() else {
         return out;
     };
-    let mut shown = facts(model, first);
+    let mut shown = model.facts(first);
     let _ = writeln!(out, "  0. start");
     for (key, value) in &shown {
         let _ = writeln!(out, "       {}: {value}", key.trim());
@@ -145,12 +165,12 @@ pub fn render(model: &PartitionModel, path: &[(State, Option<Action>)]) -> Strin
         let (before, action) = &window[0];
         let (after, _) = &window[1];
         let Some(action) = action else { continue };
-        let _ = writeln!(out, "{:3}. {}", i + 1, describe_action(action));
+        let _ = writeln!(out, "{:3}. {}", i + 1, model.format_action(action));
         let (_, journal) = model.explain(before, action);
         for line in journal {
             let _ = writeln!(out, "       > {line}");
         }
-        let now = facts(model, after);
+        let now = model.facts(after);
         for (key, value) in &now {
             if shown.get(key) != Some(value) {
                 let _ = writeln!(out, "       {}: {value}", key.trim());
