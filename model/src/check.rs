@@ -5,9 +5,9 @@
 
 use crate::state::{Action, State};
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
+use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// How to search.
@@ -265,8 +265,11 @@ where
     }
 }
 
+/// A path of states, each with the action taken from it (none for the last).
+pub type Path<M> = Vec<(<M as Model>::State, Option<<M as Model>::Action>)>;
+
 /// Rebuilds a path from its action-index encoding, as printed after a counterexample.
-pub fn replay<M: Model>(model: &M, encoded: &str) -> Option<Vec<(M::State, Option<M::Action>)>>
+pub fn replay<M: Model>(model: &M, encoded: &str) -> Option<Path<M>>
 where
     M::State: Clone,
     M::Action: Clone,

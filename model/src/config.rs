@@ -169,9 +169,20 @@ pub enum BoundsError {
     /// A known-bad variant that does not exist.
     #[error("unknown bug {0:?}: expected one of {names}", names = bug_names())]
     UnknownBug(String),
+    /// A known-bad variant that does not exist for this model.
+    #[error("unknown bug {name:?} for this check: expected one of {expected}")]
+    UnknownVariant {
+        /// The name given.
+        name: String,
+        /// The names this check knows.
+        expected: String,
+    },
     /// An expiry rule name that does not exist.
     #[error("unknown expiry rule {0:?}: expected observed or timestamp")]
     UnknownExpiry(String),
+    /// The lock settings derived from the bounds are inconsistent.
+    #[error("the lock settings are inconsistent: {0}")]
+    LockSettings(String),
     /// The protocol settings derived from the bounds are inconsistent.
     #[error("the protocol settings are inconsistent: {0}")]
     Protocol(ConfigError),

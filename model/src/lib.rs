@@ -28,14 +28,21 @@
 pub mod check;
 mod clocks;
 mod config;
+pub mod items;
+mod lock_config;
 mod partitions;
 pub mod properties;
+pub mod queue;
 mod state;
 mod svg;
 pub mod trace;
+pub mod world;
 
 pub use config::{Bounds, BoundsError, Bug, StrategyName, TICK_MS, parse_expiry};
+pub use items::ItemModel;
+pub use lock_config::{LockBounds, LockBug, LockKind};
 pub use partitions::PartitionModel;
+pub use queue::QueueModel;
 pub use state::{Action, Fault, Ghost, Host, Rate, State, Work};
 pub use svg::sequence_diagram;
 

@@ -64,8 +64,11 @@ pub fn describe_action(action: &Action) -> String {
 /// state, keyed so that steps can print only what changed.
 pub trait Explain: stateright::Model<Action: std::fmt::Debug> {
     /// Takes `action` from `state`, telling what happened inside the step.
-    fn explain(&self, state: &Self::State, action: &Self::Action)
-    -> (Option<Self::State>, Vec<String>);
+    fn explain(
+        &self,
+        state: &Self::State,
+        action: &Self::Action,
+    ) -> (Option<Self::State>, Vec<String>);
     /// Every fact shown in a trace.
     fn facts(&self, state: &Self::State) -> BTreeMap<String, String>;
 }

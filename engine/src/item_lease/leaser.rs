@@ -238,6 +238,11 @@ impl Leaser {
     }
 
     fn write_held(&mut self, intent: ItemIntent, held: Held, doc: Item, pending: Pending) {
+        // A write that gives the lease up ends authority when it is sent: if its
+        // outcome is unknown, someone else may already hold the item.
+        if doc.lease.is_none() {
+            self.locks.give_up_authority(&doc.id, self.now.local);
+        }
         let op = Op::Replace {
             doc,
             if_match: Some(held.etag),

@@ -141,6 +141,16 @@ impl Locks {
         self.held.insert(id, held);
     }
 
+    /// Ends authority over `id` at once, keeping the lock's etag: used when a write that
+    /// gives the lock up is sent. Should its outcome be unknown, the write may have
+    /// been applied and someone else may take the document, so authority must not
+    /// outlive the sending; the etag stays so that the write can be retried.
+    pub fn give_up_authority(&mut self, id: &DocId, now: LocalTime) {
+        if let Some(held) = self.held.get_mut(id) {
+            held.authority_until = held.authority_until.min(now);
+        }
+    }
+
     /// Forgets a lock (completed, released or lost).
     pub fn drop_lock(&mut self, id: &DocId) -> Option<Held> {
         self.held.remove(id)

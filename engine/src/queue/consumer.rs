@@ -164,6 +164,7 @@ impl Consumer {
                     id: id.clone(),
                     if_match: Some(held.etag),
                 };
+                self.locks.give_up_authority(&id, self.now.local);
                 self.send(
                     QueueIntent::Complete,
                     Some(held.token),
@@ -434,6 +435,9 @@ impl Consumer {
             return Err(QueueError::NotHeld(id.clone()));
         };
         change(&mut message);
+        if intent != QueueIntent::Renew {
+            self.locks.give_up_authority(id, self.now.local);
+        }
         let op = Op::Replace {
             doc: message,
             if_match: Some(held.etag),

@@ -1,0 +1,530 @@
+//! The stateright model of item leases: holders running the engine's [`Leaser`]
+//! against the reference store, with the queue model's clocks and faults.
+
+use crate::clocks::WALL_BASE;
+use crate::config::BoundsError;
+use crate::lock_config::{LockBounds, LockBug, LockKind};
+use crate::state::Fault;
+use crate::world::{self, Action, Answer, Budget, Machine, Request, Rules, World, note};
+use leasehold_engine::item_lease::{
+    Candidate, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig,
+    Output, Selector,
+};
+use leasehold_engine::store::{Container, Document, Op};
+use leasehold_engine::{DocId, HostId, Incarnation, Now, PartitionKey, RequestId, WallTime};
+use stateright::Property;
+use std::collections::BTreeMap;
+
+impl Machine for Leaser {
+    type Doc = Item;
+    type Input = Input;
+    type Output = Output;
+    type Intent = ItemIntent;
+
+    fn handle(&mut self, now: Now, input: Input) {
+        let _ = self.handle_input(now, input);
+    }
+
+    fn poll(&mut self) -> Option<Output> {
+        self.poll_output()
+    }
+
+    fn request(output: Output) -> Result<Request<Item, ItemIntent>, Output> {
+        match output {
+            Output::Request(r) => Ok(Request {
+                id: r.id,
+                intent: r.intent,
+                lock: r.lock,
+                op: r.op,
+            }),
+            other => Err(other),
+        }
+    }
+
+    fn response(id: RequestId, result: Answer<Item>) -> Input {
+        Input::Response { id, result }
+    }
+}
+
+/// What a holder does when it polls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ItemChoice {
+    /// `next_for_state` (when it holds nothing).
+    Next,
+    /// `acquire` one item (when it holds nothing).
+    Acquire(u8),
+    /// Process what it holds: save it as done and release it.
+    Process,
+    /// Break what it holds.
+    Break,
+    /// Renew what it holds.
+    Renew,
+}
+
+/// History the item-lease properties need.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ItemGhost {
+    /// Per item: processed (saved as done).
+    pub done: Vec<bool>,
+    /// `next_for_state` leased an item another up holder still held with authority.
+    pub handed_out_held: bool,
+    /// Breaks chosen so far.
+    pub give_backs: u8,
+    /// Renewals chosen so far.
+    pub renewals: u8,
+    /// Clients that crashed at least once, as a bit set.
+    pub crashed: u8,
+    /// `next_for_state` took over an item whose holder had crashed.
+    pub takeover_after_crash: bool,
+    /// An acquire was refused with `LeaseHeld`.
+    pub lease_held: bool,
+    /// A holder broke its lease.
+    pub broken: bool,
+}
+
+/// The item-lease model.
+#[derive(Clone, Debug)]
+pub struct ItemModel {
+    /// The bounds.
+    pub bounds: LockBounds,
+    /// The holders' settings.
+    pub config: LeaserConfig,
+    /// Ticks after the last fault from which every item must be processed.
+    pub liveness_ticks: u8,
+}
+
+/// EDC's early `nextForState`: `lease = null OR leasedBy = me`, by name.
+fn unleased_or_mine(c: &Candidate<'_>) -> bool {
+    c.item.lease.as_ref().is_none_or(|l| l.holder() == c.me)
+}
+
+/// The state items wait in, and the state processing moves them to.
+const WAITING: &str = "REQUESTED";
+const DONE: &str = "DONE";
+
+impl ItemModel {
+    /// A model of `bounds`.
+    pub fn new(bounds: LockBounds) -> Result<ItemModel, BoundsError> {
+        bounds.validate(LockKind::Items)?;
+        if bounds.policy().authority_span(bounds.lock_duration()) == leasehold_engine::Millis::ZERO
+        {
+            return Err(BoundsError::LockSettings(
+                "the lease leaves no authority".into(),
+            ));
+        }
+        let select = match bounds.bug {
+            Some(LockBug::NextForStateNoExpiry) => Selector {
+                name: "edc-early",
+                pick: unleased_or_mine,
+            },
+            _ => Selector::AVAILABLE,
+        };
+        let config = LeaserConfig {
+            policy: bounds.policy(),
+            select,
+            ..LeaserConfig::new("it")
+        };
+        Ok(ItemModel {
+            liveness_ticks: bounds.liveness_ticks(LockKind::Items),
+            bounds,
+            config,
+        })
+    }
+
+    /// The key of item `i`.
+    pub fn key(i: u8) -> ItemKey {
+        let id = format!("it{i}");
+        ItemKey {
+            pk: PartitionKey::from(id.as_str()),
+            id: DocId::from(id),
+        }
+    }
+
+    fn index(id: &DocId) -> usize {
+        id.as_str()[2..].parse().unwrap_or(0)
+    }
+
+    fn engine(&self, c: u8, life: u8) -> Leaser {
+        Leaser::new(
+            HostId::from(format!("c{c}")),
+            Incarnation(u64::from(life)),
+            self.config.clone(),
+        )
+    }
+
+    /// The up holders other than `except` with authority over `id` now.
+    fn holders(&self, state: &ItemsState, id: &DocId, except: Option<u8>) -> usize {
+        let budget = self.bounds.budget();
+        (0..state.clients.len() as u8)
+            .filter(|&c| Some(c) != except)
+            .filter(|&c| {
+                let now = world::now(&budget, state, c).local;
+                state.clients[usize::from(c)]
+                    .engine
+                    .as_ref()
+                    .is_some_and(|e| e.has_authority(id, now))
+            })
+            .count()
+    }
+
+    fn step(
+        &self,
+        last: &ItemsState,
+        action: &ItemAction,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<ItemsState> {
+        let mut state = last.clone();
+        match *action {
+            Action::Step(c, choice, fault) => self.poll(&mut state, c, choice, fault, journal)?,
+            Action::Serve(c, id) => world::serve_held(self, &mut state, c, id, journal)?,
+            Action::Crash(c) => {
+                state.ghost.crashed |= 1 << c;
+                world::shared_step(&mut state, action, |c, l| self.engine(c, l));
+            }
+            _ => world::shared_step(&mut state, action, |c, l| self.engine(c, l)),
+        }
+        Some(state)
+    }
+
+    fn poll(
+        &self,
+        state: &mut ItemsState,
+        c: u8,
+        choice: ItemChoice,
+        fault: Option<Fault>,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<()> {
+        let client = &mut state.clients[usize::from(c)];
+        client.acted = true;
+        let engine = client.engine.as_ref()?;
+        let held: Vec<ItemKey> = engine
+            .locks()
+            .all_held()
+            .map(|(id, _)| Self::key(Self::index(id) as u8))
+            .collect();
+        let duration = self.bounds.lock_duration();
+        let inputs = match choice {
+            ItemChoice::Next => vec![Input::NextForState {
+                state: ItemState::from(WAITING),
+                limit: usize::from(self.bounds.batch),
+                duration,
+            }],
+            ItemChoice::Acquire(i) => vec![Input::Acquire {
+                item: Self::key(i),
+                duration,
+            }],
+            ItemChoice::Process => held
+                .into_iter()
+                .map(|item| Input::Save {
+                    item,
+                    state: ItemState::from(DONE),
+                    release: true,
+                })
+                .collect(),
+            ItemChoice::Break => {
+                state.ghost.give_backs += 1;
+                state.last_fault = state.time;
+                held.into_iter().map(Input::Break).collect()
+            }
+            ItemChoice::Renew => {
+                state.ghost.renewals += 1;
+                held.into_iter().map(Input::Renew).collect()
+            }
+        };
+        world::run(self, state, c, inputs, fault, journal)
+    }
+
+    /// Takes `action` from `state`, telling what happened inside the step.
+    pub fn explain(
+        &self,
+        state: &ItemsState,
+        action: &ItemAction,
+    ) -> (Option<ItemsState>, Vec<String>) {
+        let mut journal = Some(Vec::new());
+        let next = self.step(state, action, &mut journal);
+        (next, journal.unwrap_or_default())
+    }
+
+    /// Whether the liveness guard applies.
+    pub fn calm(&self, s: &ItemsState) -> bool {
+        s.time.saturating_sub(s.last_fault) >= self.liveness_ticks
+            && s.clients.iter().any(|c| c.engine.is_some())
+            && s.net.is_empty()
+    }
+}
+
+/// A state of the item-lease model.
+pub type ItemsState = World<Leaser, ItemGhost>;
+/// An action of the item-lease model.
+pub type ItemAction = Action<ItemChoice>;
+
+impl Rules for ItemModel {
+    type M = Leaser;
+    type Ghost = ItemGhost;
+
+    fn budget(&self) -> Budget {
+        self.bounds.budget()
+    }
+
+    fn tamper(&self, req: &mut Request<Item, ItemIntent>) {
+        if self.bounds.bug == Some(LockBug::BlindLease)
+            && req.intent == ItemIntent::Lease
+            && let Op::Replace { if_match, .. } = &mut req.op
+        {
+            *if_match = None;
+        }
+    }
+
+    fn record(
+        &self,
+        world: &mut ItemsState,
+        client: u8,
+        req: &Request<Item, ItemIntent>,
+        before: Option<Item>,
+        result: &Answer<Item>,
+    ) {
+        let Op::Replace { doc, .. } = &req.op else {
+            return;
+        };
+        if result.is_err() {
+            return;
+        }
+        let i = Self::index(doc.id());
+        match req.intent {
+            ItemIntent::Lease | ItemIntent::Acquire => {
+                if req.intent == ItemIntent::Lease
+                    && self.holders(world, doc.id(), Some(client)) > 0
+                {
+                    world.ghost.handed_out_held = true;
+                }
+                let previous = before
+                    .as_ref()
+                    .and_then(|b| b.lease.as_ref().map(|l| l.holder().clone()));
+                if let Some(holder) = previous {
+                    let k: u8 = holder.as_str()[1..].parse().unwrap_or(0);
+                    if k != client && world.ghost.crashed & (1 << k) != 0 {
+                        world.ghost.takeover_after_crash = true;
+                    }
+                }
+            }
+            ItemIntent::Save if doc.state.0 == DONE => world.ghost.done[i] = true,
+            ItemIntent::Break => world.ghost.broken = true,
+            _ => {}
+        }
+    }
+
+    fn output(
+        &self,
+        world: &mut ItemsState,
+        c: u8,
+        output: Output,
+        journal: &mut Option<Vec<String>>,
+    ) {
+        if let Output::Failed {
+            error: ItemError::LeaseHeld { .. },
+            ..
+        } = &output
+        {
+            world.ghost.lease_held = true;
+        }
+        note(journal, || match &output {
+            Output::Leased(grants) => {
+                let items: Vec<String> = grants
+                    .iter()
+                    .map(|g| format!("{} under {}", g.item, g.token))
+                    .collect();
+                format!("c{c} leased [{}]", items.join(", "))
+            }
+            Output::Failed {
+                item,
+                intent,
+                error,
+            } => format!("c{c}: {intent:?} of {item} failed: {error}"),
+            other => format!("c{c}: {other:?}"),
+        });
+    }
+
+    fn describe(&self, req: &Request<Item, ItemIntent>) -> String {
+        let target = match &req.op {
+            Op::Replace { doc, if_match } => match if_match {
+                Some(e) => format!("{} if-match {e:?}", doc.id()),
+                None => format!("{} BLIND (no if-match)", doc.id()),
+            },
+            Op::ReadAll { .. } => "the items".into(),
+            Op::Read { id, .. } | Op::Delete { id, .. } => id.to_string(),
+            Op::Create(doc) => doc.id().to_string(),
+            Op::Batch { .. } => "a batch".into(),
+        };
+        format!("{:?} {target}", req.intent)
+    }
+}
+
+impl stateright::Model for ItemModel {
+    type State = ItemsState;
+    type Action = ItemAction;
+
+    fn init_states(&self) -> Vec<ItemsState> {
+        let docs = usize::from(self.bounds.docs);
+        let mut store = Container::new();
+        for i in 0..self.bounds.docs {
+            let key = Self::key(i);
+            let at = WallTime(WALL_BASE - 10_000 + i64::from(i));
+            store
+                .create(Item::new(key.id, key.pk, ItemState::from(WAITING), at))
+                .expect("room for every item");
+        }
+        crate::clocks::setups(self.bounds.clients, self.bounds.drift_ms, self.bounds.skew)
+            .into_iter()
+            .map(|clocks| World {
+                time: 0,
+                clients: clocks
+                    .into_iter()
+                    .enumerate()
+                    .map(|(c, (rate, wall_offset))| world::Client {
+                        engine: Some(self.engine(c as u8, 0)),
+                        incarnation: 0,
+                        rate,
+                        wall_offset,
+                        acted: false,
+                    })
+                    .collect(),
+                store: store.clone(),
+                net: BTreeMap::new(),
+                crashes: 0,
+                pauses: 0,
+                delays: 0,
+                lost_replies: 0,
+                last_fault: 0,
+                ghost: ItemGhost {
+                    done: vec![false; docs],
+                    ..ItemGhost::default()
+                },
+            })
+            .collect()
+    }
+
+    fn actions(&self, state: &ItemsState, actions: &mut Vec<ItemAction>) {
+        let budget = self.bounds.budget();
+        world::actions(
+            &budget,
+            state,
+            |c| {
+                let holds = state.clients[usize::from(c)]
+                    .engine
+                    .as_ref()
+                    .is_some_and(|e| e.locks().all_held().next().is_some());
+                if !holds {
+                    let mut choices = vec![ItemChoice::Next];
+                    choices.extend(
+                        (0..self.bounds.docs)
+                            .filter(|&i| !state.ghost.done[usize::from(i)])
+                            .map(ItemChoice::Acquire),
+                    );
+                    return choices;
+                }
+                let mut choices = vec![ItemChoice::Process];
+                if state.ghost.give_backs < self.bounds.give_backs {
+                    choices.push(ItemChoice::Break);
+                }
+                if state.ghost.renewals < self.bounds.renewals {
+                    choices.push(ItemChoice::Renew);
+                }
+                choices
+            },
+            actions,
+        );
+    }
+
+    fn next_state(&self, last: &ItemsState, action: ItemAction) -> Option<ItemsState> {
+        self.step(last, &action, &mut None)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(EXCLUSIVE, |m: &ItemModel, s: &ItemsState| {
+                (0..m.bounds.docs).all(|i| m.holders(s, &Self::key(i).id, None) <= 1)
+            }),
+            Property::always(NEXT_SAFE, |_, s: &ItemsState| !s.ghost.handed_out_held),
+            Property::always(PROCESSED, |m: &ItemModel, s: &ItemsState| {
+                !m.calm(s) || s.ghost.done.iter().all(|&d| d)
+            }),
+            Property::sometimes(TAKEOVER, |_, s: &ItemsState| s.ghost.takeover_after_crash),
+            Property::sometimes(LEASE_HELD, |_, s: &ItemsState| s.ghost.lease_held),
+            Property::sometimes(BROKEN, |_, s: &ItemsState| s.ghost.broken),
+            Property::sometimes(CALM_AFTER_CRASH, |m: &ItemModel, s: &ItemsState| {
+                s.crashes > 0 && m.calm(s)
+            }),
+        ]
+    }
+
+    fn within_boundary(&self, state: &ItemsState) -> bool {
+        state.time <= self.bounds.horizon
+    }
+
+    fn format_action(&self, action: &ItemAction) -> String {
+        world::describe_action(action, |choice| match choice {
+            ItemChoice::Next => "polls: next_for_state".into(),
+            ItemChoice::Acquire(i) => format!("polls: acquire it{i}"),
+            ItemChoice::Process => "polls: process what it holds (save as DONE, release)".into(),
+            ItemChoice::Break => "polls: BREAK what it holds".into(),
+            ItemChoice::Renew => "polls: renew what it holds".into(),
+        })
+    }
+}
+
+/// Item-lease exclusivity.
+pub const EXCLUSIVE: &str = "items: no item leased by two holders with authority";
+/// `next_for_state` safety.
+pub const NEXT_SAFE: &str = "items: next_for_state never hands out an item a live holder holds";
+/// Liveness.
+pub const PROCESSED: &str = "items: every item processed once faults stop";
+/// Non-vacuity of exclusivity and of `next_for_state`.
+pub const TAKEOVER: &str = "sometimes: a crashed holder's item is taken over";
+/// Non-vacuity of `acquire`'s refusal.
+pub const LEASE_HELD: &str = "sometimes: acquire is refused with LeaseHeld";
+/// Non-vacuity of `break`.
+pub const BROKEN: &str = "sometimes: a holder breaks its lease";
+/// Non-vacuity of the liveness guard.
+pub const CALM_AFTER_CRASH: &str = "sometimes: processing is checked after a crash";
+
+impl crate::trace::Explain for ItemModel {
+    fn explain(
+        &self,
+        state: &ItemsState,
+        action: &ItemAction,
+    ) -> (Option<ItemsState>, Vec<String>) {
+        ItemModel::explain(self, state, action)
+    }
+
+    fn facts(&self, state: &ItemsState) -> BTreeMap<String, String> {
+        let mut facts = world::client_facts(&self.bounds.budget(), state, |c, engine, now| {
+            engine
+                .locks()
+                .all_held()
+                .map(|(id, held)| {
+                    let what = if now.local < held.authority_until {
+                        format!(
+                            "holds under {}, authority until {:.1} s",
+                            held.token,
+                            held.authority_until.as_millis() as f64 / 1000.0
+                        )
+                    } else {
+                        format!("holds under {}, authority LAPSED", held.token)
+                    };
+                    (format!("c{c} {id}"), what)
+                })
+                .collect()
+        });
+        for stored in state.store.iter() {
+            let lease = match &stored.doc.lease {
+                Some(l) => format!("leased by {}", l.token),
+                None => "no lease".into(),
+            };
+            facts.insert(
+                format!("item {}", stored.doc.id),
+                format!("{}, {lease}, {:?}", stored.doc.state, stored.etag),
+            );
+        }
+        facts
+    }
+}

@@ -1,0 +1,591 @@
+//! The stateright model of the work queue: consumers running the engine's
+//! [`Consumer`] against the reference store, under crashes, pauses, clock skew and
+//! drift, lost replies and delayed writes.
+
+use crate::clocks::WALL_BASE;
+use crate::config::BoundsError;
+use crate::lock_config::{LockBounds, LockBug, LockKind};
+use crate::state::Fault;
+use crate::world::{self, Action, Answer, Budget, Machine, Request, Rules, World, note};
+use leasehold_engine::queue::{
+    Candidate, Consumer, ConsumerConfig, Input, Message, MessageName, MessageState, Output,
+    QueueIntent, QueueName, Selector,
+};
+use leasehold_engine::store::{Container, Document, Op};
+use leasehold_engine::{DocId, HostId, Incarnation, Millis, Now, RequestId, WallTime};
+use stateright::Property;
+use std::collections::BTreeMap;
+
+impl Machine for Consumer {
+    type Doc = Message;
+    type Input = Input;
+    type Output = Output;
+    type Intent = QueueIntent;
+
+    fn handle(&mut self, now: Now, input: Input) {
+        let _ = self.handle_input(now, input);
+    }
+
+    fn poll(&mut self) -> Option<Output> {
+        self.poll_output()
+    }
+
+    fn request(output: Output) -> Result<Request<Message, QueueIntent>, Output> {
+        match output {
+            Output::Request(r) => Ok(Request {
+                id: r.id,
+                intent: r.intent,
+                lock: r.lock,
+                op: r.op,
+            }),
+            other => Err(other),
+        }
+    }
+
+    fn response(id: RequestId, result: Answer<Message>) -> Input {
+        Input::Response { id, result }
+    }
+}
+
+/// What a consumer does when it polls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueueChoice {
+    /// Dequeue a batch (when it holds nothing).
+    Dequeue,
+    /// Complete everything it holds.
+    Complete,
+    /// Abandon everything it holds.
+    Abandon,
+    /// Renew everything it holds.
+    Renew,
+}
+
+/// History the queue properties need.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct QueueGhost {
+    /// Per message: claims applied.
+    pub deliveries: Vec<u8>,
+    /// Per message: completed (deleted by a completion).
+    pub completed: Vec<bool>,
+    /// A completion applied although the completer's lock was not the current one.
+    pub stale_completion: bool,
+    /// A message's stored dequeue count differed from its deliveries.
+    pub count_mismatch: bool,
+    /// Abandons and renewals chosen so far.
+    pub give_backs: u8,
+    /// Renewals chosen so far.
+    pub renewals: u8,
+    /// Clients that crashed at least once, as a bit set.
+    pub crashed: u8,
+    /// A message locked by a crashed consumer was delivered again.
+    pub redelivered_after_crash: bool,
+    /// A stale holder's completion was refused.
+    pub stale_refused: bool,
+    /// A message was dead-lettered.
+    pub dead_lettered: bool,
+}
+
+/// The queue model.
+#[derive(Clone, Debug)]
+pub struct QueueModel {
+    /// The bounds.
+    pub bounds: LockBounds,
+    /// The consumers' settings.
+    pub config: ConsumerConfig,
+    /// Ticks after the last fault from which every message must be done.
+    pub liveness_ticks: u8,
+}
+
+/// The seed's predicate (seed 001): pending, or in progress with more than half the
+/// lock duration left, by the reader's wall clock; no regard for who holds the lock.
+fn seed_predicate(c: &Candidate<'_>) -> bool {
+    let m = c.message;
+    m.next_visible_at <= c.now.wall
+        && match &m.state {
+            MessageState::Pending => true,
+            MessageState::InProgress { lock } => {
+                let half = Millis(c.lock_duration.as_millis() / 2);
+                lock.until > c.now.wall + half
+            }
+            MessageState::DeadLettered { .. } => false,
+        }
+}
+
+/// The provider's known issue: expired locks are never returned.
+fn pending_only(c: &Candidate<'_>) -> bool {
+    c.message.next_visible_at <= c.now.wall && matches!(c.message.state, MessageState::Pending)
+}
+
+impl QueueModel {
+    /// A model of `bounds`.
+    pub fn new(bounds: LockBounds) -> Result<QueueModel, BoundsError> {
+        bounds.validate(LockKind::Queue)?;
+        let select = match bounds.bug {
+            Some(LockBug::DequeueSeed) => Selector {
+                name: "seed-001",
+                pick: seed_predicate,
+            },
+            Some(LockBug::DequeueNoExpired) => Selector {
+                name: "pending-only",
+                pick: pending_only,
+            },
+            _ => Selector::DELIVERABLE,
+        };
+        let config = ConsumerConfig {
+            lock_duration: bounds.lock_duration(),
+            policy: bounds.policy(),
+            max_dequeue_count: u32::from(bounds.max_dequeue),
+            select,
+            ..ConsumerConfig::new(Self::queue())
+        };
+        config
+            .validate()
+            .map_err(|e| BoundsError::LockSettings(e.to_string()))?;
+        Ok(QueueModel {
+            liveness_ticks: bounds.liveness_ticks(LockKind::Queue),
+            bounds,
+            config,
+        })
+    }
+
+    fn queue() -> QueueName {
+        QueueName::new("q").expect("a valid name")
+    }
+
+    /// The document id of message `m`.
+    pub fn message_id(m: u8) -> DocId {
+        Message::id_for(&Self::queue(), &Self::message_name(m))
+    }
+
+    fn message_name(m: u8) -> MessageName {
+        MessageName::new(format!("m{m}")).expect("a valid name")
+    }
+
+    fn index(id: &DocId) -> usize {
+        id.as_str()
+            .rsplit('m')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn engine(&self, c: u8, life: u8) -> Consumer {
+        Consumer::new(
+            HostId::from(format!("c{c}")),
+            Incarnation(u64::from(life)),
+            self.config.clone(),
+        )
+        .expect("validated in new")
+    }
+
+    /// How many up consumers hold authority over message `m` by their own clocks.
+    pub fn holders(&self, state: &QueueState, m: u8) -> usize {
+        let id = Self::message_id(m);
+        let budget = self.bounds.budget();
+        (0..state.clients.len() as u8)
+            .filter(|&c| {
+                let now = world::now(&budget, state, c).local;
+                state.clients[usize::from(c)]
+                    .engine
+                    .as_ref()
+                    .is_some_and(|e| e.has_authority(&id, now))
+            })
+            .count()
+    }
+
+    fn step(
+        &self,
+        last: &QueueState,
+        action: &QueueAction,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<QueueState> {
+        let mut state = last.clone();
+        match *action {
+            Action::Step(c, choice, fault) => self.poll(&mut state, c, choice, fault, journal)?,
+            Action::Serve(c, id) => world::serve_held(self, &mut state, c, id, journal)?,
+            Action::Crash(c) => {
+                state.ghost.crashed |= 1 << c;
+                world::shared_step(&mut state, action, |c, l| self.engine(c, l));
+            }
+            _ => world::shared_step(&mut state, action, |c, l| self.engine(c, l)),
+        }
+        Some(state)
+    }
+
+    fn poll(
+        &self,
+        state: &mut QueueState,
+        c: u8,
+        choice: QueueChoice,
+        fault: Option<Fault>,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<()> {
+        let client = &mut state.clients[usize::from(c)];
+        client.acted = true;
+        let engine = client.engine.as_ref()?;
+        let held: Vec<DocId> = engine
+            .locks()
+            .all_held()
+            .map(|(id, _)| id.clone())
+            .collect();
+        let inputs = match choice {
+            QueueChoice::Dequeue => vec![Input::Dequeue {
+                max: usize::from(self.bounds.batch),
+            }],
+            QueueChoice::Complete => held.into_iter().map(Input::Complete).collect(),
+            QueueChoice::Abandon => {
+                // An abandon is a handler failure: liveness is measured from it.
+                state.ghost.give_backs += 1;
+                state.last_fault = state.time;
+                held.into_iter()
+                    .map(|message| Input::Abandon {
+                        message,
+                        delay: Millis::ZERO,
+                    })
+                    .collect()
+            }
+            QueueChoice::Renew => {
+                state.ghost.renewals += 1;
+                held.into_iter().map(Input::Renew).collect()
+            }
+        };
+        world::run(self, state, c, inputs, fault, journal)
+    }
+
+    /// Takes `action` from `state`, telling what happened inside the step.
+    pub fn explain(
+        &self,
+        state: &QueueState,
+        action: &QueueAction,
+    ) -> (Option<QueueState>, Vec<String>) {
+        let mut journal = Some(Vec::new());
+        let next = self.step(state, action, &mut journal);
+        (next, journal.unwrap_or_default())
+    }
+}
+
+/// A state of the queue model.
+pub type QueueState = World<Consumer, QueueGhost>;
+/// An action of the queue model.
+pub type QueueAction = Action<QueueChoice>;
+
+impl Rules for QueueModel {
+    type M = Consumer;
+    type Ghost = QueueGhost;
+
+    fn budget(&self) -> Budget {
+        self.bounds.budget()
+    }
+
+    fn tamper(&self, req: &mut Request<Message, QueueIntent>) {
+        let strip = match self.bounds.bug {
+            Some(LockBug::BlindClaim) => req.intent == QueueIntent::Claim,
+            Some(LockBug::BlindComplete) => req.intent == QueueIntent::Complete,
+            _ => false,
+        };
+        if strip {
+            match &mut req.op {
+                Op::Replace { if_match, .. } | Op::Delete { if_match, .. } => *if_match = None,
+                _ => {}
+            }
+        }
+    }
+
+    fn record(
+        &self,
+        world: &mut QueueState,
+        _client: u8,
+        req: &Request<Message, QueueIntent>,
+        before: Option<Message>,
+        result: &Answer<Message>,
+    ) {
+        let ghost = &mut world.ghost;
+        let target = match &req.op {
+            Op::Replace { doc, .. } => Some(doc.id().clone()),
+            Op::Delete { id, .. } => Some(id.clone()),
+            _ => None,
+        };
+        let Some(id) = target else { return };
+        let m = Self::index(&id);
+        let applied = result.is_ok();
+        match req.intent {
+            QueueIntent::Claim if applied => {
+                ghost.deliveries[m] += 1;
+                if let Op::Replace { doc, .. } = &req.op
+                    && doc.dequeue_count != u32::from(ghost.deliveries[m])
+                {
+                    ghost.count_mismatch = true;
+                }
+                let previous = before
+                    .as_ref()
+                    .and_then(|b| b.lock().map(|l| l.token.holder.clone()));
+                if let Some(holder) = previous {
+                    let k: u8 = holder.as_str()[1..].parse().unwrap_or(0);
+                    if ghost.crashed & (1 << k) != 0 {
+                        ghost.redelivered_after_crash = true;
+                    }
+                }
+            }
+            QueueIntent::Complete if applied => {
+                ghost.completed[m] = true;
+                let current = before
+                    .as_ref()
+                    .and_then(|b| b.lock().map(|l| l.token.clone()));
+                if current != req.lock {
+                    ghost.stale_completion = true;
+                }
+            }
+            QueueIntent::Complete => ghost.stale_refused = true,
+            QueueIntent::Poison | QueueIntent::DeadLetter if applied => ghost.dead_lettered = true,
+            _ => {}
+        }
+    }
+
+    fn output(
+        &self,
+        _world: &mut QueueState,
+        c: u8,
+        output: Output,
+        journal: &mut Option<Vec<String>>,
+    ) {
+        note(journal, || match &output {
+            Output::Delivered(d) => format!(
+                "c{c} gets {} (delivery {}) under lock {}",
+                d.name, d.dequeue_count, d.lock
+            ),
+            Output::Failed {
+                message,
+                intent,
+                error,
+            } => {
+                format!("c{c}: {intent:?} of {message} failed: {error}")
+            }
+            other => format!("c{c}: {other:?}"),
+        });
+    }
+
+    fn describe(&self, req: &Request<Message, QueueIntent>) -> String {
+        let target = match &req.op {
+            Op::Replace { doc, if_match } => match if_match {
+                Some(e) => format!("{} if-match {e:?}", doc.id()),
+                None => format!("{} BLIND (no if-match)", doc.id()),
+            },
+            Op::Delete { id, if_match, .. } => match if_match {
+                Some(e) => format!("{id} if-match {e:?}"),
+                None => format!("{id} BLIND (no if-match)"),
+            },
+            Op::ReadAll { .. } => "the queue".into(),
+            Op::Create(doc) => doc.id().to_string(),
+            Op::Read { id, .. } => id.to_string(),
+            Op::Batch { .. } => "a batch".into(),
+        };
+        format!("{:?} {target}", req.intent)
+    }
+}
+
+impl stateright::Model for QueueModel {
+    type State = QueueState;
+    type Action = QueueAction;
+
+    fn init_states(&self) -> Vec<QueueState> {
+        let docs = usize::from(self.bounds.docs);
+        let mut store = Container::new();
+        for m in 0..self.bounds.docs {
+            let msg = Message::new(
+                Self::queue(),
+                Self::message_name(m),
+                format!("payload {m}"),
+                WallTime(WALL_BASE - 10_000 + i64::from(m)),
+                Millis::ZERO,
+            );
+            store.create(msg).expect("room for every message");
+        }
+        crate::clocks::setups(self.bounds.clients, self.bounds.drift_ms, self.bounds.skew)
+            .into_iter()
+            .map(|clocks| World {
+                time: 0,
+                clients: clocks
+                    .into_iter()
+                    .enumerate()
+                    .map(|(c, (rate, wall_offset))| world::Client {
+                        engine: Some(self.engine(c as u8, 0)),
+                        incarnation: 0,
+                        rate,
+                        wall_offset,
+                        acted: false,
+                    })
+                    .collect(),
+                store: store.clone(),
+                net: BTreeMap::new(),
+                crashes: 0,
+                pauses: 0,
+                delays: 0,
+                lost_replies: 0,
+                last_fault: 0,
+                ghost: QueueGhost {
+                    deliveries: vec![0; docs],
+                    completed: vec![false; docs],
+                    ..QueueGhost::default()
+                },
+            })
+            .collect()
+    }
+
+    fn actions(&self, state: &QueueState, actions: &mut Vec<QueueAction>) {
+        let budget = self.bounds.budget();
+        world::actions(
+            &budget,
+            state,
+            |c| {
+                let holds = state.clients[usize::from(c)]
+                    .engine
+                    .as_ref()
+                    .is_some_and(|e| e.locks().all_held().next().is_some());
+                if !holds {
+                    return vec![QueueChoice::Dequeue];
+                }
+                let mut choices = vec![QueueChoice::Complete];
+                if state.ghost.give_backs < self.bounds.give_backs {
+                    choices.push(QueueChoice::Abandon);
+                }
+                if state.ghost.renewals < self.bounds.renewals {
+                    choices.push(QueueChoice::Renew);
+                }
+                choices
+            },
+            actions,
+        );
+    }
+
+    fn next_state(&self, last: &QueueState, action: QueueAction) -> Option<QueueState> {
+        self.step(last, &action, &mut None)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(EXCLUSIVE, |m: &QueueModel, s| {
+                (0..m.bounds.docs).all(|i| m.holders(s, i) <= 1)
+            }),
+            Property::always(NO_LOSS, |m: &QueueModel, s| !m.calm(s) || m.all_done(s)),
+            Property::always(STALE_COMPLETION, |_, s: &QueueState| {
+                !s.ghost.stale_completion
+            }),
+            Property::always(DEQUEUE_COUNT, |_, s: &QueueState| !s.ghost.count_mismatch),
+            Property::sometimes(REDELIVERED_AFTER_CRASH, |_, s: &QueueState| {
+                s.ghost.redelivered_after_crash
+            }),
+            Property::sometimes(CALM_AFTER_CRASH, |m: &QueueModel, s: &QueueState| {
+                s.crashes > 0 && m.calm(s)
+            }),
+            Property::sometimes(STALE_REFUSED, |_, s: &QueueState| s.ghost.stale_refused),
+            Property::sometimes(DELIVERED_TWICE, |_, s: &QueueState| {
+                s.ghost.deliveries.iter().any(|&d| d >= 2)
+            }),
+            Property::sometimes(DEAD_LETTERED, |_, s: &QueueState| s.ghost.dead_lettered),
+        ]
+    }
+
+    fn within_boundary(&self, state: &QueueState) -> bool {
+        state.time <= self.bounds.horizon
+    }
+
+    fn format_action(&self, action: &QueueAction) -> String {
+        world::describe_action(action, |choice| match choice {
+            QueueChoice::Dequeue => "polls: dequeue".into(),
+            QueueChoice::Complete => "polls: complete what it holds".into(),
+            QueueChoice::Abandon => "polls: ABANDON what it holds".into(),
+            QueueChoice::Renew => "polls: renew what it holds".into(),
+        })
+    }
+}
+
+impl QueueModel {
+    /// Whether the liveness guard applies: long enough since the last fault, a
+    /// consumer up, nothing on the wire.
+    pub fn calm(&self, s: &QueueState) -> bool {
+        s.time.saturating_sub(s.last_fault) >= self.liveness_ticks
+            && s.clients.iter().any(|c| c.engine.is_some())
+            && s.net.is_empty()
+    }
+
+    fn all_done(&self, s: &QueueState) -> bool {
+        (0..self.bounds.docs).all(|m| {
+            s.ghost.completed[usize::from(m)]
+                || s.store
+                    .iter()
+                    .any(|st| st.doc.id == Self::message_id(m) && st.doc.is_dead_lettered())
+        })
+    }
+}
+
+/// No message is held by two consumers with valid locks at the same true time.
+pub const EXCLUSIVE: &str = "queue: no message held by two consumers with valid locks";
+/// No message is lost.
+pub const NO_LOSS: &str = "queue: every message completed or dead-lettered once faults stop";
+/// A completion by a stale lock holder never succeeds.
+pub const STALE_COMPLETION: &str = "queue: no completion by a stale lock holder succeeds";
+/// A message's dequeue count equals its deliveries.
+pub const DEQUEUE_COUNT: &str = "queue: a message's dequeue count equals its deliveries";
+/// Non-vacuity of exclusivity.
+pub const REDELIVERED_AFTER_CRASH: &str = "sometimes: a crashed consumer's message is redelivered";
+/// Non-vacuity of the liveness guard.
+pub const CALM_AFTER_CRASH: &str = "sometimes: no-loss is checked after a crash";
+/// Non-vacuity of the stale-completion property.
+pub const STALE_REFUSED: &str = "sometimes: a stale holder's completion is refused";
+/// Non-vacuity of the dequeue-count property.
+pub const DELIVERED_TWICE: &str = "sometimes: a message is delivered twice";
+/// Non-vacuity of dead-lettering.
+pub const DEAD_LETTERED: &str = "sometimes: a message is dead-lettered";
+
+impl crate::trace::Explain for QueueModel {
+    fn explain(
+        &self,
+        state: &QueueState,
+        action: &QueueAction,
+    ) -> (Option<QueueState>, Vec<String>) {
+        QueueModel::explain(self, state, action)
+    }
+
+    fn facts(&self, state: &QueueState) -> BTreeMap<String, String> {
+        let mut facts =
+            crate::world::client_facts(&self.bounds.budget(), state, |c, engine, now| {
+                engine
+                    .locks()
+                    .all_held()
+                    .map(|(id, held)| {
+                        let what = if now.local < held.authority_until {
+                            format!(
+                                "holds under {}, authority until {:.1} s",
+                                held.token,
+                                held.authority_until.as_millis() as f64 / 1000.0
+                            )
+                        } else {
+                            format!("holds under {}, authority LAPSED", held.token)
+                        };
+                        (format!("c{c} {id}"), what)
+                    })
+                    .collect()
+            });
+        for m in 0..self.bounds.docs {
+            let id = Self::message_id(m);
+            let line = match state.store.iter().find(|s| s.doc.id == id) {
+                None => "completed (deleted)".to_string(),
+                Some(stored) => {
+                    let status = match &stored.doc.state {
+                        MessageState::Pending => "pending".to_string(),
+                        MessageState::InProgress { lock } => format!("locked by {}", lock.token),
+                        MessageState::DeadLettered { reason } => {
+                            format!("DEAD-LETTERED ({reason})")
+                        }
+                    };
+                    format!(
+                        "{status}, {:?}, dequeue count {}",
+                        stored.etag, stored.doc.dequeue_count
+                    )
+                }
+            };
+            facts.insert(format!("message {id}"), line);
+        }
+        facts
+    }
+}

@@ -1,0 +1,451 @@
+//! The world shared by the queue and item-lease models: clients running an engine
+//! state machine against the reference store, with the partition model's clocks,
+//! crashes, pauses and write faults.
+//!
+//! Each client acts once per tick (its poll loop), atomically: its requests are served
+//! in order and the replies come straight back, except one write a fault may hold on
+//! the wire (served later, even after its sender crashed) or apply with its reply lost.
+//! True time moves on once every live client has acted, or, as a bounded fault (a
+//! pause), while one still has not.
+
+use crate::state::{Fault, Rate};
+use leasehold_engine::lock::LockToken;
+use leasehold_engine::store::{Container, Document, Op, Reply, StoreError};
+use leasehold_engine::{Now, RequestId};
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+
+/// A store answer.
+pub type Answer<D> = Result<Reply<D>, StoreError>;
+
+/// An engine state machine a client runs.
+pub trait Machine: Clone + Debug + PartialEq + Eq + Hash + Send + Sync + 'static {
+    /// The documents it works on.
+    type Doc: Document + Send + Sync + 'static;
+    /// Its inputs.
+    type Input;
+    /// Its outputs.
+    type Output;
+    /// Why it sends a request.
+    type Intent: Copy + Debug + PartialEq + Eq + Hash + Send + Sync + 'static;
+    /// Takes one input; refused inputs are no-ops, as for the engine.
+    fn handle(&mut self, now: Now, input: Self::Input);
+    /// The next output.
+    fn poll(&mut self) -> Option<Self::Output>;
+    /// A store request, or the output back if it is something else.
+    fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output>;
+    /// The input that carries a store answer.
+    fn response(id: RequestId, result: Answer<Self::Doc>) -> Self::Input;
+}
+
+/// A store request, whatever the engine.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Request<D, I> {
+    /// Its id.
+    pub id: RequestId,
+    /// Why it is sent.
+    pub intent: I,
+    /// The lock it acts under.
+    pub lock: Option<LockToken>,
+    /// The operation.
+    pub op: Op<D>,
+}
+
+/// One client: its engine while it is up, and its clocks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Client<M> {
+    /// The engine; `None` while the client is down.
+    pub engine: Option<M>,
+    /// Which life of the client this is.
+    pub incarnation: u8,
+    /// How fast its clock runs.
+    pub rate: Rate,
+    /// How far its wall clock is off true time, in ticks.
+    pub wall_offset: i8,
+    /// Whether it has acted in this tick.
+    pub acted: bool,
+}
+
+/// A whole world at one instant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct World<M: Machine, G> {
+    /// True time, in ticks.
+    pub time: u8,
+    /// Every client, up or down.
+    pub clients: Vec<Client<M>>,
+    /// The container.
+    pub store: Container<M::Doc>,
+    /// Requests held on the wire, by sender and request id.
+    pub net: BTreeMap<(u8, RequestId), Request<M::Doc, M::Intent>>,
+    /// Crashes so far.
+    pub crashes: u8,
+    /// Late ticks so far.
+    pub pauses: u8,
+    /// Requests held on the wire so far.
+    pub delays: u8,
+    /// Replies lost so far.
+    pub lost_replies: u8,
+    /// True time of the last fault or restart (0: the cold start).
+    pub last_fault: u8,
+    /// What the properties need of the past.
+    pub ghost: G,
+}
+
+/// The fault budget of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Budget {
+    /// Crashes.
+    pub crashes: u8,
+    /// Late ticks.
+    pub pauses: u8,
+    /// Writes applied with the reply lost.
+    pub lost_replies: u8,
+    /// Writes held on the wire.
+    pub delays: u8,
+    /// The last tick explored.
+    pub horizon: u8,
+    /// Drift per tick, in milliseconds.
+    pub drift_ms: u16,
+}
+
+/// What a model adds to the shared world.
+pub trait Rules: Sized {
+    /// The engine.
+    type M: Machine;
+    /// The history the properties need.
+    type Ghost: Clone + Debug + PartialEq + Eq + Hash;
+    /// The fault budget.
+    fn budget(&self) -> Budget;
+    /// A known-bad variant may rewrite a request on the wire.
+    fn tamper(&self, _req: &mut Request<<Self::M as Machine>::Doc, <Self::M as Machine>::Intent>) {}
+    /// Records what an applied request means; `before` is the document it targets as
+    /// stored just before.
+    fn record(
+        &self,
+        world: &mut World<Self::M, Self::Ghost>,
+        client: u8,
+        req: &Request<<Self::M as Machine>::Doc, <Self::M as Machine>::Intent>,
+        before: Option<<Self::M as Machine>::Doc>,
+        result: &Answer<<Self::M as Machine>::Doc>,
+    );
+    /// Handles an output other than a request.
+    fn output(
+        &self,
+        world: &mut World<Self::M, Self::Ghost>,
+        client: u8,
+        output: <Self::M as Machine>::Output,
+        journal: &mut Option<Vec<String>>,
+    );
+    /// A short description of a request, for traces.
+    fn describe(
+        &self,
+        req: &Request<<Self::M as Machine>::Doc, <Self::M as Machine>::Intent>,
+    ) -> String;
+}
+
+/// Client `c`'s clocks now.
+pub fn now<M: Machine, G>(budget: &Budget, world: &World<M, G>, c: u8) -> Now {
+    let client = &world.clients[usize::from(c)];
+    crate::clocks::now(budget.drift_ms, client.rate, client.wall_offset, world.time)
+}
+
+/// Appends to the journal, formatting only when one is kept.
+pub fn note(journal: &mut Option<Vec<String>>, line: impl FnOnce() -> String) {
+    if let Some(lines) = journal {
+        lines.push(line());
+    }
+}
+
+fn answer<D>(result: &Answer<D>) -> String {
+    match result {
+        Ok(Reply::Replaced(e) | Reply::Created(e)) => format!("ok, now {e:?}"),
+        Ok(Reply::Deleted) => "deleted".into(),
+        Ok(Reply::Read(_) | Reply::ReadAll(_) | Reply::Batch(_)) => "read".into(),
+        Err(e) => e.status().to_string(),
+    }
+}
+
+/// The stored document a single-document write targets.
+fn target<D: Document>(store: &Container<D>, op: &Op<D>) -> Option<D> {
+    let (pk, id) = match op {
+        Op::Replace { doc, .. } => (doc.partition_key(), doc.id().clone()),
+        Op::Delete { pk, id, .. } => (pk.clone(), id.clone()),
+        _ => return None,
+    };
+    store.read(&pk, &id).ok().map(|s| s.doc)
+}
+
+fn apply<R: Rules>(
+    rules: &R,
+    world: &mut World<R::M, R::Ghost>,
+    c: u8,
+    req: &mut Request<<R::M as Machine>::Doc, <R::M as Machine>::Intent>,
+) -> Answer<<R::M as Machine>::Doc> {
+    rules.tamper(req);
+    let before = target(&world.store, &req.op);
+    let result = world.store.execute(req.op.clone());
+    rules.record(world, c, req, before, &result);
+    result
+}
+
+/// Runs client `c` on `first` until it has nothing left to do, serving its requests
+/// at once except the write `fault` names. `None` if the step sent fewer writes than
+/// the fault needs, so that every action that exists changes the world.
+pub fn run<R: Rules>(
+    rules: &R,
+    world: &mut World<R::M, R::Ghost>,
+    c: u8,
+    first: Vec<<R::M as Machine>::Input>,
+    fault: Option<Fault>,
+    journal: &mut Option<Vec<String>>,
+) -> Option<()> {
+    let budget = rules.budget();
+    let mut inputs = std::collections::VecDeque::from(first);
+    let mut writes = 0u8;
+    let mut hit = fault.is_none();
+    while let Some(input) = inputs.pop_front() {
+        let now = now(&budget, world, c);
+        let engine = world.clients[usize::from(c)].engine.as_mut()?;
+        engine.handle(now, input);
+        let mut outputs = Vec::new();
+        while let Some(output) = engine.poll() {
+            outputs.push(output);
+        }
+        for output in outputs {
+            let mut req = match R::M::request(output) {
+                Ok(req) => req,
+                Err(other) => {
+                    rules.output(world, c, other, journal);
+                    continue;
+                }
+            };
+            let nth = req.op.is_write().then(|| {
+                writes += 1;
+                writes - 1
+            });
+            let id = req.id;
+            match (fault, nth) {
+                (Some(Fault::Hold(n)), Some(i)) if n == i => {
+                    hit = true;
+                    world.delays += 1;
+                    world.last_fault = world.time;
+                    note(journal, || {
+                        format!("c{c} sends {}: HELD on the wire", rules.describe(&req))
+                    });
+                    world.net.insert((c, id), req);
+                }
+                (Some(Fault::LoseReply(n)), Some(i)) if n == i => {
+                    hit = true;
+                    let applied = apply(rules, world, c, &mut req);
+                    note(journal, || {
+                        format!(
+                            "c{c} sends {}: {}, but the REPLY IS LOST",
+                            rules.describe(&req),
+                            answer(&applied)
+                        )
+                    });
+                    world.lost_replies += 1;
+                    world.last_fault = world.time;
+                    inputs.push_back(R::M::response(id, Err(StoreError::Timeout)));
+                }
+                _ => {
+                    let result = apply(rules, world, c, &mut req);
+                    note(journal, || {
+                        format!("c{c} sends {}: {}", rules.describe(&req), answer(&result))
+                    });
+                    inputs.push_back(R::M::response(id, result));
+                }
+            }
+        }
+    }
+    hit.then_some(())
+}
+
+/// The store serves a request held on the wire; its reply reaches the sender if the
+/// sender is still the same life.
+pub fn serve_held<R: Rules>(
+    rules: &R,
+    world: &mut World<R::M, R::Ghost>,
+    c: u8,
+    id: RequestId,
+    journal: &mut Option<Vec<String>>,
+) -> Option<()> {
+    let mut req = world.net.remove(&(c, id))?;
+    world.last_fault = world.time;
+    let result = apply(rules, world, c, &mut req);
+    note(journal, || {
+        format!(
+            "the store serves c{c}'s held {}: {}",
+            rules.describe(&req),
+            answer(&result)
+        )
+    });
+    let client = &world.clients[usize::from(c)];
+    if client.engine.is_some() && id.incarnation.0 == u64::from(client.incarnation) {
+        run(
+            rules,
+            world,
+            c,
+            vec![R::M::response(id, result)],
+            None,
+            journal,
+        )?;
+    } else {
+        note(journal, || {
+            format!("the reply is lost: c{c} is no longer the life that sent it")
+        });
+    }
+    Some(())
+}
+
+/// Whether time may move on without a pause: every live client has acted.
+pub fn settled<M: Machine, G>(world: &World<M, G>) -> bool {
+    world.clients.iter().all(|c| c.engine.is_none() || c.acted)
+}
+
+/// The actions every lock model shares, in a fixed order: for each client, its steps
+/// (one per choice and fault) or its restart, and its crash; then held requests; then
+/// time. `choices(c)` lists what client `c` may do in its step.
+pub fn actions<M: Machine, G, C: Copy>(
+    budget: &Budget,
+    world: &World<M, G>,
+    mut choices: impl FnMut(u8) -> Vec<C>,
+    actions: &mut Vec<Action<C>>,
+) {
+    let mut faults = vec![None];
+    for n in 0..2 {
+        if world.delays < budget.delays {
+            faults.push(Some(Fault::Hold(n)));
+        }
+        if world.lost_replies < budget.lost_replies {
+            faults.push(Some(Fault::LoseReply(n)));
+        }
+    }
+    // Crashes and restarts happen at tick boundaries, once every live client has
+    // polled: a crash between two clients' polls looks the same to the others.
+    let settled = settled(world);
+    for (c, client) in world.clients.iter().enumerate() {
+        let c = c as u8;
+        if client.engine.is_none() {
+            if settled {
+                actions.push(Action::Restart(c));
+            }
+            continue;
+        }
+        if !client.acted {
+            for choice in choices(c) {
+                actions.extend(faults.iter().map(|f| Action::Step(c, choice, *f)));
+            }
+        }
+        if settled && world.crashes < budget.crashes {
+            actions.push(Action::Crash(c));
+        }
+    }
+    actions.extend(world.net.keys().map(|(c, id)| Action::Serve(*c, *id)));
+    if world.time < budget.horizon {
+        if settled {
+            actions.push(Action::Advance);
+        } else if world.pauses < budget.pauses {
+            actions.push(Action::Late);
+        }
+    }
+}
+
+/// One step of a lock model's world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action<C> {
+    /// A client polls: it does `C`, with an optional fault on one of its writes.
+    Step(u8, C, Option<Fault>),
+    /// The store serves a request held on the wire.
+    Serve(u8, RequestId),
+    /// A client crashes, losing its volatile state (its locks stay in the store).
+    Crash(u8),
+    /// A crashed client starts again as a new life with the same name.
+    Restart(u8),
+    /// One tick passes; every live client has polled.
+    Advance,
+    /// One tick passes while some client has not polled (a pause).
+    Late,
+}
+
+/// Applies the shared actions; `Step` is the model's own.
+pub fn shared_step<M: Machine, G, C>(
+    world: &mut World<M, G>,
+    action: &Action<C>,
+    engine: impl FnOnce(u8, u8) -> M,
+) {
+    match *action {
+        Action::Crash(c) => {
+            world.clients[usize::from(c)].engine = None;
+            world.crashes += 1;
+            world.last_fault = world.time;
+        }
+        Action::Restart(c) => {
+            let client = &mut world.clients[usize::from(c)];
+            client.incarnation += 1;
+            client.engine = Some(engine(c, client.incarnation));
+            client.acted = true;
+            world.last_fault = world.time;
+        }
+        Action::Advance | Action::Late => {
+            if matches!(action, Action::Late) {
+                world.pauses += 1;
+                world.last_fault = world.time + 1;
+            }
+            world.time += 1;
+            world.clients.iter_mut().for_each(|c| c.acted = false);
+        }
+        Action::Step(..) | Action::Serve(..) => {}
+    }
+}
+
+/// Describes a shared action; `choice` names a step's choice.
+pub fn describe_action<C>(action: &Action<C>, choice: impl Fn(&C) -> String) -> String {
+    let fault = |f: &Option<Fault>| match f {
+        None => String::new(),
+        Some(Fault::Hold(n)) => format!(", holding write #{n} on the wire"),
+        Some(Fault::LoseReply(n)) => format!(", losing the reply to write #{n}"),
+    };
+    match action {
+        Action::Step(c, what, f) => format!("c{c} {}{}", choice(what), fault(f)),
+        Action::Serve(c, id) => format!("the store serves c{c}'s held request {id}"),
+        Action::Crash(c) => format!("c{c} CRASHES"),
+        Action::Restart(c) => format!("c{c} restarts as a new life"),
+        Action::Advance => "1 s passes".into(),
+        Action::Late => "1 s passes while a client has not polled (a PAUSE)".into(),
+    }
+}
+
+/// The facts every lock model shows about its clients: time, each client's state and
+/// clocks, and the lines `held` gives for an up client's engine.
+pub fn client_facts<M: Machine, G>(
+    budget: &Budget,
+    world: &World<M, G>,
+    held: impl Fn(u8, &M, Now) -> Vec<(String, String)>,
+) -> BTreeMap<String, String> {
+    let mut facts = BTreeMap::new();
+    facts.insert(" time".into(), format!("{} s", world.time));
+    for (c, client) in world.clients.iter().enumerate() {
+        let c = c as u8;
+        let now = now(budget, world, c);
+        let clock = format!(
+            "local {:.1} s, wall {:+} s",
+            now.local.as_millis() as f64 / 1000.0,
+            client.wall_offset
+        );
+        match &client.engine {
+            None => {
+                facts.insert(format!("c{c}"), format!("down ({clock})"));
+            }
+            Some(engine) => {
+                facts.insert(
+                    format!("c{c}"),
+                    format!("up, life {} ({clock})", client.incarnation),
+                );
+                facts.extend(held(c, engine, now));
+            }
+        }
+    }
+    facts
+}

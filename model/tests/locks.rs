@@ -1,0 +1,270 @@
+//! Model checks of the work queue and item leases at the bounds `cargo test` can
+//! afford, and the known-bad variants, each of which must yield a counterexample.
+
+use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
+use leasehold_model::trace::{self, Explain};
+use leasehold_model::{ItemModel, LockBounds, LockBug, LockKind, QueueModel, items, queue};
+use std::time::Duration;
+
+fn exhaustive<M: check::Checkable + Explain>(model: &M) -> Report<M::State, M::Action>
+where
+    M::State: Clone + std::fmt::Debug + std::hash::Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + PartialEq + Send + Sync + 'static,
+{
+    let options = Options {
+        search: Search::Dfs,
+        threads: 2,
+        ..Options::default()
+    };
+    let report = check::check(model, &options, Duration::from_secs(60), |_| {});
+    assert!(report.complete, "the check must explore every state");
+    eprintln!(
+        "{} states, {} unique, {:.1} s",
+        report.progress.states, report.progress.unique, report.progress.seconds
+    );
+    report
+}
+
+fn assert_proven<S, A>(report: &Report<S, A>) {
+    for v in &report.verdicts {
+        let ok = if v.always {
+            v.outcome == Outcome::Holds
+        } else {
+            v.outcome == Outcome::Reached
+        };
+        assert!(ok, "{}: {}", v.property, v.outcome.word());
+    }
+}
+
+/// Finds the shortest counterexample to `property`, checks that it replays to a state
+/// that breaks it, and returns its trace.
+fn counterexample<M: check::Checkable + Explain>(model: &M, property: &str) -> String
+where
+    M::State: Clone + std::fmt::Debug + std::hash::Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + PartialEq + Send + Sync + 'static,
+{
+    let options = Options {
+        search: Search::Bfs,
+        threads: 1,
+        stop: Stop::FirstCounterexample,
+        ..Options::default()
+    };
+    let report = check::check(model, &options, Duration::from_secs(60), |_| {});
+    let verdict = report.verdict(property);
+    assert_eq!(verdict.outcome, Outcome::Counterexample, "{property}");
+    let path = verdict.path.as_ref().expect("a counterexample has a path");
+    let encoded = verdict.encoded.as_ref().expect("and an encoding");
+    let replayed = check::replay(model, encoded).expect("the path replays");
+    let last = &replayed.last().expect("non-empty").0;
+    assert!(
+        check::broken(model, last).contains(&property),
+        "the replay breaks {property}"
+    );
+    let text = trace::render(model, path);
+    eprintln!("{property} ({} steps):\n{text}", path.len() - 1);
+    text
+}
+
+fn queue_bounds() -> LockBounds {
+    LockBounds {
+        lost_replies: 0,
+        delays: 0,
+        ..LockBounds::default()
+    }
+}
+
+#[test]
+fn two_consumers_two_messages_and_a_crash_under_skew_and_drift_keep_every_queue_property() {
+    let bounds = LockBounds {
+        horizon: queue_bounds().liveness_ticks(LockKind::Queue) + 2,
+        ..queue_bounds()
+    };
+    let report = exhaustive(&QueueModel::new(bounds).unwrap());
+    // Refusing a stale completion needs a held or lost write; the next test reaches it.
+    assert_eq!(
+        report.verdict(queue::STALE_REFUSED).outcome,
+        Outcome::NotReached
+    );
+    let rest: Vec<_> = report
+        .verdicts
+        .iter()
+        .filter(|v| v.property != queue::STALE_REFUSED)
+        .cloned()
+        .collect();
+    assert_proven(&Report {
+        verdicts: rest,
+        ..report
+    });
+}
+
+#[test]
+fn lost_replies_and_delayed_writes_keep_every_queue_property() {
+    let bounds = LockBounds {
+        docs: 1,
+        crashes: 0,
+        lost_replies: 1,
+        delays: 1,
+        horizon: 7,
+        ..LockBounds::default()
+    };
+    let report = exhaustive(&QueueModel::new(bounds).unwrap());
+    for v in report.verdicts.iter().filter(|v| v.always) {
+        assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
+    }
+    assert_eq!(
+        report.verdict(queue::STALE_REFUSED).outcome,
+        Outcome::Reached
+    );
+}
+
+#[test]
+fn the_seeds_dequeue_predicate_delivers_a_locked_message_twice() {
+    let bounds = LockBounds {
+        docs: 1,
+        crashes: 0,
+        bug: Some(LockBug::DequeueSeed),
+        ..queue_bounds()
+    };
+    let text = counterexample(&QueueModel::new(bounds).unwrap(), queue::EXCLUSIVE);
+    assert!(text.contains("c1 gets m0"), "{text}");
+}
+
+#[test]
+fn a_dequeue_that_skips_expired_locks_loses_a_crashed_consumers_message() {
+    let bounds = LockBounds {
+        docs: 1,
+        give_backs: 0,
+        bug: Some(LockBug::DequeueNoExpired),
+        ..queue_bounds()
+    };
+    counterexample(&QueueModel::new(bounds).unwrap(), queue::NO_LOSS);
+}
+
+#[test]
+fn blind_claims_break_the_dequeue_count() {
+    let bounds = LockBounds {
+        docs: 1,
+        crashes: 0,
+        delays: 1,
+        give_backs: 0,
+        bug: Some(LockBug::BlindClaim),
+        ..queue_bounds()
+    };
+    counterexample(&QueueModel::new(bounds).unwrap(), queue::DEQUEUE_COUNT);
+}
+
+#[test]
+fn a_blind_completion_by_a_stale_holder_succeeds() {
+    let bounds = LockBounds {
+        docs: 1,
+        crashes: 0,
+        delays: 1,
+        give_backs: 0,
+        bug: Some(LockBug::BlindComplete),
+        ..queue_bounds()
+    };
+    counterexample(&QueueModel::new(bounds).unwrap(), queue::STALE_COMPLETION);
+}
+
+#[test]
+fn locks_without_a_drift_allowance_overlap_when_clocks_drift() {
+    let bounds = LockBounds {
+        docs: 1,
+        crashes: 0,
+        pauses: 3,
+        give_backs: 0,
+        skew: 0,
+        bug: Some(LockBug::LockNoDrift),
+        ..queue_bounds()
+    };
+    counterexample(&QueueModel::new(bounds).unwrap(), queue::EXCLUSIVE);
+}
+
+#[test]
+fn the_same_pauses_with_the_drift_allowance_keep_locks_exclusive() {
+    let bounds = LockBounds {
+        docs: 1,
+        crashes: 0,
+        pauses: 3,
+        give_backs: 0,
+        skew: 0,
+        horizon: 6,
+        ..queue_bounds()
+    };
+    let report = exhaustive(&QueueModel::new(bounds).unwrap());
+    assert_eq!(report.verdict(queue::EXCLUSIVE).outcome, Outcome::Holds);
+}
+
+#[test]
+fn the_no_loss_bound_is_tight_within_one_tick() {
+    let bounds = LockBounds {
+        horizon: queue_bounds().liveness_ticks(LockKind::Queue) + 2,
+        ..queue_bounds()
+    };
+    let mut model = QueueModel::new(bounds).unwrap();
+    // With a crash and no lost reply the queue has one tick to spare.
+    model.liveness_ticks -= 2;
+    counterexample(&model, queue::NO_LOSS);
+}
+
+fn item_bounds() -> LockBounds {
+    LockBounds {
+        lost_replies: 0,
+        delays: 0,
+        ..LockBounds::default()
+    }
+}
+
+#[test]
+fn two_holders_two_items_and_a_crash_under_skew_and_drift_keep_every_item_property() {
+    let bounds = LockBounds {
+        horizon: item_bounds().liveness_ticks(LockKind::Items) + 1,
+        ..item_bounds()
+    };
+    assert_proven(&exhaustive(&ItemModel::new(bounds).unwrap()));
+}
+
+#[test]
+fn the_item_processing_bound_is_tight() {
+    let bounds = LockBounds {
+        horizon: item_bounds().liveness_ticks(LockKind::Items) + 1,
+        ..item_bounds()
+    };
+    let mut model = ItemModel::new(bounds).unwrap();
+    model.liveness_ticks -= 1;
+    counterexample(&model, items::PROCESSED);
+}
+
+#[test]
+fn edcs_early_next_for_state_strands_a_crashed_holders_item() {
+    let bounds = LockBounds {
+        docs: 1,
+        give_backs: 0,
+        bug: Some(LockBug::NextForStateNoExpiry),
+        ..item_bounds()
+    };
+    counterexample(&ItemModel::new(bounds).unwrap(), items::PROCESSED);
+}
+
+#[test]
+fn blind_leases_hand_out_an_item_another_holder_holds() {
+    let bounds = LockBounds {
+        docs: 1,
+        crashes: 0,
+        delays: 1,
+        give_backs: 0,
+        bug: Some(LockBug::BlindLease),
+        ..item_bounds()
+    };
+    counterexample(&ItemModel::new(bounds).unwrap(), items::EXCLUSIVE);
+}
+
+#[test]
+fn a_variant_of_the_other_model_is_refused() {
+    let bounds = LockBounds {
+        bug: Some(LockBug::BlindLease),
+        ..LockBounds::default()
+    };
+    assert!(QueueModel::new(bounds).is_err());
+    assert!(LockBug::parse("dequeue-seed", LockKind::Items).is_err());
+}
