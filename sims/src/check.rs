@@ -2,9 +2,12 @@
 //! line, with verdicts, counterexample traces and replay commands.
 
 use leasehold_engine::ExpiryRule;
-use leasehold_model::check::{self, Options, Outcome, Report, Search};
-use leasehold_model::{Bounds, PartitionModel, State, properties, trace};
+use leasehold_model::check::{self, Checkable, Options, Outcome, Report, Search};
+use leasehold_model::trace::{self, Explain};
+use leasehold_model::{Bounds, LockBounds, LockKind, PartitionModel};
+use std::fmt::Debug;
 use std::fmt::Write;
+use std::hash::Hash;
 
 /// How a check ended, as the process exit code says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,8 +126,86 @@ pub fn progress_line(p: &check::Progress) -> String {
     )
 }
 
-/// The verdict table, the counts, and every counterexample with its replay command.
-pub fn render_report(model: &PartitionModel, report: &Report, program: &str) -> String {
+/// The flags that reproduce lock-model `bounds`, for replay commands.
+pub fn lock_flags(bounds: &LockBounds) -> String {
+    let mut out = format!(
+        "--hosts {} --partitions {} --crashes {} --skew {} --drift {} --horizon {}",
+        bounds.clients, bounds.docs, bounds.crashes, bounds.skew, bounds.drift_ms, bounds.horizon,
+    );
+    for (flag, value, default) in [
+        ("--pauses", bounds.pauses, 0),
+        ("--lost-replies", bounds.lost_replies, 0),
+        ("--delays", bounds.delays, 0),
+        ("--give-backs", bounds.give_backs, 1),
+        ("--renewals", bounds.renewals, 0),
+        ("--batch", bounds.batch, 1),
+        ("--max-dequeue", bounds.max_dequeue, 2),
+    ] {
+        if value != default {
+            let _ = write!(out, " {flag} {value}");
+        }
+    }
+    if let Some(bug) = bounds.bug {
+        let _ = write!(out, " --bug {bug}");
+    }
+    out
+}
+
+/// What a queue or item-lease check covers, in one paragraph.
+pub fn lock_header(kind: LockKind, b: &LockBounds, liveness: u8, options: &Options) -> String {
+    let count = |n: u8, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let (clients, docs) = match kind {
+        LockKind::Queue => (
+            count(b.clients, "consumer", "consumers"),
+            count(b.docs, "message", "messages"),
+        ),
+        LockKind::Items => (
+            count(b.clients, "holder", "holders"),
+            count(b.docs, "item", "items"),
+        ),
+    };
+    let mut out = format!(
+        "{}: {clients}, {docs}, {}; skew ±{} s, drift ±{} ms/s, horizon {} s\n",
+        match kind {
+            LockKind::Queue => "work queue",
+            LockKind::Items => "item leases",
+        },
+        count(b.crashes, "crash", "crashes"),
+        b.skew,
+        b.drift_ms,
+        b.horizon,
+    );
+    let _ = writeln!(
+        out,
+        "  locks of {} s, observed expiry{}; faults: {}, {}, {}",
+        b.lock_duration().as_millis() / 1000,
+        b.bug
+            .map_or(String::new(), |bug| format!(", KNOWN-BAD VARIANT {bug}")),
+        count(b.pauses, "pause", "pauses"),
+        count(b.lost_replies, "lost reply", "lost replies"),
+        count(b.delays, "delayed write", "delayed writes"),
+    );
+    let _ = writeln!(
+        out,
+        "  no-loss checked {liveness} s after the last fault, restart or give-back; {} search on {} thread{}",
+        match options.search {
+            Search::Bfs => "breadth-first",
+            Search::Dfs => "depth-first",
+        },
+        options.threads,
+        if options.threads == 1 { "" } else { "s" },
+    );
+    out
+}
+
+/// The verdict table, the counts, and every counterexample with its replay command;
+/// `command` is the check's command line without `--replay`.
+pub fn render_report<M>(model: &M, report: &Report<M::State, M::Action>, command: &str) -> String
+where
+    M: Checkable + Explain,
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
     let mut out = String::new();
     for v in &report.verdicts {
         let _ = writeln!(out, "  {:<15} {}", v.outcome.word(), v.property);
@@ -164,17 +245,13 @@ pub fn render_report(model: &PartitionModel, report: &Report, program: &str) -> 
         } else {
             let _ = writeln!(out, "COUNTEREXAMPLE to \"{}\" too.", v.property);
         }
-        let _ = writeln!(
-            out,
-            "replay: {program} check partitions {} --replay {encoded}",
-            flags(&model.bounds)
-        );
+        let _ = writeln!(out, "replay: {command} --replay {encoded}");
     }
     out
 }
 
 /// How the report reads as an exit status.
-pub fn verdict(report: &Report) -> Verdict {
+pub fn verdict<S, A>(report: &Report<S, A>) -> Verdict {
     if report.violated() {
         Verdict::Violated
     } else if report.complete {
@@ -186,7 +263,12 @@ pub fn verdict(report: &Report) -> Verdict {
 
 /// Replays an encoded path: its trace, and the `always` properties its last state
 /// breaks.
-pub fn replay(model: &PartitionModel, encoded: &str) -> Result<(String, bool), String> {
+pub fn replay<M>(model: &M, encoded: &str) -> Result<(String, bool), String>
+where
+    M: Checkable + Explain,
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
     let path = check::replay(model, encoded).ok_or_else(|| {
         format!(
             "--replay {encoded:?} is not a path of this model; \
@@ -194,8 +276,8 @@ pub fn replay(model: &PartitionModel, encoded: &str) -> Result<(String, bool), S
         )
     })?;
     let mut out = trace::render(model, &path);
-    let last: &State = &path[path.len() - 1].0;
-    let broken = properties::broken(model, last);
+    let last = &path[path.len() - 1].0;
+    let broken = check::broken(model, last);
     if broken.is_empty() {
         out.push_str("every always-property holds at the last state\n");
     }

@@ -2,8 +2,10 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use leasehold_engine::{ExpiryRule, Millis, WallTime};
-use leasehold_model::check::{Options, Search, Stop};
+use leasehold_model::check::{Checkable, Options, Search, Stop};
+use leasehold_model::trace::Explain;
 use leasehold_model::{Bounds, Bug, PartitionModel};
+use leasehold_model::{ItemModel, LockBounds, LockBug, LockKind, QueueModel};
 use leasehold_sims::balance::{self, Question};
 use leasehold_sims::check;
 use leasehold_sims::snapshot;
@@ -38,6 +40,10 @@ enum Command {
 enum Target {
     /// Partition leases: hosts, the lease table, crashes, skew and drift.
     Partitions,
+    /// The work queue: consumers (--hosts) and messages (--partitions).
+    Queue,
+    /// Item leases: holders (--hosts) and items (--partitions).
+    Items,
 }
 
 #[derive(clap::Args)]
@@ -45,11 +51,11 @@ struct ModelArgs {
     /// What to check.
     #[arg(value_enum, default_value_t = Target::Partitions)]
     target: Target,
-    /// Hosts in the cluster (1-4).
-    #[arg(long, default_value_t = 2)]
+    /// Hosts in the cluster; consumers (queue) or holders (items) (1-4).
+    #[arg(long, visible_aliases = ["consumers", "holders"], default_value_t = 2)]
     hosts: u8,
-    /// Partitions, one lease each (1-4).
-    #[arg(long, default_value_t = 2)]
+    /// Partitions, one lease each; messages (queue) or items (items) (1-4).
+    #[arg(long, visible_aliases = ["messages", "items"], default_value_t = 2)]
     partitions: u8,
     /// Crashes allowed; a crashed host may restart as a new life.
     #[arg(long, default_value_t = 1)]
@@ -69,8 +75,11 @@ struct ModelArgs {
     /// The expiry rule.
     #[arg(long, value_enum, default_value_t = Expiry::Observed)]
     expiry: Expiry,
-    /// Run a known-bad variant: timestamp-skew, blind-acquire, blind-checkpoint,
-    /// thin-margin or same-epoch. Stops at its first counterexample.
+    /// Run a known-bad variant. Partitions: timestamp-skew, blind-acquire,
+    /// blind-checkpoint, thin-margin, same-epoch. Queue: dequeue-seed,
+    /// dequeue-no-expired, blind-claim, blind-complete, lock-no-drift. Items:
+    /// next-for-state-no-expiry, blind-lease, lock-no-drift. Stops at its first
+    /// counterexample.
     #[arg(long, value_name = "NAME")]
     bug: Option<String>,
     /// Late ticks allowed: time passes while a host has due work (a GC pause).
@@ -85,6 +94,18 @@ struct ModelArgs {
     /// Checkpoints each handler reports per lease.
     #[arg(long, default_value_t = 1)]
     progress: u8,
+    /// Queue and items: abandons or breaks clients may choose, in all.
+    #[arg(long, default_value_t = 1)]
+    give_backs: u8,
+    /// Queue and items: renewals clients may choose, in all.
+    #[arg(long, default_value_t = 0)]
+    renewals: u8,
+    /// Queue: dequeue batch size; items: next_for_state limit.
+    #[arg(long, default_value_t = 1)]
+    batch: u8,
+    /// Queue: deliveries after which a message is dead-lettered.
+    #[arg(long, default_value_t = 2)]
+    max_dequeue: u8,
     /// Checker threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -174,7 +195,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Balance(args) => run_balance(args).map(|()| ExitCode::SUCCESS),
-        Command::Check(args) => run_check(args),
+        // Bounds the model refuses are usage errors, like clap's: exit 2, so that
+        // exit 1 always means a counterexample.
+        Command::Check(args) => run_check(args).or_else(|message| {
+            eprintln!("error: {message}");
+            Ok(ExitCode::from(2))
+        }),
         Command::Explore(args) => run_explore(args),
     };
     match result {
@@ -260,7 +286,13 @@ fn options_of(args: &ModelArgs) -> Options {
             (_, true, _) | (_, _, true) => Search::Bfs,
             _ => Search::Dfs,
         },
-        threads: args.threads.max(1),
+        // A known-bad variant is run for its shortest trace, which only a single
+        // breadth-first thread guarantees.
+        threads: if args.bug.is_some() && !args.dfs {
+            1
+        } else {
+            args.threads.max(1)
+        },
         timeout: args.timeout.map(|t| Duration::from_millis(t.as_millis())),
         max_states: args.max_states,
         stop: if args.first || args.bug.is_some() {
@@ -272,24 +304,98 @@ fn options_of(args: &ModelArgs) -> Options {
 }
 
 fn run_check(args: ModelArgs) -> Result<ExitCode, String> {
-    let Target::Partitions = args.target;
-    let model = model_of(&args)?;
-    let program = "leasehold";
+    let options = options_of(&args);
+    match args.target {
+        Target::Partitions => {
+            let model = model_of(&args)?;
+            let command = format!("leasehold check partitions {}", check::flags(&model.bounds));
+            let header = check::header(&model, &options);
+            check_or_replay(&model, &args, &options, &header, &command)
+        }
+        Target::Queue => {
+            let bounds = lock_bounds_of(&args, LockKind::Queue)?;
+            let model = QueueModel::new(bounds).map_err(|e| e.to_string())?;
+            let command = format!("leasehold check queue {}", check::lock_flags(&model.bounds));
+            let header = check::lock_header(
+                LockKind::Queue,
+                &model.bounds,
+                model.liveness_ticks,
+                &options,
+            );
+            check_or_replay(&model, &args, &options, &header, &command)
+        }
+        Target::Items => {
+            let bounds = lock_bounds_of(&args, LockKind::Items)?;
+            let model = ItemModel::new(bounds).map_err(|e| e.to_string())?;
+            let command = format!("leasehold check items {}", check::lock_flags(&model.bounds));
+            let header = check::lock_header(
+                LockKind::Items,
+                &model.bounds,
+                model.liveness_ticks,
+                &options,
+            );
+            check_or_replay(&model, &args, &options, &header, &command)
+        }
+    }
+}
+
+fn check_or_replay<M>(
+    model: &M,
+    args: &ModelArgs,
+    options: &Options,
+    header: &str,
+    command: &str,
+) -> Result<ExitCode, String>
+where
+    M: Checkable + Explain,
+    M::State: Clone + std::fmt::Debug + std::hash::Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + PartialEq + Send + Sync + 'static,
+{
     if let Some(encoded) = &args.replay {
-        let (text, broken) = check::replay(&model, encoded)?;
+        let (text, broken) = check::replay(model, encoded)?;
         print!("{text}");
         return Ok(ExitCode::from(if broken { 1 } else { 0 }));
     }
-    let options = options_of(&args);
-    print!("{}", check::header(&model, &options));
-    let report = leasehold_model::check::check(&model, &options, Duration::from_secs(5), |p| {
+    print!("{header}");
+    let report = leasehold_model::check::check(model, options, Duration::from_secs(5), |p| {
         eprintln!("{}", check::progress_line(p));
     });
-    print!("{}", check::render_report(&model, &report, program));
+    print!("{}", check::render_report(model, &report, command));
     Ok(ExitCode::from(check::verdict(&report).exit_code()))
 }
 
+fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String> {
+    let bug = match &args.bug {
+        Some(name) => Some(LockBug::parse(name, kind).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let mut bounds = LockBounds {
+        clients: args.hosts,
+        docs: args.partitions,
+        crashes: args.crashes,
+        pauses: args.pauses,
+        lost_replies: args.lost_replies,
+        delays: args.delays,
+        skew: args.skew,
+        drift_ms: args.drift,
+        horizon: 1,
+        give_backs: args.give_backs,
+        renewals: args.renewals,
+        batch: args.batch,
+        max_dequeue: args.max_dequeue,
+        bug,
+    };
+    bounds.horizon = match args.horizon {
+        Some(h) => h,
+        None => bounds.liveness_ticks(kind).saturating_add(1).min(30),
+    };
+    Ok(bounds)
+}
+
 fn run_explore(args: ExploreArgs) -> Result<ExitCode, String> {
+    if !matches!(args.model.target, Target::Partitions) {
+        return Err("explore serves the partition model only; use check --replay to walk a queue or items trace".into());
+    }
     let model = model_of(&args.model)?;
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
     // The Explorer panics on a port in use; ask first, to say so plainly.

@@ -94,7 +94,11 @@ fn a_check_stopped_at_a_state_limit_says_incomplete_and_never_holds() {
 #[test]
 fn wrong_arguments_are_refused_in_one_line() {
     let out = leasehold(&["check", "partitions", "--bug", "sloppy"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a usage error, not a counterexample"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("unknown bug \"sloppy\"") && err.contains("blind-acquire"),
@@ -126,4 +130,74 @@ fn explore_on_a_port_in_use_says_so() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot serve on 127.0.0.1"), "{err}");
+}
+
+#[test]
+fn the_work_queue_is_proven_at_two_consumers_two_messages_and_a_crash() {
+    let out = leasehold(&["check", "queue"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("work queue: 2 consumers, 2 messages, 1 crash"),
+        "{text}"
+    );
+    assert!(text.contains("holds           queue: no message held by two consumers"));
+}
+
+#[test]
+fn the_seeds_dequeue_predicate_is_shown_with_its_shortest_trace_and_a_replay() {
+    let out = leasehold(&[
+        "check",
+        "queue",
+        "--messages",
+        "1",
+        "--crashes",
+        "0",
+        "--bug",
+        "dequeue-seed",
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "COUNTEREXAMPLE to \"queue: no message held by two consumers with valid locks\""
+        ),
+        "{text}"
+    );
+    let replay = text
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: leasehold "))
+        .expect("a replay line");
+    let args: Vec<&str> = replay.split_whitespace().collect();
+    let again = leasehold(&args);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stdout(&again).contains("the last state BREAKS"));
+}
+
+#[test]
+fn edcs_early_next_for_state_is_shown_stranding_an_item() {
+    let out = leasehold(&[
+        "check",
+        "items",
+        "--items",
+        "1",
+        "--give-backs",
+        "0",
+        "--bug",
+        "next-for-state-no-expiry",
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("COUNTEREXAMPLE to \"items: every item processed once faults stop\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_variant_of_another_model_is_a_usage_error_naming_the_right_ones() {
+    let out = leasehold(&["check", "items", "--bug", "dequeue-seed"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("next-for-state-no-expiry"), "{err}");
 }
