@@ -316,7 +316,7 @@ impl Bounds {
     }
 }
 
-fn range(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), BoundsError> {
+pub(crate) fn range(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), BoundsError> {
     if (min..=max).contains(&value) {
         Ok(())
     } else {

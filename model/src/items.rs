@@ -10,6 +10,7 @@ use leasehold_engine::item_lease::{
     Candidate, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig,
     Output, Selector,
 };
+use leasehold_engine::lock::Locks;
 use leasehold_engine::store::{Container, Document, Op};
 use leasehold_engine::{DocId, HostId, Incarnation, Now, PartitionKey, RequestId, WallTime};
 use stateright::Property;
@@ -44,6 +45,10 @@ impl Machine for Leaser {
     fn response(id: RequestId, result: Answer<Item>) -> Input {
         Input::Response { id, result }
     }
+
+    fn locks(&self) -> &Locks {
+        Leaser::locks(self)
+    }
 }
 
 /// What a holder does when it polls.
@@ -72,8 +77,6 @@ pub struct ItemGhost {
     pub give_backs: u8,
     /// Renewals chosen so far.
     pub renewals: u8,
-    /// Clients that crashed at least once, as a bit set.
-    pub crashed: u8,
     /// `next_for_state` took over an item whose holder had crashed.
     pub takeover_after_crash: bool,
     /// An acquire was refused with `LeaseHeld`.
@@ -152,38 +155,20 @@ impl ItemModel {
         )
     }
 
-    /// The up holders other than `except` with authority over `id` now.
-    fn holders(&self, state: &ItemsState, id: &DocId, except: Option<u8>) -> usize {
-        let budget = self.bounds.budget();
-        (0..state.clients.len() as u8)
-            .filter(|&c| Some(c) != except)
-            .filter(|&c| {
-                let now = world::now(&budget, state, c).local;
-                state.clients[usize::from(c)]
-                    .engine
-                    .as_ref()
-                    .is_some_and(|e| e.has_authority(id, now))
-            })
-            .count()
-    }
-
     fn step(
         &self,
         last: &ItemsState,
         action: &ItemAction,
         journal: &mut Option<Vec<String>>,
     ) -> Option<ItemsState> {
-        let mut state = last.clone();
-        match *action {
-            Action::Step(c, choice, fault) => self.poll(&mut state, c, choice, fault, journal)?,
-            Action::Serve(c, id) => world::serve_held(self, &mut state, c, id, journal)?,
-            Action::Crash(c) => {
-                state.ghost.crashed |= 1 << c;
-                world::shared_step(&mut state, action, |c, l| self.engine(c, l));
-            }
-            _ => world::shared_step(&mut state, action, |c, l| self.engine(c, l)),
-        }
-        Some(state)
+        world::step(
+            self,
+            last,
+            action,
+            journal,
+            |state, c, choice, fault, journal| self.poll(state, c, choice, fault, journal),
+            |c, life| self.engine(c, life),
+        )
     }
 
     fn poll(
@@ -194,13 +179,10 @@ impl ItemModel {
         fault: Option<Fault>,
         journal: &mut Option<Vec<String>>,
     ) -> Option<()> {
-        let client = &mut state.clients[usize::from(c)];
-        client.acted = true;
-        let engine = client.engine.as_ref()?;
-        let held: Vec<ItemKey> = engine
-            .locks()
-            .all_held()
-            .map(|(id, _)| Self::key(Self::index(id) as u8))
+        state.clients[usize::from(c)].engine.as_ref()?;
+        let held: Vec<ItemKey> = world::held(state, c)
+            .iter()
+            .map(|id| Self::key(Self::index(id) as u8))
             .collect();
         let duration = self.bounds.lock_duration();
         let inputs = match choice {
@@ -247,9 +229,7 @@ impl ItemModel {
 
     /// Whether the liveness guard applies.
     pub fn calm(&self, s: &ItemsState) -> bool {
-        s.time.saturating_sub(s.last_fault) >= self.liveness_ticks
-            && s.clients.iter().any(|c| c.engine.is_some())
-            && s.net.is_empty()
+        world::calm(s, self.liveness_ticks)
     }
 }
 
@@ -293,7 +273,7 @@ impl Rules for ItemModel {
         match req.intent {
             ItemIntent::Lease | ItemIntent::Acquire => {
                 if req.intent == ItemIntent::Lease
-                    && self.holders(world, doc.id(), Some(client)) > 0
+                    && world::holders(&self.bounds.budget(), world, doc.id(), Some(client)) > 0
                 {
                     world.ghost.handed_out_held = true;
                 }
@@ -302,7 +282,7 @@ impl Rules for ItemModel {
                     .and_then(|b| b.lease.as_ref().map(|l| l.holder().clone()));
                 if let Some(holder) = previous {
                     let k: u8 = holder.as_str()[1..].parse().unwrap_or(0);
-                    if k != client && world.ghost.crashed & (1 << k) != 0 {
+                    if k != client && world.crashed & (1 << k) != 0 {
                         world.ghost.takeover_after_crash = true;
                     }
                 }
@@ -373,34 +353,19 @@ impl stateright::Model for ItemModel {
                 .create(Item::new(key.id, key.pk, ItemState::from(WAITING), at))
                 .expect("room for every item");
         }
-        crate::clocks::setups(self.bounds.clients, self.bounds.drift_ms, self.bounds.skew)
-            .into_iter()
-            .map(|clocks| World {
-                time: 0,
-                clients: clocks
-                    .into_iter()
-                    .enumerate()
-                    .map(|(c, (rate, wall_offset))| world::Client {
-                        engine: Some(self.engine(c as u8, 0)),
-                        incarnation: 0,
-                        rate,
-                        wall_offset,
-                        acted: false,
-                    })
-                    .collect(),
-                store: store.clone(),
-                net: BTreeMap::new(),
-                crashes: 0,
-                pauses: 0,
-                delays: 0,
-                lost_replies: 0,
-                last_fault: 0,
-                ghost: ItemGhost {
-                    done: vec![false; docs],
-                    ..ItemGhost::default()
-                },
-            })
-            .collect()
+        let ghost = ItemGhost {
+            done: vec![false; docs],
+            ..ItemGhost::default()
+        };
+        let budget = self.bounds.budget();
+        world::initial(
+            self.bounds.clients,
+            self.bounds.skew,
+            &budget,
+            &store,
+            &ghost,
+            |c| self.engine(c, 0),
+        )
     }
 
     fn actions(&self, state: &ItemsState, actions: &mut Vec<ItemAction>) {
@@ -409,11 +374,7 @@ impl stateright::Model for ItemModel {
             &budget,
             state,
             |c| {
-                let holds = state.clients[usize::from(c)]
-                    .engine
-                    .as_ref()
-                    .is_some_and(|e| e.locks().all_held().next().is_some());
-                if !holds {
+                if !world::holds_any(state, c) {
                     let mut choices = vec![ItemChoice::Next];
                     choices.extend(
                         (0..self.bounds.docs)
@@ -442,7 +403,8 @@ impl stateright::Model for ItemModel {
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
             Property::always(EXCLUSIVE, |m: &ItemModel, s: &ItemsState| {
-                (0..m.bounds.docs).all(|i| m.holders(s, &Self::key(i).id, None) <= 1)
+                (0..m.bounds.docs)
+                    .all(|i| world::holders(&m.bounds.budget(), s, &Self::key(i).id, None) <= 1)
             }),
             Property::always(NEXT_SAFE, |_, s: &ItemsState| !s.ghost.handed_out_held),
             Property::always(PROCESSED, |m: &ItemModel, s: &ItemsState| {
@@ -497,24 +459,7 @@ impl crate::trace::Explain for ItemModel {
     }
 
     fn facts(&self, state: &ItemsState) -> BTreeMap<String, String> {
-        let mut facts = world::client_facts(&self.bounds.budget(), state, |c, engine, now| {
-            engine
-                .locks()
-                .all_held()
-                .map(|(id, held)| {
-                    let what = if now.local < held.authority_until {
-                        format!(
-                            "holds under {}, authority until {:.1} s",
-                            held.token,
-                            held.authority_until.as_millis() as f64 / 1000.0
-                        )
-                    } else {
-                        format!("holds under {}, authority LAPSED", held.token)
-                    };
-                    (format!("c{c} {id}"), what)
-                })
-                .collect()
-        });
+        let mut facts = world::lock_facts(&self.bounds.budget(), state);
         for stored in state.store.iter() {
             let lease = match &stored.doc.lease {
                 Some(l) => format!("leased by {}", l.token),

@@ -1,6 +1,6 @@
 //! The bounds of the queue and item-lease checks, and their known-bad variants.
 
-use crate::config::{BoundsError, TICK_MS};
+use crate::config::{BoundsError, TICK_MS, range};
 use crate::world::Budget;
 use leasehold_engine::lock::LockPolicy;
 use leasehold_engine::{Drift, ExpiryRule, Millis};
@@ -66,18 +66,6 @@ impl Default for LockBounds {
 impl LockBounds {
     /// Checks the bounds for a model of `kind`.
     pub fn validate(&self, kind: LockKind) -> Result<(), BoundsError> {
-        let range = |what, value: u64, min, max| {
-            if (min..=max).contains(&value) {
-                Ok(())
-            } else {
-                Err(BoundsError::OutOfRange {
-                    what,
-                    value,
-                    min,
-                    max,
-                })
-            }
-        };
         let (clients, docs) = match kind {
             LockKind::Queue => ("consumers", "messages"),
             LockKind::Items => ("holders", "items"),

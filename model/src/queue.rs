@@ -7,6 +7,7 @@ use crate::config::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::state::Fault;
 use crate::world::{self, Action, Answer, Budget, Machine, Request, Rules, World, note};
+use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
     Candidate, Consumer, ConsumerConfig, Input, Message, MessageName, MessageState, Output,
     QueueIntent, QueueName, Selector,
@@ -45,6 +46,10 @@ impl Machine for Consumer {
     fn response(id: RequestId, result: Answer<Message>) -> Input {
         Input::Response { id, result }
     }
+
+    fn locks(&self) -> &Locks {
+        Consumer::locks(self)
+    }
 }
 
 /// What a consumer does when it polls.
@@ -75,8 +80,6 @@ pub struct QueueGhost {
     pub give_backs: u8,
     /// Renewals chosen so far.
     pub renewals: u8,
-    /// Clients that crashed at least once, as a bit set.
-    pub crashed: u8,
     /// A message locked by a crashed consumer was delivered again.
     pub redelivered_after_crash: bool,
     /// A stale holder's completion was refused.
@@ -180,17 +183,7 @@ impl QueueModel {
 
     /// How many up consumers hold authority over message `m` by their own clocks.
     pub fn holders(&self, state: &QueueState, m: u8) -> usize {
-        let id = Self::message_id(m);
-        let budget = self.bounds.budget();
-        (0..state.clients.len() as u8)
-            .filter(|&c| {
-                let now = world::now(&budget, state, c).local;
-                state.clients[usize::from(c)]
-                    .engine
-                    .as_ref()
-                    .is_some_and(|e| e.has_authority(&id, now))
-            })
-            .count()
+        world::holders(&self.bounds.budget(), state, &Self::message_id(m), None)
     }
 
     fn step(
@@ -199,17 +192,14 @@ impl QueueModel {
         action: &QueueAction,
         journal: &mut Option<Vec<String>>,
     ) -> Option<QueueState> {
-        let mut state = last.clone();
-        match *action {
-            Action::Step(c, choice, fault) => self.poll(&mut state, c, choice, fault, journal)?,
-            Action::Serve(c, id) => world::serve_held(self, &mut state, c, id, journal)?,
-            Action::Crash(c) => {
-                state.ghost.crashed |= 1 << c;
-                world::shared_step(&mut state, action, |c, l| self.engine(c, l));
-            }
-            _ => world::shared_step(&mut state, action, |c, l| self.engine(c, l)),
-        }
-        Some(state)
+        world::step(
+            self,
+            last,
+            action,
+            journal,
+            |state, c, choice, fault, journal| self.poll(state, c, choice, fault, journal),
+            |c, life| self.engine(c, life),
+        )
     }
 
     fn poll(
@@ -220,14 +210,8 @@ impl QueueModel {
         fault: Option<Fault>,
         journal: &mut Option<Vec<String>>,
     ) -> Option<()> {
-        let client = &mut state.clients[usize::from(c)];
-        client.acted = true;
-        let engine = client.engine.as_ref()?;
-        let held: Vec<DocId> = engine
-            .locks()
-            .all_held()
-            .map(|(id, _)| id.clone())
-            .collect();
+        state.clients[usize::from(c)].engine.as_ref()?;
+        let held = world::held(state, c);
         let inputs = match choice {
             QueueChoice::Dequeue => vec![Input::Dequeue {
                 max: usize::from(self.bounds.batch),
@@ -321,7 +305,7 @@ impl Rules for QueueModel {
                     .and_then(|b| b.lock().map(|l| l.token.holder.clone()));
                 if let Some(holder) = previous {
                     let k: u8 = holder.as_str()[1..].parse().unwrap_or(0);
-                    if ghost.crashed & (1 << k) != 0 {
+                    if world.crashed & (1 << k) != 0 {
                         ghost.redelivered_after_crash = true;
                     }
                 }
@@ -400,35 +384,20 @@ impl stateright::Model for QueueModel {
             );
             store.create(msg).expect("room for every message");
         }
-        crate::clocks::setups(self.bounds.clients, self.bounds.drift_ms, self.bounds.skew)
-            .into_iter()
-            .map(|clocks| World {
-                time: 0,
-                clients: clocks
-                    .into_iter()
-                    .enumerate()
-                    .map(|(c, (rate, wall_offset))| world::Client {
-                        engine: Some(self.engine(c as u8, 0)),
-                        incarnation: 0,
-                        rate,
-                        wall_offset,
-                        acted: false,
-                    })
-                    .collect(),
-                store: store.clone(),
-                net: BTreeMap::new(),
-                crashes: 0,
-                pauses: 0,
-                delays: 0,
-                lost_replies: 0,
-                last_fault: 0,
-                ghost: QueueGhost {
-                    deliveries: vec![0; docs],
-                    completed: vec![false; docs],
-                    ..QueueGhost::default()
-                },
-            })
-            .collect()
+        let ghost = QueueGhost {
+            deliveries: vec![0; docs],
+            completed: vec![false; docs],
+            ..QueueGhost::default()
+        };
+        let budget = self.bounds.budget();
+        world::initial(
+            self.bounds.clients,
+            self.bounds.skew,
+            &budget,
+            &store,
+            &ghost,
+            |c| self.engine(c, 0),
+        )
     }
 
     fn actions(&self, state: &QueueState, actions: &mut Vec<QueueAction>) {
@@ -437,11 +406,7 @@ impl stateright::Model for QueueModel {
             &budget,
             state,
             |c| {
-                let holds = state.clients[usize::from(c)]
-                    .engine
-                    .as_ref()
-                    .is_some_and(|e| e.locks().all_held().next().is_some());
-                if !holds {
+                if !world::holds_any(state, c) {
                     return vec![QueueChoice::Dequeue];
                 }
                 let mut choices = vec![QueueChoice::Complete];
@@ -503,9 +468,7 @@ impl QueueModel {
     /// Whether the liveness guard applies: long enough since the last fault, a
     /// consumer up, nothing on the wire.
     pub fn calm(&self, s: &QueueState) -> bool {
-        s.time.saturating_sub(s.last_fault) >= self.liveness_ticks
-            && s.clients.iter().any(|c| c.engine.is_some())
-            && s.net.is_empty()
+        world::calm(s, self.liveness_ticks)
     }
 
     fn all_done(&self, s: &QueueState) -> bool {
@@ -547,25 +510,7 @@ impl crate::trace::Explain for QueueModel {
     }
 
     fn facts(&self, state: &QueueState) -> BTreeMap<String, String> {
-        let mut facts =
-            crate::world::client_facts(&self.bounds.budget(), state, |c, engine, now| {
-                engine
-                    .locks()
-                    .all_held()
-                    .map(|(id, held)| {
-                        let what = if now.local < held.authority_until {
-                            format!(
-                                "holds under {}, authority until {:.1} s",
-                                held.token,
-                                held.authority_until.as_millis() as f64 / 1000.0
-                            )
-                        } else {
-                            format!("holds under {}, authority LAPSED", held.token)
-                        };
-                        (format!("c{c} {id}"), what)
-                    })
-                    .collect()
-            });
+        let mut facts = world::lock_facts(&self.bounds.budget(), state);
         for m in 0..self.bounds.docs {
             let id = Self::message_id(m);
             let line = match state.store.iter().find(|s| s.doc.id == id) {

@@ -9,9 +9,9 @@
 //! pause), while one still has not.
 
 use crate::state::{Fault, Rate};
-use leasehold_engine::lock::LockToken;
+use leasehold_engine::lock::{LockToken, Locks};
 use leasehold_engine::store::{Container, Document, Op, Reply, StoreError};
-use leasehold_engine::{Now, RequestId};
+use leasehold_engine::{DocId, Now, RequestId};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -37,6 +37,8 @@ pub trait Machine: Clone + Debug + PartialEq + Eq + Hash + Send + Sync + 'static
     fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output>;
     /// The input that carries a store answer.
     fn response(id: RequestId, result: Answer<Self::Doc>) -> Self::Input;
+    /// The locks it holds.
+    fn locks(&self) -> &Locks;
 }
 
 /// A store request, whatever the engine.
@@ -88,6 +90,8 @@ pub struct World<M: Machine, G> {
     pub lost_replies: u8,
     /// True time of the last fault or restart (0: the cold start).
     pub last_fault: u8,
+    /// Clients that crashed at least once, as a bit set.
+    pub crashed: u8,
     /// What the properties need of the past.
     pub ghost: G,
 }
@@ -379,6 +383,7 @@ pub fn shared_step<M: Machine, G, C>(
         Action::Crash(c) => {
             world.clients[usize::from(c)].engine = None;
             world.crashes += 1;
+            world.crashed |= 1 << c;
             world.last_fault = world.time;
         }
         Action::Restart(c) => {
@@ -448,4 +453,137 @@ pub fn client_facts<M: Machine, G>(
         }
     }
     facts
+}
+
+/// The initial worlds: one per clock set-up, every client up in its first life, the
+/// given store and ghost.
+pub fn initial<M: Machine, G: Clone>(
+    clients: u8,
+    skew: u8,
+    budget: &Budget,
+    store: &Container<M::Doc>,
+    ghost: &G,
+    engine: impl Fn(u8) -> M,
+) -> Vec<World<M, G>> {
+    crate::clocks::setups(clients, budget.drift_ms, skew)
+        .into_iter()
+        .map(|clocks| World {
+            time: 0,
+            clients: clocks
+                .into_iter()
+                .enumerate()
+                .map(|(c, (rate, wall_offset))| Client {
+                    engine: Some(engine(c as u8)),
+                    incarnation: 0,
+                    rate,
+                    wall_offset,
+                    acted: false,
+                })
+                .collect(),
+            store: store.clone(),
+            net: BTreeMap::new(),
+            crashes: 0,
+            pauses: 0,
+            delays: 0,
+            lost_replies: 0,
+            last_fault: 0,
+            crashed: 0,
+            ghost: ghost.clone(),
+        })
+        .collect()
+}
+
+/// One step of a lock model: `poll` runs a client's own choice; everything else is
+/// shared.
+pub fn step<R: Rules, C: Copy>(
+    rules: &R,
+    last: &World<R::M, R::Ghost>,
+    action: &Action<C>,
+    journal: &mut Option<Vec<String>>,
+    poll: impl FnOnce(
+        &mut World<R::M, R::Ghost>,
+        u8,
+        C,
+        Option<Fault>,
+        &mut Option<Vec<String>>,
+    ) -> Option<()>,
+    engine: impl FnOnce(u8, u8) -> R::M,
+) -> Option<World<R::M, R::Ghost>> {
+    let mut world = last.clone();
+    match *action {
+        Action::Step(c, choice, fault) => {
+            world.clients[usize::from(c)].acted = true;
+            poll(&mut world, c, choice, fault, journal)?;
+        }
+        Action::Serve(c, id) => serve_held(rules, &mut world, c, id, journal)?,
+        _ => shared_step(&mut world, action, engine),
+    }
+    Some(world)
+}
+
+/// How many up clients other than `except` hold authority over `id` now, by their
+/// own clocks.
+pub fn holders<M: Machine, G>(
+    budget: &Budget,
+    world: &World<M, G>,
+    id: &DocId,
+    except: Option<u8>,
+) -> usize {
+    (0..world.clients.len() as u8)
+        .filter(|&c| Some(c) != except)
+        .filter(|&c| {
+            let local = now(budget, world, c).local;
+            world.clients[usize::from(c)]
+                .engine
+                .as_ref()
+                .is_some_and(|e| e.locks().has_authority(id, local))
+        })
+        .count()
+}
+
+/// Whether client `c` is up and holds some lock.
+pub fn holds_any<M: Machine, G>(world: &World<M, G>, c: u8) -> bool {
+    world.clients[usize::from(c)]
+        .engine
+        .as_ref()
+        .is_some_and(|e| e.locks().all_held().next().is_some())
+}
+
+/// The documents client `c` holds, if it is up.
+pub fn held<M: Machine, G>(world: &World<M, G>, c: u8) -> Vec<DocId> {
+    world.clients[usize::from(c)]
+        .engine
+        .as_ref()
+        .map(|e| e.locks().all_held().map(|(id, _)| id.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// Whether the liveness guard applies: `ticks` since the last fault, a client up,
+/// nothing on the wire.
+pub fn calm<M: Machine, G>(world: &World<M, G>, ticks: u8) -> bool {
+    world.time.saturating_sub(world.last_fault) >= ticks
+        && world.clients.iter().any(|c| c.engine.is_some())
+        && world.net.is_empty()
+}
+
+/// The facts of every client and the locks it holds, with their authority.
+pub fn lock_facts<M: Machine, G>(budget: &Budget, world: &World<M, G>) -> BTreeMap<String, String> {
+    client_facts(budget, world, |c, engine, now| {
+        engine
+            .locks()
+            .all_held()
+            .map(|(id, held)| {
+                let what = if now.local < held.authority_until {
+                    format!(
+                        "holds under {}, authority until {:.1} s",
+                        held.token,
+                        held.authority_until.as_millis() as f64 / 1000.0
+                    )
+                } else {
+                    format!("holds under {}, authority LAPSED", held.token)
+                };
+                (format!("c{c} {id}"), what)
+            })
+            .collect()
+    })
 }
