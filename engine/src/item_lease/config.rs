@@ -1,9 +1,8 @@
 //! A leaser's settings, and the rule `next_for_state` picks items by.
 
 use super::Item;
-use crate::lock::LockPolicy;
+use crate::lock::{LockPolicy, Named};
 use crate::time::Now;
-use std::fmt;
 
 /// What `next_for_state` knows of one stored item in the wanted state.
 #[derive(Clone, Copy, Debug)]
@@ -23,13 +22,7 @@ pub struct Candidate<'a> {
 /// Decides whether `next_for_state` may take an item. Pluggable so that the model
 /// checker can run EDC's early predicate against the same engine; only
 /// [`Selector::AVAILABLE`] ships. Selectors compare by name.
-#[derive(Clone, Copy)]
-pub struct Selector {
-    /// A name for traces and comparisons.
-    pub name: &'static str,
-    /// The predicate.
-    pub pick: fn(&Candidate<'_>) -> bool,
-}
+pub type Selector = Named<fn(&Candidate<'_>) -> bool>;
 
 impl Selector {
     /// leasehold's rule, [`available`].
@@ -42,26 +35,6 @@ impl Selector {
 /// leasehold's rule: no lease, an expired lease, or this leaser's own.
 pub fn available(c: &Candidate<'_>) -> bool {
     c.item.lease.is_none() || c.lease_expired || c.own
-}
-
-impl PartialEq for Selector {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-    }
-}
-
-impl Eq for Selector {}
-
-impl std::hash::Hash for Selector {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name.hash(state);
-    }
-}
-
-impl fmt::Debug for Selector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name)
-    }
 }
 
 /// The settings of an item leaser.

@@ -179,6 +179,36 @@ impl Locks {
     }
 }
 
+/// A rule with a name. Rules are compared and hashed by name, so that clients that
+/// carry one stay comparable (model checkers compare whole client states).
+#[derive(Clone, Copy)]
+pub struct Named<F> {
+    /// A name for traces and comparisons.
+    pub name: &'static str,
+    /// The rule.
+    pub pick: F,
+}
+
+impl<F> PartialEq for Named<F> {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl<F> Eq for Named<F> {}
+
+impl<F> std::hash::Hash for Named<F> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl<F> std::fmt::Debug for Named<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
 /// The identity of one life of a lock client, and the numbers it hands out.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Client {

@@ -1,7 +1,7 @@
 //! A consumer's settings, and the rule that picks the messages a dequeue takes.
 
 use super::{Message, MessageState, QueueName};
-use crate::lock::LockPolicy;
+use crate::lock::{LockPolicy, Named};
 use crate::store::Limits;
 use crate::time::{Millis, Now};
 use std::fmt;
@@ -22,13 +22,7 @@ pub struct Candidate<'a> {
 /// Decides whether a dequeue may take a message. Pluggable so that the model checker
 /// can run the seeds' predicates against the same engine; only
 /// [`Selector::DELIVERABLE`] ships. Selectors compare by name.
-#[derive(Clone, Copy)]
-pub struct Selector {
-    /// A name for traces and comparisons.
-    pub name: &'static str,
-    /// The predicate.
-    pub pick: fn(&Candidate<'_>) -> bool,
-}
+pub type Selector = Named<fn(&Candidate<'_>) -> bool>;
 
 impl Selector {
     /// leasehold's rule, [`deliverable`].
@@ -36,26 +30,6 @@ impl Selector {
         name: "deliverable",
         pick: deliverable,
     };
-}
-
-impl PartialEq for Selector {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-    }
-}
-
-impl Eq for Selector {}
-
-impl std::hash::Hash for Selector {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name.hash(state);
-    }
-}
-
-impl fmt::Debug for Selector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name)
-    }
 }
 
 /// leasehold's rule: visible, and pending or locked by a lock that has expired.

@@ -177,7 +177,8 @@ impl Consumer {
             Input::Abandon { message, delay } => {
                 let held = self.held(&message)?;
                 let wall = self.now.wall;
-                self.rewrite(&message, held, QueueIntent::Abandon, |m| {
+                let pending = Pending::Abandon(message.clone());
+                self.rewrite_as(&message, held, QueueIntent::Abandon, pending, |m| {
                     m.state = MessageState::Pending;
                     m.next_visible_at = wall + delay;
                 })
@@ -408,16 +409,6 @@ impl Consumer {
                 },
             };
         })
-    }
-
-    fn rewrite(
-        &mut self,
-        id: &DocId,
-        held: Held,
-        intent: QueueIntent,
-        change: impl FnOnce(&mut Message),
-    ) -> Result<(), QueueError> {
-        self.rewrite_as(id, held, intent, Pending::Abandon(id.clone()), change)
     }
 
     /// Writes a new version of a held message, built from the version this consumer
