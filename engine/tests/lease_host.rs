@@ -1019,3 +1019,44 @@ fn a_refused_takeover_makes_the_host_scan_again_at_once() {
         c.inflight
     );
 }
+
+/// Found by the simulator (`leasehold sim crash --faults spike=60,pause=20 --seed 1`
+/// before the fix): a host paused with a handoff in flight woke, saw the claimant's
+/// heartbeat as expired, cancelled the handoff it had already sent, and processed the
+/// lease again while the claimant owned it.
+#[test]
+fn a_host_never_takes_back_a_lease_whose_handoff_is_in_flight() {
+    let (mut c, moving) = handing_a_lease_to_a_newcomer();
+    // The claimant dies; its heartbeat looks alive to a for one more expiry.
+    c.crash("b");
+    c.run_for(3_000);
+    // The last batch's checkpoint renews a's authority, then the handler stops.
+    c.checkpoint("a", &moving, "last-batch").unwrap();
+    c.deliver_all();
+    c.stopped("a", &moving);
+    while !c
+        .inflight
+        .iter()
+        .any(|(n, r)| n == "a" && r.intent == Intent::Handoff)
+    {
+        assert!(c.deliver_next(), "a never sent the handoff");
+    }
+    // The network holds the handoff while b's heartbeat expires in a's eyes, before
+    // a's own authority over the lease has run out.
+    let handoff = c.intercept("a", Intent::Handoff);
+    for _ in 0..120 {
+        c.run_for(100);
+        assert!(
+            !c.nodes["a"].processing.contains_key(&lease(&moving)),
+            "at {} ms a processes {moving} again with its handoff in flight",
+            c.time
+        );
+    }
+    // The handoff lands after all: the lease is b's, and a never touched it since.
+    let result = c.store.execute(handoff.op.clone());
+    assert!(result.is_ok());
+    c.answer("a", &handoff, result);
+    c.run_for(1_000);
+    assert_eq!(c.lease(&moving).owner, Some(HostId::from("b")));
+    assert!(!c.nodes["a"].processing.contains_key(&lease(&moving)));
+}

@@ -2,7 +2,10 @@
 //! settings, and an optional known-bad variant.
 
 use leasehold_engine::balance::{CfpConfig, Strategy};
-use leasehold_engine::lease::{ConfigError, LeaseConfig};
+use leasehold_engine::lease::{
+    ConfigError, Intent, LeaseConfig, LeaseDocument, Record, StoreRequest,
+};
+use leasehold_engine::store::Op;
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
 use std::fmt;
 use std::str::FromStr;
@@ -111,6 +114,34 @@ pub enum Bug {
 }
 
 impl Bug {
+    /// Rewrites `req` on the wire as the wire-level variants do (the others change the
+    /// hosts' settings instead); `before` is the lease it would replace, as the store
+    /// holds it. Every driver (the model checker and the simulator) injects a variant
+    /// through this one function.
+    pub fn tamper(self, req: &mut StoreRequest, before: Option<&LeaseDocument>) {
+        let taking = matches!(req.intent, Intent::Acquire | Intent::Steal);
+        let strip = match self {
+            Bug::BlindAcquire => taking,
+            Bug::BlindCheckpoint => req.intent == Intent::Checkpoint,
+            _ => false,
+        };
+        if let (true, Op::Replace { if_match, .. }) = (strip, &mut req.op) {
+            *if_match = None;
+        }
+        if let (
+            Bug::SameEpoch,
+            true,
+            Some(before),
+            Op::Replace {
+                doc: Record::Lease(doc),
+                ..
+            },
+        ) = (self, taking, before, &mut req.op)
+        {
+            doc.epoch = before.epoch;
+        }
+    }
+
     /// Every variant, in the order the documentation lists them.
     pub const ALL: [Bug; 5] = [
         Bug::TimestampSkew,

@@ -41,7 +41,7 @@ pub mod world;
 pub use config::{Bounds, BoundsError, Bug, StrategyName, TICK_MS, parse_expiry};
 pub use items::ItemModel;
 pub use lock_config::{LockBounds, LockBug, LockKind};
-pub use partitions::PartitionModel;
+pub use partitions::{PartitionModel, lease_before};
 pub use queue::QueueModel;
 pub use state::{Action, Fault, Ghost, Host, Rate, State, Work};
 pub use svg::sequence_diagram;

@@ -1,7 +1,7 @@
 //! The stateright model of partition leases: H hosts running the engine's
 //! [`LeaseHost`] against the engine's reference store.
 
-use crate::config::{Bounds, BoundsError, Bug};
+use crate::config::{Bounds, BoundsError};
 use crate::state::{Action, Fault, Ghost, Host, Rate, State, Work};
 use leasehold_engine::lease::{
     Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Record, StopReason, StoreRequest,
@@ -312,27 +312,8 @@ impl PartitionModel {
 
     /// The known-bad variants that live on the wire.
     fn inject_bug(&self, state: &State, req: &mut StoreRequest) {
-        let taking = matches!(req.intent, Intent::Acquire | Intent::Steal);
-        let strip = match self.bounds.bug {
-            Some(Bug::BlindAcquire) => taking,
-            Some(Bug::BlindCheckpoint) => req.intent == Intent::Checkpoint,
-            _ => false,
-        };
-        if let (true, Op::Replace { if_match, .. }) = (strip, &mut req.op) {
-            *if_match = None;
-        }
-        if let (true, Some(Bug::SameEpoch)) = (taking, self.bounds.bug) {
-            let before = lease_before(&state.store, &req.op);
-            if let (
-                Some(before),
-                Op::Replace {
-                    doc: Record::Lease(doc),
-                    ..
-                },
-            ) = (before, &mut req.op)
-            {
-                doc.epoch = before.epoch;
-            }
+        if let Some(bug) = self.bounds.bug {
+            bug.tamper(req, lease_before(&state.store, &req.op).as_ref());
         }
     }
 
@@ -579,7 +560,8 @@ pub(crate) fn number(checkpoint: Option<&Checkpoint>) -> u8 {
 }
 
 /// The stored version of the lease a write is about to change.
-fn lease_before(store: &Container<Record>, op: &Op<Record>) -> Option<LeaseDocument> {
+/// The lease a replace would overwrite, as the store holds it.
+pub fn lease_before(store: &Container<Record>, op: &Op<Record>) -> Option<LeaseDocument> {
     let Op::Replace {
         doc: Record::Lease(doc),
         ..

@@ -7,4 +7,5 @@
 
 pub mod balance;
 pub mod check;
+pub mod sim;
 pub mod snapshot;

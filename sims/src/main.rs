@@ -32,6 +32,9 @@ enum Command {
     /// Model-check a protocol exhaustively within bounds (exit 1 on a counterexample,
     /// 3 when stopped at a limit).
     Check(ModelArgs),
+    /// Simulate a scenario over virtual time with seeded faults, or a swarm of seeds
+    /// (exit 1 on a violation).
+    Sim(leasehold_sims::sim::cli::SimArgs),
     /// Serve stateright's Explorer for a model on 127.0.0.1, to walk its states by hand.
     Explore(ExploreArgs),
 }
@@ -202,6 +205,7 @@ fn main() -> ExitCode {
             Ok(ExitCode::from(2))
         }),
         Command::Explore(args) => run_explore(args),
+        Command::Sim(args) => Ok(leasehold_sims::sim::cli::run(&args)),
     };
     match result {
         Ok(code) => code,

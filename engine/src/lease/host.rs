@@ -571,6 +571,12 @@ impl LeaseHost {
                 _ if checkpoint.is_some() => Intent::Checkpoint,
                 _ => Intent::Renew,
             };
+            if release {
+                // A release may land at any moment once sent, even after a timeout:
+                // authority ends now, as for a lock given up. Should the host keep the
+                // lease after all, only a renewal that succeeds restores it.
+                own.authority_until = None;
+            }
             let op = Op::Replace {
                 doc: Record::Lease(doc.clone()),
                 if_match: Some(slot.etag.clone()),

@@ -1,0 +1,445 @@
+//! Ground truth: who processes what, checked online against the properties the model
+//! checker proves, and measured for the report.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Which property a violation breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ViolationKind {
+    /// Two hosts were entitled to process one partition at the same instant, or a
+    /// handler's work took effect without authority.
+    Exclusivity,
+    /// A stale owner's write was accepted: downstream (an older epoch after a newer
+    /// one) or by the store (an owner write from a host that no longer owns the lease).
+    Fencing,
+    /// A stored checkpoint went backwards.
+    CheckpointMonotonicity,
+    /// An event was skipped, or never processed by the end of the run.
+    EventLost,
+    /// After the faults healed, the work did not settle by the deadline: a partition
+    /// unprocessed or processed twice, or (for `handoff`) an unbalanced assignment.
+    Liveness,
+    /// The engine refused an input the simulator sent: a bug in the driver.
+    Driver,
+}
+
+impl ViolationKind {
+    /// The kind's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ViolationKind::Exclusivity => "exclusivity",
+            ViolationKind::Fencing => "fencing",
+            ViolationKind::CheckpointMonotonicity => "checkpoint-monotonicity",
+            ViolationKind::EventLost => "event-lost",
+            ViolationKind::Liveness => "liveness",
+            ViolationKind::Driver => "driver",
+        }
+    }
+}
+
+impl fmt::Display for ViolationKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One broken property.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Violation {
+    /// Which property.
+    pub kind: ViolationKind,
+    /// True time, in seconds.
+    pub at_s: f64,
+    /// What happened, in the domain's words.
+    pub detail: String,
+}
+
+/// A handler that is running: started, not stopped, and its host not paused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Running {
+    /// The host's slot.
+    pub host: usize,
+    /// The lease epoch it processes under.
+    pub epoch: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Partition {
+    running: Vec<Running>,
+    /// Every event below this was committed downstream at least once.
+    committed: u64,
+    /// The highest epoch whose work took effect downstream.
+    max_epoch: u64,
+    /// The host that last started it, for counting moves.
+    last_host: Option<usize>,
+    /// Since when two or more handlers run at once.
+    overlap_since: Option<u64>,
+}
+
+/// The online checker and the run's measures.
+#[derive(Clone, Debug)]
+pub struct Checker {
+    partitions: Vec<Partition>,
+    /// Partitions each host slot is running.
+    counts: Vec<u32>,
+    /// Which host slots count for balance: up and not shutting down.
+    live: Vec<bool>,
+    /// Partitions with exactly one running handler.
+    covered: usize,
+    violations: Vec<Violation>,
+    /// Violations beyond this many are counted, not kept.
+    keep: usize,
+    dropped: BTreeMap<ViolationKind, u64>,
+    /// When the disturbance happened; moves and imbalance count from then.
+    disturbance: u64,
+    balanced_since: Option<u64>,
+    /// Owners at the disturbance, for the minimum number of moves.
+    owners_at_disturbance: Option<Vec<Option<usize>>>,
+    /// Counted measures.
+    pub moves: u64,
+    /// Events committed more than once.
+    pub duplicate_events: u64,
+    /// Time two handlers ran for one partition, summed over partitions.
+    pub duplicate_ms: u64,
+    /// Events committed (with duplicates).
+    pub events_processed: u64,
+    /// The longest an event waited from arrival to its first commit.
+    pub max_lag_ms: u64,
+    /// The largest spread between the most and least loaded live hosts after the
+    /// disturbance.
+    pub max_imbalance: u32,
+}
+
+impl Checker {
+    /// A checker for `partitions` partitions; the disturbance is at true time
+    /// `disturbance`.
+    pub fn new(partitions: usize, disturbance: u64) -> Checker {
+        Checker {
+            partitions: vec![Partition::default(); partitions],
+            counts: Vec::new(),
+            live: Vec::new(),
+            covered: 0,
+            violations: Vec::new(),
+            keep: 20,
+            dropped: BTreeMap::new(),
+            disturbance,
+            balanced_since: None,
+            owners_at_disturbance: None,
+            moves: 0,
+            duplicate_events: 0,
+            duplicate_ms: 0,
+            events_processed: 0,
+            max_lag_ms: 0,
+            max_imbalance: 0,
+        }
+    }
+
+    /// Records a violation.
+    pub fn violate(&mut self, kind: ViolationKind, at: u64, detail: String) {
+        if self.violations.len() < self.keep {
+            self.violations.push(Violation {
+                kind,
+                at_s: at as f64 / 1_000.0,
+                detail,
+            });
+        } else {
+            *self.dropped.entry(kind).or_default() += 1;
+        }
+    }
+
+    /// The violations kept, in order.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Violations by kind, including those not kept.
+    pub fn violation_counts(&self) -> BTreeMap<ViolationKind, u64> {
+        let mut counts = self.dropped.clone();
+        for v in &self.violations {
+            *counts.entry(v.kind).or_default() += 1;
+        }
+        counts
+    }
+
+    /// The handlers running for `partition`.
+    pub fn running(&self, partition: u32) -> &[Running] {
+        &self.partitions[partition as usize].running
+    }
+
+    /// How far `partition` has been committed downstream.
+    pub fn committed(&self, partition: u32) -> u64 {
+        self.partitions[partition as usize].committed
+    }
+
+    fn slot(&mut self, host: usize) {
+        if self.counts.len() <= host {
+            self.counts.resize(host + 1, 0);
+            self.live.resize(host + 1, false);
+        }
+    }
+
+    /// Whether `host` counts for balance.
+    pub fn set_live(&mut self, host: usize, live: bool, now: u64) {
+        self.slot(host);
+        self.live[host] = live;
+        self.changed(now);
+    }
+
+    /// A handler of `host` runs `partition` at `epoch` from now on (a start, or the
+    /// end of a pause). `start` says it is a new start, which may count as a move.
+    pub fn run(&mut self, partition: u32, host: usize, epoch: u64, start: bool, now: u64) {
+        self.slot(host);
+        if start && now >= self.disturbance {
+            self.snapshot_owners();
+        }
+        let p = &mut self.partitions[partition as usize];
+        if start {
+            if now >= self.disturbance && p.last_host.is_some_and(|h| h != host) {
+                self.moves += 1;
+            }
+            p.last_host = Some(host);
+        }
+        let before = p.running.len();
+        p.running.push(Running { host, epoch });
+        if before == 1 {
+            p.overlap_since = Some(now);
+        }
+        self.covered = match before {
+            0 => self.covered + 1,
+            1 => self.covered - 1,
+            _ => self.covered,
+        };
+        self.counts[host] += 1;
+        self.changed(now);
+    }
+
+    /// The handler of `host` for `partition` no longer runs (stopped, crashed or paused).
+    pub fn halt(&mut self, partition: u32, host: usize, now: u64) {
+        let p = &mut self.partitions[partition as usize];
+        let Some(i) = p.running.iter().position(|r| r.host == host) else {
+            return;
+        };
+        p.running.swap_remove(i);
+        let after = p.running.len();
+        if after == 1
+            && let Some(since) = p.overlap_since.take()
+        {
+            self.duplicate_ms += now - since;
+        }
+        self.covered = match after {
+            0 => self.covered - 1,
+            1 => self.covered + 1,
+            _ => self.covered,
+        };
+        self.counts[host] -= 1;
+        self.changed(now);
+    }
+
+    /// Work of `host` at `epoch` on events `from..to` of `partition` took effect at
+    /// `now`; `arrival` is when event `from` arrived.
+    pub fn commit(
+        &mut self,
+        partition: u32,
+        epoch: u64,
+        from: u64,
+        to: u64,
+        arrival: u64,
+        now: u64,
+    ) -> Result<(), (ViolationKind, String)> {
+        let p = &mut self.partitions[partition as usize];
+        self.events_processed += to - from;
+        if epoch < p.max_epoch {
+            return Err((
+                ViolationKind::Fencing,
+                format!(
+                    "partition {partition}: work at epoch {epoch} took effect after work at epoch {}",
+                    p.max_epoch
+                ),
+            ));
+        }
+        p.max_epoch = epoch;
+        if from > p.committed {
+            return Err((
+                ViolationKind::EventLost,
+                format!(
+                    "partition {partition}: events {}..{from} were skipped (a handler resumed past them)",
+                    p.committed
+                ),
+            ));
+        }
+        self.duplicate_events += to.min(p.committed) - from;
+        if to > p.committed {
+            if from == p.committed {
+                self.max_lag_ms = self.max_lag_ms.max(now.saturating_sub(arrival));
+            }
+            p.committed = to;
+        }
+        Ok(())
+    }
+
+    /// Whether every partition is run by exactly one live host, and the live hosts'
+    /// loads differ by at most one.
+    pub fn balanced(&self) -> bool {
+        self.covered == self.partitions.len() && self.spread() <= 1 && self.all_on_live()
+    }
+
+    /// Whether every partition is run by exactly one live host.
+    pub fn covered(&self) -> bool {
+        self.covered == self.partitions.len() && self.all_on_live()
+    }
+
+    fn all_on_live(&self) -> bool {
+        self.counts
+            .iter()
+            .zip(&self.live)
+            .all(|(count, live)| *live || *count == 0)
+    }
+
+    /// The most minus the fewest partitions run by a live host.
+    pub fn spread(&self) -> u32 {
+        let loads = self
+            .counts
+            .iter()
+            .zip(&self.live)
+            .filter(|(_, live)| **live)
+            .map(|(c, _)| *c);
+        let (min, max) = loads.fold((u32::MAX, 0), |(lo, hi), c| (lo.min(c), hi.max(c)));
+        max.saturating_sub(min.min(max))
+    }
+
+    fn changed(&mut self, now: u64) {
+        if now >= self.disturbance {
+            self.max_imbalance = self.max_imbalance.max(self.spread());
+        }
+        match (self.balanced(), self.balanced_since) {
+            (true, None) => self.balanced_since = Some(now),
+            (false, Some(_)) => self.balanced_since = None,
+            _ => {}
+        }
+    }
+
+    fn snapshot_owners(&mut self) {
+        if self.owners_at_disturbance.is_none() {
+            // A partition never processed yet is not moved when first taken.
+            let owners = self
+                .partitions
+                .iter()
+                .map(|p| p.running.first().map(|r| r.host).or(p.last_host))
+                .collect();
+            self.owners_at_disturbance = Some(owners);
+        }
+    }
+
+    /// Marks the disturbance: the owners now are what the minimum moves start from.
+    pub fn disturb(&mut self, now: u64) {
+        self.disturbance = now;
+        self.owners_at_disturbance = None;
+        self.snapshot_owners();
+    }
+
+    /// Seconds from the disturbance until the assignment became balanced for good, if
+    /// it is balanced now.
+    pub fn converge_s(&self) -> Option<f64> {
+        self.balanced_since
+            .map(|t| t.saturating_sub(self.disturbance) as f64 / 1_000.0)
+    }
+
+    /// The fewest moves that take the owners at the disturbance to a balanced
+    /// assignment over the hosts live now: every partition of a host that is gone,
+    /// plus each live host's excess over its share.
+    pub fn min_moves(&self) -> u64 {
+        let Some(owners) = &self.owners_at_disturbance else {
+            return 0;
+        };
+        let live: Vec<usize> = (0..self.live.len()).filter(|h| self.live[*h]).collect();
+        if live.is_empty() {
+            return 0;
+        }
+        let mut loads: BTreeMap<usize, u64> = live.iter().map(|h| (*h, 0)).collect();
+        let mut orphans = 0;
+        for owner in owners.iter().flatten() {
+            match loads.get_mut(owner) {
+                Some(load) => *load += 1,
+                None => orphans += 1,
+            }
+        }
+        let total = owners.iter().flatten().count() as u64;
+        let hosts = live.len() as u64;
+        let (share, extra) = (total / hosts, total % hosts);
+        let mut sorted: Vec<u64> = loads.into_values().collect();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let excess: u64 = sorted
+            .iter()
+            .enumerate()
+            .map(|(i, load)| {
+                let quota = share + u64::from((i as u64) < extra);
+                load.saturating_sub(quota)
+            })
+            .sum();
+        orphans + excess
+    }
+
+    /// Ends overlap accounting at `now`.
+    pub fn finish(&mut self, now: u64) {
+        for p in &mut self.partitions {
+            if let Some(since) = p.overlap_since.take() {
+                self.duplicate_ms += now - since;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_out_from_one_host_needs_all_but_its_share_moved() {
+        let mut checker = Checker::new(10, 100);
+        checker.set_live(0, true, 0);
+        for p in 0..10 {
+            checker.run(p, 0, 1, true, 0);
+        }
+        assert!(checker.balanced());
+        checker.set_live(1, true, 100);
+        checker.disturb(100);
+        assert!(!checker.balanced());
+        assert_eq!(checker.min_moves(), 5);
+        for p in 0..5 {
+            checker.halt(p, 0, 200);
+            checker.run(p, 1, 2, true, 300);
+        }
+        assert_eq!(checker.moves, 5);
+        assert_eq!(checker.converge_s(), Some(0.2));
+    }
+
+    #[test]
+    fn a_handler_resuming_past_unprocessed_events_is_an_event_lost() {
+        let mut checker = Checker::new(1, 0);
+        assert!(checker.commit(0, 1, 0, 10, 0, 5).is_ok());
+        assert!(checker.commit(0, 2, 5, 12, 0, 6).is_ok());
+        assert_eq!(checker.duplicate_events, 5);
+        assert!(matches!(
+            checker.commit(0, 2, 20, 30, 0, 7),
+            Err((ViolationKind::EventLost, _))
+        ));
+        assert!(matches!(
+            checker.commit(0, 1, 30, 31, 0, 8),
+            Err((ViolationKind::Fencing, _))
+        ));
+    }
+
+    #[test]
+    fn two_running_handlers_count_as_duplicate_time() {
+        let mut checker = Checker::new(1, 0);
+        checker.set_live(0, true, 0);
+        checker.set_live(1, true, 0);
+        checker.run(0, 0, 1, true, 0);
+        checker.run(0, 1, 2, true, 1_000);
+        checker.halt(0, 0, 4_000);
+        assert_eq!(checker.duplicate_ms, 3_000);
+    }
+}

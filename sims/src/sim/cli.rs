@@ -1,0 +1,373 @@
+//! `leasehold sim`: the simulator's command line.
+
+use super::config::{Scenario, SimConfig, SimError, parse_strategy};
+use super::report::{RunReport, table};
+use super::{replay_command, simulate, svg, swarm};
+use leasehold_engine::{ExpiryRule, Millis};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The flags of `leasehold sim`.
+#[derive(clap::Args, Debug)]
+pub struct SimArgs {
+    /// steady, scale-out, scale-in, rolling-restart, crash, flapping-host,
+    /// skewed-clocks, throttled-store, hot-partition, or swarm (many seeds, each a
+    /// random scenario and fault mix).
+    pub scenario: String,
+    /// The seed every random choice comes from.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Swarm: the seeds to run, as A..B (B excluded).
+    #[arg(long, value_name = "A..B")]
+    pub seeds: Option<String>,
+    /// Strategies to run on the same seed, side by side.
+    #[arg(long, default_value = "cfp,handoff", value_name = "LIST")]
+    pub strategy: String,
+    /// Hosts at full strength [scenario default: 10].
+    #[arg(long)]
+    pub hosts: Option<u32>,
+    /// Partitions [scenario default: 100].
+    #[arg(long)]
+    pub partitions: Option<u32>,
+    /// Time from the disturbance until faults heal and the source stops [default: 10m].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Option<Millis>,
+    /// Faults: `none`, or a list such as crash=4,pause=6,throttle=20 (kinds: crash,
+    /// shutdown, pause, jump, timeout, partition per host per hour; throttle, spike
+    /// windows per hour; skew seconds; drift ppm). Added to the scenario's own.
+    #[arg(long, value_name = "LIST")]
+    pub faults: Option<String>,
+    /// Scale-out: hosts before the disturbance [default: 1].
+    #[arg(long)]
+    pub from: Option<u32>,
+    /// Scale-in and crash: hosts that leave [defaults: 5 and 3].
+    #[arg(long)]
+    pub affected: Option<u32>,
+    /// Rolling restart: time between replacements; flapping host: between crashes.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub interval: Option<Millis>,
+    /// Time before the disturbance [default: 2m; steady: 0].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub warmup: Option<Millis>,
+    /// The liveness deadline after the heal [default: computed from the intervals].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub settle: Option<Millis>,
+    /// The expiry rule: observed or timestamp (CFP's).
+    #[arg(long, value_name = "RULE")]
+    pub expiry: Option<String>,
+    /// Lease expiration [default: 60s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub expiration: Option<Millis>,
+    /// Renew interval [default: 17s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub renew: Option<Millis>,
+    /// Acquire interval [default: 13s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub acquire: Option<Millis>,
+    /// The clock drift the hosts allow for, in ppm [default: 10000, 1%].
+    #[arg(long, value_name = "PPM")]
+    pub drift_bound: Option<u32>,
+    /// Events per second per partition [default: 1].
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// How many times the rate partition 0 gets [default: 1; hot-partition: 50].
+    #[arg(long)]
+    pub hot_factor: Option<f64>,
+    /// How long an idle handler waits before polling again [default: 5s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub poll: Option<Millis>,
+    /// The most events in one batch [default: 100].
+    #[arg(long)]
+    pub max_batch: Option<u64>,
+    /// Run a known-bad variant of the protocol (the model checker's): timestamp-skew,
+    /// blind-acquire, blind-checkpoint, thin-margin, same-epoch.
+    #[arg(long, value_name = "NAME")]
+    pub bug: Option<String>,
+    /// Trace events shown before a violation.
+    #[arg(long, default_value_t = 40, value_name = "N")]
+    pub trace: usize,
+    /// Print one JSON object with one run per strategy.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw the ownership timeline to this SVG file (one file per strategy when there
+    /// are several: NAME-STRATEGY.svg).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Swarm: no progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn parse_duration(text: &str) -> Result<Millis, String> {
+    humantime::parse_duration(text)
+        .map(Millis::from)
+        .map_err(|e| format!("{e} (write a unit, such as 60s or 10m)"))
+}
+
+/// Builds the run of one strategy from the flags.
+pub fn config_of(
+    args: &SimArgs,
+    scenario: Scenario,
+    strategy: &str,
+) -> Result<SimConfig, SimError> {
+    let mut cfg = SimConfig::scenario(scenario, args.seed);
+    cfg.strategy = parse_strategy(strategy)?;
+    cfg.trace_keep = args.trace;
+    if let Some(v) = args.hosts {
+        cfg.hosts = v;
+    }
+    if let Some(v) = args.partitions {
+        cfg.partitions = v;
+    }
+    if let Some(v) = args.duration {
+        cfg.duration = v;
+    }
+    if let Some(text) = &args.faults {
+        cfg.faults = cfg
+            .faults
+            .apply(text)
+            .map_err(|e| SimError::Faults(e.to_string()))?;
+    }
+    if let Some(v) = args.from {
+        cfg.from = v;
+    }
+    if let Some(v) = args.affected {
+        cfg.affected = v;
+    }
+    if let Some(v) = args.interval {
+        cfg.interval = v;
+    }
+    if let Some(v) = args.warmup {
+        cfg.warmup = v;
+    }
+    if args.settle.is_some() {
+        cfg.settle = args.settle;
+    }
+    if let Some(rule) = &args.expiry {
+        cfg.expiry = match rule.as_str() {
+            "observed" => ExpiryRule::Observed,
+            "timestamp" => ExpiryRule::Timestamp,
+            other => return Err(SimError::UnknownRule(other.to_string())),
+        };
+    }
+    if let Some(v) = args.expiration {
+        cfg.expiration = v;
+    }
+    if let Some(v) = args.renew {
+        cfg.renew = v;
+    }
+    if let Some(v) = args.acquire {
+        cfg.acquire = v;
+    }
+    if let Some(v) = args.drift_bound {
+        cfg.drift_bound_ppm = v;
+    }
+    if let Some(v) = args.rate {
+        cfg.workload.rate = v;
+    }
+    if let Some(v) = args.hot_factor {
+        cfg.workload.hot_factor = v;
+    }
+    if let Some(v) = args.poll {
+        cfg.workload.poll = v;
+    }
+    if let Some(v) = args.max_batch {
+        cfg.workload.max_batch = v;
+    }
+    if let Some(name) = &args.bug {
+        cfg.bug = Some(
+            name.parse::<leasehold_model::Bug>()
+                .map_err(|e| SimError::Faults(e.to_string()))?,
+        );
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn svg_path(base: &Path, strategy: &str, several: bool) -> PathBuf {
+    if !several {
+        return base.to_path_buf();
+    }
+    let stem = base
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("timeline");
+    base.with_file_name(format!("{stem}-{strategy}.svg"))
+}
+
+/// Runs `leasehold sim`; exit 0 when every property held, 1 on a violation, 2 on bad
+/// flags.
+pub fn run(args: &SimArgs) -> ExitCode {
+    let result = if args.scenario == "swarm" {
+        run_swarm(args)
+    } else {
+        run_scenario(args)
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_scenario(args: &SimArgs) -> Result<ExitCode, SimError> {
+    let scenario: Scenario = args.scenario.parse()?;
+    if args.seeds.is_some() {
+        return Err(SimError::Size(
+            "--seeds is for `leasehold sim swarm`; give one --seed",
+        ));
+    }
+    let strategies: Vec<&str> = args.strategy.split(',').map(str::trim).collect();
+    let configs = strategies
+        .iter()
+        .map(|s| config_of(args, scenario, s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut reports = Vec::new();
+    let mut failed = false;
+    for cfg in &configs {
+        let run = simulate(cfg, args.svg.is_some())?;
+        if let (Some(base), Some(timeline)) = (&args.svg, &run.finished.timeline) {
+            let path = svg_path(base, cfg.strategy.name(), configs.len() > 1);
+            let title = format!(
+                "{} · {} · seed {} · {} hosts · {} partitions",
+                cfg.scenario,
+                cfg.strategy.name(),
+                cfg.seed,
+                cfg.hosts,
+                cfg.partitions
+            );
+            svg::draw(timeline, cfg.partitions, run.finished.end, &title, &path)
+                .map_err(SimError::Output)?;
+            eprintln!("wrote {}", path.display());
+        }
+        if !run.report.passed() {
+            failed = true;
+            eprint!("{}", violation_text(cfg, &run.report, &run.finished.tail));
+        }
+        reports.push(run.report);
+    }
+    if args.json {
+        let json = serde_json::json!({ "runs": reports });
+        println!("{json}");
+    } else {
+        let cfg = &configs[0];
+        println!(
+            "leasehold sim {} · seed {} · {} hosts · {} partitions · disturbance at {} · {} until the heal · settle {} · faults {}",
+            cfg.scenario,
+            cfg.seed,
+            cfg.hosts,
+            cfg.partitions,
+            cfg.warmup,
+            cfg.duration,
+            cfg.settle(),
+            cfg.faults
+        );
+        print!("{}", table(&reports));
+    }
+    Ok(ExitCode::from(if failed { 1 } else { 0 }))
+}
+
+/// The text printed for a run that broke a property: seed, scenario, what broke,
+/// the last trace events and the replay command.
+pub fn violation_text(cfg: &SimConfig, report: &RunReport, tail: &[String]) -> String {
+    let mut out = format!(
+        "VIOLATION in {} with {} (seed {}):\n",
+        cfg.scenario,
+        cfg.strategy.name(),
+        cfg.seed
+    );
+    for v in &report.violations {
+        out.push_str(&format!("  {} at {:.3} s: {}\n", v.kind, v.at_s, v.detail));
+    }
+    let more: u64 = report.violation_counts.values().sum::<u64>() - report.violations.len() as u64;
+    if more > 0 {
+        out.push_str(&format!("  … and {more} more\n"));
+    }
+    out.push_str(&format!("last {} events before the first:\n", tail.len()));
+    for line in tail {
+        out.push_str(&format!("  {line}\n"));
+    }
+    out.push_str(&format!("replay: {}\n", replay_command(cfg)));
+    out
+}
+
+fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
+    let seeds = swarm::parse_seeds(args.seeds.as_deref().unwrap_or("0..100"))?;
+    let bar = if args.quiet || args.json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let bar = indicatif::ProgressBar::new(seeds.end - seeds.start);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} seeds · {elapsed} · {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    };
+    let first = seeds.start;
+    let summary = swarm::run(seeds, |_, s| {
+        bar.inc(1);
+        let broken: u64 = s.failures.len() as u64;
+        bar.set_message(format!("{broken} seeds with violations"));
+    });
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string(&summary).unwrap_or_default());
+    } else {
+        println!(
+            "swarm: {} seeds from {first} · {:.0} virtual hours",
+            summary.seeds,
+            summary.virtual_s / 3_600.0
+        );
+        let scenarios: Vec<String> = summary
+            .scenarios
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        println!("scenarios: {}", scenarios.join(", "));
+        let faults: Vec<String> = summary
+            .faults
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        println!("faults injected: {}", faults.join(", "));
+        if summary.violations.is_empty() {
+            println!("violations: none");
+        } else {
+            let kinds: Vec<String> = summary
+                .violations
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            println!(
+                "violations: {} in {} seeds",
+                kinds.join(", "),
+                summary.failures.len()
+            );
+        }
+        match summary.slowest {
+            Some((seed, s)) => println!("slowest convergence: {s:.1} s (seed {seed})"),
+            None => println!("slowest convergence: none converged"),
+        }
+        for f in summary.failures.iter().take(5) {
+            eprintln!("seed {} ({}): {}", f.seed, f.scenario, f.first);
+            for line in &f.tail {
+                eprintln!("  {line}");
+            }
+            eprintln!("replay: {}", f.replay);
+            eprintln!(
+                "   or: leasehold sim swarm --seeds {}..{}",
+                f.seed,
+                f.seed + 1
+            );
+        }
+    }
+    Ok(ExitCode::from(if summary.failures.is_empty() {
+        0
+    } else {
+        1
+    }))
+}

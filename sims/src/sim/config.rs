@@ -1,0 +1,444 @@
+//! What one simulated run is: a scenario, its sizes and faults, and the protocol's
+//! settings. Every field has a scenario default and can be overridden.
+
+use super::faults::{FaultKind, Faults};
+use super::workload::Workload;
+use leasehold_engine::balance::{CfpConfig, Strategy};
+use leasehold_engine::lease::{ConfigError, LeaseConfig};
+use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
+use leasehold_model::Bug;
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// A named situation, with sensible defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// All hosts start together and stay; convergence counts from the start.
+    Steady,
+    /// `--from` hosts run, then the rest join at the disturbance.
+    ScaleOut,
+    /// All hosts run, then `--affected` of them shut down gracefully.
+    ScaleIn,
+    /// A Kubernetes rollout: every `--interval`, one host is replaced by a new one
+    /// with a new name (the new one starts, then the old one shuts down).
+    RollingRestart,
+    /// `--affected` hosts die at the disturbance and stay dead.
+    Crash,
+    /// One host crashes every `--interval` and comes back 20 s later.
+    FlappingHost,
+    /// Clocks are offset, drift and jump.
+    SkewedClocks,
+    /// The store throttles and its latency spikes.
+    ThrottledStore,
+    /// Partition 0 receives 50 times the events of the others.
+    HotPartition,
+}
+
+impl Scenario {
+    /// Every scenario, in the order the CLI lists them.
+    pub const ALL: [Scenario; 9] = [
+        Scenario::Steady,
+        Scenario::ScaleOut,
+        Scenario::ScaleIn,
+        Scenario::RollingRestart,
+        Scenario::Crash,
+        Scenario::FlappingHost,
+        Scenario::SkewedClocks,
+        Scenario::ThrottledStore,
+        Scenario::HotPartition,
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Steady => "steady",
+            Scenario::ScaleOut => "scale-out",
+            Scenario::ScaleIn => "scale-in",
+            Scenario::RollingRestart => "rolling-restart",
+            Scenario::Crash => "crash",
+            Scenario::FlappingHost => "flapping-host",
+            Scenario::SkewedClocks => "skewed-clocks",
+            Scenario::ThrottledStore => "throttled-store",
+            Scenario::HotPartition => "hot-partition",
+        }
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Scenario {
+    type Err = SimError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Scenario::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| SimError::UnknownScenario(s.to_string()))
+    }
+}
+
+/// The simulated network between hosts and the store.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Network {
+    /// One-way latency, drawn uniformly from this range (ms).
+    pub latency_ms: (u64, u64),
+    /// One request in this many gets a tail latency of 20–200 ms more.
+    pub tail_one_in: u32,
+    /// A request with no answer after this long times out (its outcome unknown).
+    pub request_timeout: Millis,
+}
+
+impl Default for Network {
+    fn default() -> Self {
+        Network {
+            latency_ms: (2, 10),
+            tail_one_in: 100,
+            request_timeout: Millis::from_secs(5),
+        }
+    }
+}
+
+/// One run of the simulator.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimConfig {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The seed every random choice derives from.
+    pub seed: u64,
+    /// Hosts at full strength.
+    pub hosts: u32,
+    /// Partitions, one lease each.
+    pub partitions: u32,
+    /// Scale-out: hosts before the disturbance.
+    pub from: u32,
+    /// Scale-in and crash: hosts that leave.
+    pub affected: u32,
+    /// Rolling restart: time between replacements; flapping host: time between crashes.
+    #[serde(serialize_with = "super::report::millis_as_s")]
+    pub interval: Millis,
+    /// Time before the disturbance, for the initial assignment to settle.
+    #[serde(serialize_with = "super::report::millis_as_s")]
+    pub warmup: Millis,
+    /// Time from the disturbance until faults heal and the source stops.
+    #[serde(serialize_with = "super::report::millis_as_s")]
+    pub duration: Millis,
+    /// Time after the heal by which the work must have settled (the liveness
+    /// deadline); `None`: a bound computed from the intervals and sizes.
+    #[serde(serialize_with = "super::report::opt_millis_as_s")]
+    pub settle: Option<Millis>,
+    /// The balancing strategy.
+    #[serde(serialize_with = "strategy_name")]
+    pub strategy: Strategy,
+    /// The expiry rule.
+    #[serde(serialize_with = "rule_name")]
+    pub expiry: ExpiryRule,
+    /// Lease expiration.
+    #[serde(serialize_with = "super::report::millis_as_s")]
+    pub expiration: Millis,
+    /// Renew interval.
+    #[serde(serialize_with = "super::report::millis_as_s")]
+    pub renew: Millis,
+    /// Acquire (scan) interval.
+    #[serde(serialize_with = "super::report::millis_as_s")]
+    pub acquire: Millis,
+    /// The drift bound the hosts assume (ppm); clocks drifting beyond it break the
+    /// protocol's assumption.
+    pub drift_bound_ppm: u32,
+    /// Faults and their rates.
+    #[serde(serialize_with = "faults_text")]
+    pub faults: Faults,
+    /// The source and the handler's costs.
+    pub workload: Workload,
+    /// The network.
+    pub network: Network,
+    /// How many trace events a violation report shows.
+    pub trace_keep: usize,
+    /// A known-bad variant of the protocol (the model checker's), to show that the
+    /// checks catch what it breaks.
+    #[serde(serialize_with = "bug_name")]
+    pub bug: Option<Bug>,
+}
+
+fn bug_name<S: serde::Serializer>(b: &Option<Bug>, ser: S) -> Result<S::Ok, S::Error> {
+    match b {
+        Some(b) => ser.serialize_str(b.name()),
+        None => ser.serialize_none(),
+    }
+}
+
+fn strategy_name<S: serde::Serializer>(s: &Strategy, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(s.name())
+}
+
+fn rule_name<S: serde::Serializer>(r: &ExpiryRule, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(match r {
+        ExpiryRule::Observed => "observed",
+        ExpiryRule::Timestamp => "timestamp",
+    })
+}
+
+fn faults_text<S: serde::Serializer>(f: &Faults, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(&f.to_string())
+}
+
+/// Parses a strategy name: `cfp` or `handoff`.
+pub fn parse_strategy(name: &str) -> Result<Strategy, SimError> {
+    match name.trim() {
+        "cfp" => Ok(Strategy::Cfp(CfpConfig::default())),
+        "handoff" => Ok(Strategy::Handoff),
+        other => Err(SimError::UnknownStrategy(other.to_string())),
+    }
+}
+
+impl SimConfig {
+    /// The defaults of `scenario`: 10 hosts, 100 partitions, the change feed
+    /// processor's intervals (expiration 60 s, renew 17 s, acquire 13 s), 10 minutes
+    /// of disturbance.
+    pub fn scenario(scenario: Scenario, seed: u64) -> SimConfig {
+        let mut config = SimConfig {
+            scenario,
+            seed,
+            hosts: 10,
+            partitions: 100,
+            from: 1,
+            affected: 3,
+            interval: Millis::from_secs(60),
+            // The change feed processor's one steal per cycle needs about three minutes
+            // to balance 100 leases over 10 hosts from a cold start.
+            warmup: Millis::from_secs(300),
+            duration: Millis::from_secs(600),
+            settle: None,
+            strategy: Strategy::Handoff,
+            expiry: ExpiryRule::Observed,
+            expiration: Millis::from_secs(60),
+            renew: Millis::from_secs(17),
+            acquire: Millis::from_secs(13),
+            drift_bound_ppm: 10_000,
+            faults: Faults::NONE,
+            workload: Workload::default(),
+            network: Network::default(),
+            trace_keep: 40,
+            bug: None,
+        };
+        match scenario {
+            Scenario::Steady => config.warmup = Millis::ZERO,
+            Scenario::ScaleIn => config.affected = 5,
+            Scenario::FlappingHost => config.interval = Millis::from_secs(90),
+            Scenario::SkewedClocks => {
+                config.faults = Faults::NONE
+                    .with(FaultKind::Skew, 30.0)
+                    .with(FaultKind::Drift, 5_000.0)
+                    .with(FaultKind::Jump, 2.0);
+            }
+            Scenario::ThrottledStore => {
+                config.faults = Faults::NONE
+                    .with(FaultKind::Throttle, 20.0)
+                    .with(FaultKind::Spike, 10.0);
+            }
+            Scenario::HotPartition => config.workload.hot_factor = 50.0,
+            Scenario::ScaleOut | Scenario::RollingRestart | Scenario::Crash => {}
+        }
+        config
+    }
+
+    /// The lease settings every host runs with.
+    pub fn lease_config(&self) -> Result<LeaseConfig, SimError> {
+        let mut expiry = ExpiryPolicy {
+            rule: self.expiry,
+            duration: self.expiration,
+            drift: Drift::ppm(self.drift_bound_ppm),
+            ..ExpiryPolicy::default()
+        };
+        // The variants that change settings rather than the wire, as in the model.
+        match self.bug {
+            Some(Bug::TimestampSkew) => {
+                expiry.rule = ExpiryRule::Timestamp;
+                expiry.safety_margin = Millis::ZERO;
+            }
+            Some(Bug::ThinMargin) => {
+                expiry.drift = Drift::ppm(0);
+                expiry.safety_margin = Millis(1);
+            }
+            _ => {}
+        }
+        let config = LeaseConfig {
+            prefix: "sim".into(),
+            partitions: self.tokens(),
+            expiry,
+            renew_interval: self.renew,
+            acquire_interval: self.acquire,
+            strategy: self.strategy,
+        };
+        config.validate().map_err(SimError::Lease)?;
+        Ok(config)
+    }
+
+    /// The partitions' lease tokens.
+    pub fn tokens(&self) -> Vec<LeaseToken> {
+        let width = self.partitions.saturating_sub(1).to_string().len();
+        (0..self.partitions)
+            .map(|p| LeaseToken::from(format!("p{p:0width$}")))
+            .collect()
+    }
+
+    /// When the disturbance happens.
+    pub fn disturbance(&self) -> Millis {
+        self.warmup
+    }
+
+    /// When the faults heal and the source stops.
+    pub fn heal_at(&self) -> Millis {
+        self.warmup + self.duration
+    }
+
+    /// When the scenario's last scripted change happens (a rollout may run past the
+    /// heal).
+    pub fn last_change(&self) -> Millis {
+        match self.scenario {
+            Scenario::RollingRestart => {
+                let rollout = self.interval.as_millis() * u64::from(self.hosts.saturating_sub(1));
+                self.warmup + Millis(rollout + 5_000)
+            }
+            _ => self.warmup,
+        }
+    }
+
+    /// The liveness deadline: the settle time after the heal or the last scripted
+    /// change, whichever is later.
+    pub fn deadline(&self) -> Millis {
+        self.heal_at().max(self.last_change()) + self.settle()
+    }
+
+    /// How long after the heal the work must have settled. The default allows two
+    /// expirations (a crashed owner's lease expiring, plus the drift allowance and a
+    /// lost write), then one acquire interval per lease a host may need to take (the
+    /// change feed processor takes one per cycle), then a few more cycles.
+    pub fn settle(&self) -> Millis {
+        self.settle.unwrap_or_else(|| {
+            let hosts = u64::from(self.hosts.max(1));
+            let share = u64::from(self.partitions).div_ceil(hosts);
+            let expiry = self.expiration.as_millis() * 2 + self.expiration.as_millis() / 10;
+            Millis(expiry + self.acquire.as_millis() * (share + 4) + self.renew.as_millis())
+        })
+    }
+
+    /// Checks that the run makes sense.
+    pub fn validate(&self) -> Result<(), SimError> {
+        if self.hosts == 0 || self.hosts > 10_000 {
+            return Err(SimError::Size("--hosts must be 1 to 10,000"));
+        }
+        if self.partitions == 0 || self.partitions > 1_000_000 {
+            return Err(SimError::Size("--partitions must be 1 to 1,000,000"));
+        }
+        if self.scenario == Scenario::ScaleOut && (self.from == 0 || self.from >= self.hosts) {
+            return Err(SimError::Size(
+                "scale-out needs 1 <= --from < --hosts (hosts before and after)",
+            ));
+        }
+        if matches!(self.scenario, Scenario::ScaleIn | Scenario::Crash)
+            && (self.affected == 0 || self.affected >= self.hosts)
+        {
+            return Err(SimError::Size(
+                "scale-in and crash need 1 <= --affected < --hosts (someone must remain)",
+            ));
+        }
+        if self.interval == Millis::ZERO {
+            return Err(SimError::Size("--interval must be above 0"));
+        }
+        if self.duration == Millis::ZERO {
+            return Err(SimError::Size("--duration must be above 0"));
+        }
+        let w = &self.workload;
+        if !(w.rate.is_finite() && w.rate >= 0.0 && w.hot_factor.is_finite() && w.hot_factor > 0.0)
+        {
+            return Err(SimError::Size(
+                "--rate must be a number >= 0 and the hot factor above 0",
+            ));
+        }
+        if w.max_batch == 0 || w.poll == Millis::ZERO {
+            return Err(SimError::Size("--max-batch and --poll must be above 0"));
+        }
+        let (lo, hi) = self.network.latency_ms;
+        if lo > hi || self.network.request_timeout == Millis::ZERO {
+            return Err(SimError::Size(
+                "the latency range must be ordered and the request timeout above 0",
+            ));
+        }
+        self.lease_config().map(|_| ())
+    }
+}
+
+/// A run that cannot be set up.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SimError {
+    /// No such scenario.
+    #[error(
+        "unknown scenario {0:?}; the scenarios are steady, scale-out, scale-in, rolling-restart, crash, flapping-host, skewed-clocks, throttled-store, hot-partition, swarm"
+    )]
+    UnknownScenario(String),
+    /// No such strategy.
+    #[error("unknown strategy {0:?}; the strategies are cfp and handoff")]
+    UnknownStrategy(String),
+    /// A size or interval out of range.
+    #[error("{0}")]
+    Size(&'static str),
+    /// The lease settings are refused by the engine.
+    #[error("invalid lease settings: {0}")]
+    Lease(ConfigError),
+    /// No such expiry rule.
+    #[error("unknown expiry rule {0:?}; the rules are observed and timestamp")]
+    UnknownRule(String),
+    /// A `--faults` list that cannot be read.
+    #[error("{0}")]
+    Faults(String),
+    /// An output file that cannot be written.
+    #[error("{0}")]
+    Output(String),
+    /// A `--seeds` range that cannot be read.
+    #[error("--seeds {0:?}: write a range such as 0..500 (end excluded)")]
+    Seeds(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_scenario_default_is_valid() {
+        for scenario in Scenario::ALL {
+            let config = SimConfig::scenario(scenario, 1);
+            assert_eq!(config.validate(), Ok(()), "{scenario}");
+            assert_eq!(config.name_round_trip(), scenario);
+        }
+    }
+
+    #[test]
+    fn impossible_runs_are_typed_errors() {
+        let mut config = SimConfig::scenario(Scenario::ScaleOut, 1);
+        config.from = 10;
+        assert!(matches!(config.validate(), Err(SimError::Size(_))));
+        let mut config = SimConfig::scenario(Scenario::Steady, 1);
+        config.renew = Millis::from_secs(90);
+        assert!(matches!(config.validate(), Err(SimError::Lease(_))));
+        assert!(matches!(
+            "meteor".parse::<Scenario>(),
+            Err(SimError::UnknownScenario(_))
+        ));
+        assert!(matches!(
+            parse_strategy("greedy"),
+            Err(SimError::UnknownStrategy(_))
+        ));
+    }
+
+    impl SimConfig {
+        fn name_round_trip(&self) -> Scenario {
+            self.scenario.name().parse().unwrap()
+        }
+    }
+}

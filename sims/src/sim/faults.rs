@@ -1,0 +1,247 @@
+//! The faults the simulator injects, each switched on by giving it a rate.
+
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// A kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// A host dies without releasing anything, and restarts 5–60 s later as a new life.
+    Crash,
+    /// A host shuts down gracefully (releasing its leases) and restarts 5–30 s later.
+    Shutdown,
+    /// A host's process stalls for 1–90 s (a GC or VM pause): it neither runs nor
+    /// hears anything; its handlers stall too.
+    Pause,
+    /// Each host's wall clock is off true time by up to this many seconds, either way.
+    Skew,
+    /// Each host's monotonic clock runs fast or slow by up to this many parts per
+    /// million.
+    Drift,
+    /// A host's wall clock steps by 1–120 s, either way.
+    Jump,
+    /// The store throttles half its requests (429 with retry-after) for 5–60 s.
+    Throttle,
+    /// The store's latency rises by 0.2–8 s for 5–30 s: requests sent then arrive
+    /// late, some after their sender gave up on them.
+    Spike,
+    /// For 1–20 s a host's replies are lost after the store applied the write: every
+    /// answer is an ambiguous timeout.
+    Timeout,
+    /// A host cannot reach the store for 5–90 s: nothing it sends is applied.
+    Partition,
+}
+
+impl FaultKind {
+    /// Every kind, in a fixed order.
+    pub const ALL: [FaultKind; 10] = [
+        FaultKind::Crash,
+        FaultKind::Shutdown,
+        FaultKind::Pause,
+        FaultKind::Skew,
+        FaultKind::Drift,
+        FaultKind::Jump,
+        FaultKind::Throttle,
+        FaultKind::Spike,
+        FaultKind::Timeout,
+        FaultKind::Partition,
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Crash => "crash",
+            FaultKind::Shutdown => "shutdown",
+            FaultKind::Pause => "pause",
+            FaultKind::Skew => "skew",
+            FaultKind::Drift => "drift",
+            FaultKind::Jump => "jump",
+            FaultKind::Throttle => "throttle",
+            FaultKind::Spike => "spike",
+            FaultKind::Timeout => "timeout",
+            FaultKind::Partition => "partition",
+        }
+    }
+
+    /// What the number given with the kind means.
+    pub fn unit(self) -> &'static str {
+        match self {
+            FaultKind::Skew => "largest wall-clock offset, seconds",
+            FaultKind::Drift => "largest clock drift, ppm",
+            FaultKind::Throttle | FaultKind::Spike => "windows per hour",
+            _ => "per host per hour",
+        }
+    }
+
+    /// Whether the fault is drawn once per host at boot rather than over time.
+    pub fn is_static(self) -> bool {
+        matches!(self, FaultKind::Skew | FaultKind::Drift)
+    }
+
+    fn index(self) -> usize {
+        FaultKind::ALL
+            .iter()
+            .position(|k| *k == self)
+            .unwrap_or_default()
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The faults of one run: a number per kind, zero for off.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Faults {
+    values: [f64; FaultKind::ALL.len()],
+}
+
+impl Faults {
+    /// No faults at all.
+    pub const NONE: Faults = Faults {
+        values: [0.0; FaultKind::ALL.len()],
+    };
+
+    /// The value for `kind` (0 when off).
+    pub fn get(&self, kind: FaultKind) -> f64 {
+        self.values[kind.index()]
+    }
+
+    /// Sets `kind` to `value`.
+    pub fn set(&mut self, kind: FaultKind, value: f64) {
+        self.values[kind.index()] = value;
+    }
+
+    /// Sets `kind` to `value`, for building.
+    pub fn with(mut self, kind: FaultKind, value: f64) -> Faults {
+        self.set(kind, value);
+        self
+    }
+
+    /// Whether any fault is on.
+    pub fn any(&self) -> bool {
+        self.values.iter().any(|v| *v > 0.0)
+    }
+
+    /// The kinds that are on, with their values.
+    pub fn enabled(&self) -> impl Iterator<Item = (FaultKind, f64)> + '_ {
+        FaultKind::ALL
+            .into_iter()
+            .map(|k| (k, self.get(k)))
+            .filter(|(_, v)| *v > 0.0)
+    }
+
+    /// Applies `text` on top of these faults: `none`, or a comma-separated list of
+    /// `kind=value` (see [`FaultKind::unit`]).
+    pub fn apply(mut self, text: &str) -> Result<Faults, FaultsError> {
+        let text = text.trim();
+        if text == "none" || text.is_empty() {
+            return Ok(Faults::NONE);
+        }
+        for part in text.split(',') {
+            let (name, value) = part
+                .split_once('=')
+                .ok_or_else(|| FaultsError::MissingValue(part.trim().to_string()))?;
+            let kind = name.trim().parse::<FaultKind>()?;
+            let value: f64 = value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| FaultsError::BadValue {
+                    kind,
+                    value: value.trim().to_string(),
+                })?;
+            if kind == FaultKind::Drift && value >= 1_000_000.0 {
+                return Err(FaultsError::BadValue {
+                    kind,
+                    value: value.to_string(),
+                });
+            }
+            self.set(kind, value);
+        }
+        Ok(self)
+    }
+}
+
+impl fmt::Display for Faults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.enabled().map(|(k, v)| format!("{k}={v}")).collect();
+        if parts.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&parts.join(","))
+        }
+    }
+}
+
+impl FromStr for FaultKind {
+    type Err = FaultsError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        FaultKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| FaultsError::UnknownKind(s.to_string()))
+    }
+}
+
+/// A `--faults` list that cannot be read.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum FaultsError {
+    /// No such fault kind.
+    #[error(
+        "unknown fault {0:?}; the kinds are crash, shutdown, pause, skew, drift, jump, throttle, spike, timeout, partition"
+    )]
+    UnknownKind(String),
+    /// `kind` without `=value`.
+    #[error("fault {0:?} needs a value, as in crash=2")]
+    MissingValue(String),
+    /// A value that is not a non-negative number (drift must stay below 1,000,000 ppm).
+    #[error("fault {kind}={value}: the value must be a number of {unit}", unit = kind.unit())]
+    BadValue {
+        /// The kind.
+        kind: FaultKind,
+        /// The value given.
+        value: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_list_sets_only_what_it_names() {
+        let faults = Faults::NONE.apply("crash=2, pause=0.5").unwrap();
+        assert_eq!(faults.get(FaultKind::Crash), 2.0);
+        assert_eq!(faults.get(FaultKind::Pause), 0.5);
+        assert_eq!(faults.get(FaultKind::Spike), 0.0);
+        assert_eq!(faults.to_string(), "crash=2,pause=0.5");
+        assert_eq!(faults.apply("none").unwrap(), Faults::NONE);
+    }
+
+    #[test]
+    fn a_bad_fault_list_is_a_typed_error() {
+        assert!(matches!(
+            Faults::NONE.apply("meteor=1"),
+            Err(FaultsError::UnknownKind(_))
+        ));
+        assert!(matches!(
+            Faults::NONE.apply("crash"),
+            Err(FaultsError::MissingValue(_))
+        ));
+        assert!(matches!(
+            Faults::NONE.apply("crash=-1"),
+            Err(FaultsError::BadValue { .. })
+        ));
+        assert!(matches!(
+            Faults::NONE.apply("drift=1000000"),
+            Err(FaultsError::BadValue { .. })
+        ));
+    }
+}

@@ -1,0 +1,182 @@
+//! What a run reports: the measures operators care about, as a table or JSON.
+
+use super::checker::{Violation, ViolationKind};
+use super::config::SimConfig;
+use super::world::Finished;
+use leasehold_engine::Millis;
+use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+pub(crate) fn millis_as_s<S: Serializer>(m: &Millis, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(m.as_millis() as f64 / 1_000.0)
+}
+
+pub(crate) fn opt_millis_as_s<S: Serializer>(m: &Option<Millis>, s: S) -> Result<S::Ok, S::Error> {
+    match m {
+        Some(m) => millis_as_s(m, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// The measures of one run of one strategy. The field names are the `--json` format.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    /// The strategy.
+    pub strategy: String,
+    /// The seed.
+    pub seed: u64,
+    /// The scenario.
+    pub scenario: String,
+    /// Seconds from the disturbance until the assignment was balanced for good (every
+    /// partition processed by exactly one live host, loads within one); `null` if it
+    /// was not balanced at the end.
+    pub converge_s: Option<f64>,
+    /// Times a partition started on a different host than the one before, from the
+    /// disturbance on.
+    pub moves: u64,
+    /// The fewest moves that balance the owners at the disturbance over the hosts live
+    /// at the end.
+    pub min_moves: u64,
+    /// The largest load difference between live hosts from the disturbance on.
+    pub max_imbalance: u32,
+    /// Seconds two handlers ran for one partition, summed over partitions.
+    pub duplicate_s: f64,
+    /// Events that took effect more than once.
+    pub duplicate_events: u64,
+    /// Store requests per host per minute of host uptime.
+    pub store_requests_per_host_min: f64,
+    /// Estimated request units per host per minute (see `sim::cost`).
+    pub ru_per_host_min: f64,
+    /// Events that took effect (with duplicates).
+    pub events_processed: u64,
+    /// Events the source produced.
+    pub events_produced: u64,
+    /// The longest an event waited between arrival and first taking effect.
+    pub max_lag_s: f64,
+    /// Hosts at full strength.
+    pub hosts: u32,
+    /// Partitions.
+    pub partitions: u32,
+    /// Virtual seconds simulated.
+    pub virtual_s: f64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// Requests throttled (429).
+    pub throttled: u64,
+    /// Requests answered with a timeout (outcome unknown).
+    pub timeouts: u64,
+    /// Violations found (the first 20), empty when every property held.
+    pub violations: Vec<Violation>,
+    /// Violations by kind, all of them.
+    pub violation_counts: BTreeMap<String, u64>,
+    /// A hash of the whole trace: the same seed and settings give the same hash.
+    pub trace_hash: String,
+    /// Simulator events handled.
+    pub steps: u64,
+    /// Wall-clock seconds the run took (not deterministic; for performance only).
+    pub wall_s: f64,
+}
+
+impl RunReport {
+    /// The report of `finished`, a run of `cfg` that took `wall_s` seconds.
+    pub fn new(cfg: &SimConfig, finished: &Finished, wall_s: f64) -> RunReport {
+        let c = &finished.checker;
+        let host_min = (finished.host_up_ms as f64 / 60_000.0).max(1e-9);
+        RunReport {
+            strategy: cfg.strategy.name().to_string(),
+            seed: cfg.seed,
+            scenario: cfg.scenario.name().to_string(),
+            converge_s: c.converge_s(),
+            moves: c.moves,
+            min_moves: c.min_moves(),
+            max_imbalance: c.max_imbalance,
+            duplicate_s: c.duplicate_ms as f64 / 1_000.0,
+            duplicate_events: c.duplicate_events,
+            store_requests_per_host_min: round2(finished.requests as f64 / host_min),
+            ru_per_host_min: round2(finished.ru / host_min),
+            events_processed: c.events_processed,
+            events_produced: finished.events_produced,
+            max_lag_s: c.max_lag_ms as f64 / 1_000.0,
+            hosts: cfg.hosts,
+            partitions: cfg.partitions,
+            virtual_s: finished.end as f64 / 1_000.0,
+            faults: finished
+                .faults
+                .iter()
+                .map(|(k, n)| (k.name().to_string(), *n))
+                .collect(),
+            throttled: finished.throttled,
+            timeouts: finished.timeouts,
+            violations: c.violations().to_vec(),
+            violation_counts: c
+                .violation_counts()
+                .into_iter()
+                .map(|(k, n)| (k.name().to_string(), n))
+                .collect(),
+            trace_hash: format!("{:016x}", finished.trace_hash),
+            steps: finished.steps,
+            wall_s: round2(wall_s),
+        }
+    }
+
+    /// Whether every property held.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The kinds of the violations found.
+    pub fn violated_kinds(&self) -> Vec<ViolationKind> {
+        let mut kinds: Vec<ViolationKind> = self.violations.iter().map(|v| v.kind).collect();
+        kinds.dedup();
+        kinds
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// The runs of one seed, one per strategy, side by side.
+pub fn table(reports: &[RunReport]) -> String {
+    let mut out = String::new();
+    let mut row = |name: &str, cell: &dyn Fn(&RunReport) -> String| {
+        let _ = write!(out, "{name:<32}");
+        for r in reports {
+            let _ = write!(out, "{:>16}", cell(r));
+        }
+        out.push('\n');
+    };
+    row("", &|r| r.strategy.clone());
+    row("converge (s)", &|r| {
+        r.converge_s
+            .map_or("never".to_string(), |s| format!("{s:.1}"))
+    });
+    row("moves / minimum", &|r| {
+        format!("{} / {}", r.moves, r.min_moves)
+    });
+    row("max imbalance", &|r| r.max_imbalance.to_string());
+    row("duplicate processing (s)", &|r| {
+        format!("{:.1}", r.duplicate_s)
+    });
+    row("duplicate events", &|r| r.duplicate_events.to_string());
+    row("store requests / host / min", &|r| {
+        format!("{:.1}", r.store_requests_per_host_min)
+    });
+    row("RU / host / min (estimated)", &|r| {
+        format!("{:.1}", r.ru_per_host_min)
+    });
+    row("events processed / produced", &|r| {
+        format!("{} / {}", r.events_processed, r.events_produced)
+    });
+    row("max lag (s)", &|r| format!("{:.1}", r.max_lag_s));
+    row("throttled / timeouts", &|r| {
+        format!("{} / {}", r.throttled, r.timeouts)
+    });
+    row("violations", &|r| {
+        let n: u64 = r.violation_counts.values().sum();
+        if n == 0 { "none".into() } else { n.to_string() }
+    });
+    row("wall time (s)", &|r| format!("{:.2}", r.wall_s));
+    out
+}

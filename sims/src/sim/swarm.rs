@@ -1,0 +1,177 @@
+//! Swarm testing: each seed draws its own scenario, sizes, strategy and mix of
+//! faults, so that many seeds cover combinations no one thought to write down.
+
+use super::config::{Scenario, SimConfig, SimError};
+use super::faults::FaultKind;
+use super::{replay_command, simulate};
+use leasehold_engine::Millis;
+use leasehold_engine::balance::{CfpConfig, Strategy};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+/// The run seed `seed` stands for: a small cluster, a random scenario, strategy and
+/// fault mix. Every fault kind is on in some seeds.
+pub fn draw(seed: u64) -> SimConfig {
+    // A different stream than the run's own, so that the draw does not shift it.
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5157_4152_4d00_0000);
+    let scenario = Scenario::ALL[rng.random_range(0..Scenario::ALL.len())];
+    let mut cfg = SimConfig::scenario(scenario, seed);
+    cfg.hosts = rng.random_range(2..=6);
+    cfg.partitions = rng.random_range(4..=32);
+    cfg.from = rng.random_range(1..cfg.hosts);
+    cfg.affected = rng.random_range(1..cfg.hosts);
+    cfg.interval = Millis::from_secs(rng.random_range(30..=90));
+    cfg.warmup = Millis::from_secs(if scenario == Scenario::Steady { 0 } else { 60 });
+    cfg.duration = Millis::from_secs(rng.random_range(180..=480));
+    cfg.strategy = if rng.random_bool(0.5) {
+        Strategy::Handoff
+    } else {
+        Strategy::Cfp(CfpConfig::default())
+    };
+    let mut faults = cfg.faults;
+    for kind in FaultKind::ALL {
+        if !rng.random_bool(0.4) {
+            continue;
+        }
+        let value = match kind {
+            FaultKind::Skew => rng.random_range(1..=60) as f64,
+            // Within the hosts' drift bound (1%): beyond it the protocol's assumption
+            // is broken on purpose, which is a known-bad run, not a swarm run.
+            FaultKind::Drift => rng.random_range(100..=10_000) as f64,
+            FaultKind::Throttle | FaultKind::Spike => rng.random_range(10..=60) as f64,
+            _ => rng.random_range(2..=30) as f64,
+        };
+        faults.set(kind, value);
+    }
+    cfg.faults = faults;
+    cfg.trace_keep = 30;
+    cfg
+}
+
+/// One seed that broke a property.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Failure {
+    /// The seed.
+    pub seed: u64,
+    /// The scenario it drew.
+    pub scenario: String,
+    /// The kinds broken.
+    pub kinds: Vec<String>,
+    /// The first violation.
+    pub first: String,
+    /// The last trace events before it.
+    pub tail: Vec<String>,
+    /// The command that replays the run.
+    pub replay: String,
+}
+
+/// What a swarm found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// Seeds run.
+    pub seeds: u64,
+    /// Violations by kind, over all seeds.
+    pub violations: BTreeMap<String, u64>,
+    /// The seeds that broke something.
+    pub failures: Vec<Failure>,
+    /// The slowest convergence: seed and seconds.
+    pub slowest: Option<(u64, f64)>,
+    /// Seeds by scenario.
+    pub scenarios: BTreeMap<String, u64>,
+    /// Faults injected, by kind, over all seeds.
+    pub faults: BTreeMap<String, u64>,
+    /// Virtual seconds simulated.
+    pub virtual_s: f64,
+}
+
+/// Reads `A..B` (B excluded).
+pub fn parse_seeds(text: &str) -> Result<Range<u64>, SimError> {
+    let bad = || SimError::Seeds(text.to_string());
+    let (a, b) = text.split_once("..").ok_or_else(bad)?;
+    let a: u64 = a.trim().parse().map_err(|_| bad())?;
+    let b: u64 = b.trim().parse().map_err(|_| bad())?;
+    if a >= b {
+        return Err(bad());
+    }
+    Ok(a..b)
+}
+
+/// Runs every seed in `seeds`, calling `progress` after each.
+pub fn run(seeds: Range<u64>, mut progress: impl FnMut(u64, &Summary)) -> Summary {
+    let mut summary = Summary::default();
+    for seed in seeds {
+        let cfg = draw(seed);
+        *summary
+            .scenarios
+            .entry(cfg.scenario.name().to_string())
+            .or_default() += 1;
+        summary.seeds += 1;
+        match simulate(&cfg, false) {
+            Ok(run) => {
+                let r = &run.report;
+                summary.virtual_s += r.virtual_s;
+                for (kind, n) in &r.faults {
+                    *summary.faults.entry(kind.clone()).or_default() += n;
+                }
+                for (kind, n) in &r.violation_counts {
+                    *summary.violations.entry(kind.clone()).or_default() += n;
+                }
+                if let Some(s) = r.converge_s
+                    && summary.slowest.is_none_or(|(_, worst)| s > worst)
+                {
+                    summary.slowest = Some((seed, s));
+                }
+                if let Some(first) = r.violations.first() {
+                    summary.failures.push(Failure {
+                        seed,
+                        scenario: r.scenario.clone(),
+                        kinds: r
+                            .violated_kinds()
+                            .iter()
+                            .map(|k| k.name().to_string())
+                            .collect(),
+                        first: format!("{} at {:.3} s: {}", first.kind, first.at_s, first.detail),
+                        tail: run.finished.tail.clone(),
+                        replay: replay_command(&cfg),
+                    });
+                }
+            }
+            Err(e) => {
+                *summary.violations.entry("setup".into()).or_default() += 1;
+                summary.failures.push(Failure {
+                    seed,
+                    scenario: cfg.scenario.name().to_string(),
+                    kinds: vec!["setup".into()],
+                    first: e.to_string(),
+                    tail: Vec::new(),
+                    replay: replay_command(&cfg),
+                });
+            }
+        }
+        progress(seed, &summary);
+    }
+    summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_range_is_read_or_refused() {
+        assert_eq!(parse_seeds("0..500"), Ok(0..500));
+        assert!(parse_seeds("5..5").is_err());
+        assert!(parse_seeds("x..9").is_err());
+        assert!(parse_seeds("12").is_err());
+    }
+
+    #[test]
+    fn every_drawn_run_is_valid() {
+        for seed in 0..200 {
+            assert_eq!(draw(seed).validate(), Ok(()), "seed {seed}");
+        }
+    }
+}
