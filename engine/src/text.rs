@@ -53,9 +53,27 @@ impl std::fmt::Debug for Text {
     }
 }
 
+/// An inline value as two big-endian words: comparing the words compares the
+/// zero-padded bytes in order, without a call to `memcmp` (ids are compared on every
+/// map lookup, and that call dominated large simulations).
+#[inline]
+fn words(bytes: &[u8; INLINE]) -> (u128, u64) {
+    let mut head = [0; 16];
+    head.copy_from_slice(&bytes[..16]);
+    let mut tail = [0; 8];
+    tail[..INLINE - 16].copy_from_slice(&bytes[16..]);
+    (u128::from_be_bytes(head), u64::from_be_bytes(tail))
+}
+
 impl PartialEq for Text {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
-        self.bytes() == other.bytes()
+        match (self, other) {
+            (Text::Inline { len: a, bytes: x }, Text::Inline { len: b, bytes: y }) => {
+                a == b && words(x) == words(y)
+            }
+            _ => self.bytes() == other.bytes(),
+        }
     }
 }
 
@@ -69,8 +87,16 @@ impl PartialOrd for Text {
 
 impl Ord for Text {
     /// Byte order, which is `str`'s order.
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        self.bytes().cmp(other.bytes())
+        match (self, other) {
+            // Padding is zero, so a value ties with its zero-extensions on the words;
+            // the length then puts the shorter (the prefix) first, as `str` does.
+            (Text::Inline { len: a, bytes: x }, Text::Inline { len: b, bytes: y }) => {
+                words(x).cmp(&words(y)).then(a.cmp(b))
+            }
+            _ => self.bytes().cmp(other.bytes()),
+        }
     }
 }
 
@@ -100,5 +126,30 @@ mod tests {
         expected.sort();
         assert_eq!(sorted, expected);
         assert_eq!(Text::new("héllo"), Text::new("héllo"));
+    }
+
+    #[test]
+    fn inline_values_order_exactly_as_their_strings_even_with_nul_and_prefixes() {
+        let values = [
+            "",
+            "a",
+            "a\0",
+            "a\0\0",
+            "ab",
+            "b",
+            "p0009",
+            "p0010",
+            "p00100",
+            "zzzzzzzzzzzzzzzzzzzzzz",
+            "zzzzzzzzzzzzzzzzzzzzz",
+            "é",
+            "\u{7f}",
+        ];
+        for x in values {
+            for y in values {
+                assert_eq!(Text::new(x).cmp(&Text::new(y)), x.cmp(y), "{x:?} vs {y:?}");
+                assert_eq!(Text::new(x) == Text::new(y), x == y, "{x:?} vs {y:?}");
+            }
+        }
     }
 }

@@ -34,7 +34,7 @@ enum Command {
     Check(ModelArgs),
     /// Simulate a scenario over virtual time with seeded faults, or a swarm of seeds
     /// (exit 1 on a violation).
-    Sim(leasehold_sims::sim::cli::SimArgs),
+    Sim(Box<leasehold_sims::sim::cli::SimArgs>),
     /// Serve stateright's Explorer for a model on 127.0.0.1, to walk its states by hand.
     Explore(ExploreArgs),
 }

@@ -77,6 +77,10 @@ pub struct LeaseHost {
     /// The latest time seen; inputs never move the clock backwards.
     pub(super) now: Now,
     pub(super) slots: BTreeMap<LeaseToken, Slot>,
+    /// The leases this host owns or must re-read: the only ones an ordinary input can
+    /// concern. A host sees every lease of the table, and visiting them all on every
+    /// input made large tables quadratic. Exactly those slots after every input.
+    pub(super) active: BTreeSet<LeaseToken>,
     pub(super) members: BTreeMap<HostId, Member>,
     pub(super) beat: Heartbeat,
     pub(super) pending: BTreeMap<RequestId, Pending>,
@@ -172,6 +176,7 @@ impl LeaseHost {
             phase: Phase::Running,
             now: Now::default(),
             slots: BTreeMap::new(),
+            active: BTreeSet::new(),
             members: BTreeMap::new(),
             beat: Heartbeat::new(),
             pending: BTreeMap::new(),
@@ -276,7 +281,33 @@ impl LeaseHost {
             }
         }
         self.drive(now);
+        self.prune_active();
         Ok(())
+    }
+
+    /// Keeps [`active`](Self::active) exactly the owned and stale slots.
+    fn prune_active(&mut self) {
+        let slots = &self.slots;
+        self.active
+            .retain(|t| slots.get(t).is_some_and(|s| s.own.is_some() || s.stale));
+        debug_assert!(
+            slots
+                .iter()
+                .filter(|(_, s)| s.own.is_some() || s.stale)
+                .all(|(t, _)| self.active.contains(t)),
+            "an owned or stale lease is missing from the active index"
+        );
+    }
+
+    /// Notes that `token` may have become owned or stale.
+    pub(super) fn track(&mut self, token: &LeaseToken) {
+        if self
+            .slots
+            .get(token)
+            .is_some_and(|s| s.own.is_some() || s.stale)
+        {
+            self.active.insert(token.clone());
+        }
     }
 
     /// The next thing the driver must do, if any.
@@ -309,7 +340,7 @@ impl LeaseHost {
                 .next_at
                 .max(self.beat.retry_at.unwrap_or(LocalTime::ZERO)));
         }
-        for slot in self.slots.values() {
+        for slot in self.active.iter().filter_map(|t| self.slots.get(t)) {
             let own = slot.own.as_ref();
             if let Some(own) = own
                 && own.processing != Processing::Idle
@@ -403,7 +434,10 @@ impl LeaseHost {
     /// Stops processing wherever authority has run out.
     fn enforce_deadlines(&mut self, now: Now) {
         let mut stops = Vec::new();
-        for (token, slot) in &mut self.slots {
+        for token in &self.active {
+            let Some(slot) = self.slots.get_mut(token) else {
+                continue;
+            };
             if let Some(own) = &mut slot.own
                 && let Some(session) = own.processing.session()
                 && !own.has_authority(now.local)
@@ -430,7 +464,10 @@ impl LeaseHost {
         }
         let policy = self.config.expiry;
         let mut starts = Vec::new();
-        for (token, slot) in &mut self.slots {
+        for token in &self.active {
+            let Some(slot) = self.slots.get_mut(token) else {
+                continue;
+            };
             if let Some(own) = &mut slot.own
                 && own.processing == Processing::Idle
                 && own.release.is_none()
@@ -460,17 +497,17 @@ impl LeaseHost {
     /// (and starts it again); a host shutting down releases it to nobody.
     fn recheck_handoffs(&mut self, now: Now) {
         let abandoned: Vec<LeaseToken> = self
-            .slots
+            .active
             .iter()
-            .filter_map(|(token, slot)| {
-                let own = slot.own.as_ref()?;
+            .filter_map(|token| {
+                let own = self.slots.get(token)?.own.as_ref()?;
                 let Some(ReleaseTo::Host { to: claimant, .. }) = &own.release else {
                     return None;
                 };
                 let waiting = self
                     .members
                     .get(claimant)
-                    .is_some_and(|m| self.is_alive(m, now) && m.doc.claims.contains(token));
+                    .is_some_and(|m| self.is_alive(m, now) && m.claimed.contains(token));
                 (!waiting).then(|| token.clone())
             })
             .collect();
@@ -490,10 +527,14 @@ impl LeaseHost {
         self.recheck_handoffs(now);
         let policy = self.config.expiry;
         let tokens: Vec<LeaseToken> = self
-            .slots
+            .active
             .iter()
-            .filter(|(_, slot)| slot.can_send(now.local) && (slot.stale || slot.own.is_some()))
-            .map(|(token, _)| token.clone())
+            .filter(|token| {
+                self.slots
+                    .get(*token)
+                    .is_some_and(|slot| slot.can_send(now.local))
+            })
+            .cloned()
             .collect();
         for token in tokens {
             let Some(slot) = self.slots.get_mut(&token) else {
@@ -619,7 +660,11 @@ impl LeaseHost {
     /// something is: an answered acquire, a re-read after an unknown outcome, or a
     /// scan that finds a lease a previous life of this host left behind.
     fn shutdown_done(&self) -> bool {
-        let holds_leases = self.slots.values().any(|s| s.own.is_some() || s.stale);
+        let holds_leases = self
+            .active
+            .iter()
+            .filter_map(|t| self.slots.get(t))
+            .any(|s| s.own.is_some() || s.stale);
         let may_gain_lease = self
             .pending
             .values()
@@ -670,6 +715,7 @@ impl LeaseHost {
                 own.next_renew = t + renew;
             }
             slot.own = Some(own);
+            self.active.insert(token.clone());
         }
     }
 }

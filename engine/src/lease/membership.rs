@@ -10,6 +10,7 @@ use crate::expiry::Observation;
 use crate::ids::{Etag, HostId, LeaseToken, PartitionKey, RequestId};
 use crate::store::{Op, Reply, StoreError, Stored};
 use crate::time::{LocalTime, Now};
+use std::collections::BTreeSet;
 
 /// This host's own heartbeat.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -49,6 +50,8 @@ pub(super) enum BeatStep {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Member {
     pub doc: HostDocument,
+    /// `doc.claims` as a set: a host handing off many leases asks about each.
+    pub claimed: BTreeSet<LeaseToken>,
     pub etag: Etag,
     pub seen: LocalTime,
     pub retiring: bool,
@@ -193,10 +196,12 @@ impl LeaseHost {
                         m.etag = etag;
                         m.retiring = false;
                     }
+                    m.claimed = doc.claims.iter().cloned().collect();
                     m.doc = doc;
                     m
                 }
                 None => Member {
+                    claimed: doc.claims.iter().cloned().collect(),
                     doc,
                     etag,
                     seen: now.local,

@@ -83,6 +83,7 @@ impl LeaseHost {
             // Applied or not? Only a read can tell whether this host owns the lease.
             Err(_) | Ok(_) => slot.stale = true,
         }
+        self.track(&token);
     }
 
     fn on_write(
@@ -128,6 +129,7 @@ impl LeaseHost {
             }
             Err(StoreError::PreconditionFailed) => {
                 slot.stale = true;
+                self.track(&token);
                 self.lose(&token, LossCause::TakenOver);
             }
             Err(StoreError::NotFound) => {
@@ -152,6 +154,7 @@ impl LeaseHost {
             Err(_) | Ok(_) => {
                 requeue(slot, checkpoint);
                 slot.stale = true;
+                self.track(&token);
             }
         }
     }

@@ -958,7 +958,20 @@ impl World {
         };
         // A runtime asks the engine before the batch takes effect: a lease whose
         // authority ran out is stopped first, and its batch is dropped.
-        self.feed(host, Input::Tick);
+        let lapsed = {
+            let h = &self.hosts[host];
+            let local = h.clock.local(self.now);
+            h.handlers.get(&partition).is_some_and(|handler| {
+                let held = h
+                    .engine
+                    .as_ref()
+                    .and_then(|e| e.authority(&handler.token, local));
+                held != Some(handler.epoch)
+            })
+        };
+        if lapsed {
+            self.feed(host, Input::Tick);
+        }
         let h = &self.hosts[host];
         let Some(handler) = h.handlers.get(&partition) else {
             return;
@@ -1195,11 +1208,14 @@ impl World {
         if let Some((host, size_ms)) = struck {
             *self.fault_counts.entry(kind).or_default() += 1;
             let name = host.map(|h| self.hosts[h].name.clone());
-            let label = match &name {
-                Some(n) => format!("{kind} {n}"),
-                None => kind.to_string(),
-            };
-            self.mark(label);
+            // Crashes and shutdowns mark themselves, as scripted ones do.
+            if !matches!(kind, FaultKind::Crash | FaultKind::Shutdown) {
+                let label = match &name {
+                    Some(n) => format!("{kind} {n}"),
+                    None => kind.to_string(),
+                };
+                self.mark(label);
+            }
             self.note(TraceEvent::Fault {
                 kind,
                 host: name,

@@ -1,0 +1,197 @@
+//! The simulator: determinism, every scenario settling, each property catching what
+//! a known-bad variant breaks, and the swarm CI runs.
+
+use leasehold_engine::{ExpiryRule, Millis};
+use leasehold_model::Bug;
+use leasehold_sims::sim::{
+    self, FaultKind, Faults, Scenario, SimConfig, ViolationKind, parse_strategy, swarm,
+};
+
+/// A small version of `scenario`: 4 hosts, 16 partitions, 3 minutes of disturbance.
+fn small(scenario: Scenario, seed: u64) -> SimConfig {
+    let mut cfg = SimConfig::scenario(scenario, seed);
+    cfg.hosts = 4;
+    cfg.partitions = 16;
+    cfg.affected = 1;
+    cfg.warmup = Millis::from_secs(if scenario == Scenario::Steady { 0 } else { 120 });
+    cfg.duration = Millis::from_secs(180);
+    cfg
+}
+
+fn kinds(cfg: &SimConfig) -> Vec<ViolationKind> {
+    let run = sim::simulate(cfg, false).expect("a valid run");
+    run.report.violated_kinds()
+}
+
+#[test]
+fn the_same_seed_replays_the_same_trace_and_another_seed_does_not() {
+    let mut cfg = small(Scenario::FlappingHost, 11);
+    cfg.faults = Faults::NONE
+        .apply("crash=20,pause=20,partition=20,timeout=20,throttle=30,spike=30,skew=20,drift=5000,jump=5")
+        .unwrap();
+    let first = sim::simulate(&cfg, false).unwrap();
+    let second = sim::simulate(&cfg, false).unwrap();
+    assert!(first.finished.trace_events > 1_000);
+    assert_eq!(first.report.trace_hash, second.report.trace_hash);
+    assert_eq!(first.report.moves, second.report.moves);
+    assert_eq!(first.finished.tail, second.finished.tail);
+    cfg.seed = 12;
+    let other = sim::simulate(&cfg, false).unwrap();
+    assert_ne!(first.report.trace_hash, other.report.trace_hash);
+}
+
+#[test]
+fn every_scenario_settles_with_both_strategies_and_breaks_nothing() {
+    for scenario in Scenario::ALL {
+        for strategy in ["cfp", "handoff"] {
+            let mut cfg = small(scenario, 3);
+            cfg.strategy = parse_strategy(strategy).unwrap();
+            let run = sim::simulate(&cfg, false).unwrap();
+            let r = &run.report;
+            assert!(
+                r.passed(),
+                "{scenario} {strategy}: {:?}\n{}",
+                r.violations,
+                run.finished.tail.join("\n")
+            );
+            assert!(
+                r.events_processed >= r.events_produced,
+                "{scenario} {strategy}"
+            );
+            if strategy == "handoff" {
+                assert!(r.converge_s.is_some(), "{scenario} never balanced");
+            }
+        }
+    }
+}
+
+#[test]
+fn scale_out_moves_the_minimum_with_handoff_and_converges_faster_than_cfp() {
+    let mut cfg = SimConfig::scenario(Scenario::ScaleOut, 1);
+    cfg.duration = Millis::from_secs(400);
+    let handoff = sim::simulate(&cfg, false).unwrap().report;
+    cfg.strategy = parse_strategy("cfp").unwrap();
+    let cfp = sim::simulate(&cfg, false).unwrap().report;
+    assert_eq!(handoff.min_moves, 90);
+    // Newcomers join over two seconds; the first may claim more than its final share
+    // and pass a few on.
+    assert!(
+        handoff.moves >= 90 && handoff.moves <= 99,
+        "{}",
+        handoff.moves
+    );
+    assert_eq!(handoff.duplicate_events, 0);
+    let (h, c) = (handoff.converge_s.unwrap(), cfp.converge_s.unwrap());
+    assert!(h < c, "handoff {h} s, cfp {c} s");
+    // A steal leaves the stolen-from host's unconfirmed batch to be done again.
+    assert!(cfp.duplicate_events > 0);
+}
+
+// Each property, and a run that breaks it: a check that cannot fail is no check.
+
+#[test]
+fn exclusivity_catches_the_timestamp_rule_under_skewed_clocks() {
+    let mut cfg = SimConfig::scenario(Scenario::SkewedClocks, 1);
+    assert!(kinds(&cfg).is_empty());
+    cfg.expiry = ExpiryRule::Timestamp;
+    assert!(kinds(&cfg).contains(&ViolationKind::Exclusivity));
+}
+
+#[test]
+fn exclusivity_catches_clocks_that_drift_beyond_the_assumed_bound() {
+    let mut cfg = SimConfig::scenario(Scenario::Crash, 1);
+    cfg.faults = Faults::NONE
+        .with(FaultKind::Drift, 9_000.0)
+        .with(FaultKind::Partition, 30.0);
+    assert!(kinds(&cfg).is_empty(), "within the 1% bound");
+    cfg.bug = Some(Bug::ThinMargin);
+    cfg.faults.set(FaultKind::Drift, 50_000.0);
+    assert!(kinds(&cfg).contains(&ViolationKind::Exclusivity));
+}
+
+#[test]
+fn fencing_catches_a_takeover_that_keeps_the_epoch() {
+    let mut cfg = small(Scenario::Crash, 1);
+    cfg.bug = Some(Bug::SameEpoch);
+    assert!(kinds(&cfg).contains(&ViolationKind::Fencing));
+}
+
+#[test]
+fn fencing_catches_blind_acquires() {
+    // Ten hosts starting within two seconds race for every lease.
+    let mut cfg = SimConfig::scenario(Scenario::Crash, 1);
+    cfg.duration = Millis::from_secs(60);
+    cfg.bug = Some(Bug::BlindAcquire);
+    assert!(kinds(&cfg).contains(&ViolationKind::Fencing));
+}
+
+#[test]
+fn checkpoint_monotonicity_catches_a_stale_owners_blind_checkpoint() {
+    let mut cfg = SimConfig::scenario(Scenario::Crash, 20);
+    cfg.faults = Faults::NONE.apply("spike=120,pause=30,timeout=30").unwrap();
+    assert!(kinds(&cfg).is_empty());
+    cfg.bug = Some(Bug::BlindCheckpoint);
+    let found = kinds(&cfg);
+    assert!(
+        found.contains(&ViolationKind::CheckpointMonotonicity),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn liveness_and_no_event_lost_catch_a_deadline_too_short_to_recover() {
+    let mut cfg = small(Scenario::Crash, 1);
+    cfg.duration = Millis::from_secs(20);
+    assert!(kinds(&cfg).is_empty());
+    // Crashed owners' leases cannot expire in 10 s.
+    cfg.settle = Some(Millis::from_secs(10));
+    let found = kinds(&cfg);
+    assert!(found.contains(&ViolationKind::Liveness), "{found:?}");
+    assert!(found.contains(&ViolationKind::EventLost), "{found:?}");
+}
+
+#[test]
+fn a_violation_report_names_the_seed_the_last_events_and_a_replay_command() {
+    let mut cfg = small(Scenario::Crash, 1);
+    cfg.bug = Some(Bug::SameEpoch);
+    cfg.trace_keep = 5;
+    let run = sim::simulate(&cfg, false).unwrap();
+    let text = sim::cli::violation_text(&cfg, &run.report, &run.finished.tail);
+    assert!(text.contains("seed 1"));
+    assert!(text.contains("last 5 events"));
+    let replay = sim::replay_command(&cfg);
+    assert!(text.contains(&replay));
+    assert!(replay.contains("--bug same-epoch") && replay.contains("--hosts 4"));
+}
+
+/// CI's swarm: 500 seeds, each a random scenario, strategy and fault mix; every fault
+/// kind is drawn by many of them. Longer swarms: `leasehold sim swarm --seeds 0..10000`.
+#[test]
+fn a_swarm_of_500_seeds_across_every_fault_kind_breaks_nothing() {
+    let summary = swarm::run(0..500, |_, _| {});
+    assert_eq!(summary.seeds, 500);
+    for kind in FaultKind::ALL.iter().filter(|k| !k.is_static()) {
+        assert!(
+            summary.faults.get(kind.name()).copied().unwrap_or(0) > 100,
+            "{kind} was hardly drawn: {:?}",
+            summary.faults
+        );
+    }
+    assert_eq!(summary.scenarios.len(), Scenario::ALL.len());
+    let static_kinds = (0..500).filter(|s| {
+        let f = swarm::draw(*s).faults;
+        f.get(FaultKind::Skew) > 0.0 && f.get(FaultKind::Drift) > 0.0
+    });
+    assert!(static_kinds.count() > 50);
+    if let Some(f) = summary.failures.first() {
+        panic!(
+            "{} seeds broke a property; first: seed {} ({}): {}\n{}\nreplay: {}",
+            summary.failures.len(),
+            f.seed,
+            f.scenario,
+            f.first,
+            f.tail.join("\n"),
+            f.replay
+        );
+    }
+}

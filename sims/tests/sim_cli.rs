@@ -1,0 +1,169 @@
+//! `leasehold sim` from the outside: the report formats, exit codes and replay.
+
+use std::process::{Command, Output};
+
+fn sim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .arg("sim")
+        .args(args)
+        .output()
+        .expect("the leasehold binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn json_has_one_run_per_strategy_with_the_documented_fields() {
+    let out = sim(&[
+        "scale-out",
+        "--hosts",
+        "4",
+        "--partitions",
+        "12",
+        "--duration",
+        "3m",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    let strategies: Vec<&str> = runs
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(strategies, ["cfp", "handoff"]);
+    for field in [
+        "strategy",
+        "seed",
+        "converge_s",
+        "moves",
+        "min_moves",
+        "max_imbalance",
+        "duplicate_s",
+        "duplicate_events",
+        "store_requests_per_host_min",
+        "ru_per_host_min",
+        "events_processed",
+        "max_lag_s",
+    ] {
+        assert!(
+            runs.iter().all(|r| r.get(field).is_some()),
+            "{field} missing"
+        );
+    }
+    assert_eq!(runs[1]["min_moves"], 9);
+}
+
+#[test]
+fn the_table_puts_strategies_side_by_side() {
+    let out = sim(&[
+        "crash",
+        "--hosts",
+        "4",
+        "--partitions",
+        "8",
+        "--affected",
+        "1",
+        "--duration",
+        "2m",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("cfp") && stdout.contains("handoff"));
+    assert!(stdout.contains("converge (s)") && stdout.contains("RU / host / min"));
+}
+
+#[test]
+fn svg_draws_one_timeline_per_strategy() {
+    let dir = std::env::temp_dir().join(format!("leasehold-svg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("timeline.svg");
+    let out = sim(&[
+        "flapping-host",
+        "--hosts",
+        "3",
+        "--partitions",
+        "6",
+        "--duration",
+        "3m",
+        "--svg",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for strategy in ["cfp", "handoff"] {
+        let svg = std::fs::read_to_string(dir.join(format!("timeline-{strategy}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("h00 crashes"));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_violation_exits_1_and_its_replay_command_reproduces_it() {
+    let args = [
+        "crash",
+        "--hosts",
+        "4",
+        "--partitions",
+        "16",
+        "--affected",
+        "1",
+        "--duration",
+        "3m",
+        "--bug",
+        "same-epoch",
+        "--strategy",
+        "handoff",
+        "--json",
+    ];
+    let out = sim(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("VIOLATION") && stderr.contains("fencing"));
+    let replay = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: leasehold sim "))
+        .expect("a replay line");
+    let mut again: Vec<&str> = replay.split_whitespace().collect();
+    again.push("--json");
+    let second = sim(&again);
+    assert_eq!(second.status.code(), Some(1));
+    let hash = |o: &Output| {
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        json["runs"][0]["trace_hash"].as_str().unwrap().to_string()
+    };
+    assert_eq!(hash(&out), hash(&second));
+}
+
+#[test]
+fn bad_flags_are_usage_errors_with_exit_2() {
+    for (args, message) in [
+        (vec!["meteor-strike"], "unknown scenario"),
+        (vec!["steady", "--faults", "meteor=1"], "unknown fault"),
+        (vec!["steady", "--faults", "crash=-1"], "must be a number"),
+        (vec!["scale-out", "--hosts", "3", "--from", "3"], "--from"),
+        (vec!["steady", "--strategy", "greedy"], "unknown strategy"),
+        (vec!["steady", "--renew", "90s"], "invalid lease settings"),
+        (vec!["steady", "--bug", "nonsense"], "nonsense"),
+        (vec!["swarm", "--seeds", "9..3"], "--seeds"),
+    ] {
+        let out = sim(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(message),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_swarm_prints_its_summary() {
+    let out = sim(&["swarm", "--seeds", "0..20", "--quiet"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("swarm: 20 seeds"));
+    assert!(stdout.contains("violations: none"));
+    assert!(stdout.contains("slowest convergence"));
+}
