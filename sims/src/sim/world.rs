@@ -436,9 +436,38 @@ impl World {
                 request,
                 sent,
             } => self.arrive(host, life, request, sent),
-            event @ Event::Answer { .. } => self.answer(event),
-            event @ Event::Poll { .. } => self.poll(event),
-            event @ Event::BatchDone { .. } => self.batch_done(event),
+            event @ (Event::Answer { .. } | Event::Poll { .. } | Event::BatchDone { .. }) => {
+                // Meant for one life of a host: dropped if that life is over, held
+                // while the host is paused.
+                let (Event::Answer { host, life, .. }
+                | Event::Poll { host, life, .. }
+                | Event::BatchDone { host, life, .. }) = &event
+                else {
+                    return;
+                };
+                let host = *host;
+                if !self.alive(host, *life) {
+                    return;
+                }
+                match self.deferred(host, event) {
+                    Some(Event::Answer {
+                        id, intent, result, ..
+                    }) => self.answer(host, id, intent, result),
+                    Some(Event::Poll {
+                        life,
+                        partition,
+                        session,
+                        ..
+                    }) => self.poll(host, life, partition, session),
+                    Some(Event::BatchDone {
+                        life,
+                        partition,
+                        session,
+                        ..
+                    }) => self.batch_done(host, life, partition, session),
+                    _ => {}
+                }
+            }
             Event::Boot { host } => self.boot(host),
             Event::Crash { host, restart_in } => self.crash(host, restart_in),
             Event::Shutdown { host, restart_in } => {
@@ -864,23 +893,13 @@ impl World {
         });
     }
 
-    fn answer(&mut self, event: Event) {
-        let Event::Answer { host, life, .. } = event else {
-            return;
-        };
-        if !self.alive(host, life) {
-            return;
-        }
-        let Some(Event::Answer {
-            host,
-            id,
-            intent,
-            result,
-            ..
-        }) = self.deferred(host, event)
-        else {
-            return;
-        };
+    fn answer(
+        &mut self,
+        host: usize,
+        id: RequestId,
+        intent: Intent,
+        result: Result<Reply<Record>, StoreError>,
+    ) {
         let status = match &result {
             Ok(_) => 200,
             Err(e) => e.status().code(),
@@ -894,19 +913,7 @@ impl World {
         self.feed(host, Input::Response { id, result });
     }
 
-    fn poll(&mut self, event: Event) {
-        let Event::Poll { host, life, .. } = event else {
-            return;
-        };
-        if !self.alive(host, life) {
-            return;
-        }
-        let Some(Event::Poll {
-            partition, session, ..
-        }) = self.deferred(host, event)
-        else {
-            return;
-        };
+    fn poll(&mut self, host: usize, life: u64, partition: u32, session: Session) {
         let produced = self.feeds[partition as usize].produced(self.now);
         let w = &self.cfg.workload;
         let (max_batch, poll) = (w.max_batch, w.poll.as_millis());
@@ -943,19 +950,7 @@ impl World {
         }
     }
 
-    fn batch_done(&mut self, event: Event) {
-        let Event::BatchDone { host, life, .. } = event else {
-            return;
-        };
-        if !self.alive(host, life) {
-            return;
-        }
-        let Some(Event::BatchDone {
-            partition, session, ..
-        }) = self.deferred(host, event)
-        else {
-            return;
-        };
+    fn batch_done(&mut self, host: usize, life: u64, partition: u32, session: Session) {
         // A runtime asks the engine before the batch takes effect: a lease whose
         // authority ran out is stopped first, and its batch is dropped.
         let lapsed = {
