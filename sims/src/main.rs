@@ -188,11 +188,7 @@ fn parse_now(text: &str) -> Result<WallTime, String> {
     snapshot::parse_time(text)
 }
 
-fn parse_duration(text: &str) -> Result<Millis, String> {
-    humantime::parse_duration(text)
-        .map(Millis::from)
-        .map_err(|e| format!("{e} (write a unit, such as 60s or 10m)"))
-}
+use leasehold_sims::sim::cli::parse_duration;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -98,7 +98,8 @@ pub struct SimArgs {
     pub quiet: bool,
 }
 
-fn parse_duration(text: &str) -> Result<Millis, String> {
+/// Reads a duration with a unit, such as `60s` or `10m`, for every `leasehold` flag.
+pub fn parse_duration(text: &str) -> Result<Millis, String> {
     humantime::parse_duration(text)
         .map(Millis::from)
         .map_err(|e| format!("{e} (write a unit, such as 60s or 10m)"))
@@ -177,7 +178,7 @@ pub fn config_of(
     if let Some(name) = &args.bug {
         cfg.bug = Some(
             name.parse::<leasehold_model::Bug>()
-                .map_err(|e| SimError::Faults(e.to_string()))?,
+                .map_err(|e| SimError::UnknownBug(e.to_string()))?,
         );
     }
     cfg.validate()?;

@@ -397,6 +397,9 @@ pub enum SimError {
     /// A `--faults` list that cannot be read.
     #[error("{0}")]
     Faults(String),
+    /// No such known-bad variant.
+    #[error("{0}")]
+    UnknownBug(String),
     /// An output file that cannot be written.
     #[error("{0}")]
     Output(String),

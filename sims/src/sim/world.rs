@@ -13,7 +13,7 @@ use super::workload::Feed;
 use leasehold_engine::lease::{
     Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Record, StopReason, StoreRequest,
 };
-use leasehold_engine::store::{Container, Op, Reply, StoreError};
+use leasehold_engine::store::{Container, Document, Op, Reply, StoreError};
 use leasehold_engine::{Checkpoint, Epoch, HostId, Incarnation, LeaseToken, Millis, RequestId};
 use leasehold_engine::{PartitionKey, Session};
 use rand::{Rng, SeedableRng};
@@ -717,7 +717,7 @@ impl World {
         self.requests += 1;
         let doc = match &request.op {
             Op::Read { id, .. } | Op::Delete { id, .. } => Some(id.clone()),
-            Op::Replace { doc, .. } | Op::Create(doc) => Some(doc_id(doc)),
+            Op::Replace { doc, .. } | Op::Create(doc) => Some(doc.id().clone()),
             Op::ReadAll { .. } | Op::Batch { .. } => None,
         };
         let h = &self.hosts[host];
@@ -1380,12 +1380,5 @@ impl World {
             timeline: self.timeline,
             steps: self.steps,
         }
-    }
-}
-
-fn doc_id(record: &Record) -> leasehold_engine::DocId {
-    match record {
-        Record::Lease(d) => d.id.clone(),
-        Record::Host(d) => d.id.clone(),
     }
 }
