@@ -1,5 +1,52 @@
-//! The I/O shell around the leasehold engine: the async store trait, the in-memory
-//! and Cosmos DB stores, and the tokio runtime. They arrive with the production-path
-//! issue; this crate exists so that the workspace has its final shape.
+//! The I/O shell around the leasehold engine: the async [`Store`] trait with its
+//! in-memory and Cosmos DB implementations, partition sources (a generic trait and the
+//! Cosmos DB change feed), and the tokio [`Processor`] that drives the engine's
+//! partition-lease host with real time, a store and your handler.
+//!
+//! Nothing here decides anything about leases: every decision is the engine's
+//! (`leasehold_engine::lease::LeaseHost`), the same code the model checker and the
+//! simulator drive.
+//!
+//! ```
+//! use leasehold_adapters::{MemoryFeed, MemoryStore, Processor};
+//! use leasehold_engine::Checkpoint;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let feed = MemoryFeed::new(["0", "1"]);
+//! feed.push("0", "hello");
+//! let processor = Processor::builder()
+//!     .instance("host-a")
+//!     .processor_name("orders")
+//!     .source(feed.clone())
+//!     .store(MemoryStore::new())
+//!     .handler(|_lease, _epoch, batch: leasehold_adapters::Batch<String>| async move {
+//!         Ok::<Checkpoint, leasehold_adapters::HandlerError>(batch.checkpoint)
+//!     })
+//!     .build()
+//!     .await?;
+//! let stop = processor.cancellation();
+//! let run = tokio::spawn(processor.run());
+//! stop.cancel();
+//! run.await??;
+//! # Ok(())
+//! # }
+//! ```
 
+mod charge;
+pub mod cosmos;
+mod memory;
+pub mod runtime;
+pub mod source;
+mod store;
+
+pub use charge::{Charges, OpKind};
+pub use cosmos::CosmosStore;
 pub use leasehold_engine as engine;
+pub use memory::MemoryStore;
+pub use runtime::{
+    BuildError, Handler, HandlerError, Metrics, MetricsSnapshot, Processor, ProcessorBuilder,
+    RunError,
+};
+pub use source::{Batch, MemoryFeed, PartitionSource, SourceError};
+pub use store::{Response, Store};

@@ -2,7 +2,7 @@
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use leasehold_engine::HostId;
-use leasehold_engine::balance::{CfpConfig, Strategy};
+use leasehold_engine::balance::{STRATEGY_NAMES, Strategy};
 use std::hint::black_box;
 
 fn decide(c: &mut Criterion) {
@@ -13,7 +13,7 @@ fn decide(c: &mut Criterion) {
             let view = leasehold_benches::table(partitions, owners, members);
             // The newest host plans: after a scale-out it owns nothing yet.
             let me = HostId::from(format!("host-{}", hosts - 1));
-            for strategy in [Strategy::Cfp(CfpConfig::default()), Strategy::Handoff] {
+            for strategy in STRATEGY_NAMES.iter().filter_map(|name| Strategy::named(name)) {
                 let id = BenchmarkId::new(
                     format!("{}/{state}", strategy.name()),
                     format!("{partitions}x{hosts}"),

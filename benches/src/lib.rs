@@ -30,3 +30,6 @@ pub fn table(partitions: usize, owners: usize, members: usize) -> TableView {
         now: Now::default(),
     }
 }
+
+pub mod lone_host;
+pub mod rebalance;

@@ -5,7 +5,8 @@
 //! can fail.
 
 use leasehold_engine::balance::{
-    Action, CfpConfig, LeaseStatus, LeaseView, Plan, Reason, Strategy as Balancer, TableView,
+    Action, CfpConfig, KclConfig, LeaseStatus, LeaseView, Plan, Reason, Strategy as Balancer,
+    TableView,
 };
 use leasehold_engine::{HostId, LeaseToken, Now};
 use proptest::prelude::*;
@@ -24,6 +25,26 @@ fn cfp_plan(view: &TableView, me: &HostId) -> Plan {
 fn handoff_plan(view: &TableView, me: &HostId) -> Plan {
     Balancer::Handoff.plan(view, me)
 }
+
+fn eh_balanced_plan(view: &TableView, me: &HostId) -> Plan {
+    Balancer::EventHubsBalanced.plan(view, me)
+}
+
+fn eh_greedy_plan(view: &TableView, me: &HostId) -> Plan {
+    Balancer::EventHubsGreedy.plan(view, me)
+}
+
+fn kcl_plan(view: &TableView, me: &HostId) -> Plan {
+    Balancer::Kcl(KclConfig::default()).plan(view, me)
+}
+
+const ALL: [Planner<'static>; 5] = [
+    &cfp_plan,
+    &handoff_plan,
+    &eh_balanced_plan,
+    &eh_greedy_plan,
+    &kcl_plan,
+];
 
 // ---------------------------------------------------------------------------
 // A small world of leases, live members and dead hosts, acted on in rounds.
@@ -211,6 +232,42 @@ fn steals(plan: &Plan) -> usize {
         .count()
 }
 
+/// The one-steal rule of CFP, Event Hubs' balanced mode and KCL's default: at most
+/// one steal per cycle, and none while a free or expired lease could be taken instead.
+fn one_steal_and_only_when_none_is_free(plan: &Plan, view: &TableView) -> Result<(), String> {
+    if steals(plan) > 1 {
+        return Err(format!("{} steals in one cycle", steals(plan)));
+    }
+    let free = view.leases.iter().any(|l| l.status != LeaseStatus::Held);
+    if free && steals(plan) > 0 {
+        return Err("stole while a free lease existed".into());
+    }
+    Ok(())
+}
+
+/// Event Hubs' cap: a host never plans past `ceil(P / owners)`, counting itself.
+fn within_event_hubs_max(plan: &Plan, view: &TableView, me: &HostId) -> Result<(), String> {
+    let mut owners: BTreeSet<&HostId> = view
+        .leases
+        .iter()
+        .filter(|l| l.status == LeaseStatus::Held)
+        .filter_map(|l| l.owner.as_ref())
+        .collect();
+    owners.insert(me);
+    let held = view
+        .leases
+        .iter()
+        .filter(|l| l.status == LeaseStatus::Held && l.owner.as_ref() == Some(me))
+        .count();
+    let max = view.leases.len().div_ceil(owners.len());
+    let after = held + plan.takes().count();
+    // A host already above the maximum (after a scale-out) may keep its surplus.
+    if plan.takes().count() > 0 && after > max {
+        return Err(format!("would hold {after}, max {max}"));
+    }
+    Ok(())
+}
+
 /// Runs two synchronous rounds; Err says why the result is not a balanced
 /// assignment reached with exactly the minimum number of moves.
 fn converges_in_two_rounds(planner: Planner, start: &World) -> Result<(), String> {
@@ -257,19 +314,36 @@ proptest! {
     fn no_strategy_takes_a_live_lease_its_host_already_holds(w in world(), me in 0usize..5) {
         let me = host(me % w.members.len());
         let view = w.view(&me);
-        for planner in [&cfp_plan as Planner, &handoff_plan] {
+        for planner in ALL {
             prop_assert_eq!(takes_own_live_lease(planner, &view, &me), None);
         }
     }
 
     #[test]
-    fn cfp_never_steals_more_than_one_lease_per_cycle(w in world(), me in 0usize..5) {
+    fn cfp_eh_balanced_and_kcl_steal_at_most_one_lease_and_only_when_none_is_free(
+        w in world(),
+        me in 0usize..5,
+    ) {
         let me = host(me % w.members.len());
         let view = w.view(&me);
-        let plan = cfp_plan(&view, &me);
-        prop_assert!(steals(&plan) <= 1);
-        let free = view.leases.iter().any(|l| l.status != LeaseStatus::Held);
-        prop_assert!(!(free && steals(&plan) > 0), "stole while free leases existed");
+        for planner in [&cfp_plan as Planner, &eh_balanced_plan, &kcl_plan] {
+            prop_assert_eq!(one_steal_and_only_when_none_is_free(&planner(&view, &me), &view), Ok(()));
+        }
+    }
+
+    #[test]
+    fn event_hubs_balanced_claims_at_most_one_lease_per_cycle(w in world(), me in 0usize..5) {
+        let me = host(me % w.members.len());
+        prop_assert!(eh_balanced_plan(&w.view(&me), &me).actions.len() <= 1);
+    }
+
+    #[test]
+    fn event_hubs_never_plans_past_its_maximum(w in world(), me in 0usize..5) {
+        let me = host(me % w.members.len());
+        let view = w.view(&me);
+        for planner in [&eh_balanced_plan as Planner, &eh_greedy_plan] {
+            prop_assert_eq!(within_event_hubs_max(&planner(&view, &me), &view, &me), Ok(()));
+        }
     }
 
     #[test]
@@ -321,6 +395,49 @@ fn the_own_lease_checker_catches_a_planner_that_retakes_its_leases() {
         }],
     };
     assert!(takes_own_live_lease(&retake, &w.view(&host(0)), &host(0)).is_some());
+}
+
+#[test]
+fn the_steal_rule_catches_a_planner_that_steals_many_or_steals_while_leases_are_free() {
+    let mut w = one_owner_world(6, 3);
+    let me = host(1);
+    let view = w.view(&me);
+    let err = one_steal_and_only_when_none_is_free(&stealer(&view, &me), &view).unwrap_err();
+    assert!(err.contains("steals in one cycle"), "{err}");
+    w.leases[0].0 = None;
+    let view = w.view(&me);
+    let mut one = stealer(&view, &me);
+    one.actions.truncate(1);
+    let err = one_steal_and_only_when_none_is_free(&one, &view).unwrap_err();
+    assert!(err.contains("free"), "{err}");
+}
+
+#[test]
+fn the_maximum_check_catches_a_planner_that_takes_everything() {
+    let w = one_owner_world(6, 3);
+    let me = host(1);
+    let view = w.view(&me);
+    assert!(within_event_hubs_max(&greedy(&view, &me), &view, &me).is_err());
+}
+
+/// Steals two leases from the first live owner it finds, whatever else is free.
+fn stealer(view: &TableView, me: &HostId) -> Plan {
+    let actions = view
+        .leases
+        .iter()
+        .filter(|l| l.status == LeaseStatus::Held && l.owner.as_ref() != Some(me))
+        .take(2)
+        .map(|l| Action::Take {
+            lease: l.token.clone(),
+            reason: Reason::Steal {
+                from: l.owner.clone().expect("held leases have owners"),
+                count: 0,
+                target: 0,
+                need: 2,
+            },
+        })
+        .collect();
+    Plan { actions }
 }
 
 #[test]

@@ -73,6 +73,25 @@ pub enum StrategyName {
     Cfp,
     /// leasehold's cooperative handoff.
     Handoff,
+    /// The Event Hubs processor's balanced mode (a baseline).
+    EhBalanced,
+    /// The Event Hubs processor's greedy mode (a baseline).
+    EhGreedy,
+    /// The Kinesis Client Library's lease taker (a baseline).
+    Kcl,
+}
+
+impl StrategyName {
+    /// The engine's strategy of this name, with default settings.
+    pub fn strategy(self) -> Strategy {
+        match self {
+            StrategyName::Cfp => Strategy::Cfp(CfpConfig::default()),
+            StrategyName::Handoff => Strategy::Handoff,
+            StrategyName::EhBalanced => Strategy::EventHubsBalanced,
+            StrategyName::EhGreedy => Strategy::EventHubsGreedy,
+            StrategyName::Kcl => Strategy::Kcl(Default::default()),
+        }
+    }
 }
 
 impl FromStr for StrategyName {
@@ -81,6 +100,9 @@ impl FromStr for StrategyName {
         match s {
             "cfp" => Ok(StrategyName::Cfp),
             "handoff" => Ok(StrategyName::Handoff),
+            "eh-balanced" => Ok(StrategyName::EhBalanced),
+            "eh-greedy" => Ok(StrategyName::EhGreedy),
+            "kcl" => Ok(StrategyName::Kcl),
             other => Err(BoundsError::UnknownStrategy(other.to_string())),
         }
     }
@@ -88,10 +110,7 @@ impl FromStr for StrategyName {
 
 impl fmt::Display for StrategyName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StrategyName::Cfp => "cfp",
-            StrategyName::Handoff => "handoff",
-        })
+        f.write_str(self.strategy().name())
     }
 }
 
@@ -272,10 +291,7 @@ impl Bounds {
             }
             (_, ExpiryRule::Observed) => (ExpiryRule::Observed, drift, Millis::ZERO, 1),
         };
-        let strategy = match self.strategy {
-            StrategyName::Cfp => Strategy::Cfp(CfpConfig::default()),
-            StrategyName::Handoff => Strategy::Handoff,
-        };
+        let strategy = self.strategy.strategy();
         let config = LeaseConfig {
             prefix: "m".into(),
             partitions: (0..self.partitions)
@@ -321,7 +337,8 @@ impl Bounds {
         let wait = real.observer_wait().as_millis();
         let (claim, timers) = match self.strategy {
             StrategyName::Handoff => (wait, 3),
-            StrategyName::Cfp => (0, 2),
+            // The others take by acquisition, never by handoff.
+            _ => (0, 2),
         };
         let local = wait + claim + config.acquire_interval.as_millis();
         u8::try_from(self.true_ticks(local) + timers).unwrap_or(u8::MAX)

@@ -33,6 +33,9 @@ pub enum QuestionError {
     /// The expiration is zero.
     #[error("--expiration must be above 0")]
     ZeroExpiration,
+    /// No strategy has this name.
+    #[error("unknown strategy; the strategies are cfp, handoff, eh-balanced, eh-greedy and kcl")]
+    UnknownStrategy,
     /// The strategy's settings are inconsistent.
     #[error("{0}")]
     Config(#[from] ConfigError),
@@ -61,7 +64,7 @@ impl Question {
                 max_leases: max,
             }),
             _ if min != 0 || max != 0 => return Err(QuestionError::BoundsWithoutCfp),
-            _ => Strategy::Handoff,
+            other => Strategy::named(other).ok_or(QuestionError::UnknownStrategy)?,
         };
         strategy.validate()?;
         Ok(Question {

@@ -182,6 +182,24 @@ enum StrategyName {
     Cfp,
     /// leasehold's cooperative handoff.
     Handoff,
+    /// The Event Hubs processor's balanced mode: one claim per cycle.
+    EhBalanced,
+    /// The Event Hubs processor's greedy mode: every allowed claim in one cycle.
+    EhGreedy,
+    /// The Kinesis Client Library 2.x lease taker.
+    Kcl,
+}
+
+impl StrategyName {
+    fn model(self) -> leasehold_model::StrategyName {
+        match self {
+            StrategyName::Cfp => leasehold_model::StrategyName::Cfp,
+            StrategyName::Handoff => leasehold_model::StrategyName::Handoff,
+            StrategyName::EhBalanced => leasehold_model::StrategyName::EhBalanced,
+            StrategyName::EhGreedy => leasehold_model::StrategyName::EhGreedy,
+            StrategyName::Kcl => leasehold_model::StrategyName::Kcl,
+        }
+    }
 }
 
 fn parse_now(text: &str) -> Result<WallTime, String> {
@@ -213,10 +231,7 @@ fn main() -> ExitCode {
 }
 
 fn run_balance(args: BalanceArgs) -> Result<(), String> {
-    let strategy = match args.strategy {
-        StrategyName::Cfp => "cfp",
-        StrategyName::Handoff => "handoff",
-    };
+    let strategy = args.strategy.model().strategy().name();
     let now = args
         .now
         .unwrap_or_else(|| WallTime::from_unix_millis(chrono::Utc::now().timestamp_millis()));
@@ -257,10 +272,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         drift_ms: args.drift,
         horizon: 1,
         progress: args.progress,
-        strategy: match args.strategy {
-            StrategyName::Cfp => leasehold_model::StrategyName::Cfp,
-            StrategyName::Handoff => leasehold_model::StrategyName::Handoff,
-        },
+        strategy: args.strategy.model(),
         expiry: match args.expiry {
             Expiry::Observed => ExpiryRule::Observed,
             Expiry::Timestamp => ExpiryRule::Timestamp,

@@ -26,7 +26,9 @@
 //! ```
 
 mod cfp;
+mod eventhubs;
 mod handoff;
+mod kcl;
 
 use crate::ids::{HostId, LeaseToken};
 use crate::lease::ConfigError;
@@ -184,6 +186,15 @@ pub struct CfpConfig {
     pub max_leases: u32,
 }
 
+/// The Kinesis Client Library's lease-taker settings. Zero means the library's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KclConfig {
+    /// `maxLeasesForWorker`: a cap on the target (default: none).
+    pub max_leases_for_worker: u32,
+    /// `maxLeasesToStealAtOneTime` (default 1).
+    pub max_leases_to_steal_at_one_time: u32,
+}
+
 /// A balancing strategy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Strategy {
@@ -194,7 +205,17 @@ pub enum Strategy {
     /// cooperative handoff instead of steals.
     #[default]
     Handoff,
+    /// A baseline: the Event Hubs processor's balanced mode, one claim per cycle.
+    EventHubsBalanced,
+    /// A baseline: the Event Hubs processor's greedy mode, every claim it is allowed in
+    /// one cycle.
+    EventHubsGreedy,
+    /// A baseline: the Kinesis Client Library 2.x lease taker.
+    Kcl(KclConfig),
 }
+
+/// Every strategy's name on the command line, in the order reports list them.
+pub const STRATEGY_NAMES: [&str; 5] = ["cfp", "handoff", "eh-balanced", "eh-greedy", "kcl"];
 
 impl Strategy {
     /// Decides what host `me` should do about `view`.
@@ -202,7 +223,28 @@ impl Strategy {
         match self {
             Strategy::Cfp(config) => cfp::plan(config, view, me),
             Strategy::Handoff => handoff::plan(view, me),
+            Strategy::EventHubsBalanced => eventhubs::plan(eventhubs::Mode::Balanced, view, me),
+            Strategy::EventHubsGreedy => eventhubs::plan(eventhubs::Mode::Greedy, view, me),
+            Strategy::Kcl(config) => kcl::plan(config, view, me),
         }
+    }
+
+    /// The strategy named `name` (one of [`STRATEGY_NAMES`]) with default settings.
+    ///
+    /// ```
+    /// use leasehold_engine::balance::Strategy;
+    /// assert_eq!(Strategy::named("kcl").map(|s| s.name()), Some("kcl"));
+    /// assert!(Strategy::named("round-robin").is_none());
+    /// ```
+    pub fn named(name: &str) -> Option<Strategy> {
+        Some(match name {
+            "cfp" => Strategy::Cfp(CfpConfig::default()),
+            "handoff" => Strategy::Handoff,
+            "eh-balanced" => Strategy::EventHubsBalanced,
+            "eh-greedy" => Strategy::EventHubsGreedy,
+            "kcl" => Strategy::Kcl(KclConfig::default()),
+            _ => return None,
+        })
     }
 
     /// Whether hosts running this strategy must publish heartbeats.
@@ -215,6 +257,9 @@ impl Strategy {
         match self {
             Strategy::Cfp(_) => "cfp",
             Strategy::Handoff => "handoff",
+            Strategy::EventHubsBalanced => "eh-balanced",
+            Strategy::EventHubsGreedy => "eh-greedy",
+            Strategy::Kcl(_) => "kcl",
         }
     }
 
@@ -233,4 +278,45 @@ impl Strategy {
             _ => Ok(()),
         }
     }
+}
+
+/// A per-host order over leases, standing in for the random choices of the peers'
+/// balancers: hosts that plan on the same view pick different leases, as with a random
+/// generator, but the engine stays a function of its inputs.
+fn scatter(me: &HostId, lease: &LeaseToken) -> u64 {
+    // FNV-1a over both ids, then splitmix64's finaliser so that ids differing only in a
+    // last character land far apart.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in me
+        .as_str()
+        .bytes()
+        .chain([0xff])
+        .chain(lease.as_str().bytes())
+    {
+        h = (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// The first `n` of `candidates` (indices into `view.leases`) in [`scatter`] order,
+/// hashing each once and sorting only the ones picked: the candidate list can be the
+/// whole table.
+fn pick(view: &TableView, me: &HostId, candidates: &[usize], n: usize) -> Vec<usize> {
+    let mut keyed: Vec<(u64, usize)> = candidates
+        .iter()
+        .map(|&li| (scatter(me, &view.leases[li].token), li))
+        .collect();
+    if n == 0 {
+        return Vec::new();
+    }
+    if n < keyed.len() {
+        keyed.select_nth_unstable(n - 1);
+        keyed.truncate(n);
+    }
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, li)| li).collect()
 }

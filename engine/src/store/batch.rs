@@ -4,7 +4,7 @@
 //! operation that failed carries its own status, and every other operation carries
 //! 424 (failed dependency). Nothing of a failed batch is applied.
 
-use super::{Container, Document, Key, StatusCode, StoreError, Stored, key_of};
+use super::{Container, Document, Key, Limits, StatusCode, StoreError, Stored, key_of};
 use crate::ids::{DocId, Etag, PartitionKey};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -110,30 +110,7 @@ impl<D: Document> Container<D> {
     }
 
     fn validate_batch(&self, pk: &PartitionKey, ops: &[BatchOp<D>]) -> Result<(), StoreError> {
-        use super::BadRequest;
-        if ops.is_empty() {
-            return Err(StoreError::BadRequest(BadRequest::EmptyBatch));
-        }
-        if ops.len() > self.limits.max_batch_operations {
-            return Err(StoreError::BadRequest(BadRequest::BatchTooLarge {
-                operations: ops.len(),
-                limit: self.limits.max_batch_operations,
-            }));
-        }
-        for (index, op) in ops.iter().enumerate() {
-            let doc_pk = match op {
-                BatchOp::Create(doc) | BatchOp::Upsert(doc) | BatchOp::Replace { doc, .. } => {
-                    Some(doc.partition_key())
-                }
-                BatchOp::Read(_) | BatchOp::Delete { .. } => None,
-            };
-            if doc_pk.is_some_and(|p| p != *pk) {
-                return Err(StoreError::BadRequest(BadRequest::CrossPartitionBatch {
-                    index,
-                }));
-            }
-        }
-        Ok(())
+        check_batch(&self.limits, pk, ops)
     }
 
     /// Applies one operation to the staging area, seeing earlier staged operations.
@@ -249,4 +226,38 @@ fn failed<D>(total: usize, index: usize, error: &StoreError) -> BatchResponse<D>
 
 fn outcome<D>(status: StatusCode, etag: Option<Etag>, doc: Option<D>) -> BatchOutcome<D> {
     BatchOutcome { status, etag, doc }
+}
+
+/// Checks a transactional batch the way the store does before executing it: 400 if it
+/// is empty, longer than `limits` allow, or writes under another partition key. A
+/// store adapter calls it so that every store rejects the same batches alike.
+pub fn check_batch<D: Document>(
+    limits: &Limits,
+    pk: &PartitionKey,
+    ops: &[BatchOp<D>],
+) -> Result<(), StoreError> {
+    use super::BadRequest;
+    if ops.is_empty() {
+        return Err(StoreError::BadRequest(BadRequest::EmptyBatch));
+    }
+    if ops.len() > limits.max_batch_operations {
+        return Err(StoreError::BadRequest(BadRequest::BatchTooLarge {
+            operations: ops.len(),
+            limit: limits.max_batch_operations,
+        }));
+    }
+    for (index, op) in ops.iter().enumerate() {
+        let doc_pk = match op {
+            BatchOp::Create(doc) | BatchOp::Upsert(doc) | BatchOp::Replace { doc, .. } => {
+                Some(doc.partition_key())
+            }
+            BatchOp::Read(_) | BatchOp::Delete { .. } => None,
+        };
+        if doc_pk.is_some_and(|p| p != *pk) {
+            return Err(StoreError::BadRequest(BadRequest::CrossPartitionBatch {
+                index,
+            }));
+        }
+    }
+    Ok(())
 }

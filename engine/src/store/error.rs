@@ -84,6 +84,9 @@ pub enum BadRequest {
         /// Index of the offending operation.
         index: usize,
     },
+    /// A real store refused the request for a reason of its own (the reference store
+    /// never does).
+    Rejected(String),
 }
 
 impl fmt::Display for BadRequest {
@@ -100,6 +103,7 @@ impl fmt::Display for BadRequest {
                 f,
                 "batch operation {index} targets another partition key than the batch"
             ),
+            BadRequest::Rejected(why) => write!(f, "the store rejected the request: {why}"),
         }
     }
 }

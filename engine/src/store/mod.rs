@@ -32,7 +32,7 @@ mod batch;
 mod error;
 mod op;
 
-pub use batch::{BatchOp, BatchOutcome, BatchResponse};
+pub use batch::{BatchOp, BatchOutcome, BatchResponse, check_batch};
 pub use error::{BadRequest, StatusCode, StoreError};
 pub use op::{Op, Reply};
 

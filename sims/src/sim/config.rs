@@ -3,7 +3,7 @@
 
 use super::faults::{FaultKind, Faults};
 use super::workload::Workload;
-use leasehold_engine::balance::{CfpConfig, Strategy};
+use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::{ConfigError, LeaseConfig};
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
 use leasehold_model::Bug;
@@ -189,11 +189,8 @@ fn faults_text<S: serde::Serializer>(f: &Faults, ser: S) -> Result<S::Ok, S::Err
 
 /// Parses a strategy name: `cfp` or `handoff`.
 pub fn parse_strategy(name: &str) -> Result<Strategy, SimError> {
-    match name.trim() {
-        "cfp" => Ok(Strategy::Cfp(CfpConfig::default())),
-        "handoff" => Ok(Strategy::Handoff),
-        other => Err(SimError::UnknownStrategy(other.to_string())),
-    }
+    let name = name.trim();
+    Strategy::named(name).ok_or_else(|| SimError::UnknownStrategy(name.to_string()))
 }
 
 impl SimConfig {
@@ -383,7 +380,7 @@ pub enum SimError {
     )]
     UnknownScenario(String),
     /// No such strategy.
-    #[error("unknown strategy {0:?}; the strategies are cfp and handoff")]
+    #[error("unknown strategy {0:?}; the strategies are cfp, handoff, eh-balanced, eh-greedy and kcl")]
     UnknownStrategy(String),
     /// A size or interval out of range.
     #[error("{0}")]

@@ -1,0 +1,360 @@
+//! The Cosmos DB store, on `azure_data_cosmos`.
+//!
+//! # Container layout
+//! - One container holds the documents of any number of processor groups: every id
+//!   starts with its group's prefix (`orders..3` for lease `3` of group `orders`,
+//!   `orders.host.a` for host `a`'s heartbeat), as the change feed processor's lease
+//!   prefix allows. A group reads its documents with `STARTSWITH(c.id, prefix)`.
+//! - The partition key path is `/id`, as for the change feed processor's lease
+//!   containers: every document is its own logical partition, so writes to different
+//!   leases never contend for one partition's throughput, and a point read or
+//!   if-match write needs only the id. The cost is that a transactional batch covers
+//!   one document, which is all the lease protocol needs.
+
+mod change_feed;
+mod status;
+
+use crate::charge::{Charges, OpKind};
+use crate::store::{Response, Store};
+use azure_data_cosmos::options::{
+    BatchDeleteOptions, BatchReplaceOptions, BatchUpsertOptions, ItemWriteOptions, Precondition,
+};
+use azure_data_cosmos::{ContainerClient, FeedScope, Query, TransactionalBatch};
+use futures::StreamExt;
+use leasehold_engine::store::{
+    BatchOp, BatchOutcome, BatchResponse, Document, Limits, Op, Reply, StoreError, Stored,
+    check_batch,
+};
+use leasehold_engine::{Etag, PartitionKey};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+pub use change_feed::ChangeFeedSource;
+pub use status::store_error;
+
+/// A Cosmos DB container seen as an engine store of documents `D`.
+///
+/// ```no_run
+/// # async fn f(container: azure_data_cosmos::ContainerClient) {
+/// use leasehold_adapters::{CosmosStore, Store};
+/// use leasehold_engine::lease::Record;
+/// let store: CosmosStore<Record> = CosmosStore::new(container);
+/// println!("{} RU so far", store.charges().total_units());
+/// # }
+/// ```
+pub struct CosmosStore<D> {
+    container: ContainerClient,
+    charges: Arc<Charges>,
+    limits: Limits,
+    _docs: PhantomData<fn() -> D>,
+}
+
+impl<D> Clone for CosmosStore<D> {
+    fn clone(&self) -> Self {
+        CosmosStore {
+            container: self.container.clone(),
+            charges: self.charges.clone(),
+            limits: self.limits,
+            _docs: PhantomData,
+        }
+    }
+}
+
+impl<D> std::fmt::Debug for CosmosStore<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CosmosStore")
+            .field("charges", &self.charges)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D> CosmosStore<D> {
+    /// A store on `container`, whose partition key path must be `/id`.
+    pub fn new(container: ContainerClient) -> Self {
+        CosmosStore {
+            container,
+            charges: Arc::default(),
+            limits: Limits::default(),
+            _docs: PhantomData,
+        }
+    }
+}
+
+/// A response's charge, or 0 when the service sent none.
+fn charge_of(headers: &azure_data_cosmos::models::ResponseHeaders) -> f64 {
+    headers.request_charge().map_or(0.0, |c| c.value())
+}
+
+fn etag_of(headers: &azure_data_cosmos::models::ResponseHeaders) -> Option<Etag> {
+    headers.etag().map(|e| Etag::opaque(e.to_string()))
+}
+
+fn write_options(if_match: Option<&Etag>) -> Option<ItemWriteOptions> {
+    if_match.map(|etag| {
+        ItemWriteOptions::default().with_precondition(Precondition::if_match(etag.to_string()))
+    })
+}
+
+/// Reads `value` as a `D`, or says why not. System properties (`_etag`, `_ts`, ...)
+/// are ignored by the documents' own deserialisers.
+fn parse<D: DeserializeOwned>(value: Value) -> Result<D, (String, serde_json::Error)> {
+    let id = value
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or("<no id>")
+        .to_string();
+    serde_json::from_value(value).map_err(|e| (id, e))
+}
+
+impl<D> CosmosStore<D>
+where
+    D: Document + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    async fn run(&self, op: Op<D>) -> (Result<Reply<D>, StoreError>, f64) {
+        let c = &self.container;
+        match op {
+            Op::Create(doc) => {
+                if let Err(e) = self.check_size(&doc) {
+                    return (Err(e), 0.0);
+                }
+                let pk = doc.partition_key();
+                match c
+                    .create_item(pk.as_str().to_string(), doc.id().as_str(), &doc, None)
+                    .await
+                {
+                    Ok(r) => {
+                        let charge = charge_of(r.headers());
+                        (
+                            etag_of(r.headers())
+                                .ok_or_else(missing_etag)
+                                .map(Reply::Created),
+                            charge,
+                        )
+                    }
+                    Err(e) => (Err(store_error(&e)), status::charge(&e)),
+                }
+            }
+            Op::Read { pk, id } => match c
+                .read_item(pk.as_str().to_string(), id.as_str(), None)
+                .await
+            {
+                Ok(r) => {
+                    let charge = charge_of(r.headers());
+                    let etag = etag_of(r.headers());
+                    let read = match (r.into_model::<Value>(), etag) {
+                        (Ok(value), Some(etag)) => match parse::<D>(value) {
+                            Ok(doc) => Ok(Reply::Read(Stored { doc, etag })),
+                            Err((id, e)) => {
+                                // Never handed to the engine, so never overwritten.
+                                tracing::warn!(%id, error = %e, "skipping a malformed document");
+                                Err(StoreError::NotFound)
+                            }
+                        },
+                        (Err(e), _) => Err(store_error(&e)),
+                        (_, None) => Err(missing_etag()),
+                    };
+                    (read, charge)
+                }
+                Err(e) => (Err(store_error(&e)), status::charge(&e)),
+            },
+            Op::ReadAll { prefix } => self.read_all(&prefix).await,
+            Op::Replace { doc, if_match } => {
+                if let Err(e) = self.check_size(&doc) {
+                    return (Err(e), 0.0);
+                }
+                let pk = doc.partition_key();
+                let options = write_options(if_match.as_ref());
+                match c
+                    .replace_item(pk.as_str().to_string(), doc.id().as_str(), &doc, options)
+                    .await
+                {
+                    Ok(r) => {
+                        let charge = charge_of(r.headers());
+                        (
+                            etag_of(r.headers())
+                                .ok_or_else(missing_etag)
+                                .map(Reply::Replaced),
+                            charge,
+                        )
+                    }
+                    Err(e) => (Err(store_error(&e)), status::charge(&e)),
+                }
+            }
+            Op::Delete { pk, id, if_match } => {
+                let options = write_options(if_match.as_ref());
+                match c
+                    .delete_item(pk.as_str().to_string(), id.as_str(), options)
+                    .await
+                {
+                    Ok(r) => (Ok(Reply::Deleted), charge_of(r.headers())),
+                    Err(e) => (Err(store_error(&e)), status::charge(&e)),
+                }
+            }
+            Op::Batch { pk, ops } => self.batch(pk, ops).await,
+        }
+    }
+
+    fn check_size(&self, doc: &D) -> Result<(), StoreError> {
+        let size = doc.stored_size();
+        if size > self.limits.max_document_bytes {
+            return Err(StoreError::TooLarge {
+                size,
+                limit: self.limits.max_document_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    async fn read_all(&self, prefix: &str) -> (Result<Reply<D>, StoreError>, f64) {
+        let query = match Query::from("SELECT * FROM c WHERE STARTSWITH(c.id, @prefix)")
+            .with_parameter("@prefix", prefix)
+        {
+            Ok(q) => q,
+            Err(e) => return (Err(store_error(&e)), 0.0),
+        };
+        let mut pages = match self
+            .container
+            .query_items::<Value>(query, FeedScope::full_container(), None)
+            .await
+        {
+            Ok(items) => items.into_pages(),
+            Err(e) => return (Err(store_error(&e)), status::charge(&e)),
+        };
+        let mut charge = 0.0;
+        let mut found = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = match page {
+                Ok(page) => page,
+                Err(e) => return (Err(store_error(&e)), charge + status::charge(&e)),
+            };
+            charge += charge_of(page.headers());
+            for value in page.into_items() {
+                let etag = value.get("_etag").and_then(Value::as_str).map(Etag::opaque);
+                match (parse::<D>(value), etag) {
+                    (Ok(doc), Some(etag)) => found.push(Stored { doc, etag }),
+                    (Err((id, e)), _) => {
+                        tracing::warn!(%id, error = %e, "skipping a malformed document");
+                    }
+                    (Ok(doc), None) => {
+                        tracing::warn!(id = %doc.id(), "skipping a document without an etag");
+                    }
+                }
+            }
+        }
+        // The reference store lists by id, then partition key.
+        found.sort_by(|a, b| {
+            (a.doc.id(), a.doc.partition_key()).cmp(&(b.doc.id(), b.doc.partition_key()))
+        });
+        (Ok(Reply::ReadAll(found)), charge)
+    }
+
+    async fn batch(
+        &self,
+        pk: PartitionKey,
+        ops: Vec<BatchOp<D>>,
+    ) -> (Result<Reply<D>, StoreError>, f64) {
+        if let Err(e) = check_batch(&self.limits, &pk, &ops) {
+            return (Err(e), 0.0);
+        }
+        for op in &ops {
+            if let BatchOp::Create(doc) | BatchOp::Upsert(doc) | BatchOp::Replace { doc, .. } = op
+                && let Err(e) = self.check_size(doc)
+            {
+                return (Err(e), 0.0);
+            }
+        }
+        let mut batch = TransactionalBatch::new(pk.as_str().to_string());
+        let reads: Vec<bool> = ops
+            .iter()
+            .map(|op| matches!(op, BatchOp::Read(_)))
+            .collect();
+        for op in ops {
+            let added = match op {
+                BatchOp::Create(doc) => batch.create_item(&doc),
+                BatchOp::Upsert(doc) => batch.upsert_item(&doc, None::<BatchUpsertOptions>),
+                BatchOp::Read(id) => Ok(batch.read_item(id.as_str().to_string(), None)),
+                BatchOp::Replace { doc, if_match } => {
+                    let options = if_match.map(|etag| {
+                        BatchReplaceOptions::default()
+                            .with_precondition(Precondition::if_match(etag.to_string()))
+                    });
+                    batch.replace_item(doc.id().as_str().to_string(), &doc, options)
+                }
+                BatchOp::Delete { id, if_match } => {
+                    let options = if_match.map(|etag| {
+                        BatchDeleteOptions::default()
+                            .with_precondition(Precondition::if_match(etag.to_string()))
+                    });
+                    Ok(batch.delete_item(id.as_str().to_string(), options))
+                }
+            };
+            batch = match added {
+                Ok(batch) => batch,
+                Err(e) => return (Err(store_error(&e)), 0.0),
+            };
+        }
+        let response = match self
+            .container
+            .execute_transactional_batch(batch, None)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return (Err(store_error(&e)), status::charge(&e)),
+        };
+        let charge = charge_of(response.headers());
+        // A failed batch is still `Ok`, with 207 and per-operation statuses.
+        let model = match response.into_model() {
+            Ok(m) => m,
+            Err(e) => return (Err(store_error(&e)), charge),
+        };
+        let mut outcomes = Vec::with_capacity(model.results().len());
+        for (result, is_read) in model.results().iter().zip(reads) {
+            let status = status::code(result.status_code());
+            let doc = if is_read && result.is_success() {
+                match result.into_model::<Value>() {
+                    Ok(Some(value)) => parse::<D>(value).ok(),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            outcomes.push(BatchOutcome {
+                status,
+                etag: result.etag().map(Etag::opaque),
+                doc,
+            });
+        }
+        let all_ok = outcomes.iter().all(|o| o.status.is_success());
+        let status = if all_ok {
+            leasehold_engine::store::StatusCode::Ok
+        } else {
+            leasehold_engine::store::StatusCode::MultiStatus
+        };
+        (Ok(Reply::Batch(BatchResponse { status, outcomes })), charge)
+    }
+}
+
+fn missing_etag() -> StoreError {
+    StoreError::BadRequest(leasehold_engine::store::BadRequest::Rejected(
+        "the response carried no etag".into(),
+    ))
+}
+
+impl<D> Store<D> for CosmosStore<D>
+where
+    D: Document + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    async fn execute(&self, op: Op<D>) -> Response<D> {
+        let kind = OpKind::of(&op);
+        let (result, charge) = self.run(op).await;
+        self.charges.record(kind, charge);
+        Response { result, charge }
+    }
+
+    fn charges(&self) -> &Charges {
+        &self.charges
+    }
+}

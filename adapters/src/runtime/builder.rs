@@ -1,0 +1,284 @@
+//! The processor builder, with the change feed processor's defaults.
+
+use super::{Handler, Intake, Metrics, Processor};
+use crate::source::{PartitionSource, SourceError};
+use crate::store::Store;
+use leasehold_engine::balance::Strategy;
+use leasehold_engine::lease::{ConfigError, LeaseConfig, Record};
+use leasehold_engine::{ExpiryPolicy, HostId, Millis};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Why a processor could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// No instance name was given, or it is blank.
+    #[error("the instance name is missing or blank: every host needs a unique name")]
+    MissingInstance,
+    /// No processor name was given, or it is blank.
+    #[error("the processor name (the lease prefix) is missing or blank")]
+    MissingProcessorName,
+    /// A name holds a character Cosmos DB refuses in ids, or `..` (the separator).
+    #[error("{which} {name:?} may not contain '/', '\\', '?', '#' or \"..\"")]
+    BadName {
+        /// Which name.
+        which: &'static str,
+        /// The name given.
+        name: String,
+    },
+    /// The intervals or the strategy do not work together.
+    #[error("invalid lease settings: {0}")]
+    Config(#[from] ConfigError),
+    /// `max_batch` or a duration is zero.
+    #[error("{0} must be above zero")]
+    Zero(&'static str),
+    /// The source could not list its partitions.
+    #[error("listing the source's partitions failed: {0}")]
+    Source(#[from] SourceError),
+    /// The source has no partitions.
+    #[error("the source has no partitions to lease")]
+    NoPartitions,
+}
+
+/// Builds a [`Processor`]: the source, store and handler, plus names and intervals.
+/// Start from [`Processor::builder`].
+pub struct ProcessorBuilder<S, St, H> {
+    instance: Option<String>,
+    name: Option<String>,
+    strategy: Strategy,
+    acquire: Duration,
+    renew: Duration,
+    expiration: Duration,
+    intake: Intake,
+    cancel: CancellationToken,
+    source: S,
+    store: St,
+    handler: H,
+}
+
+impl ProcessorBuilder<(), (), ()> {
+    pub(super) fn new() -> Self {
+        ProcessorBuilder {
+            instance: None,
+            name: None,
+            strategy: Strategy::Handoff,
+            acquire: Duration::from_secs(13),
+            renew: Duration::from_secs(17),
+            expiration: Duration::from_secs(60),
+            intake: Intake {
+                max_batch: 100,
+                poll_interval: Duration::from_secs(5),
+                request_timeout: Duration::from_secs(10),
+                retry_min: Duration::from_millis(100),
+                retry_max: Duration::from_secs(30),
+            },
+            cancel: CancellationToken::new(),
+            source: (),
+            store: (),
+            handler: (),
+        }
+    }
+}
+
+impl<S, St, H> ProcessorBuilder<S, St, H> {
+    /// This host's unique name (CFP's instance name).
+    pub fn instance(mut self, name: impl Into<String>) -> Self {
+        self.instance = Some(name.into());
+        self
+    }
+
+    /// The processor group's name, the prefix of every lease id (CFP's processor name).
+    pub fn processor_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The balancing strategy (default `handoff`).
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// How often the host reads the lease table and rebalances (default 13 s).
+    pub fn acquire_interval(mut self, every: Duration) -> Self {
+        self.acquire = every;
+        self
+    }
+
+    /// How often an owner renews its leases (default 17 s).
+    pub fn renew_interval(mut self, every: Duration) -> Self {
+        self.renew = every;
+        self
+    }
+
+    /// How long an unrenewed lease lasts (default 60 s).
+    pub fn expiration_interval(mut self, after: Duration) -> Self {
+        self.expiration = after;
+        self
+    }
+
+    /// The most items handed to one handler call (default 100).
+    pub fn max_batch(mut self, items: usize) -> Self {
+        self.intake.max_batch = items;
+        self
+    }
+
+    /// How long a worker waits after an empty read (default 5 s).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.intake.poll_interval = every;
+        self
+    }
+
+    /// How long a store request may take before its outcome counts as unknown
+    /// (default 10 s).
+    pub fn request_timeout(mut self, after: Duration) -> Self {
+        self.intake.request_timeout = after;
+        self
+    }
+
+    /// Stop with this token instead of a fresh one.
+    pub fn cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    /// What the leases cover.
+    pub fn source<S2: PartitionSource>(self, source: S2) -> ProcessorBuilder<S2, St, H> {
+        ProcessorBuilder {
+            instance: self.instance,
+            name: self.name,
+            strategy: self.strategy,
+            acquire: self.acquire,
+            renew: self.renew,
+            expiration: self.expiration,
+            intake: self.intake,
+            cancel: self.cancel,
+            source,
+            store: self.store,
+            handler: self.handler,
+        }
+    }
+
+    /// Where the leases live.
+    pub fn store<St2: Store<Record>>(self, store: St2) -> ProcessorBuilder<S, St2, H> {
+        ProcessorBuilder {
+            instance: self.instance,
+            name: self.name,
+            strategy: self.strategy,
+            acquire: self.acquire,
+            renew: self.renew,
+            expiration: self.expiration,
+            intake: self.intake,
+            cancel: self.cancel,
+            source: self.source,
+            store,
+            handler: self.handler,
+        }
+    }
+
+    /// Your code.
+    pub fn handler<H2>(self, handler: H2) -> ProcessorBuilder<S, St, H2> {
+        ProcessorBuilder {
+            instance: self.instance,
+            name: self.name,
+            strategy: self.strategy,
+            acquire: self.acquire,
+            renew: self.renew,
+            expiration: self.expiration,
+            intake: self.intake,
+            cancel: self.cancel,
+            source: self.source,
+            store: self.store,
+            handler,
+        }
+    }
+}
+
+fn checked_name(which: &'static str, name: String) -> Result<String, BuildError> {
+    let bad = name.contains(['/', '\\', '?', '#']) || name.contains("..");
+    if bad {
+        return Err(BuildError::BadName { which, name });
+    }
+    Ok(name)
+}
+
+fn millis(d: Duration) -> Millis {
+    Millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl<S, St, H> ProcessorBuilder<S, St, H>
+where
+    S: PartitionSource,
+    St: Store<Record>,
+    H: Handler<S::Item>,
+{
+    /// Checks the settings, lists the source's partitions and builds the processor.
+    ///
+    /// ```
+    /// use leasehold_adapters::{BuildError, MemoryFeed, MemoryStore, Processor};
+    /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let built = Processor::builder()
+    ///     .instance("a")
+    ///     .processor_name("p")
+    ///     .renew_interval(Duration::from_secs(90)) // not below the 60 s expiration
+    ///     .source(MemoryFeed::new(["0"]))
+    ///     .store(MemoryStore::new())
+    ///     .handler(|_, _, b: leasehold_adapters::Batch<String>| async move { Ok(b.checkpoint) })
+    ///     .build()
+    ///     .await;
+    /// assert!(matches!(built, Err(BuildError::Config(_))));
+    /// # }
+    /// ```
+    pub async fn build(self) -> Result<Processor<S, St, H>, BuildError> {
+        let instance = self
+            .instance
+            .filter(|n| !n.trim().is_empty())
+            .ok_or(BuildError::MissingInstance)?;
+        let instance = checked_name("instance name", instance)?;
+        let name = self
+            .name
+            .filter(|n| !n.trim().is_empty())
+            .ok_or(BuildError::MissingProcessorName)?;
+        let name = checked_name("processor name", name)?;
+        if self.intake.max_batch == 0 {
+            return Err(BuildError::Zero("max_batch"));
+        }
+        for (what, d) in [
+            ("poll_interval", self.intake.poll_interval),
+            ("request_timeout", self.intake.request_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(BuildError::Zero(what));
+            }
+        }
+        let mut config = LeaseConfig {
+            prefix: name,
+            partitions: Vec::new(),
+            expiry: ExpiryPolicy {
+                duration: millis(self.expiration),
+                ..ExpiryPolicy::default()
+            },
+            renew_interval: millis(self.renew),
+            acquire_interval: millis(self.acquire),
+            strategy: self.strategy,
+        };
+        config.validate()?;
+        config.partitions = self.source.partitions().await?;
+        if config.partitions.is_empty() {
+            return Err(BuildError::NoPartitions);
+        }
+        Ok(Processor {
+            me: HostId::from(instance),
+            config,
+            intake: self.intake,
+            source: self.source,
+            store: self.store,
+            handler: Arc::new(self.handler),
+            cancel: self.cancel,
+            metrics: Arc::new(Metrics::default()),
+        })
+    }
+}

@@ -1,0 +1,127 @@
+//! The tokio runtime: a [`Processor`] drives the engine's partition-lease host with
+//! real monotonic time, a store, a partition source and your handler.
+//!
+//! One task owns the engine. Store requests run as their own tasks and come back as
+//! inputs; each lease the engine starts gets a worker task that reads the source,
+//! calls the handler and reports checkpoints; the engine's wake-up time is a sleep.
+
+mod builder;
+mod driver;
+mod metrics;
+mod worker;
+
+pub use builder::{BuildError, ProcessorBuilder};
+pub use metrics::{Metrics, MetricsSnapshot};
+
+use crate::source::{Batch, PartitionSource};
+use crate::store::Store;
+use leasehold_engine::lease::{LeaseConfig, Record};
+use leasehold_engine::{Checkpoint, Epoch, HostId, LeaseToken};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What a handler may fail with; the batch is retried with backoff.
+pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Your code: processes one batch of a lease and says how far it got.
+///
+/// The epoch is a fencing token: it rises with every change of the lease's owner, so a
+/// downstream system that remembers the highest epoch it has seen per lease can
+/// refuse the writes of an owner that lost the lease. Any
+/// `Fn(LeaseToken, Epoch, Batch<T>) -> impl Future<Output = Result<Checkpoint, HandlerError>>`
+/// is a handler.
+pub trait Handler<T>: Send + Sync + 'static {
+    /// Processes `batch`, returning the checkpoint to store (usually
+    /// `batch.checkpoint`).
+    fn handle(
+        &self,
+        lease: LeaseToken,
+        epoch: Epoch,
+        batch: Batch<T>,
+    ) -> impl Future<Output = Result<Checkpoint, HandlerError>> + Send + 'static;
+}
+
+impl<T, F, Fut> Handler<T> for F
+where
+    F: Fn(LeaseToken, Epoch, Batch<T>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Checkpoint, HandlerError>> + Send + 'static,
+{
+    fn handle(
+        &self,
+        lease: LeaseToken,
+        epoch: Epoch,
+        batch: Batch<T>,
+    ) -> impl Future<Output = Result<Checkpoint, HandlerError>> + Send + 'static {
+        self(lease, epoch, batch)
+    }
+}
+
+/// Why a processor stopped other than by its cancellation token.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The engine refused the settings (the builder checks them, so this is rare).
+    #[error("invalid lease settings: {0}")]
+    Config(leasehold_engine::lease::ConfigError),
+}
+
+/// Settings of the per-lease workers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Intake {
+    pub max_batch: usize,
+    pub poll_interval: Duration,
+    pub request_timeout: Duration,
+    pub retry_min: Duration,
+    pub retry_max: Duration,
+}
+
+/// A host of a processor group. Build it with [`Processor::builder`], then
+/// [`run`](Processor::run) it until its [`cancellation`](Processor::cancellation)
+/// token is cancelled: it then stops taking new batches, lets the batches in flight
+/// finish and checkpoint, and releases its leases.
+pub struct Processor<S, St, H> {
+    pub(crate) me: HostId,
+    pub(crate) config: LeaseConfig,
+    pub(crate) intake: Intake,
+    pub(crate) source: S,
+    pub(crate) store: St,
+    pub(crate) handler: Arc<H>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+impl Processor<(), (), ()> {
+    /// A builder with the change feed processor's defaults: acquire every 13 s, renew
+    /// every 17 s, leases expire after 60 s, the `handoff` strategy.
+    pub fn builder() -> ProcessorBuilder<(), (), ()> {
+        ProcessorBuilder::new()
+    }
+}
+
+impl<S, St, H> Processor<S, St, H>
+where
+    S: PartitionSource,
+    St: Store<Record>,
+    H: Handler<S::Item>,
+{
+    /// The token that stops this processor gracefully.
+    pub fn cancellation(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Counters of leases and request units, live while the processor runs.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// This host's instance name.
+    pub fn instance(&self) -> &HostId {
+        &self.me
+    }
+
+    /// Runs until cancelled and every lease is released.
+    pub async fn run(self) -> Result<(), RunError> {
+        driver::run(self).await
+    }
+}

@@ -1,0 +1,28 @@
+//! The async store trait: the engine's store operations, carried to a store.
+
+use crate::charge::Charges;
+use leasehold_engine::store::{Document, Op, Reply, StoreError};
+use std::future::Future;
+
+/// What a store answered, with what it cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Response<D> {
+    /// The engine's view of the answer.
+    pub result: Result<Reply<D>, StoreError>,
+    /// The request charge in request units (0 for stores that do not charge).
+    pub charge: f64,
+}
+
+/// A container that executes the engine's store operations.
+///
+/// Both implementations give the same statuses and document states for the same
+/// operations (`tests/differential.rs` checks it): the in-memory store is the engine's
+/// reference semantics, and the Cosmos DB store maps the service onto them.
+pub trait Store<D: Document>: Clone + Send + Sync + 'static {
+    /// Executes one operation. Never panics: every failure is a [`StoreError`], and an
+    /// outcome the store cannot know (a lost reply) is `Timeout` or `Unavailable`.
+    fn execute(&self, op: Op<D>) -> impl Future<Output = Response<D>> + Send;
+
+    /// Calls and request units so far, by kind of operation.
+    fn charges(&self) -> &Charges;
+}

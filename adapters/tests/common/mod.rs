@@ -1,0 +1,81 @@
+//! The in-memory Cosmos DB emulator, as the SDK's own tests build it, plus helpers
+//! shared by the adapter tests.
+#![allow(dead_code)]
+
+use azure_core::credentials::Secret;
+use azure_core::http::Url;
+use azure_data_cosmos::fault_injection::FaultInjectionRule;
+use azure_data_cosmos::models::PartitionKeyDefinition;
+use azure_data_cosmos::options::Region;
+use azure_data_cosmos::{
+    AccountEndpoint, AccountReference, ContainerClient, CosmosClientBuilder, CosmosRuntimeBuilder,
+    RoutingStrategy,
+};
+use azure_data_cosmos_driver::in_memory_emulator::{
+    ConsistencyLevel, ContainerConfig, InMemoryEmulatorHttpClient, VirtualAccountConfig,
+    VirtualRegion,
+};
+use std::sync::Arc;
+
+const URL: &str = "https://eastus.emulator.local";
+const DB: &str = "leasehold";
+
+/// One emulated account with a database.
+pub struct Emulator {
+    http: Arc<InMemoryEmulatorHttpClient>,
+}
+
+impl Emulator {
+    pub fn new() -> Emulator {
+        let config = VirtualAccountConfig::new(vec![VirtualRegion::new(
+            "East US",
+            Url::parse(URL).expect("a valid url"),
+        )])
+        .expect("a valid account")
+        .with_consistency(ConsistencyLevel::Session);
+        let http = Arc::new(InMemoryEmulatorHttpClient::new(config));
+        http.store().create_database(DB);
+        Emulator { http }
+    }
+
+    /// Provisions `name`, partitioned by `path`, over `partitions` physical partitions.
+    pub fn container(&self, name: &str, path: &str, partitions: u32) {
+        let config = ContainerConfig::new()
+            .with_partition_count(partitions)
+            .build()
+            .expect("a valid container config");
+        self.http.store().create_container_with_config(
+            DB,
+            name,
+            PartitionKeyDefinition::from(path),
+            config,
+        );
+    }
+
+    /// A client of container `name`, with fault rules if any.
+    pub async fn client(&self, name: &str, rules: Vec<Arc<FaultInjectionRule>>) -> ContainerClient {
+        let runtime = CosmosRuntimeBuilder::from(self.http.runtime_builder())
+            .build()
+            .await
+            .expect("an emulator runtime");
+        let mut builder = CosmosClientBuilder::new().with_runtime(runtime);
+        if !rules.is_empty() {
+            builder = builder
+                .with_fault_injection_rules(rules)
+                .expect("valid fault rules");
+        }
+        let account = AccountReference::with_authentication_key(
+            URL.parse::<AccountEndpoint>().expect("a valid endpoint"),
+            Secret::new("dGVzdGtleQ=="),
+        );
+        let client = builder
+            .build(account, RoutingStrategy::ProximityTo(Region::EAST_US))
+            .await
+            .expect("a client");
+        client
+            .database_client(DB)
+            .container_client(name, None)
+            .await
+            .expect("a provisioned container")
+    }
+}
