@@ -13,7 +13,10 @@ fn decide(c: &mut Criterion) {
             let view = leasehold_benches::table(partitions, owners, members);
             // The newest host plans: after a scale-out it owns nothing yet.
             let me = HostId::from(format!("host-{}", hosts - 1));
-            for strategy in STRATEGY_NAMES.iter().filter_map(|name| Strategy::named(name)) {
+            for strategy in STRATEGY_NAMES
+                .iter()
+                .filter_map(|name| Strategy::named(name))
+            {
                 let id = BenchmarkId::new(
                     format!("{}/{state}", strategy.name()),
                     format!("{partitions}x{hosts}"),

@@ -21,7 +21,9 @@ fn states_per_second(c: &mut Criterion) {
     let mut group = c.benchmark_group("model_check");
     group.sample_size(10);
     group.throughput(Throughput::Elements(states));
-    group.bench_function("partitions/default_bounds/dfs_1_thread", |b| b.iter(explore));
+    group.bench_function("partitions/default_bounds/dfs_1_thread", |b| {
+        b.iter(explore)
+    });
     group.finish();
 }
 

@@ -70,10 +70,7 @@ fn wall_time(c: &mut Criterion) {
             .flatten()
         {
             let cfg = scale_out(strategy, from, to, partitions, 1);
-            let id = BenchmarkId::new(
-                strategy.name(),
-                format!("{from}->{to}x{partitions}"),
-            );
+            let id = BenchmarkId::new(strategy.name(), format!("{from}->{to}x{partitions}"));
             group.bench_with_input(id, &cfg, |b, cfg| {
                 b.iter(|| run(cfg).expect("a valid configuration"))
             });

@@ -62,6 +62,11 @@ where
         LeaseHost::new(p.me.clone(), p.config.clone(), incarnation).map_err(RunError::Config)?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let mut workers: HashMap<LeaseToken, CancellationToken> = HashMap::new();
+    // Workers are children of this life: if the driver goes away without a shutdown
+    // (its task aborted, a panic), dropping the guard stops every worker too, so no
+    // handler keeps processing a lease nobody renews.
+    let life = CancellationToken::new();
+    let _life_guard = life.clone().drop_guard();
     let mut shutting_down = false;
     let span = tracing::info_span!("processor", instance = %p.me, group = %p.config.prefix);
     let _entered = span.enter();
@@ -98,7 +103,7 @@ where
                 } => {
                     tracing::info!(%lease, epoch = epoch.0, "lease started");
                     p.metrics.started();
-                    let stop = CancellationToken::new();
+                    let stop = life.child_token();
                     workers.insert(lease.clone(), stop.clone());
                     tokio::spawn(worker::work(
                         Lease {

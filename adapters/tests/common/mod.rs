@@ -6,7 +6,7 @@ use azure_core::credentials::Secret;
 use azure_core::http::Url;
 use azure_data_cosmos::fault_injection::FaultInjectionRule;
 use azure_data_cosmos::models::PartitionKeyDefinition;
-use azure_data_cosmos::options::Region;
+use azure_data_cosmos::options::{OperationOptions, Region, ThrottlingRetryOptionsBuilder};
 use azure_data_cosmos::{
     AccountEndpoint, AccountReference, ContainerClient, CosmosClientBuilder, CosmosRuntimeBuilder,
     RoutingStrategy,
@@ -54,11 +54,30 @@ impl Emulator {
 
     /// A client of container `name`, with fault rules if any.
     pub async fn client(&self, name: &str, rules: Vec<Arc<FaultInjectionRule>>) -> ContainerClient {
+        self.client_with(name, rules, false).await
+    }
+
+    /// A client whose 429s reach the caller: the SDK's own throttling retries are off.
+    pub async fn client_with(
+        &self,
+        name: &str,
+        rules: Vec<Arc<FaultInjectionRule>>,
+        no_throttle_retries: bool,
+    ) -> ContainerClient {
         let runtime = CosmosRuntimeBuilder::from(self.http.runtime_builder())
             .build()
             .await
             .expect("an emulator runtime");
         let mut builder = CosmosClientBuilder::new().with_runtime(runtime);
+        if no_throttle_retries {
+            let mut options = OperationOptions::default();
+            options.throttling_retry_options = Some(
+                ThrottlingRetryOptionsBuilder::new()
+                    .with_max_retry_count(0)
+                    .build(),
+            );
+            builder = builder.with_default_operation_options(options);
+        }
         if !rules.is_empty() {
             builder = builder
                 .with_fault_injection_rules(rules)

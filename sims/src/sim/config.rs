@@ -380,7 +380,9 @@ pub enum SimError {
     )]
     UnknownScenario(String),
     /// No such strategy.
-    #[error("unknown strategy {0:?}; the strategies are cfp, handoff, eh-balanced, eh-greedy and kcl")]
+    #[error(
+        "unknown strategy {0:?}; the strategies are cfp, handoff, eh-balanced, eh-greedy and kcl"
+    )]
     UnknownStrategy(String),
     /// A size or interval out of range.
     #[error("{0}")]

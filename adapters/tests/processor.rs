@@ -1,0 +1,411 @@
+//! Processors on one lease store, in one process: contention, crash and takeover,
+//! handoff on graceful shutdown, handler failures, throttling, and the change feed end
+//! to end. Time is tokio's paused clock, which jumps ahead whenever every task waits,
+//! so the CFP-like intervals below cost no wall time and the tests read no wall clock
+//! for their logic.
+
+mod common;
+
+use common::Emulator;
+use leasehold_adapters::cosmos::ChangeFeedSource;
+use leasehold_adapters::{
+    Batch, CosmosStore, HandlerError, MemoryFeed, MemoryStore, PartitionSource, Processor, Store,
+};
+use leasehold_engine::lease::{Intent, Record};
+use leasehold_engine::{Checkpoint, Epoch, LeaseToken};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// What every handler saw: (lease, epoch, item), in order.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<(LeaseToken, Epoch, String)>>>);
+
+impl Seen {
+    fn items(&self) -> BTreeSet<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, _, i)| i.clone())
+            .collect()
+    }
+    fn epochs(&self) -> BTreeMap<LeaseToken, BTreeSet<Epoch>> {
+        let mut map: BTreeMap<LeaseToken, BTreeSet<Epoch>> = BTreeMap::new();
+        for (l, e, _) in self.0.lock().unwrap().iter() {
+            map.entry(l.clone()).or_default().insert(*e);
+        }
+        map
+    }
+}
+
+struct Host {
+    stop: CancellationToken,
+    run: JoinHandle<()>,
+    metrics: Arc<leasehold_adapters::Metrics>,
+}
+
+async fn start<S, St>(name: &str, source: S, store: St, seen: Seen) -> Host
+where
+    S: PartitionSource,
+    S::Item: std::fmt::Display,
+    St: Store<Record>,
+{
+    let processor = Processor::builder()
+        .instance(name)
+        .processor_name("test")
+        .acquire_interval(Duration::from_secs(13))
+        .renew_interval(Duration::from_secs(17))
+        .expiration_interval(Duration::from_secs(60))
+        .poll_interval(Duration::from_secs(1))
+        .max_batch(10)
+        .source(source)
+        .store(store)
+        .handler(
+            move |lease: LeaseToken, epoch: Epoch, batch: Batch<S::Item>| {
+                let seen = seen.clone();
+                async move {
+                    let mut all = seen.0.lock().unwrap();
+                    for item in &batch.items {
+                        all.push((lease.clone(), epoch, item.to_string()));
+                    }
+                    Ok::<Checkpoint, HandlerError>(batch.checkpoint)
+                }
+            },
+        )
+        .build()
+        .await
+        .expect("valid settings");
+    let stop = processor.cancellation();
+    let metrics = processor.metrics();
+    let run = tokio::spawn(async move { processor.run().await.expect("runs") });
+    Host { stop, run, metrics }
+}
+
+async fn settle(seconds: u64) {
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+}
+
+fn feed(partitions: usize, items: usize) -> MemoryFeed {
+    let feed = MemoryFeed::new((0..partitions).map(|p| p.to_string()));
+    for i in 0..items {
+        feed.push((i % partitions).to_string(), format!("item-{i}"));
+    }
+    feed
+}
+
+fn owners(store: &MemoryStore<Record>) -> BTreeMap<String, Option<String>> {
+    store
+        .snapshot("test..")
+        .into_iter()
+        .filter_map(|s| match s.doc {
+            Record::Lease(l) => Some((l.token.to_string(), l.owner.map(|o| o.to_string()))),
+            Record::Host(_) => None,
+        })
+        .collect()
+}
+
+fn checkpoints(store: &MemoryStore<Record>) -> BTreeMap<String, u64> {
+    store
+        .snapshot("test..")
+        .into_iter()
+        .filter_map(|s| match s.doc {
+            Record::Lease(l) => {
+                let n = l
+                    .checkpoint
+                    .map_or(0, |c| c.as_str().parse().expect("a count"));
+                Some((l.token.to_string(), n))
+            }
+            Record::Host(_) => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_hosts_share_the_leases_and_process_every_item() {
+    let source = feed(6, 60);
+    let store = MemoryStore::new();
+    let seen = Seen::default();
+    let hosts = [
+        start("a", source.clone(), store.clone(), seen.clone()).await,
+        start("b", source.clone(), store.clone(), seen.clone()).await,
+        start("c", source.clone(), store.clone(), seen.clone()).await,
+    ];
+    // The stored checkpoints (counts of items consumed) never go back.
+    let mut last: BTreeMap<String, u64> = BTreeMap::new();
+    for _ in 0..300 {
+        settle(1).await;
+        for (token, checkpoint) in checkpoints(&store) {
+            let previous = last.insert(token.clone(), checkpoint).unwrap_or(0);
+            assert!(
+                checkpoint >= previous,
+                "lease {token}: {previous} -> {checkpoint}"
+            );
+        }
+    }
+    let expected: BTreeSet<String> = (0..60).map(|i| format!("item-{i}")).collect();
+    assert_eq!(seen.items(), expected);
+    let mut per_owner: BTreeMap<String, usize> = BTreeMap::new();
+    for owner in owners(&store).into_values().flatten() {
+        *per_owner.entry(owner).or_default() += 1;
+    }
+    assert_eq!(
+        per_owner.values().copied().collect::<Vec<_>>(),
+        [2, 2, 2],
+        "{per_owner:?}"
+    );
+    for h in hosts {
+        h.stop.cancel();
+        h.run.await.unwrap();
+    }
+    // A graceful stop releases every lease.
+    assert!(
+        owners(&store).values().all(Option::is_none),
+        "{:?}",
+        owners(&store)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_hosts_leases_are_taken_over_after_expiry_with_a_new_epoch() {
+    let source = feed(4, 0);
+    let store = MemoryStore::new();
+    let seen = Seen::default();
+    let a = start("a", source.clone(), store.clone(), seen.clone()).await;
+    settle(60).await;
+    assert!(owners(&store).values().all(|o| o.as_deref() == Some("a")));
+    // A crash: the task is gone without releasing anything.
+    a.run.abort();
+    let b = start("b", source.clone(), store.clone(), seen.clone()).await;
+    settle(30).await;
+    // Not yet: the leases have not expired.
+    assert!(owners(&store).values().all(|o| o.as_deref() == Some("a")));
+    settle(120).await;
+    assert!(
+        owners(&store).values().all(|o| o.as_deref() == Some("b")),
+        "{:?}",
+        owners(&store)
+    );
+    for i in 0..8 {
+        source.push((i % 4).to_string(), format!("late-{i}"));
+    }
+    settle(30).await;
+    let epochs = seen.epochs();
+    assert_eq!(epochs.len(), 4);
+    assert!(
+        epochs.values().all(|e| e.iter().all(|e| e.0 >= 2)),
+        "{epochs:?}"
+    );
+    assert!(b.metrics.snapshot().acquisitions >= 4);
+    b.stop.cancel();
+    b.run.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_shutting_down_hands_its_leases_over_without_waiting_for_expiry() {
+    let source = feed(4, 0);
+    let store = MemoryStore::new();
+    let seen = Seen::default();
+    let a = start("a", source.clone(), store.clone(), seen.clone()).await;
+    settle(60).await;
+    let b = start("b", source.clone(), store.clone(), seen.clone()).await;
+    settle(60).await;
+    a.stop.cancel();
+    a.run.await.unwrap();
+    // Well under one 60 s expiration after the release, b owns everything.
+    settle(20).await;
+    assert!(
+        owners(&store).values().all(|o| o.as_deref() == Some("b")),
+        "{:?}",
+        owners(&store)
+    );
+    assert!(a.metrics.snapshot().releases >= 2);
+    b.stop.cancel();
+    b.run.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_or_panicking_handler_is_retried_and_the_host_survives() {
+    let source = feed(1, 3);
+    let store: MemoryStore<Record> = MemoryStore::new();
+    let calls = Arc::new(Mutex::new(0u32));
+    let done = Arc::new(Mutex::new(Vec::new()));
+    let (c, d) = (calls.clone(), done.clone());
+    let processor = Processor::builder()
+        .instance("a")
+        .processor_name("test")
+        .source(source)
+        .store(store)
+        .handler(move |_lease, _epoch, batch: Batch<String>| {
+            let (calls, done) = (c.clone(), d.clone());
+            async move {
+                let n = {
+                    let mut calls = calls.lock().unwrap();
+                    *calls += 1;
+                    *calls
+                };
+                match n {
+                    1 => Err::<Checkpoint, HandlerError>("downstream unavailable".into()),
+                    2 => panic!("a bug in the handler"),
+                    _ => {
+                        done.lock().unwrap().extend(batch.items);
+                        Ok(batch.checkpoint)
+                    }
+                }
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    let stop = processor.cancellation();
+    let metrics = processor.metrics();
+    let run = tokio::spawn(processor.run());
+    settle(60).await;
+    assert_eq!(*done.lock().unwrap(), ["item-0", "item-1", "item-2"]);
+    let m = metrics.snapshot();
+    assert_eq!(m.handler_failures, 2);
+    assert_eq!(m.owned, 1);
+    stop.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn leases_on_the_emulator_are_shared_and_released_and_their_ru_is_counted() {
+    let emulator = Emulator::new();
+    emulator.container("leases", "/id", 1);
+    let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
+    let source = feed(4, 40);
+    let seen = Seen::default();
+    let a = start("a", source.clone(), store.clone(), seen.clone()).await;
+    let b = start("b", source.clone(), store.clone(), seen.clone()).await;
+    settle(300).await;
+    assert_eq!(seen.items().len(), 40);
+    let (ma, mb) = (a.metrics.snapshot(), b.metrics.snapshot());
+    assert_eq!(ma.owned + mb.owned, 4);
+    assert_eq!((ma.owned, mb.owned), (2, 2));
+    for intent in [Intent::Acquire, Intent::Renew, Intent::Checkpoint] {
+        let ru = ma.units_per_call(intent).or(mb.units_per_call(intent));
+        println!("RU per {intent:?}: {ru:?}");
+        assert!(ru.is_some_and(|ru| ru > 0.0), "{intent:?}");
+    }
+    for h in [a, b] {
+        h.stop.cancel();
+        h.run.await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_change_feed_is_processed_end_to_end_while_a_host_stops_midway() {
+    let emulator = Emulator::new();
+    emulator.container("monitored", "/pk", 3);
+    emulator.container("leases", "/id", 1);
+    let monitored = emulator.client("monitored", vec![]).await;
+    let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
+    let source = ChangeFeedSource::new(monitored.clone());
+    let write = |range: std::ops::Range<usize>| {
+        let monitored = monitored.clone();
+        async move {
+            for i in range {
+                let doc =
+                    serde_json::json!({"id": format!("doc-{i}"), "pk": format!("k{}", i % 7)});
+                monitored
+                    .create_item(format!("k{}", i % 7), &format!("doc-{i}"), &doc, None)
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    let seen = Seen::default();
+    write(0..100).await;
+    let hosts: Vec<Host> = vec![
+        start("a", source.clone(), store.clone(), seen.clone()).await,
+        start("b", source.clone(), store.clone(), seen.clone()).await,
+        start("c", source.clone(), store.clone(), seen.clone()).await,
+    ];
+    settle(120).await;
+    let mut hosts = hosts.into_iter();
+    let first = hosts.next().unwrap();
+    first.stop.cancel();
+    first.run.await.unwrap();
+    write(100..200).await;
+    settle(120).await;
+    let ids: BTreeSet<String> = seen
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(_, _, v)| serde_json::from_str::<serde_json::Value>(v).ok())
+        .filter_map(|v| v["id"].as_str().map(String::from))
+        .collect();
+    assert_eq!(ids.len(), 200, "every document processed at least once");
+    for h in hosts {
+        h.stop.cancel();
+        h.run.await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttled_lease_writes_are_retried_and_no_checkpoint_is_lost() {
+    use azure_data_cosmos::fault_injection::{
+        FaultInjectionConditionBuilder, FaultInjectionErrorType, FaultInjectionResultBuilder,
+        FaultInjectionRuleBuilder, FaultOperationType,
+    };
+    let emulator = Emulator::new();
+    emulator.container("leases", "/id", 1);
+    let rule = Arc::new(
+        FaultInjectionRuleBuilder::new(
+            "replace-429",
+            FaultInjectionResultBuilder::new()
+                .with_error(FaultInjectionErrorType::TooManyRequests)
+                .build(),
+        )
+        .with_condition(
+            FaultInjectionConditionBuilder::new()
+                .with_operation_type(FaultOperationType::ReplaceItem)
+                .build(),
+        )
+        .with_hit_limit(25)
+        .build(),
+    );
+    let client = emulator
+        .client_with("leases", vec![rule.clone()], true)
+        .await;
+    let store: CosmosStore<Record> = CosmosStore::new(client);
+    let source = feed(2, 30);
+    let seen = Seen::default();
+    let a = start("a", source.clone(), store.clone(), seen.clone()).await;
+    settle(300).await;
+    assert_eq!(rule.hit_count(), 25, "the 429s reached the engine");
+    assert_eq!(seen.items().len(), 30);
+    a.stop.cancel();
+    a.run.await.unwrap();
+    // Every lease ends with the checkpoint of all its items: 15 each.
+    let reader = MemoryCheck(store);
+    assert_eq!(reader.checkpoints().await, [15, 15]);
+}
+
+struct MemoryCheck(CosmosStore<Record>);
+
+impl MemoryCheck {
+    async fn checkpoints(&self) -> Vec<u64> {
+        use leasehold_engine::store::{Op, Reply};
+        let all = self
+            .0
+            .execute(Op::ReadAll {
+                prefix: "test..".into(),
+            })
+            .await
+            .result;
+        let Ok(Reply::ReadAll(all)) = all else {
+            panic!("{all:?}")
+        };
+        all.into_iter()
+            .filter_map(|s| match s.doc {
+                Record::Lease(l) => l.checkpoint.map(|c| c.as_str().parse().unwrap()),
+                Record::Host(_) => None,
+            })
+            .collect()
+    }
+}
