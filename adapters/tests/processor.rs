@@ -382,13 +382,13 @@ async fn throttled_lease_writes_are_retried_and_no_checkpoint_is_lost() {
     a.stop.cancel();
     a.run.await.unwrap();
     // Every lease ends with the checkpoint of all its items: 15 each.
-    let reader = MemoryCheck(store);
+    let reader = StoredCheckpoints(store);
     assert_eq!(reader.checkpoints().await, [15, 15]);
 }
 
-struct MemoryCheck(CosmosStore<Record>);
+struct StoredCheckpoints(CosmosStore<Record>);
 
-impl MemoryCheck {
+impl StoredCheckpoints {
     async fn checkpoints(&self) -> Vec<u64> {
         use leasehold_engine::store::{Op, Reply};
         let all = self

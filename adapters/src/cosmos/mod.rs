@@ -117,7 +117,7 @@ where
         let c = &self.container;
         match op {
             Op::Create(doc) => {
-                if let Err(e) = self.check_size(&doc) {
+                if let Err(e) = self.limits.check_size(&doc) {
                     return (Err(e), 0.0);
                 }
                 let pk = doc.partition_key();
@@ -162,7 +162,7 @@ where
             },
             Op::ReadAll { prefix } => self.read_all(&prefix).await,
             Op::Replace { doc, if_match } => {
-                if let Err(e) = self.check_size(&doc) {
+                if let Err(e) = self.limits.check_size(&doc) {
                     return (Err(e), 0.0);
                 }
                 let pk = doc.partition_key();
@@ -195,17 +195,6 @@ where
             }
             Op::Batch { pk, ops } => self.batch(pk, ops).await,
         }
-    }
-
-    fn check_size(&self, doc: &D) -> Result<(), StoreError> {
-        let size = doc.stored_size();
-        if size > self.limits.max_document_bytes {
-            return Err(StoreError::TooLarge {
-                size,
-                limit: self.limits.max_document_bytes,
-            });
-        }
-        Ok(())
     }
 
     async fn read_all(&self, prefix: &str) -> (Result<Reply<D>, StoreError>, f64) {
@@ -261,7 +250,7 @@ where
         }
         for op in &ops {
             if let BatchOp::Create(doc) | BatchOp::Upsert(doc) | BatchOp::Replace { doc, .. } = op
-                && let Err(e) = self.check_size(doc)
+                && let Err(e) = self.limits.check_size(doc)
             {
                 return (Err(e), 0.0);
             }

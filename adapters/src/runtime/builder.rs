@@ -44,6 +44,14 @@ pub enum BuildError {
 /// Builds a [`Processor`]: the source, store and handler, plus names and intervals.
 /// Start from [`Processor::builder`].
 pub struct ProcessorBuilder<S, St, H> {
+    settings: Settings,
+    source: S,
+    store: St,
+    handler: H,
+}
+
+/// Everything but the three parts whose types the builder changes as they are set.
+struct Settings {
     instance: Option<String>,
     name: Option<String>,
     strategy: Strategy,
@@ -52,28 +60,27 @@ pub struct ProcessorBuilder<S, St, H> {
     expiration: Duration,
     intake: Intake,
     cancel: CancellationToken,
-    source: S,
-    store: St,
-    handler: H,
 }
 
 impl ProcessorBuilder<(), (), ()> {
     pub(super) fn new() -> Self {
         ProcessorBuilder {
-            instance: None,
-            name: None,
-            strategy: Strategy::Handoff,
-            acquire: Duration::from_secs(13),
-            renew: Duration::from_secs(17),
-            expiration: Duration::from_secs(60),
-            intake: Intake {
-                max_batch: 100,
-                poll_interval: Duration::from_secs(5),
-                request_timeout: Duration::from_secs(10),
-                retry_min: Duration::from_millis(100),
-                retry_max: Duration::from_secs(30),
+            settings: Settings {
+                instance: None,
+                name: None,
+                strategy: Strategy::Handoff,
+                acquire: Duration::from_secs(13),
+                renew: Duration::from_secs(17),
+                expiration: Duration::from_secs(60),
+                intake: Intake {
+                    max_batch: 100,
+                    poll_interval: Duration::from_secs(5),
+                    request_timeout: Duration::from_secs(10),
+                    retry_min: Duration::from_millis(100),
+                    retry_max: Duration::from_secs(30),
+                },
+                cancel: CancellationToken::new(),
             },
-            cancel: CancellationToken::new(),
             source: (),
             store: (),
             handler: (),
@@ -84,76 +91,69 @@ impl ProcessorBuilder<(), (), ()> {
 impl<S, St, H> ProcessorBuilder<S, St, H> {
     /// This host's unique name (CFP's instance name).
     pub fn instance(mut self, name: impl Into<String>) -> Self {
-        self.instance = Some(name.into());
+        self.settings.instance = Some(name.into());
         self
     }
 
     /// The processor group's name, the prefix of every lease id (CFP's processor name).
     pub fn processor_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
+        self.settings.name = Some(name.into());
         self
     }
 
     /// The balancing strategy (default `handoff`).
     pub fn strategy(mut self, strategy: Strategy) -> Self {
-        self.strategy = strategy;
+        self.settings.strategy = strategy;
         self
     }
 
     /// How often the host reads the lease table and rebalances (default 13 s).
     pub fn acquire_interval(mut self, every: Duration) -> Self {
-        self.acquire = every;
+        self.settings.acquire = every;
         self
     }
 
     /// How often an owner renews its leases (default 17 s).
     pub fn renew_interval(mut self, every: Duration) -> Self {
-        self.renew = every;
+        self.settings.renew = every;
         self
     }
 
     /// How long an unrenewed lease lasts (default 60 s).
     pub fn expiration_interval(mut self, after: Duration) -> Self {
-        self.expiration = after;
+        self.settings.expiration = after;
         self
     }
 
     /// The most items handed to one handler call (default 100).
     pub fn max_batch(mut self, items: usize) -> Self {
-        self.intake.max_batch = items;
+        self.settings.intake.max_batch = items;
         self
     }
 
     /// How long a worker waits after an empty read (default 5 s).
     pub fn poll_interval(mut self, every: Duration) -> Self {
-        self.intake.poll_interval = every;
+        self.settings.intake.poll_interval = every;
         self
     }
 
     /// How long a store request may take before its outcome counts as unknown
     /// (default 10 s).
     pub fn request_timeout(mut self, after: Duration) -> Self {
-        self.intake.request_timeout = after;
+        self.settings.intake.request_timeout = after;
         self
     }
 
     /// Stop with this token instead of a fresh one.
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancel = token;
+        self.settings.cancel = token;
         self
     }
 
     /// What the leases cover.
     pub fn source<S2: PartitionSource>(self, source: S2) -> ProcessorBuilder<S2, St, H> {
         ProcessorBuilder {
-            instance: self.instance,
-            name: self.name,
-            strategy: self.strategy,
-            acquire: self.acquire,
-            renew: self.renew,
-            expiration: self.expiration,
-            intake: self.intake,
-            cancel: self.cancel,
+            settings: self.settings,
             source,
             store: self.store,
             handler: self.handler,
@@ -163,14 +163,7 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     /// Where the leases live.
     pub fn store<St2: Store<Record>>(self, store: St2) -> ProcessorBuilder<S, St2, H> {
         ProcessorBuilder {
-            instance: self.instance,
-            name: self.name,
-            strategy: self.strategy,
-            acquire: self.acquire,
-            renew: self.renew,
-            expiration: self.expiration,
-            intake: self.intake,
-            cancel: self.cancel,
+            settings: self.settings,
             source: self.source,
             store,
             handler: self.handler,
@@ -180,14 +173,7 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     /// Your code.
     pub fn handler<H2>(self, handler: H2) -> ProcessorBuilder<S, St, H2> {
         ProcessorBuilder {
-            instance: self.instance,
-            name: self.name,
-            strategy: self.strategy,
-            acquire: self.acquire,
-            renew: self.renew,
-            expiration: self.expiration,
-            intake: self.intake,
-            cancel: self.cancel,
+            settings: self.settings,
             source: self.source,
             store: self.store,
             handler,
@@ -233,22 +219,23 @@ where
     /// # }
     /// ```
     pub async fn build(self) -> Result<Processor<S, St, H>, BuildError> {
-        let instance = self
+        let settings = self.settings;
+        let instance = settings
             .instance
             .filter(|n| !n.trim().is_empty())
             .ok_or(BuildError::MissingInstance)?;
         let instance = checked_name("instance name", instance)?;
-        let name = self
+        let name = settings
             .name
             .filter(|n| !n.trim().is_empty())
             .ok_or(BuildError::MissingProcessorName)?;
         let name = checked_name("processor name", name)?;
-        if self.intake.max_batch == 0 {
+        if settings.intake.max_batch == 0 {
             return Err(BuildError::Zero("max_batch"));
         }
         for (what, d) in [
-            ("poll_interval", self.intake.poll_interval),
-            ("request_timeout", self.intake.request_timeout),
+            ("poll_interval", settings.intake.poll_interval),
+            ("request_timeout", settings.intake.request_timeout),
         ] {
             if d.is_zero() {
                 return Err(BuildError::Zero(what));
@@ -258,12 +245,12 @@ where
             prefix: name,
             partitions: Vec::new(),
             expiry: ExpiryPolicy {
-                duration: millis(self.expiration),
+                duration: millis(settings.expiration),
                 ..ExpiryPolicy::default()
             },
-            renew_interval: millis(self.renew),
-            acquire_interval: millis(self.acquire),
-            strategy: self.strategy,
+            renew_interval: millis(settings.renew),
+            acquire_interval: millis(settings.acquire),
+            strategy: settings.strategy,
         };
         config.validate()?;
         config.partitions = self.source.partitions().await?;
@@ -273,11 +260,11 @@ where
         Ok(Processor {
             me: HostId::from(instance),
             config,
-            intake: self.intake,
+            intake: settings.intake,
             source: self.source,
             store: self.store,
             handler: Arc::new(self.handler),
-            cancel: self.cancel,
+            cancel: settings.cancel,
             metrics: Arc::new(Metrics::default()),
         })
     }

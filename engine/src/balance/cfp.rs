@@ -12,7 +12,7 @@
 //!    than one lease is needed, or `target` when exactly one is; the victim's first
 //!    lease in list order (owner compared case-insensitively).
 
-use super::{Action, CfpConfig, LeaseStatus, Plan, Reason, TableView};
+use super::{Action, CfpConfig, LeaseStatus, Plan, Reason, TableView, take_free};
 use crate::ids::HostId;
 use std::collections::HashMap;
 
@@ -52,19 +52,7 @@ pub(super) fn plan(config: &CfpConfig, view: &TableView, me: &HostId) -> Plan {
     let need = target - mine;
 
     if !expired.is_empty() {
-        let actions = expired
-            .into_iter()
-            .take(need)
-            .map(|lease| Action::Take {
-                lease: lease.token.clone(),
-                reason: match &lease.owner {
-                    Some(owner) if !owner.is_blank() => Reason::Expired {
-                        owner: owner.clone(),
-                    },
-                    _ => Reason::Unowned,
-                },
-            })
-            .collect();
+        let actions = expired.into_iter().take(need).map(take_free).collect();
         return Plan { actions };
     }
 

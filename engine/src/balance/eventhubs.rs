@@ -21,7 +21,7 @@
 //! handed, so "random" here is [`super::scatter`]: an order that differs from host to
 //! host but is fixed for a given host and lease.
 
-use super::{Action, LeaseStatus, Plan, Reason, TableView, pick};
+use super::{Action, LeaseStatus, Plan, Reason, TableView, pick, take_free};
 use crate::ids::HostId;
 use std::collections::HashMap;
 
@@ -76,15 +76,7 @@ pub(super) fn plan(mode: Mode, view: &TableView, me: &HostId) -> Plan {
     };
     let mut actions: Vec<Action> = pick(view, me, &free, want)
         .into_iter()
-        .map(|li| Action::Take {
-            lease: leases[li].token.clone(),
-            reason: match &leases[li].owner {
-                Some(owner) if !owner.is_blank() => Reason::Expired {
-                    owner: owner.clone(),
-                },
-                _ => Reason::Unowned,
-            },
-        })
+        .map(|li| take_free(&leases[li]))
         .collect();
     let need = max - held;
     let room = want - actions.len();
@@ -113,22 +105,8 @@ pub(super) fn plan(mode: Mode, view: &TableView, me: &HostId) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::balance::LeaseView;
-    use crate::ids::LeaseToken;
+    use crate::balance::{LeaseView, test_lease as lease};
     use crate::time::Now;
-
-    fn lease(token: &str, owner: Option<&str>) -> LeaseView {
-        LeaseView {
-            token: LeaseToken::from(token),
-            owner: owner.map(HostId::from),
-            status: if owner.is_some() {
-                LeaseStatus::Held
-            } else {
-                LeaseStatus::Unowned
-            },
-            claimants: vec![],
-        }
-    }
 
     fn view(leases: Vec<LeaseView>) -> TableView {
         TableView {

@@ -17,7 +17,7 @@
 //! The source shuffles with a random generator; here the order is
 //! [`super::scatter`], which differs from host to host but takes no randomness.
 
-use super::{Action, KclConfig, LeaseStatus, Plan, Reason, TableView, pick};
+use super::{Action, KclConfig, LeaseStatus, Plan, Reason, TableView, pick, take_free};
 use crate::ids::HostId;
 use std::collections::HashMap;
 
@@ -53,15 +53,7 @@ pub(super) fn plan(config: &KclConfig, view: &TableView, me: &HostId) -> Plan {
     if !available.is_empty() {
         let actions = pick(view, me, &available, need)
             .into_iter()
-            .map(|li| Action::Take {
-                lease: leases[li].token.clone(),
-                reason: match &leases[li].owner {
-                    Some(owner) if !owner.is_blank() => Reason::Expired {
-                        owner: owner.clone(),
-                    },
-                    _ => Reason::Unowned,
-                },
-            })
+            .map(|li| take_free(&leases[li]))
             .collect();
         return Plan { actions };
     }
@@ -102,22 +94,8 @@ pub(super) fn plan(config: &KclConfig, view: &TableView, me: &HostId) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::balance::LeaseView;
-    use crate::ids::LeaseToken;
+    use crate::balance::{LeaseView, test_lease as lease};
     use crate::time::Now;
-
-    fn lease(token: &str, owner: Option<&str>) -> LeaseView {
-        LeaseView {
-            token: LeaseToken::from(token),
-            owner: owner.map(HostId::from),
-            status: if owner.is_some() {
-                LeaseStatus::Held
-            } else {
-                LeaseStatus::Unowned
-            },
-            claimants: vec![],
-        }
-    }
 
     fn plan_for(leases: Vec<LeaseView>, config: KclConfig) -> Plan {
         let view = TableView {

@@ -302,6 +302,35 @@ fn scatter(me: &HostId, lease: &LeaseToken) -> u64 {
     h ^ (h >> 31)
 }
 
+/// Takes a lease that is free: unowned (or with a blank owner), or expired. The same
+/// rule for CFP and the peers, which all read a blank owner as none.
+fn take_free(lease: &LeaseView) -> Action {
+    Action::Take {
+        lease: lease.token.clone(),
+        reason: match &lease.owner {
+            Some(owner) if !owner.is_blank() => Reason::Expired {
+                owner: owner.clone(),
+            },
+            _ => Reason::Unowned,
+        },
+    }
+}
+
+/// A lease of `owner` (held) or of nobody, for the strategies' unit tests.
+#[cfg(test)]
+fn test_lease(token: &str, owner: Option<&str>) -> LeaseView {
+    LeaseView {
+        token: LeaseToken::from(token),
+        owner: owner.map(HostId::from),
+        status: if owner.is_some() {
+            LeaseStatus::Held
+        } else {
+            LeaseStatus::Unowned
+        },
+        claimants: vec![],
+    }
+}
+
 /// The first `n` of `candidates` (indices into `view.leases`) in [`scatter`] order,
 /// hashing each once and sorting only the ones picked: the candidate list can be the
 /// whole table.

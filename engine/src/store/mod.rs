@@ -79,6 +79,21 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// 413 if `doc` is larger than these limits allow. A store adapter calls it so
+    /// that every store refuses the same documents alike.
+    pub fn check_size<D: Document>(&self, doc: &D) -> Result<(), StoreError> {
+        let size = doc.stored_size();
+        if size > self.max_document_bytes {
+            return Err(StoreError::TooLarge {
+                size,
+                limit: self.max_document_bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Documents are keyed by id first so that "read all by id prefix" is a range scan.
 type Key = (DocId, PartitionKey);
 
@@ -191,14 +206,7 @@ impl<D: Document> Container<D> {
     }
 
     fn check_size(&self, doc: &D) -> Result<(), StoreError> {
-        let size = doc.stored_size();
-        if size > self.limits.max_document_bytes {
-            return Err(StoreError::TooLarge {
-                size,
-                limit: self.limits.max_document_bytes,
-            });
-        }
-        Ok(())
+        self.limits.check_size(doc)
     }
 
     /// Stores `doc` under a fresh etag.
