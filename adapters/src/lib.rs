@@ -34,16 +34,23 @@
 //! ```
 
 mod charge;
+mod clock;
 pub mod cosmos;
+mod exchange;
+mod item_lease;
 mod memory;
+mod queue;
 pub mod runtime;
 pub mod source;
 mod store;
 
 pub use charge::{Charges, OpKind};
+pub use clock::Clock;
 pub use cosmos::CosmosStore;
+pub use item_lease::{ItemLeaseClient, ItemLeaseClientError};
 pub use leasehold_engine as engine;
 pub use memory::MemoryStore;
+pub use queue::{Dequeued, Enqueued, QueueClient, QueueClientError};
 pub use runtime::{
     BuildError, Handler, HandlerError, Metrics, MetricsSnapshot, Processor, ProcessorBuilder,
     RunError,

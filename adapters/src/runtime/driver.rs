@@ -3,15 +3,13 @@
 
 use super::worker::{self, Lease};
 use super::{Handler, Processor, RunError};
+use crate::clock::{Clock, fresh_incarnation};
 use crate::source::PartitionSource;
 use crate::store::{Response, Store};
 use leasehold_engine::lease::{Input, LeaseHost, Output, Record, StopReason};
 use leasehold_engine::store::StoreError;
-use leasehold_engine::{
-    Checkpoint, Incarnation, LeaseToken, LocalTime, Now, RequestId, Session, WallTime,
-};
+use leasehold_engine::{Checkpoint, LeaseToken, RequestId, Session};
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -33,33 +31,15 @@ pub(super) enum Event {
     },
 }
 
-fn wall_now() -> WallTime {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO);
-    WallTime(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
-}
-
 pub(super) async fn run<S, St, H>(p: Processor<S, St, H>) -> Result<(), RunError>
 where
     S: PartitionSource,
     St: Store<Record>,
     H: Handler<S::Item>,
 {
-    let origin = Instant::now();
-    let now = || {
-        let local = u64::try_from(origin.elapsed().as_millis()).unwrap_or(u64::MAX);
-        Now::new(LocalTime(local), wall_now())
-    };
-    // A new life must differ from every earlier one with the same name: the wall
-    // clock in microseconds does, short of two starts in the same microsecond.
-    let incarnation = Incarnation(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
-    );
-    let mut host =
-        LeaseHost::new(p.me.clone(), p.config.clone(), incarnation).map_err(RunError::Config)?;
+    let clock = Clock::system();
+    let mut host = LeaseHost::new(p.me.clone(), p.config.clone(), fresh_incarnation())
+        .map_err(RunError::Config)?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let mut workers: HashMap<LeaseToken, CancellationToken> = HashMap::new();
     // Workers are children of this life: if the driver goes away without a shutdown
@@ -149,9 +129,7 @@ where
         if host.is_finished() {
             return Ok(());
         }
-        let wake = host
-            .poll_timeout()
-            .map(|LocalTime(ms)| origin + Duration::from_millis(ms));
+        let wake = host.poll_timeout().map(|at| clock.instant_of(at));
         let input = tokio::select! {
             biased;
             () = p.cancel.cancelled(), if !shutting_down => {
@@ -170,7 +148,7 @@ where
             },
             () = sleep_until(wake) => Input::Tick,
         };
-        if let Err(e) = host.handle_input(now(), input) {
+        if let Err(e) = host.handle_input(clock.now(), input) {
             // A checkpoint racing a stop is refused, and the engine's state is
             // unchanged by a refused input: log it and go on.
             tracing::debug!(%e, "input refused");

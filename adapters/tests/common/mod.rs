@@ -2,6 +2,8 @@
 //! shared by the adapter tests.
 #![allow(dead_code)]
 
+pub mod stores;
+
 use azure_core::credentials::Secret;
 use azure_core::http::Url;
 use azure_data_cosmos::fault_injection::FaultInjectionRule;

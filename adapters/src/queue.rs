@@ -1,0 +1,274 @@
+//! The work-queue client: the engine's queue consumer on an async store.
+
+use crate::clock::{Clock, fresh_incarnation};
+use crate::exchange::Exchange;
+use crate::store::Store;
+use leasehold_engine::queue::{
+    Consumer, ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageName,
+    NameError, Output, QueueError, QueueIntent,
+};
+use leasehold_engine::store::{Op, Reply, Stored};
+use leasehold_engine::{DocId, HostId};
+use std::time::Duration;
+
+/// Why a queue client refused to start or an operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueClientError {
+    /// The consumer settings cannot work.
+    #[error("invalid queue settings: {0}")]
+    Config(#[from] ConsumerConfigError),
+    /// The message name is not one the store can hold.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The operation failed; the message is as the store has it.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// The consumer reported no outcome: a bug in leasehold, reported rather than
+    /// panicked on.
+    #[error("the queue consumer reported no outcome for {0:?}; please report this bug")]
+    NoOutcome(QueueIntent),
+}
+
+/// What an enqueue found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enqueued {
+    /// The message is stored.
+    Stored,
+    /// A message of this name was already stored, typically by an earlier attempt of
+    /// the same enqueue whose outcome was unknown; nothing was written.
+    AlreadyPresent,
+}
+
+/// What a dequeue achieved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dequeued {
+    /// Messages now locked by this client, oldest visible first.
+    pub deliveries: Vec<Delivery>,
+    /// Poison messages (delivered `max_dequeue_count` times) moved to the dead
+    /// letters instead of delivered again, with the reason written on them.
+    pub dead_lettered: Vec<(DocId, String)>,
+}
+
+/// A consumer (and producer) of one queue, as DurableTask's Cosmos DB provider keeps
+/// queues: enqueue, dequeue under a lock, then complete, abandon or dead-letter.
+///
+/// Every decision is the engine's [`Consumer`]; this client only carries its requests
+/// to the store. Clones share one consumer. Each operation runs to the end even if
+/// its future is dropped, so a cancelled call never leaves the consumer half-way.
+///
+/// ```
+/// use leasehold_adapters::{MemoryStore, QueueClient};
+/// use leasehold_engine::queue::{ConsumerConfig, QueueName};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new();
+/// let config = ConsumerConfig::new(QueueName::new("orders")?);
+/// let queue = QueueClient::new(store, "worker-1", config)?;
+/// queue.enqueue("order-17", "{\"qty\":3}", Duration::ZERO).await?;
+/// let batch = queue.dequeue(10).await?;
+/// for delivery in &batch.deliveries {
+///     // ... act on delivery.payload while queue.has_authority(delivery) ...
+///     queue.complete(delivery).await?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct QueueClient<St> {
+    exchange: Exchange<Consumer, St>,
+    /// One dequeue at a time: the consumer refuses a second while one runs.
+    dequeuing: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
+
+impl<St: Clone> Clone for QueueClient<St> {
+    fn clone(&self) -> Self {
+        QueueClient {
+            exchange: self.exchange.clone(),
+            dequeuing: self.dequeuing.clone(),
+        }
+    }
+}
+
+impl<St: Store<Message>> QueueClient<St> {
+    /// A client named `consumer` of `config.queue` on `store`. The name must be
+    /// unique among running consumers; each client is a new life of it.
+    pub fn new(
+        store: St,
+        consumer: impl Into<HostId>,
+        config: ConsumerConfig,
+    ) -> Result<Self, QueueClientError> {
+        let consumer = Consumer::new(consumer.into(), fresh_incarnation(), config)?;
+        Ok(QueueClient {
+            exchange: Exchange::new(consumer, store, Clock::system(), Duration::from_secs(10)),
+            dequeuing: Default::default(),
+        })
+    }
+
+    /// Uses `clock` instead of the system's (for tests on tokio's paused clock). Call
+    /// it before the first operation.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.exchange.clock = clock;
+        self
+    }
+
+    /// Gives up on a store request after `timeout` (10 s by default). The outcome of
+    /// a request given up on is unknown, and treated as such.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.exchange.timeout = timeout;
+        self
+    }
+
+    /// Stores message `name`, visible after `delay`. The name is an idempotency key:
+    /// enqueueing it again while it is stored writes nothing.
+    pub async fn enqueue(
+        &self,
+        name: &str,
+        payload: impl Into<String>,
+        delay: Duration,
+    ) -> Result<Enqueued, QueueClientError> {
+        let name = MessageName::new(name)?;
+        let input = Input::Enqueue {
+            name,
+            payload: payload.into(),
+            delay: delay.into(),
+        };
+        for out in self.exchange.call(input).await? {
+            match out {
+                Output::Enqueued {
+                    already_present, ..
+                } => {
+                    return Ok(if already_present {
+                        Enqueued::AlreadyPresent
+                    } else {
+                        Enqueued::Stored
+                    });
+                }
+                Output::Failed { error, .. } => return Err(error.into()),
+                _ => {}
+            }
+        }
+        Err(QueueClientError::NoOutcome(QueueIntent::Enqueue))
+    }
+
+    /// Locks and returns up to `max` deliverable messages, oldest visible first. A
+    /// message another consumer locked is delivered only once its lock has been seen
+    /// unchanged for the lock's duration plus the drift allowance, so calling this
+    /// regularly is what lets a crashed consumer's messages come back.
+    pub async fn dequeue(&self, max: usize) -> Result<Dequeued, QueueClientError> {
+        let mut dequeued = Dequeued::default();
+        let input = Input::Dequeue { max };
+        let turn = Some(self.dequeuing.clone());
+        for out in self.exchange.call_alone(input, turn).await? {
+            match out {
+                Output::Delivered(d) => dequeued.deliveries.push(d),
+                Output::DeadLettered { message, reason } => {
+                    dequeued.dead_lettered.push((message, reason));
+                }
+                Output::Failed {
+                    intent: QueueIntent::Scan,
+                    error,
+                    ..
+                } => return Err(error.into()),
+                _ => {}
+            }
+        }
+        Ok(dequeued)
+    }
+
+    /// Deletes a delivered message. `LockLost` means another consumer took it over
+    /// (this one held it past its lock): nothing was changed.
+    pub async fn complete(&self, delivery: &Delivery) -> Result<(), QueueClientError> {
+        let input = Input::Complete(delivery.id.clone());
+        self.settle(input, QueueIntent::Complete).await
+    }
+
+    /// Gives a delivered message back, visible again after `delay`.
+    pub async fn abandon(
+        &self,
+        delivery: &Delivery,
+        delay: Duration,
+    ) -> Result<(), QueueClientError> {
+        let input = Input::Abandon {
+            message: delivery.id.clone(),
+            delay: delay.into(),
+        };
+        self.settle(input, QueueIntent::Abandon).await
+    }
+
+    /// Gives up on a delivered message for good, keeping it with `reason` for
+    /// inspection ([`dead_letters`](Self::dead_letters)).
+    pub async fn dead_letter(
+        &self,
+        delivery: &Delivery,
+        reason: impl Into<String>,
+    ) -> Result<(), QueueClientError> {
+        let input = Input::DeadLetter {
+            message: delivery.id.clone(),
+            reason: reason.into(),
+        };
+        self.settle(input, QueueIntent::DeadLetter).await
+    }
+
+    /// Extends the lock on a delivered message, and its authority with it.
+    pub async fn renew(&self, delivery: &mut Delivery) -> Result<(), QueueClientError> {
+        for out in self
+            .exchange
+            .call(Input::Renew(delivery.id.clone()))
+            .await?
+        {
+            match out {
+                Output::Renewed {
+                    authority_until, ..
+                } => {
+                    delivery.authority_until = authority_until;
+                    return Ok(());
+                }
+                Output::Failed { error, .. } => return Err(error.into()),
+                _ => {}
+            }
+        }
+        Err(QueueClientError::NoOutcome(QueueIntent::Renew))
+    }
+
+    /// Whether this client may still act on `delivery`: its lock is held and has not
+    /// run out by this client's clock. Act on a message only while this is true.
+    pub fn has_authority(&self, delivery: &Delivery) -> bool {
+        let now = self.exchange.clock.now().local;
+        self.exchange
+            .with_machine(|c| c.has_authority(&delivery.id, now))
+    }
+
+    /// The queue's dead-lettered messages, for inspection.
+    pub async fn dead_letters(&self) -> Result<Vec<Message>, QueueClientError> {
+        let prefix = self.exchange.with_machine(|c| c.config().queue.prefix());
+        let response = self.exchange.store.execute(Op::ReadAll { prefix }).await;
+        match response.result {
+            Ok(Reply::ReadAll(stored)) => Ok(stored
+                .into_iter()
+                .map(|Stored { doc, .. }| doc)
+                .filter(Message::is_dead_lettered)
+                .collect()),
+            Ok(_) => Ok(Vec::new()),
+            Err(e) => Err(QueueError::Store(e).into()),
+        }
+    }
+
+    /// The store, for its request charges.
+    pub fn store(&self) -> &St {
+        &self.exchange.store
+    }
+
+    async fn settle(&self, input: Input, intent: QueueIntent) -> Result<(), QueueClientError> {
+        for out in self.exchange.call(input).await? {
+            match out {
+                Output::Completed(_) | Output::Abandoned(_) | Output::DeadLettered { .. } => {
+                    return Ok(());
+                }
+                Output::Failed { error, .. } => return Err(error.into()),
+                _ => {}
+            }
+        }
+        Err(QueueClientError::NoOutcome(intent))
+    }
+}

@@ -1,0 +1,280 @@
+//! The work-queue client on the Cosmos DB emulator: competing consumers, a crashed
+//! consumer's messages coming back, poison messages, visibility delays and bad input.
+//! Time is tokio's paused clock; the clients' wall clocks follow it.
+
+mod common;
+
+use common::Emulator;
+use common::stores::Racing;
+use leasehold_adapters::{
+    Clock, CosmosStore, Enqueued, MemoryStore, QueueClient, QueueClientError, Store,
+};
+use leasehold_engine::queue::{ConsumerConfig, Delivery, Message, QueueError, QueueName};
+use leasehold_engine::{DocId, WallTime};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const START: WallTime = WallTime(1_800_000_000_000);
+
+fn config(max_dequeue_count: u32) -> ConsumerConfig {
+    let mut config = ConsumerConfig::new(QueueName::new("orders").unwrap());
+    config.lock_duration = leasehold_engine::Millis::from_secs(30);
+    config.max_dequeue_count = max_dequeue_count;
+    config
+}
+
+fn client<St: Store<Message>>(store: St, name: &str, max: u32) -> QueueClient<St> {
+    QueueClient::new(store, name, config(max))
+        .unwrap()
+        .with_clock(Clock::following_tokio(START))
+}
+
+async fn queue_store(emulator: &Emulator, name: &str) -> CosmosStore<Message> {
+    // Messages are partitioned by queue, as in DurableTask's provider.
+    emulator.container(name, "/QueueName", 2);
+    CosmosStore::new(emulator.client(name, Vec::new()).await)
+}
+
+/// Deliveries of one message to two consumers are a violation.
+fn shared_messages(a: &[Delivery], b: &[Delivery]) -> Vec<DocId> {
+    a.iter()
+        .filter(|d| b.iter().any(|e| e.id == d.id))
+        .map(|d| d.id.clone())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn competing_consumers_complete_every_message_exactly_once() {
+    let emulator = Emulator::new();
+    let store = queue_store(&emulator, "competing").await;
+    let producer = client(store.clone(), "producer", 5);
+    for i in 0..40 {
+        let name = format!("m{i:02}");
+        let stored = producer.enqueue(&name, format!("payload {i}"), Duration::ZERO);
+        assert_eq!(stored.await.unwrap(), Enqueued::Stored);
+    }
+    let consumers: Vec<_> = (0..3)
+        .map(|i| client(store.clone(), &format!("c{i}"), 5))
+        .collect();
+    let mut runs = Vec::new();
+    for consumer in consumers {
+        runs.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            loop {
+                let batch = consumer.dequeue(4).await.unwrap();
+                if batch.deliveries.is_empty() {
+                    return done;
+                }
+                for d in batch.deliveries {
+                    assert!(consumer.has_authority(&d));
+                    consumer.complete(&d).await.unwrap();
+                    done.push(d.name.to_string());
+                }
+            }
+        }));
+    }
+    let mut completed: BTreeMap<String, usize> = BTreeMap::new();
+    for run in runs {
+        for name in run.await.unwrap() {
+            *completed.entry(name).or_default() += 1;
+        }
+    }
+    assert_eq!(completed.len(), 40);
+    assert!(completed.values().all(|&n| n == 1), "{completed:?}");
+    assert!(producer.dead_letters().await.unwrap().is_empty());
+    let left = store
+        .execute(leasehold_engine::store::Op::ReadAll {
+            prefix: "orders:".into(),
+        })
+        .await;
+    assert!(matches!(left.result, Ok(leasehold_engine::store::Reply::ReadAll(v)) if v.is_empty()));
+    assert!(store.charges().total_units() > 0.0);
+}
+
+/// Two consumers that read the queue at the same moment both try to claim the same
+/// messages; the if-match lets exactly one claim of each through.
+#[tokio::test(start_paused = true)]
+async fn consumers_scanning_at_the_same_moment_never_share_a_message() {
+    let emulator = Emulator::new();
+    let store = Racing::new(queue_store(&emulator, "racing").await, 2);
+    let (a, b) = race_for_ten_messages(store).await;
+    assert_eq!(a.len() + b.len(), 10, "every message went to someone");
+    assert_eq!(shared_messages(&a, &b), Vec::<DocId>::new());
+}
+
+/// The sibling: on a store that ignores if-match, the same race hands messages to
+/// both consumers, and the check above sees it.
+#[tokio::test(start_paused = true)]
+async fn the_sharing_check_catches_a_store_that_ignores_etags() {
+    let store = Racing::new(MemoryStore::new(), 2).blind();
+    let (a, b) = race_for_ten_messages(store).await;
+    assert!(!shared_messages(&a, &b).is_empty());
+}
+
+async fn race_for_ten_messages<St: Store<Message>>(store: St) -> (Vec<Delivery>, Vec<Delivery>) {
+    let producer = client(store.clone(), "producer", 5);
+    for i in 0..10 {
+        producer
+            .enqueue(&format!("m{i}"), "x", Duration::ZERO)
+            .await
+            .unwrap();
+    }
+    let a = client(store.clone(), "a", 5);
+    let b = client(store, "b", 5);
+    let (x, y) = tokio::join!(a.dequeue(10), b.dequeue(10));
+    (x.unwrap().deliveries, y.unwrap().deliveries)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_consumers_message_comes_back_after_its_lock_and_the_old_holder_changes_nothing()
+{
+    let emulator = Emulator::new();
+    let store = queue_store(&emulator, "crash").await;
+    let crashed = client(store.clone(), "crashed", 5);
+    let survivor = client(store.clone(), "survivor", 5);
+    crashed.enqueue("m1", "work", Duration::ZERO).await.unwrap();
+    let stale = crashed.dequeue(1).await.unwrap().deliveries.remove(0);
+
+    // First sight of the lock: not yet expired, however old its timestamp.
+    assert!(survivor.dequeue(1).await.unwrap().deliveries.is_empty());
+    tokio::time::sleep(Duration::from_secs(29)).await;
+    assert!(survivor.dequeue(1).await.unwrap().deliveries.is_empty());
+    assert!(
+        !crashed.has_authority(&stale),
+        "the holder's authority ends before anyone may take over"
+    );
+    // 30 s lock plus the 1 % drift allowance.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut taken = survivor.dequeue(1).await.unwrap().deliveries;
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].dequeue_count, 2);
+
+    let err = crashed.complete(&stale).await.unwrap_err();
+    assert!(
+        matches!(err, QueueClientError::Queue(QueueError::LockLost(_))),
+        "{err}"
+    );
+    survivor.renew(&mut taken[0]).await.unwrap();
+    survivor.complete(&taken[0]).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_delivered_too_often_is_dead_lettered_with_its_reason() {
+    let emulator = Emulator::new();
+    let store = queue_store(&emulator, "poison").await;
+    let consumer = client(store, "c", 2);
+    consumer
+        .enqueue("poison", "boom", Duration::ZERO)
+        .await
+        .unwrap();
+    for attempt in 1..=2 {
+        let d = consumer.dequeue(1).await.unwrap().deliveries.remove(0);
+        assert_eq!(d.dequeue_count, attempt);
+        consumer.abandon(&d, Duration::ZERO).await.unwrap();
+    }
+    let third = consumer.dequeue(1).await.unwrap();
+    assert!(third.deliveries.is_empty());
+    assert_eq!(third.dead_lettered.len(), 1);
+    let dead = consumer.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].dequeue_count, 2);
+    // Never delivered again.
+    assert!(consumer.dequeue(1).await.unwrap().deliveries.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_dead_letters_a_message_and_it_is_kept_for_inspection() {
+    let store = MemoryStore::new();
+    let consumer = client(store, "c", 5);
+    consumer.enqueue("bad", "{", Duration::ZERO).await.unwrap();
+    let d = consumer.dequeue(1).await.unwrap().deliveries.remove(0);
+    consumer
+        .dead_letter(&d, "unparseable payload")
+        .await
+        .unwrap();
+    let dead = consumer.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(
+        matches!(&dead[0].state, leasehold_engine::queue::MessageState::DeadLettered { reason } if reason == "unparseable payload")
+    );
+    assert!(consumer.complete(&d).await.is_err(), "no longer held");
+}
+
+#[tokio::test(start_paused = true)]
+async fn abandoned_and_delayed_messages_stay_invisible_for_their_delay() {
+    let emulator = Emulator::new();
+    let store = queue_store(&emulator, "delay").await;
+    let consumer = client(store, "c", 5);
+    consumer
+        .enqueue("later", "x", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(consumer.dequeue(1).await.unwrap().deliveries.is_empty());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let d = consumer.dequeue(1).await.unwrap().deliveries.remove(0);
+    consumer.abandon(&d, Duration::from_secs(20)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(19)).await;
+    assert!(consumer.dequeue(1).await.unwrap().deliveries.is_empty());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let again = consumer.dequeue(1).await.unwrap().deliveries;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].dequeue_count, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueueing_a_name_twice_stores_one_message() {
+    let emulator = Emulator::new();
+    let store = queue_store(&emulator, "idempotent").await;
+    let producer = client(store, "p", 5);
+    let first = producer.enqueue("once", "a", Duration::ZERO).await.unwrap();
+    let second = producer.enqueue("once", "b", Duration::ZERO).await.unwrap();
+    assert_eq!(
+        (first, second),
+        (Enqueued::Stored, Enqueued::AlreadyPresent)
+    );
+    let got = producer.dequeue(10).await.unwrap().deliveries;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload, "a");
+}
+
+#[tokio::test(start_paused = true)]
+async fn bad_input_gets_a_typed_error_and_writes_nothing() {
+    let emulator = Emulator::new();
+    let store = queue_store(&emulator, "bad-input").await;
+    let producer = client(store, "p", 5);
+    let huge = "x".repeat(3 * 1024 * 1024);
+    let err = producer.enqueue("huge", huge, Duration::ZERO).await;
+    assert!(
+        matches!(
+            err,
+            Err(QueueClientError::Queue(QueueError::TooLarge { .. }))
+        ),
+        "{err:?}"
+    );
+    let err = producer.enqueue("a/b", "x", Duration::ZERO).await;
+    assert!(matches!(err, Err(QueueClientError::Name(_))), "{err:?}");
+    assert!(producer.dequeue(10).await.unwrap().deliveries.is_empty());
+    let mut bad = ConsumerConfig::new(QueueName::new("q").unwrap());
+    bad.max_dequeue_count = 0;
+    assert!(matches!(
+        QueueClient::new(MemoryStore::new(), "c", bad),
+        Err(QueueClientError::Config(_))
+    ));
+}
+
+/// A dequeue whose caller gives up still finishes inside the client, so the next
+/// dequeue is not refused as busy.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_dequeue_does_not_wedge_the_client() {
+    let store = Racing::new(MemoryStore::new(), 2);
+    let consumer = client(store.clone(), "c", 5);
+    consumer.enqueue("m", "x", Duration::ZERO).await.unwrap();
+    // The scan waits at the gate for a second reader that never comes in time.
+    let gave_up = tokio::time::timeout(Duration::from_millis(10), consumer.dequeue(1)).await;
+    assert!(gave_up.is_err());
+    // Open the gate from another client's scan; the first dequeue then completes.
+    let other = client(store, "other", 5);
+    let _ = other.dequeue(1).await.unwrap();
+    let (next, _) = tokio::join!(consumer.dequeue(1), other.dequeue(1));
+    assert!(next.is_ok(), "{next:?}");
+}
