@@ -324,13 +324,34 @@ async fn the_change_feed_is_processed_end_to_end_while_a_host_stops_midway() {
         start("b", source.clone(), store.clone(), seen.clone()).await,
         start("c", source.clone(), store.clone(), seen.clone()).await,
     ];
-    settle(120).await;
+    // The stored checkpoints, sampled every second, never go back, across owners.
+    let mut positions = Positions::default();
+    let mut sample = async |positions: &mut Positions| {
+        for (lease, token) in StoredCheckpoints(store.clone()).tokens().await {
+            positions.at(&lease, emulator_lsn(&token));
+        }
+    };
+    for _ in 0..120 {
+        settle(1).await;
+        sample(&mut positions).await;
+    }
     let mut hosts = hosts.into_iter();
     let first = hosts.next().unwrap();
     first.stop.cancel();
     first.run.await.unwrap();
     write(100..200).await;
-    settle(120).await;
+    for _ in 0..120 {
+        settle(1).await;
+        sample(&mut positions).await;
+    }
+    assert_eq!(positions.regressions, Vec::<String>::new());
+    // Every range's checkpoint moved on after the second round of writes.
+    assert!(
+        positions.samples > 100 && positions.advances >= 3,
+        "{} samples, {} advances",
+        positions.samples,
+        positions.advances
+    );
     let ids: BTreeSet<String> = seen
         .0
         .lock()
@@ -386,9 +407,95 @@ async fn throttled_lease_writes_are_retried_and_no_checkpoint_is_lost() {
     assert_eq!(reader.checkpoints().await, [15, 15]);
 }
 
+/// The position of each lease's stored checkpoint over time, and every time one went
+/// back.
+#[derive(Default)]
+struct Positions {
+    last: BTreeMap<String, i64>,
+    samples: usize,
+    advances: usize,
+    regressions: Vec<String>,
+}
+
+impl Positions {
+    fn at(&mut self, lease: &str, lsn: i64) {
+        self.samples += 1;
+        match self.last.insert(lease.to_string(), lsn) {
+            Some(previous) if lsn < previous => self
+                .regressions
+                .push(format!("lease {lease}: lsn {previous} -> {lsn}")),
+            Some(previous) if lsn > previous => self.advances += 1,
+            _ => {}
+        }
+    }
+}
+
+/// The position a change-feed continuation token stands for. Tokens are opaque to
+/// leasehold; this reads the emulator's own encoding (`c1.` then base64 JSON whose
+/// per-range server continuations carry an `lsn`), for this test alone.
+fn emulator_lsn(token: &str) -> i64 {
+    use base64::Engine;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    let config =
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    let body = token.strip_prefix("c1.").expect("an emulator token");
+    let bytes = GeneralPurpose::new(&base64::alphabet::URL_SAFE, config)
+        .decode(body)
+        .or_else(|_| GeneralPurpose::new(&base64::alphabet::STANDARD, config).decode(body))
+        .expect("base64");
+    let json: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    json["root"]["active_tokens"]
+        .as_array()
+        .expect("active tokens")
+        .iter()
+        .map(|t| {
+            let server: serde_json::Value =
+                serde_json::from_str(t["server_continuation"].as_str().expect("a cursor"))
+                    .expect("cursor json");
+            server["lsn"].as_i64().expect("an lsn")
+        })
+        .max()
+        .expect("one range")
+}
+
+/// The monotonicity check above sees a checkpoint that goes back.
+#[test]
+fn the_checkpoint_position_check_catches_a_checkpoint_going_back() {
+    let mut positions = Positions::default();
+    for lsn in [3, 7, 7, 9] {
+        positions.at("range-a", lsn);
+    }
+    assert!(positions.regressions.is_empty());
+    positions.at("range-a", 8);
+    assert_eq!(positions.regressions, ["lease range-a: lsn 9 -> 8"]);
+}
+
 struct StoredCheckpoints(CosmosStore<Record>);
 
 impl StoredCheckpoints {
+    /// (lease, checkpoint) for every lease with a checkpoint.
+    async fn tokens(&self) -> Vec<(String, String)> {
+        use leasehold_engine::store::{Op, Reply};
+        let all = self
+            .0
+            .execute(Op::ReadAll {
+                prefix: "test..".into(),
+            })
+            .await
+            .result;
+        let Ok(Reply::ReadAll(all)) = all else {
+            panic!("{all:?}")
+        };
+        all.into_iter()
+            .filter_map(|s| match s.doc {
+                Record::Lease(l) => l
+                    .checkpoint
+                    .map(|c| (l.token.to_string(), c.as_str().to_string())),
+                Record::Host(_) => None,
+            })
+            .collect()
+    }
+
     async fn checkpoints(&self) -> Vec<u64> {
         use leasehold_engine::store::{Op, Reply};
         let all = self
