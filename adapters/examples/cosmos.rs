@@ -3,25 +3,55 @@
 //!
 //! ```sh
 //! export COSMOS_ENDPOINT=https://<account>.documents.azure.com:443/
-//! export COSMOS_KEY=<primary key>
 //! export COSMOS_DATABASE=db COSMOS_MONITORED=orders COSMOS_LEASES=leases
+//! # Then one of:
+//! export COSMOS_KEY=<primary key>            # key authentication
+//! export COSMOS_CREDENTIAL=developer         # Entra ID: `az login` / `azd auth login`
+//! export COSMOS_CREDENTIAL=managed-identity  # Entra ID: the host's managed identity
+//! # Optionally the region to prefer (East US by default):
+//! export COSMOS_REGION="West Europe"
 //! cargo run -p leasehold-adapters --features transport --example cosmos -- host-1
 //! ```
 //!
-//! The lease container must be partitioned by `/id`. Only key authentication is wired
-//! here; Entra ID needs the `azure_identity` crate, which this workspace does not take
-//! on yet.
+//! The lease container must be partitioned by `/id`. With Entra ID the identity needs
+//! a Cosmos DB data-plane role (such as "Cosmos DB Built-in Data Contributor") on the
+//! account.
 
-use azure_core::credentials::Secret;
+use azure_core::credentials::{Secret, TokenCredential};
 use azure_data_cosmos::options::Region;
 use azure_data_cosmos::{AccountEndpoint, AccountReference, CosmosClientBuilder, RoutingStrategy};
+use azure_identity::{DeveloperToolsCredential, ManagedIdentityCredential};
 use leasehold_adapters::cosmos::ChangeFeedSource;
 use leasehold_adapters::{Batch, CosmosStore, HandlerError, Processor};
 use leasehold_engine::lease::Record;
 use leasehold_engine::{Checkpoint, Epoch, LeaseToken};
+use std::sync::Arc;
 
 fn var(name: &str) -> Result<String, Box<dyn std::error::Error>> {
     std::env::var(name).map_err(|_| format!("set {name}").into())
+}
+
+/// The account and how to authenticate to it: a key if `COSMOS_KEY` is set, else
+/// the Entra ID credential `COSMOS_CREDENTIAL` names.
+fn account() -> Result<AccountReference, Box<dyn std::error::Error>> {
+    let endpoint: AccountEndpoint = var("COSMOS_ENDPOINT")?.parse()?;
+    if let Ok(key) = std::env::var("COSMOS_KEY") {
+        return Ok(AccountReference::with_authentication_key(
+            endpoint,
+            Secret::new(key),
+        ));
+    }
+    let credential: Arc<dyn TokenCredential> = match var("COSMOS_CREDENTIAL")?.as_str() {
+        "developer" => DeveloperToolsCredential::new(None)?,
+        "managed-identity" => ManagedIdentityCredential::new(None)?,
+        other => {
+            return Err(format!(
+                "COSMOS_CREDENTIAL is {other:?}; use developer or managed-identity, or set COSMOS_KEY"
+            )
+            .into());
+        }
+    };
+    Ok(AccountReference::with_credential(endpoint, credential))
 }
 
 #[tokio::main]
@@ -30,11 +60,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("build with --features transport to reach a real account".into());
     }
     let instance = std::env::args().nth(1).unwrap_or_else(|| "host-1".into());
-    let endpoint: AccountEndpoint = var("COSMOS_ENDPOINT")?.parse()?;
-    let account =
-        AccountReference::with_authentication_key(endpoint, Secret::new(var("COSMOS_KEY")?));
+    let account = account()?;
+    let region = std::env::var("COSMOS_REGION").map_or(Region::EAST_US, Region::from);
     let client = CosmosClientBuilder::new()
-        .build(account, RoutingStrategy::ProximityTo(Region::EAST_US))
+        .build(account, RoutingStrategy::ProximityTo(region))
         .await?;
     let database = client.database_client(&var("COSMOS_DATABASE")?);
     let monitored = database

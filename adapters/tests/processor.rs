@@ -367,6 +367,56 @@ async fn the_change_feed_is_processed_end_to_end_while_a_host_stops_midway() {
     }
 }
 
+/// A split of the monitored container is not followed with new leases, but the lease
+/// of the split range keeps reading both children: nothing written after the split is
+/// lost.
+#[tokio::test(start_paused = true)]
+async fn documents_written_after_a_split_of_the_monitored_container_are_still_processed() {
+    let emulator = Emulator::new();
+    emulator.container("monitored", "/pk", 2);
+    emulator.container("leases", "/id", 1);
+    let monitored = emulator.client("monitored", vec![]).await;
+    let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
+    let source = ChangeFeedSource::new(monitored.clone());
+    let write = |range: std::ops::Range<usize>| {
+        let monitored = monitored.clone();
+        async move {
+            for i in range {
+                let doc =
+                    serde_json::json!({"id": format!("doc-{i}"), "pk": format!("k{}", i % 11)});
+                monitored
+                    .create_item(format!("k{}", i % 11), &format!("doc-{i}"), &doc, None)
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    let seen = Seen::default();
+    write(0..60).await;
+    let hosts = [
+        start("a", source.clone(), store.clone(), seen.clone()).await,
+        start("b", source.clone(), store.clone(), seen.clone()).await,
+    ];
+    settle(60).await;
+    let children = emulator.split("monitored", 0).await;
+    assert_eq!(children.len(), 2);
+    write(60..120).await;
+    settle(120).await;
+    let ids: BTreeSet<String> = seen
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(_, _, v)| serde_json::from_str::<serde_json::Value>(v).ok())
+        .filter_map(|v| v["id"].as_str().map(String::from))
+        .collect();
+    assert_eq!(ids.len(), 120, "every document processed at least once");
+    for h in hosts {
+        h.stop.cancel();
+        h.run.await.unwrap();
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn throttled_lease_writes_are_retried_and_no_checkpoint_is_lost() {
     use azure_data_cosmos::fault_injection::{

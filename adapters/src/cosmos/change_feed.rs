@@ -13,8 +13,12 @@ use serde_json::Value;
 /// beginning (or from the checkpoint), latest version of each item.
 ///
 /// A lease token is the feed range itself (its string form), so a lease names exactly
-/// what it covers. The set of ranges is read once, when the processor is built; a
-/// split of the monitored container is not followed (see the README's limits).
+/// what it covers. The set of ranges is read once, when the processor is built. After
+/// a split of the monitored container, a lease keeps covering its whole range: the
+/// SDK reads the children of the split range round-robin under the one continuation,
+/// and [`read`](PartitionSource::read) counts them so that it reports "caught up" only
+/// after every child came back empty. Splits therefore lose nothing, but do not yield
+/// finer leases (see the README's limits).
 #[derive(Clone)]
 pub struct ChangeFeedSource {
     container: ContainerClient,
@@ -30,6 +34,20 @@ impl ChangeFeedSource {
     /// The change feed of `container`.
     pub fn new(container: ContainerClient) -> Self {
         ChangeFeedSource { container }
+    }
+}
+
+impl ChangeFeedSource {
+    /// How many physical partitions the SDK polls for `range`: one, or the children
+    /// of a split. From the SDK's cached routing map, refreshed by the SDK when it
+    /// meets a split.
+    async fn physical_ranges_under(&self, range: &FeedRange) -> Result<usize, SourceError> {
+        let ranges = self
+            .container
+            .read_feed_ranges(None)
+            .await
+            .map_err(SourceError::new)?;
+        Ok(ranges.iter().filter(|r| r.overlaps(range)).count().max(1))
     }
 }
 
@@ -58,6 +76,7 @@ impl PartitionSource for ChangeFeedSource {
             .as_str()
             .parse()
             .map_err(|e| SourceError::new(format!("lease {partition} is not a feed range: {e}")))?;
+        let children = self.physical_ranges_under(&range).await?;
         let options = from.map(|c| {
             ChangeFeedOptions::default()
                 .with_continuation_token(ContinuationToken::from_string(c.as_str().to_string()))
@@ -71,16 +90,21 @@ impl PartitionSource for ChangeFeedSource {
             )
             .await
             .map_err(SourceError::new)?;
+        // The stream never ends by itself, and it polls the physical partitions under
+        // the lease's range in turn: only a whole round of empty pages means "caught
+        // up". Stopping at the first empty page would starve every child of a split
+        // range but the first (the split test found it).
         let mut items = Vec::new();
-        // One range: the first empty page means "caught up". The stream never ends
-        // by itself.
-        while items.len() < max {
+        let mut empty_in_a_row = 0;
+        while items.len() < max && empty_in_a_row < children {
             match pages.next().await {
                 Some(Ok(page)) => {
                     if page.items().is_empty() {
-                        break;
+                        empty_in_a_row += 1;
+                    } else {
+                        empty_in_a_row = 0;
+                        items.extend(page.items().iter().filter_map(|c| c.current().cloned()));
                     }
-                    items.extend(page.items().iter().filter_map(|c| c.current().cloned()));
                 }
                 Some(Err(e)) => return Err(SourceError::new(e)),
                 None => break,

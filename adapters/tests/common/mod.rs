@@ -100,3 +100,20 @@ impl Emulator {
             .expect("a provisioned container")
     }
 }
+
+impl Emulator {
+    /// Splits physical partition `partition` of container `name` in two, and waits for
+    /// the split; returns the children's ids.
+    pub async fn split(&self, name: &str, partition: u32) -> Vec<u32> {
+        let store = self.http.store();
+        store.split_partition(DB, name, partition, std::time::Duration::from_millis(100));
+        for _ in 0..100 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let children = store.child_partition_ids(DB, name, &[partition]);
+            if !children.is_empty() {
+                return children;
+            }
+        }
+        panic!("partition {partition} of {name} did not split");
+    }
+}
