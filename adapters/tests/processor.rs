@@ -326,7 +326,7 @@ async fn the_change_feed_is_processed_end_to_end_while_a_host_stops_midway() {
     ];
     // The stored checkpoints, sampled every second, never go back, across owners.
     let mut positions = Positions::default();
-    let mut sample = async |positions: &mut Positions| {
+    let sample = async |positions: &mut Positions| {
         for (lease, token) in StoredCheckpoints(store.clone()).tokens().await {
             positions.at(&lease, emulator_lsn(&token));
         }
