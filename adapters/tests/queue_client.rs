@@ -278,3 +278,38 @@ async fn a_dropped_dequeue_does_not_wedge_the_client() {
     let (next, _) = tokio::join!(consumer.dequeue(1), other.dequeue(1));
     assert!(next.is_ok(), "{next:?}");
 }
+
+/// What a message costs on the emulator: an enqueue is a create, a dequeue a query
+/// plus a replace per message, a complete a delete. Printed for the README; the test
+/// checks only that every kind is charged.
+#[tokio::test(start_paused = true)]
+async fn every_queue_operation_is_charged() {
+    use leasehold_adapters::OpKind;
+    let emulator = Emulator::new();
+    let store = queue_store(&emulator, "charges").await;
+    let consumer = client(store.clone(), "c", 5);
+    for i in 0..10 {
+        consumer
+            .enqueue(&format!("m{i}"), "{\"qty\":1}", Duration::ZERO)
+            .await
+            .unwrap();
+    }
+    let batch = consumer.dequeue(10).await.unwrap().deliveries;
+    for d in &batch {
+        consumer.complete(d).await.unwrap();
+    }
+    let charges = store.charges();
+    for kind in [
+        OpKind::Create,
+        OpKind::ReadAll,
+        OpKind::Replace,
+        OpKind::Delete,
+    ] {
+        let (calls, units) = (charges.calls(kind), charges.units(kind));
+        eprintln!(
+            "{kind:?}: {calls} calls, {:.2} RU each",
+            units / calls as f64
+        );
+        assert!(calls > 0 && units > 0.0, "{kind:?}");
+    }
+}
