@@ -455,3 +455,45 @@ fn a_new_owner_of_a_control_queue_waits_out_the_previous_owners_locks() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].id, DocId::from("hub-control-3:e1"));
 }
+
+/// A consumer whose handler overran its authority never completed or abandoned the
+/// message. Every consumer that once held it that way used to skip it forever, so a
+/// message all of them had overrun was stranded (the simulator found it); now it
+/// comes back, even to the same consumer, once its lock was seen for duration plus
+/// drift.
+#[test]
+fn a_delivery_whose_authority_ran_out_comes_back_to_its_own_consumer_after_the_lock() {
+    let mut store = Container::new();
+    let mut only = consumer("only");
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let first = deliveries(&run(
+        &mut only,
+        &mut store,
+        at(0),
+        Input::Dequeue { max: 1 },
+    ));
+    assert_eq!(first.len(), 1);
+    // Authority (9.4 s) is over; the handler never came back.
+    assert!(!only.has_authority(&first[0].id, LocalTime(9_500)));
+    let seen = run(&mut only, &mut store, at(9_500), Input::Dequeue { max: 1 });
+    assert!(
+        deliveries(&seen).is_empty(),
+        "first sight of its own stale lock"
+    );
+    let again = deliveries(&run(
+        &mut only,
+        &mut store,
+        at(9_500 + 10_100),
+        Input::Dequeue { max: 1 },
+    ));
+    assert_eq!(again.len(), 1, "the message comes back");
+    assert_eq!(again[0].dequeue_count, 2);
+    // The new delivery is an ordinary one.
+    let out = run(
+        &mut only,
+        &mut store,
+        at(19_700),
+        Input::Complete(again[0].id.clone()),
+    );
+    assert!(matches!(out[..], [Output::Completed(_)]), "{out:?}");
+}

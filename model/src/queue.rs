@@ -119,21 +119,43 @@ fn pending_only(c: &Candidate<'_>) -> bool {
     c.message.next_visible_at <= c.now.wall && matches!(c.message.state, MessageState::Pending)
 }
 
+/// The dequeue rule of `bug`: the seed's predicate, the provider's known issue, or
+/// leasehold's own. Shared with the simulator, so both run the same variants.
+pub fn selector(bug: Option<LockBug>) -> Selector {
+    match bug {
+        Some(LockBug::DequeueSeed) => Selector {
+            name: "seed-001",
+            pick: seed_predicate,
+        },
+        Some(LockBug::DequeueNoExpired) => Selector {
+            name: "pending-only",
+            pick: pending_only,
+        },
+        _ => Selector::DELIVERABLE,
+    }
+}
+
+/// Strips the if-match of a request as the `blind-claim` and `blind-complete`
+/// variants do; shared with the simulator.
+pub fn tamper(bug: Option<LockBug>, intent: QueueIntent, op: &mut Op<Message>) {
+    let strip = match bug {
+        Some(LockBug::BlindClaim) => intent == QueueIntent::Claim,
+        Some(LockBug::BlindComplete) => intent == QueueIntent::Complete,
+        _ => false,
+    };
+    if strip {
+        match op {
+            Op::Replace { if_match, .. } | Op::Delete { if_match, .. } => *if_match = None,
+            _ => {}
+        }
+    }
+}
+
 impl QueueModel {
     /// A model of `bounds`.
     pub fn new(bounds: LockBounds) -> Result<QueueModel, BoundsError> {
         bounds.validate(LockKind::Queue)?;
-        let select = match bounds.bug {
-            Some(LockBug::DequeueSeed) => Selector {
-                name: "seed-001",
-                pick: seed_predicate,
-            },
-            Some(LockBug::DequeueNoExpired) => Selector {
-                name: "pending-only",
-                pick: pending_only,
-            },
-            _ => Selector::DELIVERABLE,
-        };
+        let select = selector(bounds.bug);
         let config = ConsumerConfig {
             lock_duration: bounds.lock_duration(),
             policy: bounds.policy(),
@@ -262,17 +284,7 @@ impl Rules for QueueModel {
     }
 
     fn tamper(&self, req: &mut Request<Message, QueueIntent>) {
-        let strip = match self.bounds.bug {
-            Some(LockBug::BlindClaim) => req.intent == QueueIntent::Claim,
-            Some(LockBug::BlindComplete) => req.intent == QueueIntent::Complete,
-            _ => false,
-        };
-        if strip {
-            match &mut req.op {
-                Op::Replace { if_match, .. } | Op::Delete { if_match, .. } => *if_match = None,
-                _ => {}
-            }
-        }
+        tamper(self.bounds.bug, req.intent, &mut req.op);
     }
 
     fn record(

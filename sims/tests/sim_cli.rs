@@ -147,6 +147,16 @@ fn bad_flags_are_usage_errors_with_exit_2() {
         (vec!["steady", "--renew", "90s"], "invalid lease settings"),
         (vec!["steady", "--bug", "nonsense"], "nonsense"),
         (vec!["swarm", "--seeds", "9..3"], "--seeds"),
+        (
+            vec!["queue", "--partitions", "4"],
+            "--partitions does not apply",
+        ),
+        (vec!["queue", "--bug", "same-epoch"], "dequeue-seed"),
+        (vec!["queue", "--messages", "0"], "messages"),
+        (
+            vec!["queue-crash", "--lock", "1s"],
+            "invalid consumer settings",
+        ),
     ] {
         let out = sim(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -166,4 +176,58 @@ fn a_swarm_prints_its_summary() {
     assert!(stdout.contains("swarm: 20 seeds"));
     assert!(stdout.contains("violations: none"));
     assert!(stdout.contains("slowest convergence"));
+}
+
+#[test]
+fn a_queue_run_prints_what_became_of_the_messages() {
+    let out = sim(&["queue-poison", "--messages", "50", "--duration", "2m"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("dead-lettered (poison)"), "{stdout}");
+    let json = sim(&[
+        "queue-poison",
+        "--messages",
+        "50",
+        "--duration",
+        "2m",
+        "--json",
+    ]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let run = &json["runs"][0];
+    assert_eq!(run["enqueued"], 50);
+    assert_eq!(run["dead_lettered_poison"], 5);
+    assert_eq!(run["completed"], 45);
+}
+
+#[test]
+fn a_queue_violation_exits_1_and_its_replay_command_reproduces_it() {
+    let out = sim(&[
+        "queue",
+        "--messages",
+        "40",
+        "--duration",
+        "2m",
+        "--bug",
+        "dequeue-seed",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("VIOLATION") && stderr.contains("exclusivity"),
+        "{stderr}"
+    );
+    let replay = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: leasehold sim "))
+        .expect("a replay line");
+    let mut again: Vec<&str> = replay.split_whitespace().collect();
+    again.push("--json");
+    let second = sim(&again);
+    assert_eq!(second.status.code(), Some(1));
+    let hash = |o: &Output| {
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        json["runs"][0]["trace_hash"].as_str().unwrap().to_string()
+    };
+    assert_eq!(hash(&out), hash(&second));
 }

@@ -287,7 +287,17 @@ impl Consumer {
         for stored in &scanned {
             let message = &stored.doc;
             if self.locks.held(&message.id).is_some() {
-                continue;
+                if self.locks.has_authority(&message.id, now.local) {
+                    continue;
+                }
+                // A delivery whose authority ran out without a complete or abandon
+                // (its handler overran, the process stalled) is no longer ours to
+                // skip: forgotten here, it is judged like anyone's lock, so it comes
+                // back after its lock expires. Skipped forever instead, it was
+                // stranded once every consumer had lost it so (the simulator found
+                // it).
+                self.locks.drop_lock(&message.id);
+                self.held_docs.remove(&message.id);
             }
             let lock_expired = match message.lock() {
                 Some(lock) => {
@@ -521,6 +531,8 @@ impl Consumer {
             Pending::Renew { id, sent_at } => match result {
                 Ok(Reply::Replaced(etag)) => {
                     let Some(mut held) = self.locks.held(&id).cloned() else {
+                        // Forgotten by a dequeue meanwhile: its authority had run out.
+                        self.fail(id.clone(), QueueIntent::Renew, QueueError::LockLost(id));
                         return;
                     };
                     held.etag = etag;

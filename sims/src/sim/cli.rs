@@ -1,8 +1,9 @@
 //! `leasehold sim`: the simulator's command line.
 
 use super::config::{Scenario, SimConfig, SimError, parse_strategy};
+use super::queue::QueueScenario;
 use super::report::{RunReport, table};
-use super::{replay_command, simulate, svg, swarm};
+use super::{queue_cli, replay_command, simulate, svg, swarm};
 use leasehold_engine::{ExpiryRule, Millis};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,8 +12,9 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
     /// steady, scale-out, scale-in, rolling-restart, crash, flapping-host,
-    /// skewed-clocks, throttled-store, hot-partition, or swarm (many seeds, each a
-    /// random scenario and fault mix).
+    /// skewed-clocks, throttled-store, hot-partition; queue, queue-crash,
+    /// queue-poison (work-queue consumers); or swarm (many seeds, each a random
+    /// scenario and fault mix).
     pub scenario: String,
     /// The seed every random choice comes from.
     #[arg(long, default_value_t = 1)]
@@ -23,7 +25,8 @@ pub struct SimArgs {
     /// Strategies to run on the same seed, side by side.
     #[arg(long, default_value = "cfp,handoff", value_name = "LIST")]
     pub strategy: String,
-    /// Hosts at full strength [scenario default: 10].
+    /// Hosts at full strength [scenario default: 10]; queue scenarios: consumers
+    /// [default: 4].
     #[arg(long)]
     pub hosts: Option<u32>,
     /// Partitions [scenario default: 100].
@@ -80,9 +83,23 @@ pub struct SimArgs {
     #[arg(long)]
     pub max_batch: Option<u64>,
     /// Run a known-bad variant of the protocol (the model checker's): timestamp-skew,
-    /// blind-acquire, blind-checkpoint, thin-margin, same-epoch.
+    /// blind-acquire, blind-checkpoint, thin-margin, same-epoch; queue scenarios:
+    /// dequeue-seed, dequeue-no-expired, blind-claim, blind-complete, lock-no-drift.
     #[arg(long, value_name = "NAME")]
     pub bug: Option<String>,
+    /// Queue scenarios: messages enqueued over the duration [default: 300].
+    #[arg(long)]
+    pub messages: Option<u32>,
+    /// Queue scenarios: the lock duration of a delivery [default: 30s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub lock: Option<Millis>,
+    /// Queue scenarios: deliveries before a message is dead-lettered [default: 5].
+    #[arg(long)]
+    pub max_dequeue: Option<u32>,
+    /// Queue scenarios: every message whose number is a multiple of this is poison
+    /// [default: 0, none; queue-poison: 10].
+    #[arg(long)]
+    pub poison_every: Option<u32>,
     /// Trace events shown before a violation.
     #[arg(long, default_value_t = 40, value_name = "N")]
     pub trace: usize,
@@ -201,6 +218,8 @@ fn svg_path(base: &Path, strategy: &str, several: bool) -> PathBuf {
 pub fn run(args: &SimArgs) -> ExitCode {
     let result = if args.scenario == "swarm" {
         run_swarm(args)
+    } else if let Ok(scenario) = args.scenario.parse::<QueueScenario>() {
+        queue_cli::run(args, scenario)
     } else {
         run_scenario(args)
     };

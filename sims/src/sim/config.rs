@@ -183,7 +183,7 @@ fn rule_name<S: serde::Serializer>(r: &ExpiryRule, ser: S) -> Result<S::Ok, S::E
     })
 }
 
-fn faults_text<S: serde::Serializer>(f: &Faults, ser: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn faults_text<S: serde::Serializer>(f: &Faults, ser: S) -> Result<S::Ok, S::Error> {
     ser.serialize_str(&f.to_string())
 }
 
@@ -376,7 +376,7 @@ impl SimConfig {
 pub enum SimError {
     /// No such scenario.
     #[error(
-        "unknown scenario {0:?}; the scenarios are steady, scale-out, scale-in, rolling-restart, crash, flapping-host, skewed-clocks, throttled-store, hot-partition, swarm"
+        "unknown scenario {0:?}; the scenarios are steady, scale-out, scale-in, rolling-restart, crash, flapping-host, skewed-clocks, throttled-store, hot-partition, queue, queue-crash, queue-poison, swarm"
     )]
     UnknownScenario(String),
     /// No such strategy.
@@ -402,6 +402,17 @@ pub enum SimError {
     /// An output file that cannot be written.
     #[error("{0}")]
     Output(String),
+    /// A queue run's settings are refused.
+    #[error("{0}")]
+    Queue(String),
+    /// A flag that does not apply to the scenario.
+    #[error("{flag} does not apply to {scenario}")]
+    NotApplicable {
+        /// The flag.
+        flag: &'static str,
+        /// The scenario.
+        scenario: String,
+    },
     /// A `--seeds` range that cannot be read.
     #[error("--seeds {0:?}: write a range such as 0..500 (end excluded)")]
     Seeds(String),

@@ -5,7 +5,6 @@
 //! adapters record the real charge of every call; until a run against the emulator
 //! calibrates them, the simulator's RU figures compare strategies, not bills.
 
-use leasehold_engine::lease::Record;
 use leasehold_engine::store::{Op, Reply, StoreError};
 
 /// What a request is, for costing; taken before the store consumes it.
@@ -27,7 +26,7 @@ pub enum Kind {
 
 impl Kind {
     /// The kind of `op`.
-    pub fn of(op: &Op<Record>) -> Kind {
+    pub fn of<D>(op: &Op<D>) -> Kind {
         match op {
             Op::Read { .. } => Kind::Read,
             Op::ReadAll { .. } => Kind::ReadAll,
@@ -40,7 +39,7 @@ impl Kind {
 }
 
 /// The estimated charge of a request of `kind` that got `result`.
-pub fn request_units(kind: Kind, result: &Result<Reply<Record>, StoreError>) -> f64 {
+pub fn request_units<D>(kind: Kind, result: &Result<Reply<D>, StoreError>) -> f64 {
     match (kind, result) {
         (_, Err(StoreError::Throttled { .. })) => 0.0,
         // A refused precondition, a missing document or a conflict is charged like a read.

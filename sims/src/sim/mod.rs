@@ -31,6 +31,8 @@ pub mod clock;
 pub mod config;
 pub mod cost;
 pub mod faults;
+pub mod queue;
+pub mod queue_cli;
 pub mod report;
 pub mod svg;
 pub mod swarm;

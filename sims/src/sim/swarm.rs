@@ -3,6 +3,7 @@
 
 use super::config::{Scenario, SimConfig, SimError};
 use super::faults::FaultKind;
+use super::queue::{QueueConfig, QueueScenario, replay_command as queue_replay, simulate_queue};
 use super::{replay_command, simulate};
 use leasehold_engine::Millis;
 use leasehold_engine::balance::{CfpConfig, Strategy};
@@ -99,55 +100,150 @@ pub fn parse_seeds(text: &str) -> Result<Range<u64>, SimError> {
     Ok(a..b)
 }
 
-/// Runs every seed in `seeds`, calling `progress` after each.
+/// Whether seed `seed` stands for a queue run: one seed in five.
+pub fn is_queue_seed(seed: u64) -> bool {
+    seed % 5 == 4
+}
+
+/// The queue run seed `seed` stands for: a random queue scenario, size and fault mix.
+pub fn draw_queue(seed: u64) -> QueueConfig {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5157_4152_4d51_0000);
+    let scenario = QueueScenario::ALL[rng.random_range(0..QueueScenario::ALL.len())];
+    let mut cfg = QueueConfig::scenario(scenario, seed);
+    cfg.consumers = rng.random_range(2..=6);
+    cfg.messages = rng.random_range(40..=200);
+    cfg.duration = Millis::from_secs(rng.random_range(180..=480));
+    cfg.lock = Millis::from_secs(rng.random_range(10..=60));
+    cfg.batch = rng.random_range(1..=8);
+    cfg.max_dequeue = rng.random_range(3..=6);
+    cfg.fail_one_in = rng.random_range(10..=30);
+    let mut faults = cfg.faults;
+    for kind in FaultKind::ALL {
+        if !rng.random_bool(0.4) {
+            continue;
+        }
+        let value = match kind {
+            FaultKind::Skew => rng.random_range(1..=60) as f64,
+            FaultKind::Drift => rng.random_range(100..=10_000) as f64,
+            FaultKind::Throttle | FaultKind::Spike => rng.random_range(10..=60) as f64,
+            _ => rng.random_range(2..=30) as f64,
+        };
+        faults.set(kind, value);
+    }
+    cfg.faults = faults;
+    cfg.trace_keep = 30;
+    cfg
+}
+
+/// What one seed gave, whichever kind of run it was.
+struct Outcome {
+    scenario: String,
+    virtual_s: f64,
+    faults: BTreeMap<String, u64>,
+    violation_counts: BTreeMap<String, u64>,
+    first: Option<String>,
+    kinds: Vec<String>,
+    tail: Vec<String>,
+    replay: String,
+    converge_s: Option<f64>,
+}
+
+fn run_seed(seed: u64) -> Result<Outcome, (String, String, String)> {
+    let first = |v: &[super::Violation]| {
+        v.first()
+            .map(|f| format!("{} at {:.3} s: {}", f.kind, f.at_s, f.detail))
+    };
+    if is_queue_seed(seed) {
+        let cfg = draw_queue(seed);
+        let replay = queue_replay(&cfg);
+        let run = simulate_queue(&cfg)
+            .map_err(|e| (cfg.scenario.to_string(), e.to_string(), replay.clone()))?;
+        let r = run.report;
+        return Ok(Outcome {
+            scenario: r.scenario.clone(),
+            virtual_s: r.virtual_s,
+            faults: r.faults.clone(),
+            violation_counts: r.violation_counts.clone(),
+            first: first(&r.violations),
+            kinds: r
+                .violated_kinds()
+                .iter()
+                .map(|k| k.name().to_string())
+                .collect(),
+            tail: run.tail,
+            replay,
+            converge_s: None,
+        });
+    }
+    let cfg = draw(seed);
+    let replay = replay_command(&cfg);
+    let run = simulate(&cfg, false).map_err(|e| {
+        (
+            cfg.scenario.name().to_string(),
+            e.to_string(),
+            replay.clone(),
+        )
+    })?;
+    let r = run.report;
+    Ok(Outcome {
+        scenario: r.scenario.clone(),
+        virtual_s: r.virtual_s,
+        faults: r.faults.clone(),
+        violation_counts: r.violation_counts.clone(),
+        first: first(&r.violations),
+        kinds: r
+            .violated_kinds()
+            .iter()
+            .map(|k| k.name().to_string())
+            .collect(),
+        tail: run.finished.tail,
+        replay,
+        converge_s: r.converge_s,
+    })
+}
+
+/// Runs every seed in `seeds`, calling `progress` after each. One seed in five is a
+/// queue run ([`is_queue_seed`]); the others are partition-lease runs.
 pub fn run(seeds: Range<u64>, mut progress: impl FnMut(u64, &Summary)) -> Summary {
     let mut summary = Summary::default();
     for seed in seeds {
-        let cfg = draw(seed);
-        *summary
-            .scenarios
-            .entry(cfg.scenario.name().to_string())
-            .or_default() += 1;
         summary.seeds += 1;
-        match simulate(&cfg, false) {
-            Ok(run) => {
-                let r = &run.report;
-                summary.virtual_s += r.virtual_s;
-                for (kind, n) in &r.faults {
+        match run_seed(seed) {
+            Ok(o) => {
+                *summary.scenarios.entry(o.scenario.clone()).or_default() += 1;
+                summary.virtual_s += o.virtual_s;
+                for (kind, n) in &o.faults {
                     *summary.faults.entry(kind.clone()).or_default() += n;
                 }
-                for (kind, n) in &r.violation_counts {
+                for (kind, n) in &o.violation_counts {
                     *summary.violations.entry(kind.clone()).or_default() += n;
                 }
-                if let Some(s) = r.converge_s
+                if let Some(s) = o.converge_s
                     && summary.slowest.is_none_or(|(_, worst)| s > worst)
                 {
                     summary.slowest = Some((seed, s));
                 }
-                if let Some(first) = r.violations.first() {
+                if let Some(first) = o.first {
                     summary.failures.push(Failure {
                         seed,
-                        scenario: r.scenario.clone(),
-                        kinds: r
-                            .violated_kinds()
-                            .iter()
-                            .map(|k| k.name().to_string())
-                            .collect(),
-                        first: format!("{} at {:.3} s: {}", first.kind, first.at_s, first.detail),
-                        tail: run.finished.tail.clone(),
-                        replay: replay_command(&cfg),
+                        scenario: o.scenario,
+                        kinds: o.kinds,
+                        first,
+                        tail: o.tail,
+                        replay: o.replay,
                     });
                 }
             }
-            Err(e) => {
+            Err((scenario, error, replay)) => {
+                *summary.scenarios.entry(scenario.clone()).or_default() += 1;
                 *summary.violations.entry("setup".into()).or_default() += 1;
                 summary.failures.push(Failure {
                     seed,
-                    scenario: cfg.scenario.name().to_string(),
+                    scenario,
                     kinds: vec!["setup".into()],
-                    first: e.to_string(),
+                    first: error,
                     tail: Vec::new(),
-                    replay: replay_command(&cfg),
+                    replay,
                 });
             }
         }
@@ -172,6 +268,7 @@ mod tests {
     fn every_drawn_run_is_valid() {
         for seed in 0..200 {
             assert_eq!(draw(seed).validate(), Ok(()), "seed {seed}");
+            assert_eq!(draw_queue(seed).validate(), Ok(()), "queue seed {seed}");
         }
     }
 }

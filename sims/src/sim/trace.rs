@@ -182,17 +182,17 @@ impl fmt::Display for TraceEvent {
     }
 }
 
-/// The trace of one run.
-pub struct Trace {
-    last: VecDeque<(u64, TraceEvent)>,
+/// The trace of one run, of partition-lease events unless told otherwise.
+pub struct Trace<E = TraceEvent> {
+    last: VecDeque<(u64, E)>,
     keep: usize,
     hasher: FnvHasher,
     events: u64,
 }
 
-impl Trace {
+impl<E: Hash + fmt::Display> Trace<E> {
     /// A trace that keeps the last `keep` events.
-    pub fn new(keep: usize) -> Trace {
+    pub fn new(keep: usize) -> Trace<E> {
         Trace {
             last: VecDeque::with_capacity(keep.min(4_096)),
             keep,
@@ -202,7 +202,7 @@ impl Trace {
     }
 
     /// Records `event` at true time `t`.
-    pub fn record(&mut self, t: u64, event: TraceEvent) {
+    pub fn record(&mut self, t: u64, event: E) {
         t.hash(&mut self.hasher);
         event.hash(&mut self.hasher);
         self.events += 1;

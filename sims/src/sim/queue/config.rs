@@ -1,0 +1,206 @@
+//! The settings of a queue run.
+
+use crate::sim::config::Network;
+use crate::sim::faults::{FaultKind, Faults};
+use leasehold_engine::Millis;
+use leasehold_model::LockBug;
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// A named queue scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueScenario {
+    /// Competing consumers drain a steady stream of messages; one in 20 handler runs
+    /// fails and abandons its message with a delay.
+    Queue,
+    /// The same, while consumers crash holding messages and restart, and pause.
+    QueueCrash,
+    /// One message in ten is poison: its handler always fails, so it must end in
+    /// the dead letters after `max_dequeue` deliveries, and nothing else may.
+    QueuePoison,
+}
+
+impl QueueScenario {
+    /// Every queue scenario.
+    pub const ALL: [QueueScenario; 3] = [
+        QueueScenario::Queue,
+        QueueScenario::QueueCrash,
+        QueueScenario::QueuePoison,
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueScenario::Queue => "queue",
+            QueueScenario::QueueCrash => "queue-crash",
+            QueueScenario::QueuePoison => "queue-poison",
+        }
+    }
+}
+
+impl fmt::Display for QueueScenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for QueueScenario {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        QueueScenario::ALL
+            .into_iter()
+            .find(|q| q.name() == s)
+            .ok_or(())
+    }
+}
+
+/// One queue run: a producer enqueues `messages` over `duration` while `consumers`
+/// compete for them under `faults`; then every fault heals and the queue must drain
+/// by `settle` later.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueueConfig {
+    /// The scenario.
+    pub scenario: QueueScenario,
+    /// Every random choice comes from it.
+    pub seed: u64,
+    /// Competing consumers.
+    pub consumers: u32,
+    /// Messages enqueued, spread over `duration`.
+    pub messages: u32,
+    /// The time faults run; the heal comes at its end.
+    pub duration: Millis,
+    /// How long after the heal every message must be completed or dead-lettered.
+    pub settle: Millis,
+    /// The lock duration of a delivery.
+    pub lock: Millis,
+    /// Deliveries before a message is dead-lettered.
+    pub max_dequeue: u32,
+    /// The most messages one consumer holds at once.
+    pub batch: u32,
+    /// How long an idle consumer waits before its next dequeue.
+    pub poll: Millis,
+    /// A handler run takes this long, drawn uniformly (ms).
+    pub work_ms: (u64, u64),
+    /// One handler run in this many fails and abandons its message (0: none).
+    pub fail_one_in: u32,
+    /// Every message whose number is a multiple of this is poison (0: none).
+    pub poison_every: u32,
+    /// The faults and their rates.
+    #[serde(serialize_with = "crate::sim::config::faults_text")]
+    pub faults: Faults,
+    /// The clock drift the consumers allow for, in ppm.
+    pub drift_bound_ppm: u32,
+    /// A known-bad variant of the queue (the model checker's).
+    #[serde(skip)]
+    pub bug: Option<LockBug>,
+    /// Latencies and the request timeout.
+    pub network: Network,
+    /// Trace events kept for a violation report.
+    pub trace_keep: usize,
+}
+
+/// Settings a queue run refuses.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QueueConfigError {
+    /// A count or a duration that leaves nothing to run.
+    #[error("invalid queue run: {0}")]
+    Invalid(&'static str),
+    /// The consumer settings cannot work.
+    #[error("invalid consumer settings: {0}")]
+    Consumer(String),
+}
+
+impl QueueConfig {
+    /// The defaults of `scenario`.
+    pub fn scenario(scenario: QueueScenario, seed: u64) -> QueueConfig {
+        let mut faults = Faults::default();
+        let mut poison_every = 0;
+        match scenario {
+            QueueScenario::Queue => {}
+            QueueScenario::QueueCrash => {
+                faults = faults
+                    .with(FaultKind::Crash, 20.0)
+                    .with(FaultKind::Pause, 20.0);
+            }
+            QueueScenario::QueuePoison => poison_every = 10,
+        }
+        QueueConfig {
+            scenario,
+            seed,
+            consumers: 4,
+            messages: 300,
+            duration: Millis::from_secs(600),
+            settle: Millis::from_secs(600),
+            lock: Millis::from_secs(30),
+            max_dequeue: 5,
+            batch: 8,
+            poll: Millis::from_secs(2),
+            work_ms: (200, 3_000),
+            fail_one_in: 20,
+            poison_every,
+            faults,
+            drift_bound_ppm: 10_000,
+            bug: None,
+            network: Network::default(),
+            trace_keep: 40,
+        }
+    }
+
+    /// Checks that the run can work.
+    pub fn validate(&self) -> Result<(), QueueConfigError> {
+        if self.consumers == 0 || self.consumers > 1_000 {
+            return Err(QueueConfigError::Invalid("consumers must be 1 to 1000"));
+        }
+        if self.messages == 0 || self.messages > 1_000_000 {
+            return Err(QueueConfigError::Invalid("messages must be 1 to 1,000,000"));
+        }
+        if self.batch == 0 {
+            return Err(QueueConfigError::Invalid("the batch must hold a message"));
+        }
+        if self.duration == Millis::ZERO || self.poll == Millis::ZERO {
+            return Err(QueueConfigError::Invalid(
+                "duration and poll must be positive",
+            ));
+        }
+        if self.work_ms.0 > self.work_ms.1 {
+            return Err(QueueConfigError::Invalid(
+                "work time: the low end is above the high",
+            ));
+        }
+        self.consumer_config()
+            .validate()
+            .map_err(|e| QueueConfigError::Consumer(e.to_string()))
+    }
+
+    /// The engine settings every consumer runs.
+    pub fn consumer_config(&self) -> leasehold_engine::queue::ConsumerConfig {
+        use leasehold_engine::queue::{ConsumerConfig, QueueName};
+        let mut policy = leasehold_engine::lock::LockPolicy {
+            drift: leasehold_engine::Drift::ppm(self.drift_bound_ppm),
+            ..Default::default()
+        };
+        if self.bug == Some(LockBug::LockNoDrift) {
+            policy.drift = leasehold_engine::Drift::ppm(0);
+            policy.safety_margin = Millis::ZERO;
+        }
+        ConsumerConfig {
+            lock_duration: self.lock,
+            policy,
+            max_dequeue_count: self.max_dequeue,
+            select: leasehold_model::queue::selector(self.bug),
+            ..ConsumerConfig::new(QueueName::new("work").expect("a valid name"))
+        }
+    }
+
+    /// When the faults heal.
+    pub fn heal_at(&self) -> u64 {
+        self.duration.as_millis()
+    }
+
+    /// The liveness deadline.
+    pub fn deadline(&self) -> u64 {
+        self.duration.as_millis() + self.settle.as_millis()
+    }
+}

@@ -1,0 +1,217 @@
+//! Queue runs: the engine's work-queue consumers competing for messages under the
+//! same seeded faults as the partition-lease runs, checked against ground truth.
+//!
+//! - exclusivity: no two consumers (or lives) process one message at the same
+//!   instant while both hold authority (handlers act only with authority, checked at
+//!   their start and end);
+//! - nothing lost: a message is deleted only after its effect was committed, is
+//!   dead-lettered only after `max_dequeue` deliveries, and by the deadline after
+//!   the heal every message is completed or dead-lettered (liveness).
+//!
+//! ```
+//! use leasehold_sims::sim::queue::{QueueConfig, QueueScenario, simulate_queue};
+//! use leasehold_engine::Millis;
+//!
+//! let mut config = QueueConfig::scenario(QueueScenario::QueueCrash, 3);
+//! config.messages = 40;
+//! config.duration = Millis::from_secs(120);
+//! let run = simulate_queue(&config).unwrap();
+//! assert!(run.report.passed(), "{:?}", run.report.violations);
+//! assert_eq!(run.report.measures.enqueued, 40);
+//! ```
+
+mod config;
+mod truth;
+mod world;
+
+pub use config::{QueueConfig, QueueConfigError, QueueScenario};
+pub use truth::{Holder, QueueMeasures, Truth};
+pub use world::{QueueEvent, QueueFinished, QueueWorld};
+
+use super::checker::{Violation, ViolationKind};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// The report of one queue run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueueReport {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed.
+    pub seed: u64,
+    /// Consumers.
+    pub consumers: u32,
+    /// What became of the messages.
+    #[serde(flatten)]
+    pub measures: QueueMeasures,
+    /// Store requests per consumer per minute of virtual time.
+    pub store_requests_per_consumer_min: f64,
+    /// Estimated request units per consumer per minute.
+    pub ru_per_consumer_min: f64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// Violations by kind.
+    pub violation_counts: BTreeMap<String, u64>,
+    /// The first violations.
+    pub violations: Vec<Violation>,
+    /// Virtual seconds simulated.
+    pub virtual_s: f64,
+    /// Wall seconds the run took (not part of the trace).
+    pub wall_s: f64,
+    /// Events handled.
+    pub steps: u64,
+    /// The hash of the trace: equal seeds, equal hashes.
+    pub trace_hash: String,
+}
+
+impl QueueReport {
+    /// Whether every property held.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The kinds of property broken.
+    pub fn violated_kinds(&self) -> Vec<ViolationKind> {
+        let mut kinds: Vec<ViolationKind> = self.violations.iter().map(|v| v.kind).collect();
+        kinds.dedup();
+        kinds
+    }
+}
+
+/// A finished queue run.
+#[derive(Clone, Debug)]
+pub struct QueueRun {
+    /// The measures and violations.
+    pub report: QueueReport,
+    /// The last trace events before the first violation.
+    pub tail: Vec<String>,
+}
+
+/// Runs `config`.
+pub fn simulate_queue(config: &QueueConfig) -> Result<QueueRun, QueueConfigError> {
+    let started = Instant::now();
+    let finished = QueueWorld::new(config)?.run();
+    let wall_s = started.elapsed().as_secs_f64();
+    let minutes = (finished.end as f64 / 60_000.0).max(1e-9) * f64::from(config.consumers);
+    let truth = &finished.truth;
+    let report = QueueReport {
+        scenario: config.scenario.name().to_string(),
+        seed: config.seed,
+        consumers: config.consumers,
+        measures: truth.measures(),
+        store_requests_per_consumer_min: finished.requests as f64 / minutes,
+        ru_per_consumer_min: finished.ru / minutes,
+        faults: finished
+            .faults
+            .iter()
+            .map(|(k, n)| (k.name().to_string(), *n))
+            .collect(),
+        violation_counts: truth
+            .violation_counts()
+            .iter()
+            .map(|(k, n)| (k.name().to_string(), *n))
+            .collect(),
+        violations: truth.violations().to_vec(),
+        virtual_s: finished.end as f64 / 1e3,
+        wall_s,
+        steps: finished.steps,
+        trace_hash: format!("{:016x}", finished.trace_hash),
+    };
+    Ok(QueueRun {
+        report,
+        tail: finished.tail,
+    })
+}
+
+/// The command that replays `config` exactly.
+pub fn replay_command(config: &QueueConfig) -> String {
+    let base = QueueConfig::scenario(config.scenario, config.seed);
+    let mut cmd = format!("leasehold sim {} --seed {}", config.scenario, config.seed);
+    let ms = |m: leasehold_engine::Millis| format!("{}ms", m.as_millis());
+    let mut flag = |name: &str, value: String, default: String| {
+        if value != default {
+            cmd.push_str(&format!(" --{name} {value}"));
+        }
+    };
+    flag(
+        "hosts",
+        config.consumers.to_string(),
+        base.consumers.to_string(),
+    );
+    flag(
+        "messages",
+        config.messages.to_string(),
+        base.messages.to_string(),
+    );
+    flag("duration", ms(config.duration), ms(base.duration));
+    flag("settle", ms(config.settle), ms(base.settle));
+    flag("lock", ms(config.lock), ms(base.lock));
+    flag(
+        "max-dequeue",
+        config.max_dequeue.to_string(),
+        base.max_dequeue.to_string(),
+    );
+    flag(
+        "max-batch",
+        config.batch.to_string(),
+        base.batch.to_string(),
+    );
+    flag("poll", ms(config.poll), ms(base.poll));
+    flag(
+        "poison-every",
+        config.poison_every.to_string(),
+        base.poison_every.to_string(),
+    );
+    flag(
+        "drift-bound",
+        config.drift_bound_ppm.to_string(),
+        base.drift_bound_ppm.to_string(),
+    );
+    flag("faults", config.faults.to_string(), base.faults.to_string());
+    if let Some(bug) = config.bug {
+        cmd.push_str(&format!(" --bug {}", bug.name()));
+    }
+    cmd
+}
+
+/// The human-readable report.
+pub fn table(report: &QueueReport) -> String {
+    let m = &report.measures;
+    let rows = [
+        ("enqueued", m.enqueued.to_string()),
+        ("completed", m.completed.to_string()),
+        ("dead-lettered (poison)", m.dead_lettered_poison.to_string()),
+        (
+            "dead-lettered (healthy, by faults)",
+            m.dead_lettered_healthy.to_string(),
+        ),
+        ("deliveries", m.deliveries.to_string()),
+        ("committed more than once", m.duplicate_commits.to_string()),
+        ("lock lost at complete/abandon", m.lock_lost.to_string()),
+        ("results dropped (no authority)", m.dropped.to_string()),
+        ("max latency (s)", format!("{:.1}", m.max_latency_s)),
+        ("mean latency (s)", format!("{:.1}", m.mean_latency_s)),
+        (
+            "drained after heal (s)",
+            format!("{:.1}", m.drained_after_heal_s),
+        ),
+        (
+            "store requests / consumer / min",
+            format!("{:.1}", report.store_requests_per_consumer_min),
+        ),
+        (
+            "RU / consumer / min (est.)",
+            format!("{:.0}", report.ru_per_consumer_min),
+        ),
+        (
+            "violations",
+            report.violation_counts.values().sum::<u64>().to_string(),
+        ),
+    ];
+    let mut out = String::new();
+    for (name, value) in rows {
+        out.push_str(&format!("{name:<36} {value:>10}\n"));
+    }
+    out
+}

@@ -1,0 +1,310 @@
+//! Ground truth of a queue run: who processed which message when, and what became of
+//! it; checked online and measured for the report.
+
+use super::config::QueueConfig;
+use crate::sim::checker::{Violation, ViolationKind};
+use leasehold_engine::DocId;
+use leasehold_engine::queue::Message;
+use leasehold_engine::store::Container;
+use std::collections::BTreeMap;
+
+/// A consumer's life: (consumer, life).
+pub type Holder = (usize, u64);
+
+#[derive(Clone, Debug, Default)]
+struct Fate {
+    number: u32,
+    enqueued_at: u64,
+    /// Handler runs that held authority from start to end.
+    runs: Vec<(Holder, u64, u64)>,
+    commits: u32,
+    first_commit: Option<u64>,
+    deleted: Option<u64>,
+    dead_lettered: Option<u64>,
+    deliveries: u32,
+}
+
+/// What a queue run's ground truth says.
+#[derive(Clone, Debug)]
+pub struct Truth {
+    fates: BTreeMap<DocId, Fate>,
+    poison_every: u32,
+    max_dequeue: u32,
+    heal_at: u64,
+    violations: Vec<Violation>,
+    counts: BTreeMap<ViolationKind, u64>,
+    lock_lost: u64,
+    dropped: u64,
+    last_settled: u64,
+}
+
+/// What the report takes from ground truth.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct QueueMeasures {
+    /// Messages enqueued.
+    pub enqueued: u64,
+    /// Messages processed and deleted.
+    pub completed: u64,
+    /// Poison messages dead-lettered, as they must be.
+    pub dead_lettered_poison: u64,
+    /// Healthy messages dead-lettered because faults made them reach the maximum.
+    pub dead_lettered_healthy: u64,
+    /// Deliveries, first ones included.
+    pub deliveries: u64,
+    /// Messages whose effect was committed more than once (at-least-once delivery).
+    pub duplicate_commits: u64,
+    /// Completes or abandons that found the lock taken over.
+    pub lock_lost: u64,
+    /// Handler results dropped because authority ran out first.
+    pub dropped: u64,
+    /// The longest time from enqueue to first commit, seconds.
+    pub max_latency_s: f64,
+    /// The mean time from enqueue to first commit, seconds.
+    pub mean_latency_s: f64,
+    /// When the last message was settled, seconds after the heal (0 if before).
+    pub drained_after_heal_s: f64,
+}
+
+impl Truth {
+    /// The ground truth of a run of `cfg`.
+    pub fn new(cfg: &QueueConfig) -> Truth {
+        Truth {
+            fates: BTreeMap::new(),
+            poison_every: cfg.poison_every,
+            max_dequeue: cfg.max_dequeue,
+            heal_at: cfg.heal_at(),
+            violations: Vec::new(),
+            counts: BTreeMap::new(),
+            lock_lost: 0,
+            dropped: 0,
+            last_settled: 0,
+        }
+    }
+
+    fn violate(&mut self, kind: ViolationKind, at: u64, detail: String) {
+        *self.counts.entry(kind).or_default() += 1;
+        if self.violations.len() < 20 {
+            self.violations.push(Violation {
+                kind,
+                at_s: at as f64 / 1_000.0,
+                detail,
+            });
+        }
+    }
+
+    /// Whether any property broke.
+    pub fn violated(&self) -> bool {
+        !self.counts.is_empty()
+    }
+
+    /// The first violations (at most 20).
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Violations by kind.
+    pub fn violation_counts(&self) -> &BTreeMap<ViolationKind, u64> {
+        &self.counts
+    }
+
+    /// Message `number` was handed to the store (the first attempt counts).
+    pub fn enqueue(&mut self, id: DocId, number: u32, now: u64) {
+        self.fates.entry(id).or_insert_with(|| Fate {
+            number,
+            enqueued_at: now,
+            ..Fate::default()
+        });
+    }
+
+    /// The number of a message.
+    pub fn number(&self, id: &DocId) -> u32 {
+        self.fates.get(id).map_or(0, |f| f.number)
+    }
+
+    /// Whether a message's handler always fails.
+    pub fn is_poison(&self, id: &DocId) -> bool {
+        self.poison_every > 0 && self.number(id) % self.poison_every == 0
+    }
+
+    /// A consumer was handed the message.
+    pub fn delivered(&mut self, id: &DocId) {
+        if let Some(f) = self.fates.get_mut(id) {
+            f.deliveries += 1;
+        }
+    }
+
+    /// A handler ran on `id` from `start` to `end` holding authority throughout;
+    /// `committed` if its effect took place. Two such runs of different consumers (or
+    /// lives) overlapping is an exclusivity violation.
+    pub fn processed(
+        &mut self,
+        id: &DocId,
+        holder: Holder,
+        start: u64,
+        end: u64,
+        committed: bool,
+        dequeue_count: u32,
+    ) {
+        let Some(f) = self.fates.get_mut(id) else {
+            return;
+        };
+        let rival = f
+            .runs
+            .iter()
+            .find(|(h, s, e)| *h != holder && *s < end && start < *e)
+            .copied();
+        f.runs.push((holder, start, end));
+        if committed {
+            f.commits += 1;
+            f.first_commit.get_or_insert(end);
+        }
+        if let Some(((c, life), s, e)) = rival {
+            self.violate(
+                ViolationKind::Exclusivity,
+                end,
+                format!(
+                    "consumer c{} (life {}) processed {id} (delivery {dequeue_count}) from {:.3} s to \
+                     {:.3} s while c{c} (life {life}) did from {:.3} s to {:.3} s",
+                    holder.0,
+                    holder.1,
+                    start as f64 / 1e3,
+                    end as f64 / 1e3,
+                    s as f64 / 1e3,
+                    e as f64 / 1e3
+                ),
+            );
+        }
+    }
+
+    /// The store deleted a message: only a completion after a commit may.
+    pub fn deleted(&mut self, id: &DocId, now: u64) {
+        let Some(f) = self.fates.get_mut(id) else {
+            return;
+        };
+        f.deleted = Some(now);
+        self.last_settled = self.last_settled.max(now);
+        if f.commits == 0 {
+            self.violate(
+                ViolationKind::EventLost,
+                now,
+                format!("{id} was deleted but never processed"),
+            );
+        }
+    }
+
+    /// The store dead-lettered a message.
+    pub fn dead_lettered(&mut self, doc: &Message, now: u64) {
+        let max = self.max_dequeue;
+        let Some(f) = self.fates.get_mut(&doc.id) else {
+            return;
+        };
+        f.dead_lettered = Some(now);
+        self.last_settled = self.last_settled.max(now);
+        if doc.dequeue_count < max {
+            self.violate(
+                ViolationKind::EventLost,
+                now,
+                format!(
+                    "{} was dead-lettered after {} deliveries, short of the maximum {max}",
+                    doc.id, doc.dequeue_count
+                ),
+            );
+        }
+    }
+
+    /// The store accepted a holder's write after its lock was taken over.
+    pub fn fenced(&mut self, now: u64, detail: String) {
+        self.violate(ViolationKind::Fencing, now, detail);
+    }
+
+    /// A complete or abandon found the lock taken over.
+    pub fn lock_lost(&mut self) {
+        self.lock_lost += 1;
+    }
+
+    /// A handler's result was dropped for want of authority.
+    pub fn dropped(&mut self) {
+        self.dropped += 1;
+    }
+
+    /// The faults ended.
+    pub fn heal(&mut self, now: u64) {
+        self.heal_at = now;
+    }
+
+    /// At the deadline every message is completed or dead-lettered, and the store
+    /// agrees.
+    pub fn deadline(&mut self, now: u64, store: &Container<Message>) {
+        let mut unfinished = Vec::new();
+        let mut lost = Vec::new();
+        let stored: BTreeMap<DocId, Message> = store
+            .read_all("")
+            .into_iter()
+            .map(|s| (s.doc.id.clone(), s.doc))
+            .collect();
+        for (id, f) in &self.fates {
+            let poison = self.poison_every > 0 && f.number % self.poison_every == 0;
+            match (f.deleted, f.dead_lettered, stored.get(id)) {
+                (Some(_), _, None) => {}
+                (_, Some(_), Some(doc)) if doc.is_dead_lettered() => {}
+                (None, None, Some(_)) => unfinished.push(id.clone()),
+                (None, None, None) => lost.push(id.clone()),
+                _ => lost.push(id.clone()),
+            }
+            if poison && f.deleted.is_some() {
+                lost.push(id.clone());
+            }
+        }
+        if !unfinished.is_empty() {
+            self.violate(
+                ViolationKind::Liveness,
+                now,
+                format!(
+                    "{} messages neither completed nor dead-lettered by the deadline, first {}",
+                    unfinished.len(),
+                    unfinished[0]
+                ),
+            );
+        }
+        if !lost.is_empty() {
+            self.violate(
+                ViolationKind::EventLost,
+                now,
+                format!("{} messages lost, first {}", lost.len(), lost[0]),
+            );
+        }
+    }
+
+    /// The measures of the run.
+    pub fn measures(&self) -> QueueMeasures {
+        let mut m = QueueMeasures {
+            enqueued: self.fates.len() as u64,
+            lock_lost: self.lock_lost,
+            dropped: self.dropped,
+            ..QueueMeasures::default()
+        };
+        let mut latencies = Vec::new();
+        for f in self.fates.values() {
+            let poison = self.poison_every > 0 && f.number % self.poison_every == 0;
+            m.deliveries += u64::from(f.deliveries);
+            m.completed += u64::from(f.deleted.is_some());
+            if f.dead_lettered.is_some() {
+                if poison {
+                    m.dead_lettered_poison += 1;
+                } else {
+                    m.dead_lettered_healthy += 1;
+                }
+            }
+            m.duplicate_commits += u64::from(f.commits > 1);
+            if let Some(at) = f.first_commit {
+                latencies.push(at.saturating_sub(f.enqueued_at) as f64 / 1e3);
+            }
+        }
+        if !latencies.is_empty() {
+            m.max_latency_s = latencies.iter().copied().fold(0.0, f64::max);
+            m.mean_latency_s = latencies.iter().sum::<f64>() / latencies.len() as f64;
+        }
+        m.drained_after_heal_s = self.last_settled.saturating_sub(self.heal_at) as f64 / 1e3;
+        m
+    }
+}

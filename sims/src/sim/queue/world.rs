@@ -1,0 +1,878 @@
+//! The queue run's event loop: the engine's own queue consumers, a producer, and the
+//! reference store behind the simulated network, over virtual time.
+
+use super::config::QueueConfig;
+use super::truth::Truth;
+use crate::sim::clock::HostClock;
+use crate::sim::cost::{Kind, request_units};
+use crate::sim::faults::FaultKind;
+use crate::sim::trace::Trace;
+use leasehold_engine::lock::LockToken;
+use leasehold_engine::queue::{
+    Consumer, Delivery, Input, Message, MessageName, MessageState, Output, QueueError, QueueIntent,
+    QueueRequest,
+};
+use leasehold_engine::store::{Container, Op, Reply, StoreError};
+use leasehold_engine::{DocId, HostId, Incarnation, Millis, RequestId};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+
+const SECOND: u64 = 1_000;
+/// The producer's index among the clients; consumers are 0..n.
+const PRODUCER: usize = usize::MAX;
+
+#[derive(Clone, Debug)]
+enum Event {
+    Produce(u32),
+    Poll {
+        c: usize,
+        life: u64,
+    },
+    Arrive {
+        c: usize,
+        life: u64,
+        request: QueueRequest,
+        answer: bool,
+    },
+    Answer {
+        c: usize,
+        life: u64,
+        id: RequestId,
+        result: Result<Reply<Message>, StoreError>,
+    },
+    WorkDone {
+        c: usize,
+        life: u64,
+        message: DocId,
+    },
+    Retry {
+        c: usize,
+        life: u64,
+        message: DocId,
+        complete: bool,
+    },
+    Fault(FaultKind),
+    Boot {
+        c: usize,
+    },
+    Resume {
+        c: usize,
+        life: u64,
+    },
+    Heal,
+    Deadline,
+}
+
+/// What the trace records.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum QueueEvent {
+    /// A consumer started a life.
+    Boot(HostId, u64),
+    /// A fault struck, with its size in ms.
+    Fault(FaultKind, Option<HostId>, i64),
+    /// Every fault ended.
+    Heal,
+    /// A consumer sent a request.
+    Request(HostId, QueueIntent, Option<DocId>),
+    /// A consumer was handed a message.
+    Delivered(HostId, DocId, u32),
+    /// A handler finished with authority: committed or failed.
+    Processed(HostId, DocId, bool),
+    /// A handler finished without authority: its result was dropped.
+    Dropped(HostId, DocId),
+    /// The store dead-lettered a message.
+    DeadLettered(DocId),
+}
+
+impl fmt::Display for QueueEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueueEvent::Boot(h, life) => write!(f, "{h} boots (life {life})"),
+            QueueEvent::Fault(k, Some(h), ms) => write!(f, "fault {k} on {h} ({ms} ms)"),
+            QueueEvent::Fault(k, None, ms) => write!(f, "fault {k} ({ms} ms)"),
+            QueueEvent::Heal => f.write_str("heal"),
+            QueueEvent::Request(h, i, Some(d)) => write!(f, "{h} sends {i:?} {d}"),
+            QueueEvent::Request(h, i, None) => write!(f, "{h} sends {i:?}"),
+            QueueEvent::Delivered(h, d, n) => write!(f, "{h} gets {d} (delivery {n})"),
+            QueueEvent::Processed(h, d, ok) => {
+                write!(f, "{h} {} {d}", if *ok { "commits" } else { "fails" })
+            }
+            QueueEvent::Dropped(h, d) => write!(f, "{h} drops {d}: authority ran out"),
+            QueueEvent::DeadLettered(d) => write!(f, "{d} dead-lettered"),
+        }
+    }
+}
+
+struct Work {
+    delivery: Delivery,
+    started: u64,
+}
+
+struct Client {
+    name: HostId,
+    life: u64,
+    consumer: Option<Consumer>,
+    clock: HostClock,
+    paused_until: Option<u64>,
+    cut_until: u64,
+    lose_until: u64,
+    dequeuing: bool,
+    working: BTreeMap<DocId, Work>,
+}
+
+/// A finished queue run: what the report is made of.
+#[derive(Clone, Debug)]
+pub struct QueueFinished {
+    /// Ground truth and the measures taken from it.
+    pub truth: Truth,
+    /// The last trace events before the first violation (or the end).
+    pub tail: Vec<String>,
+    /// The hash of every trace event: equal seeds, equal hashes.
+    pub trace_hash: u64,
+    /// Events handled.
+    pub steps: u64,
+    /// Store requests sent by consumers.
+    pub requests: u64,
+    /// Estimated request units of the consumers' requests.
+    pub ru: f64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<FaultKind, u64>,
+    /// True time at the end, ms.
+    pub end: u64,
+}
+
+/// The queue run.
+pub struct QueueWorld {
+    cfg: QueueConfig,
+    rng: ChaCha8Rng,
+    now: u64,
+    seq: u64,
+    /// Pending events by (true time, order of scheduling).
+    queue: BTreeMap<(u64, u64), Event>,
+    store: Container<Message>,
+    clients: Vec<Client>,
+    producer: Consumer,
+    truth: Truth,
+    trace: Trace<QueueEvent>,
+    tail: Option<Vec<String>>,
+    throttle_until: u64,
+    spike_until: u64,
+    spike_ms: u64,
+    healed: bool,
+    steps: u64,
+    requests: u64,
+    ru: f64,
+    faults: BTreeMap<FaultKind, u64>,
+}
+
+impl QueueWorld {
+    /// A run of `cfg`, ready to go.
+    pub fn new(cfg: &QueueConfig) -> Result<QueueWorld, super::QueueConfigError> {
+        cfg.validate()?;
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let skew = cfg.faults.get(FaultKind::Skew);
+        let drift = cfg.faults.get(FaultKind::Drift);
+        let clients = (0..cfg.consumers)
+            .map(|i| {
+                let offset_ms = if skew > 0.0 {
+                    let s = (skew * 1_000.0) as i64;
+                    rng.random_range(-s..=s)
+                } else {
+                    0
+                };
+                let drift_ppm = if drift > 0.0 {
+                    let d = drift as i32;
+                    rng.random_range(-d..=d)
+                } else {
+                    0
+                };
+                Client {
+                    name: HostId::from(format!("c{i}")),
+                    life: 0,
+                    consumer: None,
+                    clock: HostClock {
+                        boot: 0,
+                        drift_ppm,
+                        offset_ms,
+                    },
+                    paused_until: None,
+                    cut_until: 0,
+                    lose_until: 0,
+                    dequeuing: false,
+                    working: BTreeMap::new(),
+                }
+            })
+            .collect();
+        let producer = Consumer::new(
+            HostId::from("producer"),
+            Incarnation(0),
+            cfg.consumer_config(),
+        )
+        .map_err(|e| super::QueueConfigError::Consumer(e.to_string()))?;
+        let mut world = QueueWorld {
+            truth: Truth::new(cfg),
+            trace: Trace::new(cfg.trace_keep),
+            cfg: cfg.clone(),
+            rng,
+            now: 0,
+            seq: 0,
+            queue: BTreeMap::new(),
+            store: Container::new(),
+            clients,
+            producer,
+            tail: None,
+            throttle_until: 0,
+            spike_until: 0,
+            spike_ms: 0,
+            healed: false,
+            steps: 0,
+            requests: 0,
+            ru: 0.0,
+            faults: BTreeMap::new(),
+        };
+        world.plan();
+        Ok(world)
+    }
+
+    fn plan(&mut self) {
+        let span = self.cfg.duration.as_millis();
+        for i in 0..self.cfg.messages {
+            let at = span * u64::from(i) / u64::from(self.cfg.messages);
+            self.push(at, Event::Produce(i));
+        }
+        for c in 0..self.clients.len() {
+            let at = self.rng.random_range(0..2 * SECOND);
+            self.push(at, Event::Boot { c });
+        }
+        for kind in FaultKind::ALL {
+            if self.cfg.faults.get(kind) > 0.0 && !kind.is_static() {
+                let gap = self.fault_gap(kind);
+                self.push(gap, Event::Fault(kind));
+            }
+        }
+        self.push(self.cfg.heal_at(), Event::Heal);
+        self.push(self.cfg.deadline(), Event::Deadline);
+    }
+
+    fn push(&mut self, at: u64, event: Event) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), event);
+    }
+
+    fn fault_gap(&mut self, kind: FaultKind) -> u64 {
+        let per_hour = match kind {
+            FaultKind::Throttle | FaultKind::Spike => self.cfg.faults.get(kind),
+            _ => self.cfg.faults.get(kind) * f64::from(self.cfg.consumers),
+        };
+        let mean = (3_600_000.0 / per_hour).clamp(1.0, 1e15) as u64;
+        self.rng.random_range(1..=2 * mean)
+    }
+
+    /// Runs to the liveness deadline.
+    pub fn run(mut self) -> QueueFinished {
+        while let Some(((at, _), event)) = self.queue.pop_first() {
+            self.now = at;
+            self.steps += 1;
+            if matches!(event, Event::Deadline) {
+                self.truth.deadline(self.now, &self.store);
+                break;
+            }
+            self.handle(event);
+            if self.tail.is_none() && self.truth.violated() {
+                self.tail = Some(self.trace.tail());
+            }
+        }
+        if self.tail.is_none() && self.truth.violated() {
+            self.tail = Some(self.trace.tail());
+        }
+        QueueFinished {
+            tail: self.tail.unwrap_or_else(|| self.trace.tail()),
+            trace_hash: self.trace.hash(),
+            steps: self.steps,
+            requests: self.requests,
+            ru: self.ru,
+            faults: self.faults,
+            end: self.now,
+            truth: self.truth,
+        }
+    }
+
+    fn note(&mut self, event: QueueEvent) {
+        self.trace.record(self.now, event);
+    }
+
+    fn alive(&self, c: usize, life: u64) -> bool {
+        let client = &self.clients[c];
+        client.life == life && client.consumer.is_some()
+    }
+
+    /// Events for a paused consumer wait for its pause to end.
+    fn deferred(&mut self, c: usize, event: Event) -> Option<Event> {
+        match self.clients[c].paused_until {
+            Some(until) if until > self.now => {
+                self.push(until, event);
+                None
+            }
+            _ => Some(event),
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Produce(i) => self.produce(i),
+            Event::Boot { c } => self.boot(c),
+            Event::Fault(kind) => self.fault(kind),
+            Event::Heal => self.heal(),
+            Event::Resume { c, life } => {
+                if self.clients[c].life == life {
+                    self.clients[c].paused_until = None;
+                }
+            }
+            Event::Arrive {
+                c,
+                life,
+                request,
+                answer,
+            } => self.arrive(c, life, request, answer),
+            Event::Answer { c, id, result, .. } if c == PRODUCER => {
+                self.producer_answer(id, result)
+            }
+            Event::Deadline => {}
+            event => {
+                let (c, life) = match &event {
+                    Event::Poll { c, life }
+                    | Event::Answer { c, life, .. }
+                    | Event::WorkDone { c, life, .. }
+                    | Event::Retry { c, life, .. } => (*c, *life),
+                    _ => return,
+                };
+                if !self.alive(c, life) {
+                    return;
+                }
+                let Some(event) = self.deferred(c, event) else {
+                    return;
+                };
+                match event {
+                    Event::Poll { c, .. } => self.poll(c),
+                    Event::Answer { c, id, result, .. } => {
+                        self.feed(c, Input::Response { id, result });
+                    }
+                    Event::WorkDone { c, message, .. } => self.work_done(c, message),
+                    Event::Retry {
+                        c,
+                        message,
+                        complete,
+                        ..
+                    } => self.settle(c, message, complete),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn produce(&mut self, i: u32) {
+        let name = MessageName::new(format!("m{i:06}")).expect("a valid name");
+        let id = Message::id_for(&self.cfg.consumer_config().queue, &name);
+        self.truth.enqueue(id, i, self.now);
+        let input = Input::Enqueue {
+            name,
+            payload: format!("{i}"),
+            delay: Millis::ZERO,
+        };
+        if self
+            .producer
+            .handle_input(self.producer_now(), input)
+            .is_ok()
+        {
+            self.drain_producer(i);
+        }
+    }
+
+    fn producer_now(&self) -> leasehold_engine::Now {
+        HostClock {
+            boot: 0,
+            drift_ppm: 0,
+            offset_ms: 0,
+        }
+        .now(self.now)
+    }
+
+    fn drain_producer(&mut self, i: u32) {
+        while let Some(out) = self.producer.poll_output() {
+            match out {
+                Output::Request(request) => {
+                    let at = self.now + self.latency();
+                    self.push(
+                        at,
+                        Event::Arrive {
+                            c: PRODUCER,
+                            life: u64::from(i),
+                            request,
+                            answer: true,
+                        },
+                    );
+                }
+                // Throttled or lost: enqueue again (the name makes it idempotent).
+                Output::Failed { .. } => self.push(self.now + SECOND, Event::Produce(i)),
+                _ => {}
+            }
+        }
+    }
+
+    fn producer_answer(&mut self, id: RequestId, result: Result<Reply<Message>, StoreError>) {
+        let now = self.producer_now();
+        if self
+            .producer
+            .handle_input(now, Input::Response { id, result })
+            .is_ok()
+        {
+            while let Some(out) = self.producer.poll_output() {
+                if let Output::Failed { message, .. } = out {
+                    let n = self.truth.number(&message);
+                    self.push(self.now + SECOND, Event::Produce(n));
+                }
+            }
+        }
+    }
+
+    fn boot(&mut self, c: usize) {
+        let cfg = self.cfg.consumer_config();
+        let client = &mut self.clients[c];
+        client.life += 1;
+        client.clock.boot = self.now;
+        client.paused_until = None;
+        client.dequeuing = false;
+        client.working.clear();
+        let life = client.life;
+        client.consumer = Consumer::new(client.name.clone(), Incarnation(life), cfg).ok();
+        let name = client.name.clone();
+        self.note(QueueEvent::Boot(name, life));
+        self.push(self.now, Event::Poll { c, life });
+    }
+
+    fn poll(&mut self, c: usize) {
+        let client = &self.clients[c];
+        let room = (self.cfg.batch as usize).saturating_sub(client.working.len());
+        if client.dequeuing {
+            // The running dequeue schedules the next poll when it finishes.
+            return;
+        }
+        if room == 0 {
+            let (life, next) = (client.life, self.now + self.cfg.poll.as_millis());
+            self.push(next, Event::Poll { c, life });
+            return;
+        }
+        self.clients[c].dequeuing = true;
+        if !self.feed(c, Input::Dequeue { max: room }) {
+            self.clients[c].dequeuing = false;
+        }
+    }
+
+    /// Hands `input` to consumer `c`; false if it refused it.
+    fn feed(&mut self, c: usize, input: Input) -> bool {
+        let now = self.clients[c].clock.now(self.now);
+        let Some(consumer) = self.clients[c].consumer.as_mut() else {
+            return false;
+        };
+        if consumer.handle_input(now, input).is_err() {
+            return false;
+        }
+        let mut outputs = VecDeque::new();
+        while let Some(out) = consumer.poll_output() {
+            outputs.push_back(out);
+        }
+        for out in outputs {
+            self.on_output(c, out);
+        }
+        true
+    }
+
+    fn on_output(&mut self, c: usize, out: Output) {
+        let life = self.clients[c].life;
+        let name = self.clients[c].name.clone();
+        match out {
+            Output::Request(request) => self.send(c, request),
+            Output::Delivered(delivery) => {
+                self.note(QueueEvent::Delivered(
+                    name,
+                    delivery.id.clone(),
+                    delivery.dequeue_count,
+                ));
+                self.truth.delivered(&delivery.id);
+                let (lo, hi) = self.cfg.work_ms;
+                let took = self.rng.random_range(lo..=hi);
+                let message = delivery.id.clone();
+                let started = self.now;
+                self.clients[c]
+                    .working
+                    .insert(message.clone(), Work { delivery, started });
+                self.push(self.now + took, Event::WorkDone { c, life, message });
+            }
+            Output::DequeueFinished { delivered, .. } => {
+                self.clients[c].dequeuing = false;
+                let next = if delivered > 0 {
+                    10
+                } else {
+                    self.cfg.poll.as_millis()
+                };
+                self.push(self.now + next, Event::Poll { c, life });
+            }
+            Output::Completed(id) | Output::Abandoned(id) => {
+                self.clients[c].working.remove(&id);
+            }
+            Output::Failed {
+                message,
+                intent,
+                error,
+            } => match (intent, error) {
+                (QueueIntent::Complete | QueueIntent::Abandon, QueueError::Store(e))
+                    if e.is_ambiguous() || matches!(e, StoreError::Throttled { .. }) =>
+                {
+                    let complete = intent == QueueIntent::Complete;
+                    self.push(
+                        self.now + SECOND,
+                        Event::Retry {
+                            c,
+                            life,
+                            message,
+                            complete,
+                        },
+                    );
+                }
+                (QueueIntent::Complete | QueueIntent::Abandon, _) => {
+                    self.truth.lock_lost();
+                    self.clients[c].working.remove(&message);
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    fn work_done(&mut self, c: usize, message: DocId) {
+        let local = self.clients[c].clock.local(self.now);
+        let name = self.clients[c].name.clone();
+        let authority = self.clients[c]
+            .consumer
+            .as_ref()
+            .is_some_and(|k| k.has_authority(&message, local));
+        let Some(work) = self.clients[c].working.get(&message) else {
+            return;
+        };
+        let started = work.started;
+        let count = work.delivery.dequeue_count;
+        if !authority {
+            self.clients[c].working.remove(&message);
+            self.note(QueueEvent::Dropped(name, message));
+            self.truth.dropped();
+            return;
+        }
+        let poison = self.truth.is_poison(&message);
+        let fails =
+            poison || (self.cfg.fail_one_in > 0 && self.rng.random_ratio(1, self.cfg.fail_one_in));
+        let holder = (c, self.clients[c].life);
+        self.truth
+            .processed(&message, holder, started, self.now, !fails, count);
+        self.note(QueueEvent::Processed(name, message.clone(), !fails));
+        self.settle(c, message, !fails);
+    }
+
+    /// Completes or abandons a processed message (again, after an unknown outcome).
+    fn settle(&mut self, c: usize, message: DocId, complete: bool) {
+        let input = if complete {
+            Input::Complete(message.clone())
+        } else {
+            Input::Abandon {
+                message: message.clone(),
+                delay: Millis::from_secs(1),
+            }
+        };
+        if !self.feed(c, input) {
+            // No longer held: the message comes back to someone after its lock.
+            self.clients[c].working.remove(&message);
+        }
+    }
+
+    fn latency(&mut self) -> u64 {
+        let (lo, hi) = self.cfg.network.latency_ms;
+        let mut ms = self.rng.random_range(lo..=hi);
+        let one_in = self.cfg.network.tail_one_in;
+        if one_in > 0 && self.rng.random_ratio(1, one_in) {
+            ms += self.rng.random_range(20..=200);
+        }
+        if self.spike_until > self.now {
+            ms += self.spike_ms;
+        }
+        ms
+    }
+
+    fn send(&mut self, c: usize, mut request: QueueRequest) {
+        self.requests += 1;
+        leasehold_model::queue::tamper(self.cfg.bug, request.intent, &mut request.op);
+        let doc = match &request.op {
+            Op::Delete { id, .. } => Some(id.clone()),
+            Op::Replace { doc, .. } | Op::Create(doc) => Some(doc.id.clone()),
+            _ => None,
+        };
+        let client = &self.clients[c];
+        let (name, life) = (client.name.clone(), client.life);
+        let (cut, lose) = (client.cut_until > self.now, client.lose_until > self.now);
+        self.note(QueueEvent::Request(name, request.intent, doc));
+        let timeout = self.cfg.network.request_timeout.as_millis();
+        let id = request.id;
+        let go = self.latency();
+        let back = self.latency();
+        if cut {
+            let result = Err(StoreError::Timeout);
+            self.push(
+                self.now + timeout,
+                Event::Answer {
+                    c,
+                    life,
+                    id,
+                    result,
+                },
+            );
+        } else if lose || go + back > timeout {
+            // Applied, but the answer never comes back in time: an unknown outcome.
+            self.push(
+                self.now + go,
+                Event::Arrive {
+                    c,
+                    life,
+                    request,
+                    answer: false,
+                },
+            );
+            let result = Err(StoreError::Timeout);
+            self.push(
+                self.now + timeout,
+                Event::Answer {
+                    c,
+                    life,
+                    id,
+                    result,
+                },
+            );
+        } else {
+            let at = self.now + go;
+            self.push(
+                at,
+                Event::Arrive {
+                    c,
+                    life,
+                    request,
+                    answer: true,
+                },
+            );
+        }
+    }
+
+    /// A request reaches the store, which applies it whether or not anyone hears.
+    fn arrive(&mut self, c: usize, life: u64, request: QueueRequest, answer: bool) {
+        let throttled = self.throttle_until > self.now && self.rng.random_bool(0.5);
+        let kind = Kind::of(&request.op);
+        let result = if throttled {
+            Err(StoreError::Throttled {
+                retry_after: Millis(500),
+            })
+        } else {
+            let before = match &request.op {
+                Op::Replace { doc, .. } => self.current(&doc.id),
+                Op::Delete { id, .. } => self.current(id),
+                _ => None,
+            };
+            let op = request.op.clone();
+            let result = self.store.execute(request.op);
+            if result.is_ok() {
+                self.fence(c, request.lock.as_ref(), &op, before.as_ref());
+                self.observe(&op, before);
+            }
+            result
+        };
+        if c != PRODUCER {
+            self.ru += request_units(kind, &result);
+        }
+        if answer {
+            let back = self.latency();
+            let id = request.id;
+            self.push(
+                self.now + back,
+                Event::Answer {
+                    c,
+                    life,
+                    id,
+                    result,
+                },
+            );
+        }
+    }
+
+    /// The stored version of message `id`, before a write changes it.
+    fn current(&self, id: &DocId) -> Option<Message> {
+        let pk = leasehold_engine::PartitionKey::new(self.cfg.consumer_config().queue.as_str());
+        self.store.read(&pk, id).ok().map(|s| s.doc)
+    }
+
+    /// A holder's write (complete, abandon, dead-letter, renew) may take effect only
+    /// while the stored lock is still the holder's own.
+    fn fence(
+        &mut self,
+        c: usize,
+        lock: Option<&LockToken>,
+        op: &Op<Message>,
+        before: Option<&Message>,
+    ) {
+        let Some(token) = lock else {
+            return;
+        };
+        if matches!(op, Op::Create(_))
+            || before
+                .and_then(Message::lock)
+                .is_some_and(|l| &l.token == token)
+        {
+            return;
+        }
+        // A claim writes a new lock over an old one; only writes by a holder count.
+        if let Op::Replace { doc, .. } = op
+            && doc.lock().is_some_and(|l| &l.token == token)
+            && doc.dequeue_count > before.map_or(0, |b| b.dequeue_count)
+        {
+            return;
+        }
+        let id = match op {
+            Op::Replace { doc, .. } => doc.id.clone(),
+            Op::Delete { id, .. } => id.clone(),
+            _ => return,
+        };
+        let stored = before.and_then(Message::lock).map(|l| l.token.to_string());
+        self.truth.fenced(
+            self.now,
+            format!(
+                "the store accepted c{c}'s write to {id} under lock {token}, but the stored lock was {}",
+                stored.unwrap_or_else(|| "gone".to_string())
+            ),
+        );
+    }
+
+    /// Ground truth of what a successful write did.
+    fn observe(&mut self, op: &Op<Message>, before: Option<Message>) {
+        match op {
+            Op::Delete { id, .. } => self.truth.deleted(id, self.now),
+            Op::Replace { doc, .. } => {
+                if let MessageState::DeadLettered { .. } = doc.state
+                    && !before.is_some_and(|b| b.is_dead_lettered())
+                {
+                    self.note(QueueEvent::DeadLettered(doc.id.clone()));
+                    self.truth.dead_lettered(doc, self.now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn fault(&mut self, kind: FaultKind) {
+        if self.healed {
+            return;
+        }
+        if let Some((c, size)) = self.strike(kind) {
+            *self.faults.entry(kind).or_default() += 1;
+            let name = c.map(|c| self.clients[c].name.clone());
+            self.note(QueueEvent::Fault(kind, name, size));
+        }
+        let gap = self.fault_gap(kind);
+        self.push(self.now + gap, Event::Fault(kind));
+    }
+
+    fn random_up(&mut self) -> Option<usize> {
+        let up: Vec<usize> = (0..self.clients.len())
+            .filter(|c| {
+                self.clients[*c].consumer.is_some() && self.clients[*c].paused_until.is_none()
+            })
+            .collect();
+        (!up.is_empty()).then(|| up[self.rng.random_range(0..up.len())])
+    }
+
+    fn strike(&mut self, kind: FaultKind) -> Option<(Option<usize>, i64)> {
+        let now = self.now;
+        let range =
+            |rng: &mut ChaCha8Rng, lo: u64, hi: u64| rng.random_range(lo * SECOND..=hi * SECOND);
+        match kind {
+            // A consumer dies holding its messages; a graceful shutdown of a queue
+            // consumer is the same as far as its locks go.
+            FaultKind::Crash | FaultKind::Shutdown => {
+                let c = self.random_up()?;
+                let down = range(&mut self.rng, 5, 60);
+                let client = &mut self.clients[c];
+                client.consumer = None;
+                client.working.clear();
+                client.dequeuing = false;
+                self.push(now + down, Event::Boot { c });
+                Some((Some(c), down as i64))
+            }
+            FaultKind::Pause => {
+                let c = self.random_up()?;
+                let stall = range(&mut self.rng, 1, 90);
+                let life = self.clients[c].life;
+                self.clients[c].paused_until = Some(now + stall);
+                self.push(now + stall, Event::Resume { c, life });
+                Some((Some(c), stall as i64))
+            }
+            FaultKind::Jump => {
+                let c = self.random_up()?;
+                let step = range(&mut self.rng, 1, 120) as i64;
+                let step = if self.rng.random_bool(0.5) {
+                    step
+                } else {
+                    -step
+                };
+                self.clients[c].clock.offset_ms += step;
+                Some((Some(c), step))
+            }
+            FaultKind::Throttle => {
+                let window = range(&mut self.rng, 5, 60);
+                self.throttle_until = self.throttle_until.max(now + window);
+                Some((None, window as i64))
+            }
+            FaultKind::Spike => {
+                let window = range(&mut self.rng, 5, 30);
+                self.spike_until = self.spike_until.max(now + window);
+                self.spike_ms = self.rng.random_range(200..=8_000);
+                Some((None, window as i64))
+            }
+            FaultKind::Timeout => {
+                let c = self.random_up()?;
+                let window = range(&mut self.rng, 1, 20);
+                self.clients[c].lose_until = now + window;
+                Some((Some(c), window as i64))
+            }
+            FaultKind::Partition => {
+                let c = self.random_up()?;
+                let window = range(&mut self.rng, 5, 90);
+                self.clients[c].cut_until = now + window;
+                Some((Some(c), window as i64))
+            }
+            FaultKind::Skew | FaultKind::Drift => None,
+        }
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+        self.throttle_until = 0;
+        self.spike_until = 0;
+        self.note(QueueEvent::Heal);
+        self.truth.heal(self.now);
+        for c in 0..self.clients.len() {
+            let client = &mut self.clients[c];
+            client.cut_until = 0;
+            client.lose_until = 0;
+            if client.paused_until.is_some() {
+                client.paused_until = Some(self.now);
+                let life = client.life;
+                self.push(self.now, Event::Resume { c, life });
+            }
+        }
+    }
+}
