@@ -1,0 +1,109 @@
+//! Faults in queue runs: crashes and shutdowns drop a consumer's locks, pauses
+//! stall it, clocks step, the store throttles or slows, and the heal ends it all.
+
+use super::*;
+
+impl QueueWorld {
+    pub(super) fn fault(&mut self, kind: FaultKind) {
+        if self.healed {
+            return;
+        }
+        if let Some((c, size)) = self.strike(kind) {
+            *self.faults.entry(kind).or_default() += 1;
+            let name = c.map(|c| self.clients[c].name.clone());
+            self.note(QueueEvent::Fault(kind, name, size));
+        }
+        let gap = self.fault_gap(kind);
+        self.push(self.now + gap, Event::Fault(kind));
+    }
+
+    pub(super) fn random_up(&mut self) -> Option<usize> {
+        let up: Vec<usize> = (0..self.clients.len())
+            .filter(|c| {
+                self.clients[*c].consumer.is_some() && self.clients[*c].paused_until.is_none()
+            })
+            .collect();
+        (!up.is_empty()).then(|| up[self.rng.random_range(0..up.len())])
+    }
+
+    pub(super) fn strike(&mut self, kind: FaultKind) -> Option<(Option<usize>, i64)> {
+        let now = self.now;
+        let range =
+            |rng: &mut ChaCha8Rng, lo: u64, hi: u64| rng.random_range(lo * SECOND..=hi * SECOND);
+        match kind {
+            // A consumer dies holding its messages; a graceful shutdown of a queue
+            // consumer is the same as far as its locks go.
+            FaultKind::Crash | FaultKind::Shutdown => {
+                let c = self.random_up()?;
+                let down = range(&mut self.rng, 5, 60);
+                let client = &mut self.clients[c];
+                client.consumer = None;
+                client.working.clear();
+                client.dequeuing = false;
+                self.push(now + down, Event::Boot { c });
+                Some((Some(c), down as i64))
+            }
+            FaultKind::Pause => {
+                let c = self.random_up()?;
+                let stall = range(&mut self.rng, 1, 90);
+                let life = self.clients[c].life;
+                self.clients[c].paused_until = Some(now + stall);
+                self.push(now + stall, Event::Resume { c, life });
+                Some((Some(c), stall as i64))
+            }
+            FaultKind::Jump => {
+                let c = self.random_up()?;
+                let step = range(&mut self.rng, 1, 120) as i64;
+                let step = if self.rng.random_bool(0.5) {
+                    step
+                } else {
+                    -step
+                };
+                self.clients[c].clock.offset_ms += step;
+                Some((Some(c), step))
+            }
+            FaultKind::Throttle => {
+                let window = range(&mut self.rng, 5, 60);
+                self.throttle_until = self.throttle_until.max(now + window);
+                Some((None, window as i64))
+            }
+            FaultKind::Spike => {
+                let window = range(&mut self.rng, 5, 30);
+                self.spike_until = self.spike_until.max(now + window);
+                self.spike_ms = self.rng.random_range(200..=8_000);
+                Some((None, window as i64))
+            }
+            FaultKind::Timeout => {
+                let c = self.random_up()?;
+                let window = range(&mut self.rng, 1, 20);
+                self.clients[c].lose_until = now + window;
+                Some((Some(c), window as i64))
+            }
+            FaultKind::Partition => {
+                let c = self.random_up()?;
+                let window = range(&mut self.rng, 5, 90);
+                self.clients[c].cut_until = now + window;
+                Some((Some(c), window as i64))
+            }
+            FaultKind::Skew | FaultKind::Drift => None,
+        }
+    }
+
+    pub(super) fn heal(&mut self) {
+        self.healed = true;
+        self.throttle_until = 0;
+        self.spike_until = 0;
+        self.note(QueueEvent::Heal);
+        self.truth.heal(self.now);
+        for c in 0..self.clients.len() {
+            let client = &mut self.clients[c];
+            client.cut_until = 0;
+            client.lose_until = 0;
+            if client.paused_until.is_some() {
+                client.paused_until = Some(self.now);
+                let life = client.life;
+                self.push(self.now, Event::Resume { c, life });
+            }
+        }
+    }
+}

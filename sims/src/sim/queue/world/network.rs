@@ -1,0 +1,184 @@
+//! The network between consumers and the store, and ground truth of every write
+//! the store applies.
+
+use super::*;
+
+impl QueueWorld {
+    pub(super) fn latency(&mut self) -> u64 {
+        let (lo, hi) = self.cfg.network.latency_ms;
+        let mut ms = self.rng.random_range(lo..=hi);
+        let one_in = self.cfg.network.tail_one_in;
+        if one_in > 0 && self.rng.random_ratio(1, one_in) {
+            ms += self.rng.random_range(20..=200);
+        }
+        if self.spike_until > self.now {
+            ms += self.spike_ms;
+        }
+        ms
+    }
+
+    pub(super) fn send(&mut self, c: usize, mut request: QueueRequest) {
+        self.requests += 1;
+        leasehold_model::queue::tamper(self.cfg.bug, request.intent, &mut request.op);
+        let doc = match &request.op {
+            Op::Delete { id, .. } => Some(id.clone()),
+            Op::Replace { doc, .. } | Op::Create(doc) => Some(doc.id.clone()),
+            _ => None,
+        };
+        let client = &self.clients[c];
+        let (name, life) = (client.name.clone(), client.life);
+        let (cut, lose) = (client.cut_until > self.now, client.lose_until > self.now);
+        self.note(QueueEvent::Request(name, request.intent, doc));
+        let timeout = self.cfg.network.request_timeout.as_millis();
+        let id = request.id;
+        let go = self.latency();
+        let back = self.latency();
+        if cut {
+            let result = Err(StoreError::Timeout);
+            self.push(
+                self.now + timeout,
+                Event::Answer {
+                    c,
+                    life,
+                    id,
+                    result,
+                },
+            );
+        } else if lose || go + back > timeout {
+            // Applied, but the answer never comes back in time: an unknown outcome.
+            self.push(
+                self.now + go,
+                Event::Arrive {
+                    c,
+                    life,
+                    request,
+                    answer: false,
+                },
+            );
+            let result = Err(StoreError::Timeout);
+            self.push(
+                self.now + timeout,
+                Event::Answer {
+                    c,
+                    life,
+                    id,
+                    result,
+                },
+            );
+        } else {
+            let at = self.now + go;
+            self.push(
+                at,
+                Event::Arrive {
+                    c,
+                    life,
+                    request,
+                    answer: true,
+                },
+            );
+        }
+    }
+
+    /// A request reaches the store, which applies it whether or not anyone hears.
+    pub(super) fn arrive(&mut self, c: usize, life: u64, request: QueueRequest, answer: bool) {
+        let throttled = self.throttle_until > self.now && self.rng.random_bool(0.5);
+        let kind = Kind::of(&request.op);
+        let result = if throttled {
+            Err(StoreError::Throttled {
+                retry_after: Millis(500),
+            })
+        } else {
+            let before = match &request.op {
+                Op::Replace { doc, .. } => self.current(&doc.id),
+                Op::Delete { id, .. } => self.current(id),
+                _ => None,
+            };
+            let op = request.op.clone();
+            let result = self.store.execute(request.op);
+            if result.is_ok() {
+                self.fence(c, request.lock.as_ref(), &op, before.as_ref());
+                self.observe(&op, before);
+            }
+            result
+        };
+        if c != PRODUCER {
+            self.ru += request_units(kind, &result);
+        }
+        if answer {
+            let back = self.latency();
+            let id = request.id;
+            self.push(
+                self.now + back,
+                Event::Answer {
+                    c,
+                    life,
+                    id,
+                    result,
+                },
+            );
+        }
+    }
+
+    /// The stored version of message `id`, before a write changes it.
+    pub(super) fn current(&self, id: &DocId) -> Option<Message> {
+        let pk = leasehold_engine::PartitionKey::new(self.cfg.consumer_config().queue.as_str());
+        self.store.read(&pk, id).ok().map(|s| s.doc)
+    }
+
+    /// A holder's write (complete, abandon, dead-letter, renew) may take effect only
+    /// while the stored lock is still the holder's own.
+    pub(super) fn fence(
+        &mut self,
+        c: usize,
+        lock: Option<&LockToken>,
+        op: &Op<Message>,
+        before: Option<&Message>,
+    ) {
+        let Some(token) = lock else {
+            return;
+        };
+        if matches!(op, Op::Create(_))
+            || before
+                .and_then(Message::lock)
+                .is_some_and(|l| &l.token == token)
+        {
+            return;
+        }
+        // A claim writes a new lock over an old one; only writes by a holder count.
+        if let Op::Replace { doc, .. } = op
+            && doc.lock().is_some_and(|l| &l.token == token)
+            && doc.dequeue_count > before.map_or(0, |b| b.dequeue_count)
+        {
+            return;
+        }
+        let id = match op {
+            Op::Replace { doc, .. } => doc.id.clone(),
+            Op::Delete { id, .. } => id.clone(),
+            _ => return,
+        };
+        let stored = before.and_then(Message::lock).map(|l| l.token.to_string());
+        self.truth.fenced(
+            self.now,
+            format!(
+                "the store accepted c{c}'s write to {id} under lock {token}, but the stored lock was {}",
+                stored.unwrap_or_else(|| "gone".to_string())
+            ),
+        );
+    }
+
+    /// Ground truth of what a successful write did.
+    pub(super) fn observe(&mut self, op: &Op<Message>, before: Option<Message>) {
+        match op {
+            Op::Delete { id, .. } => self.truth.deleted(id, self.now),
+            Op::Replace { doc, .. } => {
+                if let MessageState::DeadLettered { .. } = doc.state
+                    && !before.is_some_and(|b| b.is_dead_lettered())
+                {
+                    self.note(QueueEvent::DeadLettered(doc.id.clone()));
+                    self.truth.dead_lettered(doc, self.now);
+                }
+            }
+            _ => {}
+        }
+    }
+}

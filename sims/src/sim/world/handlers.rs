@@ -1,0 +1,241 @@
+//! The workload: handlers start with authority, poll their partition, commit and
+//! checkpoint, and the checker sees each step.
+
+use super::*;
+
+impl World {
+    /// Removes a handler and takes it off the ground truth.
+    pub(super) fn end_handler(&mut self, host: usize, partition: u32) {
+        if let Some(handler) = self.hosts[host].handlers.remove(&partition)
+            && handler.running
+        {
+            self.checker.halt(partition, host, self.now);
+            if let Some(t) = &mut self.timeline {
+                t.end(partition, host, self.now);
+            }
+        }
+    }
+
+    /// Whether another host than `host` is entitled to process `partition` now.
+    pub(super) fn rival_authority(
+        &self,
+        host: usize,
+        partition: u32,
+        token: &LeaseToken,
+    ) -> Option<String> {
+        self.checker
+            .running(partition)
+            .iter()
+            .filter(|r| r.host != host)
+            .find_map(|r| {
+                let other = &self.hosts[r.host];
+                let local = other.clock.local(self.now);
+                let epoch = other.engine.as_ref()?.authority(token, local)?;
+                Some(format!("{} (epoch {})", other.name, epoch.0))
+            })
+    }
+
+    pub(super) fn start(
+        &mut self,
+        host: usize,
+        lease: LeaseToken,
+        epoch: Epoch,
+        session: Session,
+        checkpoint: Option<Checkpoint>,
+    ) {
+        let Some(&partition) = self.index.get(&lease) else {
+            return;
+        };
+        let name = self.hosts[host].name.clone();
+        let from = match checkpoint.as_ref().map(|c| c.as_str().parse::<u64>()) {
+            None => 0,
+            Some(Ok(n)) => n,
+            Some(Err(_)) => {
+                self.violate(
+                    ViolationKind::Driver,
+                    format!("{name} resumed {lease} from an unreadable checkpoint {checkpoint:?}"),
+                );
+                0
+            }
+        };
+        if let Some(rival) = self.rival_authority(host, partition, &lease) {
+            self.violate(
+                ViolationKind::Exclusivity,
+                format!(
+                    "{name} starts partition {partition} at epoch {} while {rival} still holds authority",
+                    epoch.0
+                ),
+            );
+        }
+        self.note(TraceEvent::Start {
+            host: name,
+            partition,
+            epoch: epoch.0,
+            from,
+        });
+        self.hosts[host].handlers.insert(
+            partition,
+            Handler {
+                token: lease,
+                session,
+                epoch,
+                next: from,
+                batch: None,
+                draining: false,
+                running: true,
+            },
+        );
+        self.checker.run(partition, host, epoch.0, true, self.now);
+        if let Some(t) = &mut self.timeline {
+            t.start(partition, host, self.now);
+        }
+        let life = self.hosts[host].life;
+        self.push(
+            self.now,
+            Event::Poll {
+                host,
+                life,
+                partition,
+                session,
+            },
+        );
+    }
+
+    pub(super) fn poll(&mut self, host: usize, life: u64, partition: u32, session: Session) {
+        let produced = self.feeds[partition as usize].produced(self.now);
+        let w = &self.cfg.workload;
+        let (max_batch, poll) = (w.max_batch, w.poll.as_millis());
+        let Some(handler) = self.hosts[host].handlers.get_mut(&partition) else {
+            return;
+        };
+        if handler.session != session || handler.batch.is_some() || handler.draining {
+            return;
+        }
+        let available = produced.saturating_sub(handler.next);
+        if available == 0 {
+            self.push(
+                self.now + poll,
+                Event::Poll {
+                    host,
+                    life,
+                    partition,
+                    session,
+                },
+            );
+        } else {
+            let n = available.min(max_batch);
+            handler.batch = Some(n);
+            let at = self.now + self.cfg.workload.batch_time(n);
+            self.push(
+                at,
+                Event::BatchDone {
+                    host,
+                    life,
+                    partition,
+                    session,
+                },
+            );
+        }
+    }
+
+    pub(super) fn batch_done(&mut self, host: usize, life: u64, partition: u32, session: Session) {
+        // A runtime asks the engine before the batch takes effect: a lease whose
+        // authority ran out is stopped first, and its batch is dropped.
+        let lapsed = {
+            let h = &self.hosts[host];
+            let local = h.clock.local(self.now);
+            h.handlers.get(&partition).is_some_and(|handler| {
+                let held = h
+                    .engine
+                    .as_ref()
+                    .and_then(|e| e.authority(&handler.token, local));
+                held != Some(handler.epoch)
+            })
+        };
+        if lapsed {
+            self.feed(host, Input::Tick);
+        }
+        let h = &self.hosts[host];
+        let Some(handler) = h.handlers.get(&partition) else {
+            return;
+        };
+        let Some(n) = handler.batch.filter(|_| handler.session == session) else {
+            return;
+        };
+        let (token, epoch, from, draining) = (
+            handler.token.clone(),
+            handler.epoch,
+            handler.next,
+            handler.draining,
+        );
+        let name = h.name.clone();
+        let local = h.clock.local(self.now);
+        let entitled = h.engine.as_ref().and_then(|e| e.authority(&token, local));
+        if entitled != Some(epoch) {
+            self.violate(
+                ViolationKind::Exclusivity,
+                format!(
+                    "{name}'s batch on partition {partition} took effect without authority (epoch {})",
+                    epoch.0
+                ),
+            );
+        }
+        if let Some(rival) = self.rival_authority(host, partition, &token) {
+            self.violate(
+                ViolationKind::Exclusivity,
+                format!(
+                    "{name}'s batch on partition {partition} took effect at epoch {} while {rival} holds authority",
+                    epoch.0
+                ),
+            );
+        }
+        let to = from + n;
+        let arrival = self.feeds[partition as usize].arrival(from);
+        if let Err((kind, detail)) = self
+            .checker
+            .commit(partition, epoch.0, from, to, arrival, self.now)
+        {
+            self.violate(kind, detail);
+        }
+        self.note(TraceEvent::Commit {
+            host: name,
+            partition,
+            epoch: epoch.0,
+            from,
+            to,
+        });
+        if let Some(handler) = self.hosts[host].handlers.get_mut(&partition) {
+            handler.next = to;
+            handler.batch = None;
+        }
+        let checkpoint = Checkpoint::from(to.to_string());
+        self.feed(
+            host,
+            Input::Checkpoint {
+                lease: token.clone(),
+                session,
+                checkpoint,
+            },
+        );
+        if draining {
+            self.end_handler(host, partition);
+            self.feed(
+                host,
+                Input::Stopped {
+                    lease: token,
+                    session,
+                },
+            );
+        } else {
+            self.push(
+                self.now,
+                Event::Poll {
+                    host,
+                    life,
+                    partition,
+                    session,
+                },
+            );
+        }
+    }
+}

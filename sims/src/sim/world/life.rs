@@ -1,0 +1,305 @@
+//! Host lives and faults: boots, graceful shutdowns, crashes, pauses, the fault
+//! draws, the heal and the liveness deadline.
+
+use super::*;
+
+impl World {
+    pub(super) fn boot(&mut self, host: usize) {
+        if self.hosts[host].state != Life::Down {
+            return;
+        }
+        if !self.hosts[host].clock_drawn {
+            let skew = (self.cfg.faults.get(FaultKind::Skew) * 1_000.0) as i64;
+            let drift = self.cfg.faults.get(FaultKind::Drift) as i32;
+            let offset_ms = if skew > 0 {
+                self.rng.random_range(-skew..=skew)
+            } else {
+                0
+            };
+            let drift_ppm = if drift > 0 {
+                self.rng.random_range(-drift..=drift)
+            } else {
+                0
+            };
+            let h = &mut self.hosts[host];
+            h.clock.offset_ms = offset_ms;
+            h.clock.drift_ppm = drift_ppm;
+            h.clock_drawn = true;
+        }
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        h.life += 1;
+        h.clock.boot = now;
+        h.state = Life::Up;
+        h.up_since = Some(now);
+        h.restart_pending = false;
+        h.paused_until = None;
+        h.wake = None;
+        h.engine = Some(
+            LeaseHost::new(h.name.clone(), self.lease.clone(), Incarnation(h.life))
+                .expect("the lease settings were validated with the run"),
+        );
+        let (name, life) = (h.name.clone(), h.life);
+        self.checker.set_live(host, true, now);
+        self.note(TraceEvent::Boot {
+            host: name.clone(),
+            life,
+        });
+        if life > 1 {
+            self.mark(format!("{name} restarts"));
+        }
+        self.feed(host, Input::Tick);
+    }
+
+    /// The host stops existing: handlers end, nothing in flight is heard.
+    pub(super) fn down(&mut self, host: usize) {
+        let partitions: Vec<u32> = self.hosts[host].handlers.keys().copied().collect();
+        for partition in partitions {
+            self.end_handler(host, partition);
+        }
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        h.engine = None;
+        h.state = Life::Down;
+        h.wake = None;
+        h.paused_until = None;
+        if let Some(since) = h.up_since.take() {
+            self.host_up_ms += now - since;
+        }
+        self.checker.set_live(host, false, now);
+    }
+
+    pub(super) fn crash(&mut self, host: usize, restart_in: Option<u64>) {
+        if self.hosts[host].state == Life::Down {
+            return;
+        }
+        let name = self.hosts[host].name.clone();
+        self.note(TraceEvent::Crash { host: name.clone() });
+        self.mark(format!("{name} crashes"));
+        self.down(host);
+        if let Some(after) = restart_in {
+            self.hosts[host].restart_pending = true;
+            self.push(self.now + after, Event::Boot { host });
+        }
+    }
+
+    pub(super) fn pause(&mut self, host: usize, for_ms: u64) {
+        let until = self.now + for_ms;
+        let h = &mut self.hosts[host];
+        h.paused_until = Some(until);
+        let life = h.life;
+        let mut halted = Vec::new();
+        for (partition, handler) in &mut h.handlers {
+            if handler.running {
+                handler.running = false;
+                halted.push(*partition);
+            }
+        }
+        halted.sort_unstable();
+        for partition in halted {
+            self.checker.halt(partition, host, self.now);
+        }
+        self.push(until, Event::Resume { host, life });
+    }
+
+    pub(super) fn resume(&mut self, host: usize, life: u64) {
+        if !self.alive(host, life) || self.hosts[host].paused_until.is_none() {
+            return;
+        }
+        self.hosts[host].paused_until = None;
+        // The engine runs first: whatever lapsed during the pause stops before any
+        // handler continues.
+        self.feed(host, Input::Tick);
+        let mut resumed: Vec<(u32, LeaseToken, u64)> = self.hosts[host]
+            .handlers
+            .iter_mut()
+            .filter(|(_, h)| !h.running)
+            .map(|(p, h)| {
+                h.running = true;
+                (*p, h.token.clone(), h.epoch.0)
+            })
+            .collect();
+        resumed.sort_unstable_by_key(|(p, _, _)| *p);
+        for (partition, token, epoch) in resumed {
+            if let Some(rival) = self.rival_authority(host, partition, &token) {
+                let name = self.hosts[host].name.clone();
+                self.violate(
+                    ViolationKind::Exclusivity,
+                    format!(
+                        "{name} resumes partition {partition} at epoch {epoch} after a pause while {rival} holds authority"
+                    ),
+                );
+            }
+            self.checker.run(partition, host, epoch, false, self.now);
+        }
+    }
+
+    pub(super) fn random_host(&mut self, up_only: bool) -> Option<usize> {
+        let candidates: Vec<usize> = (0..self.hosts.len())
+            .filter(|h| match self.hosts[*h].state {
+                Life::Up => self.hosts[*h].paused_until.is_none(),
+                Life::Leaving => !up_only,
+                Life::Down => false,
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        Some(candidates[self.rng.random_range(0..candidates.len())])
+    }
+
+    pub(super) fn fault(&mut self, kind: FaultKind) {
+        if self.healed {
+            return;
+        }
+        let struck = self.strike(kind);
+        if let Some((host, size_ms)) = struck {
+            *self.fault_counts.entry(kind).or_default() += 1;
+            let name = host.map(|h| self.hosts[h].name.clone());
+            // Crashes and shutdowns mark themselves, as scripted ones do.
+            if !matches!(kind, FaultKind::Crash | FaultKind::Shutdown) {
+                let label = match &name {
+                    Some(n) => format!("{kind} {n}"),
+                    None => kind.to_string(),
+                };
+                self.mark(label);
+            }
+            self.note(TraceEvent::Fault {
+                kind,
+                host: name,
+                size_ms,
+            });
+        }
+        let gap = self.fault_gap(kind);
+        self.push(self.now + gap, Event::Fault(kind));
+    }
+
+    /// Applies one fault of `kind`; returns the host it hit and its size.
+    pub(super) fn strike(&mut self, kind: FaultKind) -> Option<(Option<usize>, i64)> {
+        let now = self.now;
+        let range =
+            |rng: &mut ChaCha8Rng, lo: u64, hi: u64| rng.random_range(lo * SECOND..=hi * SECOND);
+        match kind {
+            FaultKind::Crash => {
+                let host = self.random_host(false)?;
+                let down = range(&mut self.rng, 5, 60);
+                self.crash(host, Some(down));
+                Some((Some(host), down as i64))
+            }
+            FaultKind::Shutdown => {
+                let host = self.random_host(true)?;
+                let down = range(&mut self.rng, 5, 30);
+                self.handle(Event::Shutdown {
+                    host,
+                    restart_in: Some(down),
+                });
+                Some((Some(host), down as i64))
+            }
+            FaultKind::Pause => {
+                let host = self.random_host(false)?;
+                let stall = range(&mut self.rng, 1, 90);
+                self.pause(host, stall);
+                Some((Some(host), stall as i64))
+            }
+            FaultKind::Jump => {
+                let host = self.random_host(false)?;
+                let step = range(&mut self.rng, 1, 120) as i64;
+                let step = if self.rng.random_bool(0.5) {
+                    step
+                } else {
+                    -step
+                };
+                self.hosts[host].clock.offset_ms += step;
+                Some((Some(host), step))
+            }
+            FaultKind::Throttle => {
+                let window = range(&mut self.rng, 5, 60);
+                self.throttle_until = self.throttle_until.max(now + window);
+                Some((None, window as i64))
+            }
+            FaultKind::Spike => {
+                let window = range(&mut self.rng, 5, 30);
+                self.spike_until = self.spike_until.max(now + window);
+                self.spike_ms = self.rng.random_range(200..=8_000);
+                Some((None, window as i64))
+            }
+            FaultKind::Timeout => {
+                let host = self.random_host(false)?;
+                let window = range(&mut self.rng, 1, 20);
+                self.hosts[host].lose_until = now + window;
+                Some((Some(host), window as i64))
+            }
+            FaultKind::Partition => {
+                let host = self.random_host(false)?;
+                let window = range(&mut self.rng, 5, 90);
+                self.hosts[host].cut_until = now + window;
+                Some((Some(host), window as i64))
+            }
+            FaultKind::Skew | FaultKind::Drift => None,
+        }
+    }
+
+    /// Every fault ends; hosts a fault took down come back.
+    pub(super) fn heal(&mut self) {
+        self.healed = true;
+        self.throttle_until = 0;
+        self.spike_until = 0;
+        self.note(TraceEvent::Heal);
+        self.mark("heal".into());
+        for host in 0..self.hosts.len() {
+            let h = &mut self.hosts[host];
+            h.cut_until = 0;
+            h.lose_until = 0;
+            if h.paused_until.is_some() {
+                h.paused_until = Some(self.now);
+                let life = h.life;
+                self.push(self.now, Event::Resume { host, life });
+            }
+            if self.hosts[host].restart_pending {
+                self.push(self.now, Event::Boot { host });
+            }
+        }
+    }
+
+    /// The liveness deadline: the work must have settled, and nothing may be lost.
+    pub(super) fn deadline(&mut self) {
+        if !self.checker.covered() {
+            let missing = self.checker.spread();
+            self.violate(
+                ViolationKind::Liveness,
+                format!(
+                    "{:.0} s after the heal and the last change, some partition is not processed by exactly one live host (spread {missing})",
+                    self.cfg.settle().as_millis() as f64 / 1_000.0
+                ),
+            );
+        } else if self.cfg.strategy.needs_membership() && !self.checker.balanced() {
+            let spread = self.checker.spread();
+            self.violate(
+                ViolationKind::Liveness,
+                format!(
+                    "{:.0} s after the heal and the last change, the live hosts' loads still differ by {spread}",
+                    self.cfg.settle().as_millis() as f64 / 1_000.0
+                ),
+            );
+        }
+        let mut behind = Vec::new();
+        for p in 0..self.feeds.len() {
+            let produced = self.feeds[p].produced(self.now);
+            let committed = self.checker.committed(p as u32);
+            if committed < produced {
+                behind.push((p, committed, produced));
+                let waited = self.now - self.feeds[p].arrival(committed);
+                self.checker.max_lag_ms = self.checker.max_lag_ms.max(waited);
+            }
+        }
+        if let Some((p, committed, produced)) = behind.first() {
+            self.violate(
+                ViolationKind::EventLost,
+                format!(
+                    "at the end, {} partitions have unprocessed events; partition {p}: events {committed}..{produced}",
+                    behind.len()
+                ),
+            );
+        }
+    }
+}

@@ -1,0 +1,650 @@
+//! The discrete-event loop: hosts running the engine's own state machine, the
+//! engine's reference store behind a simulated network, the handlers, the faults,
+//! and the checker watching ground truth.
+//!
+//! - `handlers`: the workload's handlers, polling and checkpointing;
+//! - `store`: the network between hosts and the store, and the writes it checks;
+//! - `life`: boots, shutdowns, crashes, pauses, the faults and the heal.
+
+use super::checker::{Checker, ViolationKind};
+use super::clock::HostClock;
+use super::config::{Scenario, SimConfig, SimError};
+use super::cost::{self, Kind};
+use super::faults::FaultKind;
+use super::timeline::Timeline;
+use super::trace::{Trace, TraceEvent};
+use super::workload::Feed;
+use leasehold_engine::lease::{
+    Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Record, StopReason, StoreRequest,
+};
+use leasehold_engine::store::{Container, Document, Op, Reply, StoreError};
+use leasehold_engine::{Checkpoint, Epoch, HostId, Incarnation, LeaseToken, Millis, RequestId};
+use leasehold_engine::{PartitionKey, Session};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+mod handlers;
+mod life;
+mod store;
+
+#[derive(Debug)]
+enum Event {
+    Wake {
+        host: usize,
+        life: u64,
+    },
+    Arrive {
+        host: usize,
+        life: u64,
+        request: StoreRequest,
+        sent: u64,
+    },
+    Answer {
+        host: usize,
+        life: u64,
+        id: RequestId,
+        intent: Intent,
+        result: Result<Reply<Record>, StoreError>,
+    },
+    Poll {
+        host: usize,
+        life: u64,
+        partition: u32,
+        session: Session,
+    },
+    BatchDone {
+        host: usize,
+        life: u64,
+        partition: u32,
+        session: Session,
+    },
+    Boot {
+        host: usize,
+    },
+    Crash {
+        host: usize,
+        restart_in: Option<u64>,
+    },
+    Shutdown {
+        host: usize,
+        restart_in: Option<u64>,
+    },
+    Resume {
+        host: usize,
+        life: u64,
+    },
+    Fault(FaultKind),
+    Disturb,
+    Heal,
+    Deadline,
+}
+
+struct Scheduled {
+    at: u64,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    Down,
+    Up,
+    Leaving,
+}
+
+/// A handler processing one partition.
+#[derive(Debug)]
+struct Handler {
+    token: LeaseToken,
+    session: Session,
+    epoch: Epoch,
+    /// The next event to process.
+    next: u64,
+    /// Events in the batch in flight.
+    batch: Option<u64>,
+    /// Released or shutting down: finish the batch, checkpoint, then report stopped.
+    draining: bool,
+    /// Not paused.
+    running: bool,
+}
+
+struct Host {
+    name: HostId,
+    life: u64,
+    engine: Option<LeaseHost>,
+    clock: HostClock,
+    state: Life,
+    paused_until: Option<u64>,
+    /// Cannot reach the store before this.
+    cut_until: u64,
+    /// Replies are lost before this.
+    lose_until: u64,
+    wake: Option<u64>,
+    handlers: HashMap<u32, Handler>,
+    /// Drawn at first boot; kept across lives.
+    clock_drawn: bool,
+    up_since: Option<u64>,
+    /// After the graceful shutdown in progress, restart this long after.
+    restart_in: Option<u64>,
+    /// Down after a fault, with a restart scheduled.
+    restart_pending: bool,
+}
+
+/// What a finished run measured and found.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    /// The checker, with the measures and violations.
+    pub checker: Checker,
+    /// The trace's hash and length.
+    pub trace_hash: u64,
+    /// Events traced.
+    pub trace_events: u64,
+    /// The last trace events before the first violation (or the end).
+    pub tail: Vec<String>,
+    /// Store requests sent.
+    pub requests: u64,
+    /// Estimated request units.
+    pub ru: f64,
+    /// Host time up, in ms, summed over hosts.
+    pub host_up_ms: u64,
+    /// Requests throttled.
+    pub throttled: u64,
+    /// Requests answered with a timeout.
+    pub timeouts: u64,
+    /// Faults injected, by kind.
+    pub faults: Vec<(FaultKind, u64)>,
+    /// Events the source produced.
+    pub events_produced: u64,
+    /// True time at the end, in ms.
+    pub end: u64,
+    /// The ownership timeline, if asked for.
+    pub timeline: Option<Timeline>,
+    /// Simulator events handled.
+    pub steps: u64,
+}
+
+/// One run in progress.
+pub struct World {
+    cfg: SimConfig,
+    lease: LeaseConfig,
+    rng: ChaCha8Rng,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<Scheduled>>,
+    hosts: Vec<Host>,
+    store: Container<Record>,
+    feeds: Vec<Feed>,
+    index: HashMap<LeaseToken, u32>,
+    checker: Checker,
+    trace: Trace,
+    tail: Option<Vec<String>>,
+    timeline: Option<Timeline>,
+    throttle_until: u64,
+    spike_until: u64,
+    spike_ms: u64,
+    healed: bool,
+    requests: u64,
+    ru: f64,
+    host_up_ms: u64,
+    throttled: u64,
+    timeouts: u64,
+    fault_counts: HashMap<FaultKind, u64>,
+    steps: u64,
+}
+
+const SECOND: u64 = 1_000;
+
+impl World {
+    /// Sets up `cfg`; `timeline` records the ownership timeline for `--svg`.
+    pub fn new(cfg: &SimConfig, timeline: bool) -> Result<World, SimError> {
+        cfg.validate()?;
+        let lease = cfg.lease_config()?;
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let heal = cfg.heal_at().as_millis();
+        let feeds = (0..cfg.partitions)
+            .map(|p| {
+                let hot = if p == 0 { cfg.workload.hot_factor } else { 1.0 };
+                Feed::new(cfg.workload.rate * hot, rng.random_range(0..SECOND), heal)
+            })
+            .collect();
+        let index = lease
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
+        let mut world = World {
+            checker: Checker::new(cfg.partitions as usize, cfg.disturbance().as_millis()),
+            trace: Trace::new(cfg.trace_keep),
+            tail: None,
+            timeline: timeline.then(Timeline::default),
+            cfg: cfg.clone(),
+            lease,
+            rng,
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            hosts: Vec::new(),
+            store: Container::new(),
+            feeds,
+            index,
+            throttle_until: 0,
+            spike_until: 0,
+            spike_ms: 0,
+            healed: false,
+            requests: 0,
+            ru: 0.0,
+            host_up_ms: 0,
+            throttled: 0,
+            timeouts: 0,
+            fault_counts: HashMap::new(),
+            steps: 0,
+        };
+        world.plan();
+        Ok(world)
+    }
+
+    fn push(&mut self, at: u64, event: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        }));
+    }
+
+    fn add_host(&mut self, name: String) -> usize {
+        let name = HostId::from(name);
+        if let Some(t) = &mut self.timeline {
+            t.names.push(name.to_string());
+        }
+        self.hosts.push(Host {
+            name,
+            life: 0,
+            engine: None,
+            clock: HostClock {
+                boot: 0,
+                drift_ppm: 0,
+                offset_ms: 0,
+            },
+            state: Life::Down,
+            paused_until: None,
+            cut_until: 0,
+            lose_until: 0,
+            wake: None,
+            handlers: HashMap::new(),
+            clock_drawn: false,
+            up_since: None,
+            restart_in: None,
+            restart_pending: false,
+        });
+        self.hosts.len() - 1
+    }
+
+    /// Schedules the scenario's membership changes, the faults and the deadlines.
+    fn plan(&mut self) {
+        let cfg = self.cfg.clone();
+        let width = cfg.hosts.saturating_sub(1).to_string().len().max(2);
+        for i in 0..cfg.hosts {
+            self.add_host(format!("h{i:0width$}"));
+        }
+        let warmup = cfg.warmup.as_millis();
+        let heal = cfg.heal_at().as_millis();
+        let stagger = |rng: &mut ChaCha8Rng| rng.random_range(0..2 * SECOND);
+        let initial = match cfg.scenario {
+            Scenario::ScaleOut => cfg.from,
+            _ => cfg.hosts,
+        } as usize;
+        for host in 0..cfg.hosts as usize {
+            let at = if host < initial { 0 } else { warmup };
+            let at = at + stagger(&mut self.rng);
+            self.push(at, Event::Boot { host });
+        }
+        let hosts = cfg.hosts as usize;
+        let affected = cfg.affected as usize;
+        let interval = cfg.interval.as_millis();
+        match cfg.scenario {
+            Scenario::ScaleIn => {
+                for host in hosts - affected..hosts {
+                    self.push(
+                        warmup,
+                        Event::Shutdown {
+                            host,
+                            restart_in: None,
+                        },
+                    );
+                }
+            }
+            Scenario::Crash => {
+                for host in hosts - affected..hosts {
+                    self.push(
+                        warmup,
+                        Event::Crash {
+                            host,
+                            restart_in: None,
+                        },
+                    );
+                }
+            }
+            Scenario::RollingRestart => {
+                for old in 0..hosts {
+                    let name = format!("{}-r1", self.hosts[old].name);
+                    let new = self.add_host(name);
+                    let at = warmup + old as u64 * interval;
+                    self.push(at, Event::Boot { host: new });
+                    // The new pod is ready before the old one is terminated.
+                    self.push(
+                        at + 5 * SECOND,
+                        Event::Shutdown {
+                            host: old,
+                            restart_in: None,
+                        },
+                    );
+                }
+            }
+            Scenario::FlappingHost => {
+                let mut at = warmup;
+                while at < heal {
+                    self.push(
+                        at,
+                        Event::Crash {
+                            host: 0,
+                            restart_in: Some(20 * SECOND),
+                        },
+                    );
+                    at += interval;
+                }
+            }
+            _ => {}
+        }
+        self.push(warmup, Event::Disturb);
+        for (kind, _) in cfg.faults.enabled() {
+            if !kind.is_static() {
+                let gap = self.fault_gap(kind);
+                self.push(warmup + gap, Event::Fault(kind));
+            }
+        }
+        self.push(heal, Event::Heal);
+        self.push(cfg.deadline().as_millis(), Event::Deadline);
+    }
+
+    fn fault_gap(&mut self, kind: FaultKind) -> u64 {
+        let per_hour = match kind {
+            FaultKind::Throttle | FaultKind::Spike => self.cfg.faults.get(kind),
+            _ => self.cfg.faults.get(kind) * f64::from(self.cfg.hosts),
+        };
+        let mean = (3_600_000.0 / per_hour).clamp(1.0, 1e15) as u64;
+        // Uniform gaps with the given mean: integer draws keep runs identical
+        // everywhere, where a logarithm might differ in its last bit.
+        self.rng.random_range(1..=2 * mean)
+    }
+
+    /// Runs to the liveness deadline.
+    pub fn run(mut self) -> Finished {
+        while let Some(Reverse(next)) = self.queue.pop() {
+            self.now = next.at;
+            self.steps += 1;
+            if let Event::Deadline = next.event {
+                self.deadline();
+                break;
+            }
+            self.handle(next.event);
+        }
+        self.finish()
+    }
+
+    fn alive(&self, host: usize, life: u64) -> bool {
+        let h = &self.hosts[host];
+        h.life == life && h.engine.is_some()
+    }
+
+    /// Whether an event for `host` must wait for its pause to end; if so it is
+    /// scheduled again then.
+    fn deferred(&mut self, host: usize, event: Event) -> Option<Event> {
+        match self.hosts[host].paused_until {
+            Some(until) if until > self.now => {
+                self.push(until, event);
+                None
+            }
+            _ => Some(event),
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Wake { host, life } => {
+                let h = &mut self.hosts[host];
+                if h.life == life && h.wake == Some(self.now) && h.paused_until.is_none() {
+                    h.wake = None;
+                    self.feed(host, Input::Tick);
+                }
+            }
+            Event::Arrive {
+                host,
+                life,
+                request,
+                sent,
+            } => self.arrive(host, life, request, sent),
+            event @ (Event::Answer { .. } | Event::Poll { .. } | Event::BatchDone { .. }) => {
+                // Meant for one life of a host: dropped if that life is over, held
+                // while the host is paused.
+                let (Event::Answer { host, life, .. }
+                | Event::Poll { host, life, .. }
+                | Event::BatchDone { host, life, .. }) = &event
+                else {
+                    return;
+                };
+                let host = *host;
+                if !self.alive(host, *life) {
+                    return;
+                }
+                match self.deferred(host, event) {
+                    Some(Event::Answer {
+                        id, intent, result, ..
+                    }) => self.answer(host, id, intent, result),
+                    Some(Event::Poll {
+                        life,
+                        partition,
+                        session,
+                        ..
+                    }) => self.poll(host, life, partition, session),
+                    Some(Event::BatchDone {
+                        life,
+                        partition,
+                        session,
+                        ..
+                    }) => self.batch_done(host, life, partition, session),
+                    _ => {}
+                }
+            }
+            Event::Boot { host } => self.boot(host),
+            Event::Crash { host, restart_in } => self.crash(host, restart_in),
+            Event::Shutdown { host, restart_in } => {
+                let h = &mut self.hosts[host];
+                if h.state == Life::Up {
+                    h.state = Life::Leaving;
+                    h.restart_in = restart_in;
+                    let name = h.name.clone();
+                    self.checker.set_live(host, false, self.now);
+                    self.note(TraceEvent::Shutdown { host: name.clone() });
+                    self.mark(format!("{name} shuts down"));
+                    self.feed(host, Input::Shutdown);
+                }
+            }
+            Event::Resume { host, life } => self.resume(host, life),
+            Event::Fault(kind) => self.fault(kind),
+            Event::Disturb => self.checker.disturb(self.now),
+            Event::Heal => self.heal(),
+            Event::Deadline => {}
+        }
+    }
+
+    fn note(&mut self, event: TraceEvent) {
+        self.trace.record(self.now, event);
+    }
+
+    fn mark(&mut self, label: String) {
+        if let Some(t) = &mut self.timeline {
+            t.mark(self.now, label);
+        }
+    }
+
+    fn violate(&mut self, kind: ViolationKind, detail: String) {
+        if self.tail.is_none() {
+            self.tail = Some(self.trace.tail());
+        }
+        self.checker.violate(kind, self.now, detail);
+    }
+
+    /// Hands `first` to a host's engine, then carries out everything it asks for,
+    /// feeding back what the handlers answer at once.
+    fn feed(&mut self, host: usize, first: Input) {
+        let mut inputs = VecDeque::from([first]);
+        let mut outputs = Vec::new();
+        while let Some(input) = inputs.pop_front() {
+            let h = &mut self.hosts[host];
+            let Some(engine) = h.engine.as_mut() else {
+                break;
+            };
+            let now = h.clock.now(self.now);
+            if let Err(e) = engine.handle_input(now, input) {
+                let name = h.name.clone();
+                self.violate(
+                    ViolationKind::Driver,
+                    format!("{name} refused an input: {e}"),
+                );
+            }
+            let Some(engine) = self.hosts[host].engine.as_mut() else {
+                break;
+            };
+            while let Some(output) = engine.poll_output() {
+                outputs.push(output);
+            }
+            for output in outputs.drain(..) {
+                self.on_output(host, output, &mut inputs);
+            }
+        }
+        self.schedule_wake(host);
+    }
+
+    fn schedule_wake(&mut self, host: usize) {
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        let Some(next) = h.engine.as_ref().and_then(|e| e.poll_timeout()) else {
+            return;
+        };
+        let at = h.clock.true_at(next).max(now + 1);
+        if h.wake.is_none_or(|w| at < w || w < now) {
+            h.wake = Some(at);
+            let life = h.life;
+            self.push(at, Event::Wake { host, life });
+        }
+    }
+
+    fn on_output(&mut self, host: usize, output: Output, inputs: &mut VecDeque<Input>) {
+        match output {
+            Output::Request(request) => self.send(host, request),
+            Output::Start {
+                lease,
+                epoch,
+                session,
+                checkpoint,
+            } => self.start(host, lease, epoch, session, checkpoint),
+            Output::Stop {
+                lease,
+                session,
+                reason,
+                epoch,
+            } => {
+                let Some(&partition) = self.index.get(&lease) else {
+                    return;
+                };
+                let h = &mut self.hosts[host];
+                let Some(handler) = h.handlers.get_mut(&partition) else {
+                    return;
+                };
+                if handler.session != session {
+                    return;
+                }
+                let name = h.name.clone();
+                let lost = matches!(reason, StopReason::Lost(_));
+                if !lost && handler.batch.is_some() {
+                    handler.draining = true;
+                } else {
+                    self.end_handler(host, partition);
+                    if !lost {
+                        inputs.push_back(Input::Stopped { lease, session });
+                    }
+                }
+                self.note(TraceEvent::Stop {
+                    host: name,
+                    partition,
+                    epoch: epoch.0,
+                    reason,
+                });
+            }
+            Output::Checkpointed { .. } | Output::CheckpointRejected { .. } => {}
+            Output::ShutdownComplete => {
+                let name = self.hosts[host].name.clone();
+                self.note(TraceEvent::Down { host: name });
+                let restart = self.hosts[host].restart_in.take();
+                self.down(host);
+                if let Some(after) = restart {
+                    self.hosts[host].restart_pending = true;
+                    self.push(self.now + after, Event::Boot { host });
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> Finished {
+        let now = self.now;
+        for host in 0..self.hosts.len() {
+            if let Some(since) = self.hosts[host].up_since {
+                self.host_up_ms += now - since;
+            }
+        }
+        self.checker.finish(now);
+        if let Some(t) = &mut self.timeline {
+            t.finish(now);
+        }
+        let mut faults: Vec<(FaultKind, u64)> = self.fault_counts.into_iter().collect();
+        faults.sort_unstable();
+        let events_produced = self.feeds.iter().map(|f| f.produced(now)).sum();
+        Finished {
+            trace_hash: self.trace.hash(),
+            trace_events: self.trace.len(),
+            tail: self.tail.unwrap_or_else(|| self.trace.tail()),
+            checker: self.checker,
+            requests: self.requests,
+            ru: self.ru,
+            host_up_ms: self.host_up_ms,
+            throttled: self.throttled,
+            timeouts: self.timeouts,
+            faults,
+            events_produced,
+            end: now,
+            timeline: self.timeline,
+            steps: self.steps,
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The network between hosts and the store: latency, timeouts with unknown
+//! outcomes, throttling, and the ground-truth checks on every write the store applies.
+
+use super::*;
+
+impl World {
+    pub(super) fn latency(&mut self) -> u64 {
+        let (lo, hi) = self.cfg.network.latency_ms;
+        let mut ms = self.rng.random_range(lo..=hi);
+        let one_in = self.cfg.network.tail_one_in;
+        if one_in > 0 && self.rng.random_ratio(1, one_in) {
+            ms += self.rng.random_range(20..=200);
+        }
+        if self.spike_until > self.now {
+            ms += self.spike_ms;
+        }
+        ms
+    }
+
+    pub(super) fn send(&mut self, host: usize, request: StoreRequest) {
+        self.requests += 1;
+        let doc = match &request.op {
+            Op::Read { id, .. } | Op::Delete { id, .. } => Some(id.clone()),
+            Op::Replace { doc, .. } | Op::Create(doc) => Some(doc.id().clone()),
+            Op::ReadAll { .. } | Op::Batch { .. } => None,
+        };
+        let h = &self.hosts[host];
+        let (name, life, cut) = (h.name.clone(), h.life, h.cut_until > self.now);
+        self.note(TraceEvent::Request {
+            host: name,
+            intent: request.intent,
+            doc,
+        });
+        let timeout = self.cfg.network.request_timeout.as_millis();
+        if cut {
+            self.timeouts += 1;
+            let event = Event::Answer {
+                host,
+                life,
+                id: request.id,
+                intent: request.intent,
+                result: Err(StoreError::Timeout),
+            };
+            self.push(self.now + timeout, event);
+        } else {
+            let at = self.now + self.latency();
+            let sent = self.now;
+            self.push(
+                at,
+                Event::Arrive {
+                    host,
+                    life,
+                    request,
+                    sent,
+                },
+            );
+        }
+    }
+
+    /// A request reaches the store, which applies it (whether or not its sender is
+    /// still alive to hear the answer).
+    pub(super) fn arrive(&mut self, host: usize, life: u64, mut request: StoreRequest, sent: u64) {
+        if let Some(bug) = self.cfg.bug {
+            let before = leasehold_model::lease_before(&self.store, &request.op);
+            bug.tamper(&mut request, before.as_ref());
+        }
+        let StoreRequest { id, intent, op } = request;
+        let result = if self.throttle_until > self.now && self.rng.random_bool(0.5) {
+            self.throttled += 1;
+            let retry_after = Millis(self.rng.random_range(100..=2_000));
+            Err(StoreError::Throttled { retry_after })
+        } else {
+            self.apply(host, intent, op)
+        };
+        let h = &self.hosts[host];
+        let lost = h.lose_until > self.now || h.cut_until > self.now;
+        let at = self.now + self.latency();
+        let deadline = sent + self.cfg.network.request_timeout.as_millis();
+        let (at, result) = if lost || at > deadline {
+            self.timeouts += 1;
+            (deadline.max(self.now), Err(StoreError::Timeout))
+        } else {
+            (at, result)
+        };
+        self.push(
+            at,
+            Event::Answer {
+                host,
+                life,
+                id,
+                intent,
+                result,
+            },
+        );
+    }
+
+    /// Executes `op` on the reference store and checks what it did to a lease.
+    pub(super) fn apply(
+        &mut self,
+        host: usize,
+        intent: Intent,
+        op: Op<Record>,
+    ) -> Result<Reply<Record>, StoreError> {
+        let kind = Kind::of(&op);
+        let written = match &op {
+            Op::Replace {
+                doc: Record::Lease(doc),
+                ..
+            } => {
+                let before = self
+                    .store
+                    .read(&PartitionKey::new(doc.id.as_str()), &doc.id)
+                    .ok()
+                    .and_then(|s| match s.doc {
+                        Record::Lease(d) => Some(d),
+                        Record::Host(_) => None,
+                    });
+                Some((doc.clone(), before))
+            }
+            _ => None,
+        };
+        let result = self.store.execute(op);
+        let ru = cost::request_units(kind, &result);
+        self.ru += ru;
+        if let (Ok(_), Some((after, before))) = (&result, written) {
+            self.check_lease_write(host, intent, &after, before.as_ref());
+        }
+        result
+    }
+
+    pub(super) fn check_lease_write(
+        &mut self,
+        host: usize,
+        intent: Intent,
+        after: &LeaseDocument,
+        before: Option<&LeaseDocument>,
+    ) {
+        let Some(&partition) = self.index.get(&after.token) else {
+            return;
+        };
+        let position = |d: &LeaseDocument| {
+            d.checkpoint
+                .as_ref()
+                .and_then(|c| c.as_str().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let new = position(after);
+        let sender = self.hosts[host].name.clone();
+        if let Some(before) = before {
+            let old = position(before);
+            if new < old {
+                self.violate(
+                    ViolationKind::CheckpointMonotonicity,
+                    format!(
+                        "{sender}'s {intent:?} moved partition {partition}'s checkpoint back from {old} to {new}"
+                    ),
+                );
+            }
+            let same_epoch = after.epoch == before.epoch;
+            let handed_on = matches!(intent, Intent::Release | Intent::Handoff)
+                && after.epoch == before.epoch.next();
+            if after.owner != before.owner && after.epoch <= before.epoch {
+                self.violate(
+                    ViolationKind::Fencing,
+                    format!(
+                        "{sender}'s {intent:?} gave partition {partition} to {:?} at epoch {}, not above {:?}'s epoch {}: the epoch no longer fences the former owner",
+                        after.owner, after.epoch.0, before.owner, before.epoch.0
+                    ),
+                );
+            }
+            if intent.is_owner_write()
+                && (!before.is_owned_by(&sender) || !(same_epoch || handed_on))
+            {
+                self.violate(
+                    ViolationKind::Fencing,
+                    format!(
+                        "the store accepted {sender}'s {intent:?} of partition {partition} at epoch {} over epoch {} owned by {:?}",
+                        after.epoch.0, before.epoch.0, before.owner
+                    ),
+                );
+            }
+        }
+        let committed = self.checker.committed(partition);
+        if new > committed {
+            self.violate(
+                ViolationKind::EventLost,
+                format!(
+                    "{sender} stored checkpoint {new} for partition {partition}, but events from {committed} on were never processed"
+                ),
+            );
+        }
+        self.note(TraceEvent::Stored {
+            partition,
+            owner: after.owner.clone(),
+            epoch: after.epoch.0,
+            checkpoint: new,
+        });
+    }
+
+    pub(super) fn answer(
+        &mut self,
+        host: usize,
+        id: RequestId,
+        intent: Intent,
+        result: Result<Reply<Record>, StoreError>,
+    ) {
+        let status = match &result {
+            Ok(_) => 200,
+            Err(e) => e.status().code(),
+        };
+        let name = self.hosts[host].name.clone();
+        self.note(TraceEvent::Reply {
+            host: name,
+            intent,
+            status,
+        });
+        self.feed(host, Input::Response { id, result });
+    }
+}
