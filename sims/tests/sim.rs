@@ -3,6 +3,7 @@
 
 use leasehold_engine::{ExpiryRule, Millis};
 use leasehold_model::Bug;
+use leasehold_sims::sim::queue::QueueScenario;
 use leasehold_sims::sim::{
     self, FaultKind, Faults, Scenario, SimConfig, ViolationKind, parse_strategy, swarm,
 };
@@ -164,8 +165,8 @@ fn a_violation_report_names_the_seed_the_last_events_and_a_replay_command() {
     assert!(replay.contains("--bug same-epoch") && replay.contains("--hosts 4"));
 }
 
-/// CI's swarm: 500 seeds, each a random scenario, strategy and fault mix; every fault
-/// kind is drawn by many of them. Longer swarms: `leasehold sim swarm --seeds 0..10000`.
+/// CI's swarm: 500 seeds, each a random scenario, strategy and fault mix (100 of them
+/// queue runs); every fault kind is drawn by many of them. Longer swarms: `leasehold sim swarm --seeds 0..10000`.
 #[test]
 fn a_swarm_of_500_seeds_across_every_fault_kind_breaks_nothing() {
     let summary = swarm::run(0..500, |_, _| {});
@@ -177,8 +178,12 @@ fn a_swarm_of_500_seeds_across_every_fault_kind_breaks_nothing() {
             summary.faults
         );
     }
-    assert_eq!(summary.scenarios.len(), Scenario::ALL.len());
-    let static_kinds = (0..500).filter(|s| {
+    // Every lease scenario and every queue scenario (one seed in five is a queue run).
+    assert_eq!(
+        summary.scenarios.len(),
+        Scenario::ALL.len() + QueueScenario::ALL.len()
+    );
+    let static_kinds = (0..500).filter(|s| !swarm::is_queue_seed(*s)).filter(|s| {
         let f = swarm::draw(*s).faults;
         f.get(FaultKind::Skew) > 0.0 && f.get(FaultKind::Drift) > 0.0
     });
