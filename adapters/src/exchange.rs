@@ -23,6 +23,9 @@ pub(crate) trait Machine: Send + 'static {
     /// The request an output carries, or the output itself if it is not one.
     fn request(output: Self::Output) -> Result<(RequestId, Op<Self::Doc>), Self::Output>;
     fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input;
+    /// The error of a command whose task was cancelled (the runtime shutting down):
+    /// its outcome is unknown.
+    fn cancelled() -> Self::Error;
 }
 
 /// One engine client shared by every clone, with its store and clock.
@@ -85,9 +88,11 @@ impl<M: Machine, St: Store<M::Doc>> Exchange<M, St> {
         };
         match tokio::spawn(work).await {
             Ok(outcome) => outcome,
-            // The task neither panics (nothing in it unwraps) nor is aborted (nobody
-            // holds its handle but us); if it did, its panic is the caller's.
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
+            // Nothing in the task unwraps, and stores never panic; if one did, the
+            // panic is the caller's.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only a runtime shutting down cancels it.
+            Err(_) => Err(M::cancelled()),
         }
     }
 
@@ -178,6 +183,10 @@ impl Machine for queue::Consumer {
     fn response(id: RequestId, result: Result<Reply<queue::Message>, StoreError>) -> queue::Input {
         queue::Input::Response { id, result }
     }
+
+    fn cancelled() -> queue::QueueError {
+        queue::QueueError::Store(StoreError::Unavailable)
+    }
 }
 
 impl Machine for item_lease::Leaser {
@@ -212,5 +221,9 @@ impl Machine for item_lease::Leaser {
         result: Result<Reply<item_lease::Item>, StoreError>,
     ) -> item_lease::Input {
         item_lease::Input::Response { id, result }
+    }
+
+    fn cancelled() -> item_lease::ItemError {
+        item_lease::ItemError::Store(StoreError::Unavailable)
     }
 }
