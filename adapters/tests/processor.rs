@@ -304,21 +304,8 @@ async fn the_change_feed_is_processed_end_to_end_while_a_host_stops_midway() {
     let monitored = emulator.client("monitored", vec![]).await;
     let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
     let source = ChangeFeedSource::new(monitored.clone());
-    let write = |range: std::ops::Range<usize>| {
-        let monitored = monitored.clone();
-        async move {
-            for i in range {
-                let doc =
-                    serde_json::json!({"id": format!("doc-{i}"), "pk": format!("k{}", i % 7)});
-                monitored
-                    .create_item(format!("k{}", i % 7), &format!("doc-{i}"), &doc, None)
-                    .await
-                    .unwrap();
-            }
-        }
-    };
     let seen = Seen::default();
-    write(0..100).await;
+    write(&monitored, 7, 0..100).await;
     let hosts: Vec<Host> = vec![
         start("a", source.clone(), store.clone(), seen.clone()).await,
         start("b", source.clone(), store.clone(), seen.clone()).await,
@@ -339,7 +326,7 @@ async fn the_change_feed_is_processed_end_to_end_while_a_host_stops_midway() {
     let first = hosts.next().unwrap();
     first.stop.cancel();
     first.run.await.unwrap();
-    write(100..200).await;
+    write(&monitored, 7, 100..200).await;
     for _ in 0..120 {
         settle(1).await;
         sample(&mut positions).await;
@@ -352,14 +339,7 @@ async fn the_change_feed_is_processed_end_to_end_while_a_host_stops_midway() {
         positions.samples,
         positions.advances
     );
-    let ids: BTreeSet<String> = seen
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|(_, _, v)| serde_json::from_str::<serde_json::Value>(v).ok())
-        .filter_map(|v| v["id"].as_str().map(String::from))
-        .collect();
+    let ids = seen.document_ids();
     assert_eq!(ids.len(), 200, "every document processed at least once");
     for h in hosts {
         h.stop.cancel();
@@ -378,21 +358,8 @@ async fn documents_written_after_a_split_of_the_monitored_container_are_still_pr
     let monitored = emulator.client("monitored", vec![]).await;
     let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
     let source = ChangeFeedSource::new(monitored.clone());
-    let write = |range: std::ops::Range<usize>| {
-        let monitored = monitored.clone();
-        async move {
-            for i in range {
-                let doc =
-                    serde_json::json!({"id": format!("doc-{i}"), "pk": format!("k{}", i % 11)});
-                monitored
-                    .create_item(format!("k{}", i % 11), &format!("doc-{i}"), &doc, None)
-                    .await
-                    .unwrap();
-            }
-        }
-    };
     let seen = Seen::default();
-    write(0..60).await;
+    write(&monitored, 11, 0..60).await;
     let hosts = [
         start("a", source.clone(), store.clone(), seen.clone()).await,
         start("b", source.clone(), store.clone(), seen.clone()).await,
@@ -400,16 +367,9 @@ async fn documents_written_after_a_split_of_the_monitored_container_are_still_pr
     settle(60).await;
     let children = emulator.split("monitored", 0).await;
     assert_eq!(children.len(), 2);
-    write(60..120).await;
+    write(&monitored, 11, 60..120).await;
     settle(120).await;
-    let ids: BTreeSet<String> = seen
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|(_, _, v)| serde_json::from_str::<serde_json::Value>(v).ok())
-        .filter_map(|v| v["id"].as_str().map(String::from))
-        .collect();
+    let ids = seen.document_ids();
     assert_eq!(ids.len(), 120, "every document processed at least once");
     for h in hosts {
         h.stop.cancel();
@@ -518,6 +478,36 @@ fn the_checkpoint_position_check_catches_a_checkpoint_going_back() {
     assert!(positions.regressions.is_empty());
     positions.at("range-a", 8);
     assert_eq!(positions.regressions, ["lease range-a: lsn 9 -> 8"]);
+}
+
+/// Writes documents `range` to the monitored container, spread over `keys` logical
+/// partitions.
+async fn write(
+    monitored: &azure_data_cosmos::ContainerClient,
+    keys: usize,
+    range: std::ops::Range<usize>,
+) {
+    for i in range {
+        let pk = format!("k{}", i % keys);
+        let doc = serde_json::json!({"id": format!("doc-{i}"), "pk": pk});
+        monitored
+            .create_item(pk, &format!("doc-{i}"), &doc, None)
+            .await
+            .unwrap();
+    }
+}
+
+impl Seen {
+    /// The ids of the change-feed documents the handlers saw.
+    fn document_ids(&self) -> BTreeSet<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|(_, _, v)| serde_json::from_str::<serde_json::Value>(v).ok())
+            .filter_map(|v| v["id"].as_str().map(String::from))
+            .collect()
+    }
 }
 
 struct StoredCheckpoints(CosmosStore<Record>);

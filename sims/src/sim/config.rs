@@ -94,6 +94,19 @@ pub struct Network {
     pub request_timeout: Millis,
 }
 
+impl Network {
+    /// One request's one-way latency: the base range, a tail for one request in
+    /// `tail_one_in`, plus `extra` (a spike), in ms.
+    pub fn draw_latency(&self, rng: &mut impl rand::Rng, extra: u64) -> u64 {
+        let (lo, hi) = self.latency_ms;
+        let mut ms = rng.random_range(lo..=hi);
+        if self.tail_one_in > 0 && rng.random_ratio(1, self.tail_one_in) {
+            ms += rng.random_range(20..=200);
+        }
+        ms + extra
+    }
+}
+
 impl Default for Network {
     fn default() -> Self {
         Network {

@@ -1,5 +1,6 @@
 //! The faults the simulator injects, each switched on by giving it a rate.
 
+use rand::Rng;
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -85,6 +86,73 @@ impl FaultKind {
             .iter()
             .position(|k| *k == self)
             .unwrap_or_default()
+    }
+}
+
+impl FaultKind {
+    /// How long one fault of this kind lasts, in ms (for a clock jump: how far the
+    /// clock steps, either way), drawn the same way in every simulated world.
+    pub fn draw_size(self, rng: &mut impl Rng) -> i64 {
+        let mut secs = |lo: u64, hi: u64| {
+            i64::try_from(rng.random_range(lo * 1_000..=hi * 1_000)).unwrap_or(0)
+        };
+        match self {
+            FaultKind::Crash => secs(5, 60),
+            FaultKind::Shutdown => secs(5, 30),
+            FaultKind::Pause => secs(1, 90),
+            FaultKind::Jump => {
+                let step = secs(1, 120);
+                if rng.random_bool(0.5) { step } else { -step }
+            }
+            FaultKind::Throttle => secs(5, 60),
+            FaultKind::Spike => secs(5, 30),
+            FaultKind::Timeout => secs(1, 20),
+            FaultKind::Partition => secs(5, 90),
+            FaultKind::Skew | FaultKind::Drift => 0,
+        }
+    }
+}
+
+/// The store-wide fault windows: throttling and latency spikes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreWeather {
+    throttle_until: u64,
+    spike_until: u64,
+    spike_ms: u64,
+}
+
+impl StoreWeather {
+    /// Opens a throttling or spike window of `window` ms at true time `now`; a spike
+    /// adds 0.2–8 s of latency.
+    pub fn open(&mut self, kind: FaultKind, now: u64, window: u64, rng: &mut impl Rng) {
+        match kind {
+            FaultKind::Throttle => self.throttle_until = self.throttle_until.max(now + window),
+            FaultKind::Spike => {
+                self.spike_until = self.spike_until.max(now + window);
+                self.spike_ms = rng.random_range(200..=8_000);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the store throttles half its requests at `now`.
+    pub fn throttling(&self, now: u64) -> bool {
+        self.throttle_until > now
+    }
+
+    /// The latency a spike adds at `now`.
+    pub fn extra_latency(&self, now: u64) -> u64 {
+        if self.spike_until > now {
+            self.spike_ms
+        } else {
+            0
+        }
+    }
+
+    /// Ends every window (the heal).
+    pub fn clear(&mut self) {
+        self.throttle_until = 0;
+        self.spike_until = 0;
     }
 }
 

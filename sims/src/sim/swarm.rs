@@ -2,7 +2,7 @@
 //! faults, so that many seeds cover combinations no one thought to write down.
 
 use super::config::{Scenario, SimConfig, SimError};
-use super::faults::FaultKind;
+use super::faults::{FaultKind, Faults};
 use super::queue::{QueueConfig, QueueScenario, replay_command as queue_replay, simulate_queue};
 use super::{replay_command, simulate};
 use leasehold_engine::Millis;
@@ -32,7 +32,13 @@ pub fn draw(seed: u64) -> SimConfig {
     } else {
         Strategy::Cfp(CfpConfig::default())
     };
-    let mut faults = cfg.faults;
+    cfg.faults = draw_faults(&mut rng, cfg.faults);
+    cfg.trace_keep = 30;
+    cfg
+}
+
+/// Each fault kind on with probability 0.4, at a random rate.
+fn draw_faults(rng: &mut ChaCha8Rng, mut faults: Faults) -> Faults {
     for kind in FaultKind::ALL {
         if !rng.random_bool(0.4) {
             continue;
@@ -47,9 +53,7 @@ pub fn draw(seed: u64) -> SimConfig {
         };
         faults.set(kind, value);
     }
-    cfg.faults = faults;
-    cfg.trace_keep = 30;
-    cfg
+    faults
 }
 
 /// One seed that broke a property.
@@ -117,20 +121,7 @@ pub fn draw_queue(seed: u64) -> QueueConfig {
     cfg.batch = rng.random_range(1..=8);
     cfg.max_dequeue = rng.random_range(3..=6);
     cfg.fail_one_in = rng.random_range(10..=30);
-    let mut faults = cfg.faults;
-    for kind in FaultKind::ALL {
-        if !rng.random_bool(0.4) {
-            continue;
-        }
-        let value = match kind {
-            FaultKind::Skew => rng.random_range(1..=60) as f64,
-            FaultKind::Drift => rng.random_range(100..=10_000) as f64,
-            FaultKind::Throttle | FaultKind::Spike => rng.random_range(10..=60) as f64,
-            _ => rng.random_range(2..=30) as f64,
-        };
-        faults.set(kind, value);
-    }
-    cfg.faults = faults;
+    cfg.faults = draw_faults(&mut rng, cfg.faults);
     cfg.trace_keep = 30;
     cfg
 }

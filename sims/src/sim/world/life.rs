@@ -177,18 +177,16 @@ impl World {
     /// Applies one fault of `kind`; returns the host it hit and its size.
     pub(super) fn strike(&mut self, kind: FaultKind) -> Option<(Option<usize>, i64)> {
         let now = self.now;
-        let range =
-            |rng: &mut ChaCha8Rng, lo: u64, hi: u64| rng.random_range(lo * SECOND..=hi * SECOND);
         match kind {
             FaultKind::Crash => {
                 let host = self.random_host(false)?;
-                let down = range(&mut self.rng, 5, 60);
+                let down = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
                 self.crash(host, Some(down));
                 Some((Some(host), down as i64))
             }
             FaultKind::Shutdown => {
                 let host = self.random_host(true)?;
-                let down = range(&mut self.rng, 5, 30);
+                let down = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
                 self.handle(Event::Shutdown {
                     host,
                     restart_in: Some(down),
@@ -197,41 +195,31 @@ impl World {
             }
             FaultKind::Pause => {
                 let host = self.random_host(false)?;
-                let stall = range(&mut self.rng, 1, 90);
+                let stall = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
                 self.pause(host, stall);
                 Some((Some(host), stall as i64))
             }
             FaultKind::Jump => {
                 let host = self.random_host(false)?;
-                let step = range(&mut self.rng, 1, 120) as i64;
-                let step = if self.rng.random_bool(0.5) {
-                    step
-                } else {
-                    -step
-                };
+                let step = kind.draw_size(&mut self.rng);
                 self.hosts[host].clock.offset_ms += step;
                 Some((Some(host), step))
             }
-            FaultKind::Throttle => {
-                let window = range(&mut self.rng, 5, 60);
-                self.throttle_until = self.throttle_until.max(now + window);
-                Some((None, window as i64))
-            }
-            FaultKind::Spike => {
-                let window = range(&mut self.rng, 5, 30);
-                self.spike_until = self.spike_until.max(now + window);
-                self.spike_ms = self.rng.random_range(200..=8_000);
-                Some((None, window as i64))
+            FaultKind::Throttle | FaultKind::Spike => {
+                let window = kind.draw_size(&mut self.rng);
+                let window_ms = u64::try_from(window).unwrap_or(0);
+                self.weather.open(kind, now, window_ms, &mut self.rng);
+                Some((None, window))
             }
             FaultKind::Timeout => {
                 let host = self.random_host(false)?;
-                let window = range(&mut self.rng, 1, 20);
+                let window = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
                 self.hosts[host].lose_until = now + window;
                 Some((Some(host), window as i64))
             }
             FaultKind::Partition => {
                 let host = self.random_host(false)?;
-                let window = range(&mut self.rng, 5, 90);
+                let window = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
                 self.hosts[host].cut_until = now + window;
                 Some((Some(host), window as i64))
             }
@@ -242,8 +230,7 @@ impl World {
     /// Every fault ends; hosts a fault took down come back.
     pub(super) fn heal(&mut self) {
         self.healed = true;
-        self.throttle_until = 0;
-        self.spike_until = 0;
+        self.weather.clear();
         self.note(TraceEvent::Heal);
         self.mark("heal".into());
         for host in 0..self.hosts.len() {

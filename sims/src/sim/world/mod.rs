@@ -10,7 +10,7 @@ use super::checker::{Checker, ViolationKind};
 use super::clock::HostClock;
 use super::config::{Scenario, SimConfig, SimError};
 use super::cost::{self, Kind};
-use super::faults::FaultKind;
+use super::faults::{FaultKind, StoreWeather};
 use super::timeline::Timeline;
 use super::trace::{Trace, TraceEvent};
 use super::workload::Feed;
@@ -198,9 +198,7 @@ pub struct World {
     trace: Trace,
     tail: Option<Vec<String>>,
     timeline: Option<Timeline>,
-    throttle_until: u64,
-    spike_until: u64,
-    spike_ms: u64,
+    weather: StoreWeather,
     healed: bool,
     requests: u64,
     ru: f64,
@@ -247,9 +245,7 @@ impl World {
             store: Container::new(),
             feeds,
             index,
-            throttle_until: 0,
-            spike_until: 0,
-            spike_ms: 0,
+            weather: StoreWeather::default(),
             healed: false,
             requests: 0,
             ru: 0.0,

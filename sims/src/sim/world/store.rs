@@ -5,16 +5,8 @@ use super::*;
 
 impl World {
     pub(super) fn latency(&mut self) -> u64 {
-        let (lo, hi) = self.cfg.network.latency_ms;
-        let mut ms = self.rng.random_range(lo..=hi);
-        let one_in = self.cfg.network.tail_one_in;
-        if one_in > 0 && self.rng.random_ratio(1, one_in) {
-            ms += self.rng.random_range(20..=200);
-        }
-        if self.spike_until > self.now {
-            ms += self.spike_ms;
-        }
-        ms
+        let extra = self.weather.extra_latency(self.now);
+        self.cfg.network.draw_latency(&mut self.rng, extra)
     }
 
     pub(super) fn send(&mut self, host: usize, request: StoreRequest) {
@@ -65,7 +57,7 @@ impl World {
             bug.tamper(&mut request, before.as_ref());
         }
         let StoreRequest { id, intent, op } = request;
-        let result = if self.throttle_until > self.now && self.rng.random_bool(0.5) {
+        let result = if self.weather.throttling(self.now) && self.rng.random_bool(0.5) {
             self.throttled += 1;
             let retry_after = Millis(self.rng.random_range(100..=2_000));
             Err(StoreError::Throttled { retry_after })

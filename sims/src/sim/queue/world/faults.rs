@@ -28,14 +28,12 @@ impl QueueWorld {
 
     pub(super) fn strike(&mut self, kind: FaultKind) -> Option<(Option<usize>, i64)> {
         let now = self.now;
-        let range =
-            |rng: &mut ChaCha8Rng, lo: u64, hi: u64| rng.random_range(lo * SECOND..=hi * SECOND);
         match kind {
             // A consumer dies holding its messages; a graceful shutdown of a queue
             // consumer is the same as far as its locks go.
             FaultKind::Crash | FaultKind::Shutdown => {
                 let c = self.random_up()?;
-                let down = range(&mut self.rng, 5, 60);
+                let down = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
                 let client = &mut self.clients[c];
                 client.consumer = None;
                 client.working.clear();
@@ -45,7 +43,7 @@ impl QueueWorld {
             }
             FaultKind::Pause => {
                 let c = self.random_up()?;
-                let stall = range(&mut self.rng, 1, 90);
+                let stall = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
                 let life = self.clients[c].life;
                 self.clients[c].paused_until = Some(now + stall);
                 self.push(now + stall, Event::Resume { c, life });
@@ -53,35 +51,25 @@ impl QueueWorld {
             }
             FaultKind::Jump => {
                 let c = self.random_up()?;
-                let step = range(&mut self.rng, 1, 120) as i64;
-                let step = if self.rng.random_bool(0.5) {
-                    step
-                } else {
-                    -step
-                };
+                let step = kind.draw_size(&mut self.rng);
                 self.clients[c].clock.offset_ms += step;
                 Some((Some(c), step))
             }
-            FaultKind::Throttle => {
-                let window = range(&mut self.rng, 5, 60);
-                self.throttle_until = self.throttle_until.max(now + window);
-                Some((None, window as i64))
-            }
-            FaultKind::Spike => {
-                let window = range(&mut self.rng, 5, 30);
-                self.spike_until = self.spike_until.max(now + window);
-                self.spike_ms = self.rng.random_range(200..=8_000);
-                Some((None, window as i64))
+            FaultKind::Throttle | FaultKind::Spike => {
+                let window = kind.draw_size(&mut self.rng);
+                let window_ms = u64::try_from(window).unwrap_or(0);
+                self.weather.open(kind, now, window_ms, &mut self.rng);
+                Some((None, window))
             }
             FaultKind::Timeout => {
                 let c = self.random_up()?;
-                let window = range(&mut self.rng, 1, 20);
+                let window = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
                 self.clients[c].lose_until = now + window;
                 Some((Some(c), window as i64))
             }
             FaultKind::Partition => {
                 let c = self.random_up()?;
-                let window = range(&mut self.rng, 5, 90);
+                let window = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
                 self.clients[c].cut_until = now + window;
                 Some((Some(c), window as i64))
             }
@@ -91,8 +79,7 @@ impl QueueWorld {
 
     pub(super) fn heal(&mut self) {
         self.healed = true;
-        self.throttle_until = 0;
-        self.spike_until = 0;
+        self.weather.clear();
         self.note(QueueEvent::Heal);
         self.truth.heal(self.now);
         for c in 0..self.clients.len() {

@@ -8,7 +8,7 @@ use super::config::QueueConfig;
 use super::truth::Truth;
 use crate::sim::clock::HostClock;
 use crate::sim::cost::{Kind, request_units};
-use crate::sim::faults::FaultKind;
+use crate::sim::faults::{FaultKind, StoreWeather};
 use crate::sim::trace::Trace;
 use leasehold_engine::lock::LockToken;
 use leasehold_engine::queue::{
@@ -163,9 +163,7 @@ pub struct QueueWorld {
     truth: Truth,
     trace: Trace<QueueEvent>,
     tail: Option<Vec<String>>,
-    throttle_until: u64,
-    spike_until: u64,
-    spike_ms: u64,
+    weather: StoreWeather,
     healed: bool,
     steps: u64,
     requests: u64,
@@ -229,9 +227,7 @@ impl QueueWorld {
             clients,
             producer,
             tail: None,
-            throttle_until: 0,
-            spike_until: 0,
-            spike_ms: 0,
+            weather: StoreWeather::default(),
             healed: false,
             steps: 0,
             requests: 0,

@@ -5,16 +5,8 @@ use super::*;
 
 impl QueueWorld {
     pub(super) fn latency(&mut self) -> u64 {
-        let (lo, hi) = self.cfg.network.latency_ms;
-        let mut ms = self.rng.random_range(lo..=hi);
-        let one_in = self.cfg.network.tail_one_in;
-        if one_in > 0 && self.rng.random_ratio(1, one_in) {
-            ms += self.rng.random_range(20..=200);
-        }
-        if self.spike_until > self.now {
-            ms += self.spike_ms;
-        }
-        ms
+        let extra = self.weather.extra_latency(self.now);
+        self.cfg.network.draw_latency(&mut self.rng, extra)
     }
 
     pub(super) fn send(&mut self, c: usize, mut request: QueueRequest) {
@@ -81,7 +73,7 @@ impl QueueWorld {
 
     /// A request reaches the store, which applies it whether or not anyone hears.
     pub(super) fn arrive(&mut self, c: usize, life: u64, request: QueueRequest, answer: bool) {
-        let throttled = self.throttle_until > self.now && self.rng.random_bool(0.5);
+        let throttled = self.weather.throttling(self.now) && self.rng.random_bool(0.5);
         let kind = Kind::of(&request.op);
         let result = if throttled {
             Err(StoreError::Throttled {
