@@ -298,12 +298,7 @@ async fn leases_on_the_emulator_are_shared_and_released_and_their_ru_is_counted(
 
 #[tokio::test(start_paused = true)]
 async fn the_change_feed_is_processed_end_to_end_while_a_host_stops_midway() {
-    let emulator = Emulator::new();
-    emulator.container("monitored", "/pk", 3);
-    emulator.container("leases", "/id", 1);
-    let monitored = emulator.client("monitored", vec![]).await;
-    let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
-    let source = ChangeFeedSource::new(monitored.clone());
+    let (_emulator, monitored, store, source) = change_feed_rig(3).await;
     let seen = Seen::default();
     write(&monitored, 7, 0..100).await;
     let hosts: Vec<Host> = vec![
@@ -352,12 +347,7 @@ async fn the_change_feed_is_processed_end_to_end_while_a_host_stops_midway() {
 /// lost.
 #[tokio::test(start_paused = true)]
 async fn documents_written_after_a_split_of_the_monitored_container_are_still_processed() {
-    let emulator = Emulator::new();
-    emulator.container("monitored", "/pk", 2);
-    emulator.container("leases", "/id", 1);
-    let monitored = emulator.client("monitored", vec![]).await;
-    let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
-    let source = ChangeFeedSource::new(monitored.clone());
+    let (emulator, monitored, store, source) = change_feed_rig(2).await;
     let seen = Seen::default();
     write(&monitored, 11, 0..60).await;
     let hosts = [
@@ -478,6 +468,26 @@ fn the_checkpoint_position_check_catches_a_checkpoint_going_back() {
     assert!(positions.regressions.is_empty());
     positions.at("range-a", 8);
     assert_eq!(positions.regressions, ["lease range-a: lsn 9 -> 8"]);
+}
+
+/// An emulator with a monitored container over `partitions` physical partitions and
+/// a lease container: the emulator, the monitored container, the lease store and the
+/// change feed source.
+async fn change_feed_rig(
+    partitions: u32,
+) -> (
+    Emulator,
+    azure_data_cosmos::ContainerClient,
+    CosmosStore<Record>,
+    ChangeFeedSource,
+) {
+    let emulator = Emulator::new();
+    emulator.container("monitored", "/pk", partitions);
+    emulator.container("leases", "/id", 1);
+    let monitored = emulator.client("monitored", vec![]).await;
+    let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
+    let source = ChangeFeedSource::new(monitored.clone());
+    (emulator, monitored, store, source)
 }
 
 /// Writes documents `range` to the monitored container, spread over `keys` logical

@@ -12,8 +12,8 @@ use crate::sim::faults::{FaultKind, StoreWeather};
 use crate::sim::trace::Trace;
 use leasehold_engine::lock::LockToken;
 use leasehold_engine::queue::{
-    Consumer, Delivery, Input, Message, MessageName, MessageState, Output, QueueError, QueueIntent,
-    QueueRequest,
+    Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, MessageState, Output,
+    QueueError, QueueIntent, QueueRequest,
 };
 use leasehold_engine::store::{Container, Op, Reply, StoreError};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, RequestId};
@@ -160,6 +160,8 @@ pub struct QueueWorld {
     store: Container<Message>,
     clients: Vec<Client>,
     producer: Consumer,
+    /// The consumers' settings, built once.
+    consumer_config: ConsumerConfig,
     truth: Truth,
     trace: Trace<QueueEvent>,
     tail: Option<Vec<String>>,
@@ -209,10 +211,11 @@ impl QueueWorld {
                 }
             })
             .collect();
+        let consumer_config = cfg.consumer_config();
         let producer = Consumer::new(
             HostId::from("producer"),
             Incarnation(0),
-            cfg.consumer_config(),
+            consumer_config.clone(),
         )
         .map_err(|e| super::QueueConfigError::Consumer(e.to_string()))?;
         let mut world = QueueWorld {
@@ -226,6 +229,7 @@ impl QueueWorld {
             store: Container::new(),
             clients,
             producer,
+            consumer_config,
             tail: None,
             weather: StoreWeather::default(),
             healed: false,
@@ -376,7 +380,7 @@ impl QueueWorld {
 
     fn produce(&mut self, i: u32) {
         let name = MessageName::new(format!("m{i:06}")).expect("a valid name");
-        let id = Message::id_for(&self.cfg.consumer_config().queue, &name);
+        let id = Message::id_for(&self.consumer_config.queue, &name);
         self.truth.enqueue(id, i, self.now);
         let input = Input::Enqueue {
             name,
@@ -440,7 +444,7 @@ impl QueueWorld {
     }
 
     fn boot(&mut self, c: usize) {
-        let cfg = self.cfg.consumer_config();
+        let cfg = self.consumer_config.clone();
         let client = &mut self.clients[c];
         client.life += 1;
         client.clock.boot = self.now;

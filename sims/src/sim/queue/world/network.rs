@@ -113,7 +113,7 @@ impl QueueWorld {
 
     /// The stored version of message `id`, before a write changes it.
     pub(super) fn current(&self, id: &DocId) -> Option<Message> {
-        let pk = leasehold_engine::PartitionKey::new(self.cfg.consumer_config().queue.as_str());
+        let pk = leasehold_engine::PartitionKey::new(self.consumer_config.queue.as_str());
         self.store.read(&pk, id).ok().map(|s| s.doc)
     }
 
