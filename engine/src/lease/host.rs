@@ -1,5 +1,6 @@
 //! The partition-lease host state machine.
 
+use super::agenda::Agenda;
 use super::membership::{BeatState, BeatStep, Heartbeat, Member};
 use super::slot::{Own, Processing, ReleaseTo, Slot};
 use super::{
@@ -81,6 +82,8 @@ pub struct LeaseHost {
     /// concern. A host sees every lease of the table, and visiting them all on every
     /// input made large tables quadratic. Exactly those slots after every input.
     pub(super) active: BTreeSet<LeaseToken>,
+    /// Which of those the next input must look at.
+    pub(super) agenda: Agenda,
     pub(super) members: BTreeMap<HostId, Member>,
     pub(super) beat: Heartbeat,
     pub(super) pending: BTreeMap<RequestId, Pending>,
@@ -177,6 +180,7 @@ impl LeaseHost {
             now: Now::default(),
             slots: BTreeMap::new(),
             active: BTreeSet::new(),
+            agenda: Agenda::default(),
             members: BTreeMap::new(),
             beat: Heartbeat::new(),
             pending: BTreeMap::new(),
@@ -263,13 +267,16 @@ impl LeaseHost {
                 session,
                 checkpoint,
             } => {
-                let own = self
+                let Some(own) = self
                     .slots
                     .get_mut(&lease)
                     .and_then(|s| s.own.as_mut())
                     .filter(|o| o.processing.session() == Some(session))
-                    .ok_or(InputError::NotProcessing { lease, session })?;
+                else {
+                    return Err(InputError::NotProcessing { lease, session });
+                };
                 own.checkpoint = Some(checkpoint);
+                self.touch(&lease);
             }
             Input::Stopped { lease, session } => {
                 // Idempotent: a late or duplicate acknowledgement changes nothing.
@@ -277,37 +284,13 @@ impl LeaseHost {
                     && own.processing == Processing::Draining(session)
                 {
                     own.processing = Processing::Idle;
+                    self.touch(&lease);
                 }
             }
         }
         self.drive(now);
-        self.prune_active();
+        self.check_agenda();
         Ok(())
-    }
-
-    /// Keeps [`active`](Self::active) exactly the owned and stale slots.
-    fn prune_active(&mut self) {
-        let slots = &self.slots;
-        self.active
-            .retain(|t| slots.get(t).is_some_and(|s| s.own.is_some() || s.stale));
-        debug_assert!(
-            slots
-                .iter()
-                .filter(|(_, s)| s.own.is_some() || s.stale)
-                .all(|(t, _)| self.active.contains(t)),
-            "an owned or stale lease is missing from the active index"
-        );
-    }
-
-    /// Notes that `token` may have become owned or stale.
-    pub(super) fn track(&mut self, token: &LeaseToken) {
-        if self
-            .slots
-            .get(token)
-            .is_some_and(|s| s.own.is_some() || s.stale)
-        {
-            self.active.insert(token.clone());
-        }
     }
 
     /// The next thing the driver must do, if any.
@@ -326,7 +309,6 @@ impl LeaseHost {
         let mut at = |t: LocalTime| wake = Some(wake.map_or(t, |w| w.min(t)));
         // Only what is not blocked on an answer counts: a deadline that is already due
         // but waits for a response must not make the driver spin.
-        let policy = &self.config.expiry;
         if self.phase == Phase::Running && !self.scanning {
             at(self.next_scan);
         }
@@ -340,28 +322,8 @@ impl LeaseHost {
                 .next_at
                 .max(self.beat.retry_at.unwrap_or(LocalTime::ZERO)));
         }
-        for slot in self.active.iter().filter_map(|t| self.slots.get(t)) {
-            let own = slot.own.as_ref();
-            if let Some(own) = own
-                && own.processing != Processing::Idle
-                && let Some(until) = own.authority_until
-            {
-                at(until);
-            }
-            if let Some(own) = own
-                && !own.fence_passed(policy, now)
-                && let Some(fence) = &own.fence
-            {
-                at(policy.expires_at(fence, now));
-            }
-            if slot.op.is_some() {
-                continue;
-            }
-            match (slot.retry_at, own) {
-                (Some(retry), _) if retry > now.local => at(retry),
-                (_, Some(own)) if !own.processing.is_draining() => at(own.next_renew),
-                _ => {}
-            }
+        if let Some(t) = self.agenda_wake() {
+            at(t);
         }
         wake.map(|t| t.max(now.local))
     }
@@ -410,9 +372,36 @@ impl LeaseHost {
         if self.phase == Phase::Finished {
             return;
         }
-        self.enforce_deadlines(now);
-        self.start_ready(now);
-        self.write_due(now);
+        let scope = self.scope(now.local);
+        let full = self.full_passes_for_check(now);
+        self.run_passes(now, &scope);
+        if let Some(full) = full {
+            assert!(
+                *self == full,
+                "passes over the agenda's leases differ from passes over every lease"
+            );
+        }
+        self.settle(&scope);
+    }
+
+    /// In debug builds, for a small table: the host as it would be after the passes
+    /// looked at every lease, to check the agenda against.
+    fn full_passes_for_check(&self, now: Now) -> Option<LeaseHost> {
+        if !cfg!(debug_assertions) || self.slots.len() > 64 {
+            return None;
+        }
+        let mut full = self.clone();
+        let every: Vec<LeaseToken> = full.slots.keys().cloned().collect();
+        full.run_passes(now, &every);
+        Some(full)
+    }
+
+    /// Acts on everything due at `now` among the leases in `scope` (in token order),
+    /// then on the table, the heartbeat and the phase.
+    fn run_passes(&mut self, now: Now, scope: &[LeaseToken]) {
+        self.enforce_deadlines(now, scope);
+        self.start_ready(now, scope);
+        self.write_due(now, scope);
         if self.phase == Phase::Running && self.replan_at.is_some_and(|t| now.local >= t) {
             self.rebalance(now);
         }
@@ -432,9 +421,9 @@ impl LeaseHost {
     }
 
     /// Stops processing wherever authority has run out.
-    fn enforce_deadlines(&mut self, now: Now) {
+    fn enforce_deadlines(&mut self, now: Now, scope: &[LeaseToken]) {
         let mut stops = Vec::new();
-        for token in &self.active {
+        for token in scope {
             let Some(slot) = self.slots.get_mut(token) else {
                 continue;
             };
@@ -458,13 +447,13 @@ impl LeaseHost {
     }
 
     /// Starts processing wherever this host holds authority and any fence is over.
-    fn start_ready(&mut self, now: Now) {
+    fn start_ready(&mut self, now: Now, scope: &[LeaseToken]) {
         if self.phase != Phase::Running {
             return;
         }
         let policy = self.config.expiry;
         let mut starts = Vec::new();
-        for token in &self.active {
+        for token in scope {
             let Some(slot) = self.slots.get_mut(token) else {
                 continue;
             };
@@ -495,9 +484,8 @@ impl LeaseHost {
     /// A handoff goes ahead only if its claimant is still alive and still claims the
     /// lease when the handler has stopped. Otherwise a running host keeps the lease
     /// (and starts it again); a host shutting down releases it to nobody.
-    fn recheck_handoffs(&mut self, now: Now) {
-        let abandoned: Vec<LeaseToken> = self
-            .active
+    fn recheck_handoffs(&mut self, now: Now, scope: &[LeaseToken]) {
+        let abandoned: Vec<LeaseToken> = scope
             .iter()
             .filter_map(|token| {
                 let own = self.slots.get(token)?.own.as_ref()?;
@@ -523,11 +511,10 @@ impl LeaseHost {
     }
 
     /// Sends re-reads and owner writes (renew, checkpoint, release) that are due.
-    fn write_due(&mut self, now: Now) {
-        self.recheck_handoffs(now);
+    fn write_due(&mut self, now: Now, scope: &[LeaseToken]) {
+        self.recheck_handoffs(now, scope);
         let policy = self.config.expiry;
-        let tokens: Vec<LeaseToken> = self
-            .active
+        let tokens: Vec<LeaseToken> = scope
             .iter()
             .filter(|token| {
                 self.slots
@@ -635,6 +622,7 @@ impl LeaseHost {
     pub(super) fn mark_in_flight(&mut self, token: &LeaseToken, id: RequestId) {
         if let Some(slot) = self.slots.get_mut(token) {
             slot.op = Some(id);
+            self.touch(token);
         }
     }
 
@@ -678,20 +666,26 @@ impl LeaseHost {
         let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut()) else {
             return;
         };
-        match (&own.release, &to) {
-            (None, _) => own.release = Some(to),
-            // A handoff already under way stays one; if its claimant is gone by the
-            // time the handler stops, the release goes to nobody instead.
-            (Some(_), _) => return,
+        // A handoff already under way stays one; if its claimant is gone by the time
+        // the handler stops, the release goes to nobody instead.
+        if own.release.is_some() {
+            return;
         }
-        if let Processing::Active(session) = own.processing {
-            own.processing = Processing::Draining(session);
-            let stop = Output::Stop {
-                lease: token.clone(),
-                epoch: own.epoch,
-                session,
-                reason: why,
-            };
+        own.release = Some(to);
+        let stop = match own.processing {
+            Processing::Active(session) => {
+                own.processing = Processing::Draining(session);
+                Some(Output::Stop {
+                    lease: token.clone(),
+                    epoch: own.epoch,
+                    session,
+                    reason: why,
+                })
+            }
+            _ => None,
+        };
+        self.touch(token);
+        if let Some(stop) = stop {
             self.emit(stop);
         }
     }
@@ -715,7 +709,7 @@ impl LeaseHost {
                 own.next_renew = t + renew;
             }
             slot.own = Some(own);
-            self.active.insert(token.clone());
+            self.touch(token);
         }
     }
 }

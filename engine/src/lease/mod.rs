@@ -3,6 +3,7 @@
 //!
 //! The host is sans-IO: see [`LeaseHost`] for the driving loop.
 
+mod agenda;
 mod config;
 mod document;
 mod host;

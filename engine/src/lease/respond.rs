@@ -57,6 +57,7 @@ impl LeaseHost {
     ) {
         let token = doc.token.clone();
         let learned = self.issued;
+        self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
         };
@@ -83,7 +84,7 @@ impl LeaseHost {
             // Applied or not? Only a read can tell whether this host owns the lease.
             Err(_) | Ok(_) => slot.stale = true,
         }
-        self.track(&token);
+        self.touch(&token);
     }
 
     fn on_write(
@@ -100,6 +101,7 @@ impl LeaseHost {
         let policy = self.config.expiry;
         let renew = self.config.renew_interval;
         let backoff = self.backoff();
+        self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
         };
@@ -129,7 +131,7 @@ impl LeaseHost {
             }
             Err(StoreError::PreconditionFailed) => {
                 slot.stale = true;
-                self.track(&token);
+                self.touch(&token);
                 self.lose(&token, LossCause::TakenOver);
             }
             Err(StoreError::NotFound) => {
@@ -154,13 +156,14 @@ impl LeaseHost {
             Err(_) | Ok(_) => {
                 requeue(slot, checkpoint);
                 slot.stale = true;
-                self.track(&token);
+                self.touch(&token);
             }
         }
     }
 
     fn on_read(&mut self, now: Now, token: LeaseToken, result: Answer) {
         let backoff = self.backoff();
+        self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
         };
@@ -187,6 +190,7 @@ impl LeaseHost {
             Phase::Running => None,
             _ => Some(ReleaseTo::Nobody),
         };
+        self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
         };
@@ -227,6 +231,9 @@ impl LeaseHost {
             .slots
             .entry(token.clone())
             .or_insert_with(|| Slot::new(doc.clone(), etag.clone(), now.local, learned));
+        // A lease neither owned nor stale before or after concerns no pass: touching
+        // every lease of every scan would make each scan's next input visit them all.
+        let was_active = slot.own.is_some() || slot.stale;
         slot.update(doc, etag, now.local, learned);
         let mine = slot.doc.is_owned_by(&self.me);
         let still_ours = slot
@@ -247,6 +254,9 @@ impl LeaseHost {
             }
             None => {}
         }
+        if was_active {
+            self.touch(token);
+        }
     }
 
     /// Forgets ownership of `token`, stopping its processing at once.
@@ -254,6 +264,7 @@ impl LeaseHost {
         let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.take()) else {
             return;
         };
+        self.touch(token);
         if let Some(session) = own.processing.session() {
             self.emit(Output::Stop {
                 lease: token.clone(),

@@ -81,10 +81,10 @@ impl LeaseHost {
                 if slot.own.is_some() {
                     // Make sure before giving up: the read's 404 stops processing.
                     slot.stale = true;
-                    self.active.insert(token.clone());
                 } else {
                     self.slots.remove(&token);
                 }
+                self.touch(&token);
             }
         }
     }
