@@ -3,7 +3,8 @@
 //! A host owning many leases used to look at every one of them on every input: a
 //! reply about one lease paid for a hundred. The agenda narrows each input to the
 //! leases that changed since the passes last looked at them, the leases whose next
-//! wake-up time has come, and the few whose needs hang on more than their own times.
+//! wake-up time has come, the handoffs whose claimant's heartbeat has just expired,
+//! and, under the timestamp rule, the few whose needs hang on the wall clock.
 //! A lease outside that scope would do nothing in the passes, so the host behaves
 //! exactly as if it had looked at them all; debug builds check that on every input
 //! of a host with a small table by running the full passes on a copy.
@@ -14,7 +15,7 @@
 use super::host::{LeaseHost, Phase};
 use super::slot::{Processing, ReleaseTo, Slot};
 use crate::expiry::ExpiryRule;
-use crate::ids::LeaseToken;
+use crate::ids::{HostId, LeaseToken};
 use crate::time::{LocalTime, Now};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
@@ -28,9 +29,18 @@ pub(super) struct Agenda {
     wakes: BTreeSet<(LocalTime, LeaseToken)>,
     /// The key of each lease's entry in `wakes`.
     wake_of: BTreeMap<LeaseToken, LocalTime>,
-    /// Leases looked at on every input, because what they wait for is not a time of
-    /// their own: a handoff waits on its claimant's heartbeat, and a fence under the
-    /// timestamp rule on the wall clock, which may step.
+    /// When the claimant of each lease being handed off stops counting as alive, at
+    /// which point the handoff must be called off. Not a wake-up for the driver: the
+    /// host has always noticed that at its next input, whatever it was.
+    rechecks: BTreeSet<(LocalTime, LeaseToken)>,
+    /// The key of each lease's entry in `rechecks`.
+    recheck_of: BTreeMap<LeaseToken, LocalTime>,
+    /// Leases being handed off: a scan that changes what the members claim concerns
+    /// them all.
+    handoffs: BTreeSet<LeaseToken>,
+    /// Leases looked at on every input because, under the timestamp rule, what they
+    /// wait for (a fence, a claimant's heartbeat) hangs on the wall clock, which may
+    /// step.
     watched: BTreeSet<LeaseToken>,
 }
 
@@ -64,12 +74,26 @@ impl LeaseHost {
         }
     }
 
+    /// Notes that what other hosts claim, or whether they are alive, may have
+    /// changed: every handoff must be checked again.
+    pub(super) fn touch_handoffs(&mut self) {
+        let handoffs = self.agenda.handoffs.iter().cloned();
+        self.agenda.dirty.extend(handoffs);
+    }
+
     /// The leases the passes must look at `now`, in token order; clears the changes.
     pub(super) fn scope(&mut self, now: LocalTime) -> Vec<LeaseToken> {
-        let mut scope = std::mem::take(&mut self.agenda.dirty);
-        let due = self.agenda.wakes.iter().take_while(|(at, _)| *at <= now);
-        scope.extend(due.map(|(_, token)| token.clone()));
-        scope.extend(self.agenda.watched.iter().cloned());
+        let agenda = &mut self.agenda;
+        let mut scope = std::mem::take(&mut agenda.dirty);
+        let due = |set: &BTreeSet<(LocalTime, LeaseToken)>| -> Vec<LeaseToken> {
+            set.iter()
+                .take_while(|(at, _)| *at <= now)
+                .map(|(_, token)| token.clone())
+                .collect()
+        };
+        scope.extend(due(&agenda.wakes));
+        scope.extend(due(&agenda.rechecks));
+        scope.extend(agenda.watched.iter().cloned());
         scope.into_iter().collect()
     }
 
@@ -88,7 +112,11 @@ impl LeaseHost {
         if let Some(at) = agenda.wake_of.remove(token) {
             agenda.wakes.remove(&(at, token.clone()));
         }
+        if let Some(at) = agenda.recheck_of.remove(token) {
+            agenda.rechecks.remove(&(at, token.clone()));
+        }
         agenda.watched.remove(token);
+        agenda.handoffs.remove(token);
         let Some(slot) = self.slots.get(token).filter(|s| s.own.is_some() || s.stale) else {
             self.active.remove(token);
             return;
@@ -96,19 +124,39 @@ impl LeaseHost {
         if !self.active.contains(token) {
             self.active.insert(token.clone());
         }
+        let handoff = claimant(slot).is_some();
+        if handoff {
+            self.agenda.handoffs.insert(token.clone());
+        }
         if self.is_watched(slot) {
             self.agenda.watched.insert(token.clone());
-        } else if let Some(at) = self.slot_wake(slot, self.now) {
+            return;
+        }
+        if let Some(at) = self.slot_wake(slot, self.now) {
             self.agenda.wakes.insert((at, token.clone()));
             self.agenda.wake_of.insert(token.clone(), at);
+        }
+        if let Some(at) = self.recheck_at(slot) {
+            self.agenda.rechecks.insert((at, token.clone()));
+            self.agenda.recheck_of.insert(token.clone(), at);
         }
     }
 
     fn is_watched(&self, slot: &Slot) -> bool {
-        slot.own.as_ref().is_some_and(|own| {
-            matches!(own.release, Some(ReleaseTo::Host { .. }))
-                || (own.fence.is_some() && self.config.expiry.rule == ExpiryRule::Timestamp)
-        })
+        let timestamp = self.config.expiry.rule == ExpiryRule::Timestamp;
+        timestamp
+            && slot
+                .own
+                .as_ref()
+                .is_some_and(|own| own.fence.is_some() || claimant(slot).is_some())
+    }
+
+    /// When a handoff's claimant stops counting as alive, if it still does.
+    fn recheck_at(&self, slot: &Slot) -> Option<LocalTime> {
+        let member = self.members.get(claimant(slot)?)?;
+        let now = self.now;
+        self.is_alive(member, now)
+            .then(|| self.config.expiry.expires_at(&member.observation(), now))
     }
 
     /// The earliest wake-up the agenda asks for: its first timed entry, or a watched
@@ -156,7 +204,8 @@ impl LeaseHost {
     }
 
     /// Checks, in debug builds, that the agenda and the active index are exactly what
-    /// the slots imply.
+    /// the slots imply. (Whether the scope of the passes was wide enough is checked
+    /// by running them over every lease: see `LeaseHost::drive`.)
     pub(super) fn check_agenda(&self) {
         if !cfg!(debug_assertions) || self.phase == Phase::Finished {
             return;
@@ -179,6 +228,11 @@ impl LeaseHost {
                 self.agenda.watched.contains(token),
                 self.agenda.wake_of.get(token).copied(),
             );
+            assert_eq!(
+                self.agenda.handoffs.contains(token),
+                claimant(slot).is_some(),
+                "{token}'s handoff is not in the agenda"
+            );
             if self.is_watched(slot) {
                 assert!(watched && timed.is_none(), "{token} should be watched");
             } else {
@@ -188,13 +242,31 @@ impl LeaseHost {
                     self.slot_wake(slot, self.now),
                     "{token}'s wake-up in the agenda is out of date"
                 );
+                assert_eq!(
+                    self.agenda.recheck_of.get(token).copied(),
+                    self.recheck_at(slot),
+                    "{token}'s handoff recheck in the agenda is out of date"
+                );
             }
         }
         assert_eq!(
             self.agenda.wakes.len(),
             self.agenda.wake_of.len(),
-            "the agenda's two indexes disagree"
+            "the agenda's wake-up indexes disagree"
         );
+        assert_eq!(
+            self.agenda.rechecks.len(),
+            self.agenda.recheck_of.len(),
+            "the agenda's recheck indexes disagree"
+        );
+    }
+}
+
+/// The host a lease is being handed to, if it is.
+fn claimant(slot: &Slot) -> Option<&HostId> {
+    match slot.own.as_ref()?.release.as_ref()? {
+        ReleaseTo::Host { to, .. } => Some(to),
+        ReleaseTo::Nobody => None,
     }
 }
 

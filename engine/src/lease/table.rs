@@ -67,6 +67,7 @@ impl LeaseHost {
         }
         if self.uses_heartbeats() {
             self.integrate_members(now, beats);
+            self.touch_handoffs();
         }
         let vanished: Vec<LeaseToken> = self
             .slots
