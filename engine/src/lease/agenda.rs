@@ -19,6 +19,7 @@ use crate::ids::{HostId, LeaseToken};
 use crate::time::{LocalTime, Now};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// Derived bookkeeping about which leases the next input must look at.
 #[derive(Clone, Debug, Default)]
@@ -42,6 +43,8 @@ pub(super) struct Agenda {
     /// wait for (a fence, a claimant's heartbeat) hangs on the wall clock, which may
     /// step.
     watched: BTreeSet<LeaseToken>,
+    /// The configured partitions in token order, to walk beside the slots.
+    partitions: Arc<Vec<LeaseToken>>,
 }
 
 impl PartialEq for Agenda {
@@ -54,6 +57,24 @@ impl Eq for Agenda {}
 
 impl Hash for Agenda {
     fn hash<H: Hasher>(&self, _: &mut H) {}
+}
+
+impl Agenda {
+    /// An empty agenda for a host configured with `partitions`.
+    pub(super) fn new(partitions: &[LeaseToken]) -> Agenda {
+        let mut sorted = partitions.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        Agenda {
+            partitions: Arc::new(sorted),
+            ..Agenda::default()
+        }
+    }
+
+    /// The configured partitions in token order, without repeats.
+    pub(super) fn partitions(&self) -> &[LeaseToken] {
+        &self.partitions
+    }
 }
 
 impl LeaseHost {

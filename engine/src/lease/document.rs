@@ -43,6 +43,22 @@ impl LeaseDocument {
         DocId::from(format!("{prefix}..{token}"))
     }
 
+    /// Whether this document's id is the one [`id_for`](Self::id_for) gives its
+    /// token in group `prefix` (a scan by prefix also lists longer groups' documents).
+    ///
+    /// ```
+    /// use leasehold_engine::lease::LeaseDocument;
+    /// use leasehold_engine::{LeaseToken, WallTime};
+    ///
+    /// let doc = LeaseDocument::new("orders-eu.", LeaseToken::from("7"), WallTime(0));
+    /// assert!(doc.has_own_id("orders-eu."));
+    /// assert!(!doc.has_own_id("orders"));
+    /// ```
+    pub fn has_own_id(&self, prefix: &str) -> bool {
+        let rest = self.id.as_str().strip_prefix(prefix);
+        rest.and_then(|r| r.strip_prefix("..")) == Some(self.token.as_str())
+    }
+
     /// A fresh, unowned lease at epoch 0 with no checkpoint.
     pub fn new(prefix: &str, token: LeaseToken, now: WallTime) -> LeaseDocument {
         LeaseDocument {

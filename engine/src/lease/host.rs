@@ -171,6 +171,7 @@ impl LeaseHost {
             return Err(ConfigError::BlankHostId(me));
         }
         config.validate()?;
+        let agenda = Agenda::new(&config.partitions);
         Ok(LeaseHost {
             me,
             incarnation,
@@ -180,7 +181,7 @@ impl LeaseHost {
             now: Now::default(),
             slots: BTreeMap::new(),
             active: BTreeSet::new(),
-            agenda: Agenda::default(),
+            agenda,
             members: BTreeMap::new(),
             beat: Heartbeat::new(),
             pending: BTreeMap::new(),

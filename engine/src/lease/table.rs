@@ -2,12 +2,13 @@
 
 use super::host::{LeaseHost, Phase, What};
 use super::slot::ReleaseTo;
+use super::slot::Slot;
 use super::{HostDocument, Intent, LeaseDocument, Record, StopReason};
 use crate::balance::{Action, LeaseStatus, LeaseView, Reason, TableView};
 use crate::ids::{Etag, HostId, LeaseToken};
 use crate::store::{Op, Reply, StoreError, Stored};
 use crate::time::{LocalTime, Now};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 impl LeaseHost {
     pub(super) fn on_scan(
@@ -44,21 +45,11 @@ impl LeaseHost {
     /// prefix, so group "orders" also reads group "orders-eu"'s documents.
     fn integrate_scan(&mut self, now: Now, seq: u64, items: Vec<Stored<Record>>) {
         let prefix = self.config.prefix.clone();
-        let mut listed = BTreeSet::new();
+        let mut leases = Vec::with_capacity(items.len());
         let mut beats: Vec<(HostDocument, Etag)> = Vec::new();
         for Stored { doc, etag } in items {
             match doc {
-                Record::Lease(doc) if doc.id == LeaseDocument::id_for(&prefix, &doc.token) => {
-                    let token = doc.token.clone();
-                    listed.insert(token.clone());
-                    let fresher = self
-                        .slots
-                        .get(&token)
-                        .is_none_or(|slot| slot.op.is_none() && slot.learned <= seq);
-                    if fresher {
-                        self.reconcile(now, &token, doc, etag);
-                    }
-                }
+                Record::Lease(doc) if doc.has_own_id(&prefix) => leases.push((doc, etag)),
                 Record::Host(doc) if doc.id == HostDocument::id_for(&prefix, &doc.host) => {
                     beats.push((doc, etag));
                 }
@@ -69,14 +60,17 @@ impl LeaseHost {
             self.integrate_members(now, beats);
             self.touch_handoffs();
         }
-        let vanished: Vec<LeaseToken> = self
-            .slots
-            .iter()
-            .filter(|(token, slot)| {
-                !listed.contains(*token) && slot.op.is_none() && slot.learned <= seq
-            })
-            .map(|(token, _)| token.clone())
-            .collect();
+        // The reference store lists by id, which orders tokens as the slots are
+        // ordered: then one walk over both does the work of a lookup per lease.
+        let (rest, vanished) = if leases.is_sorted_by(|(a, _), (b, _)| a.token < b.token) {
+            self.merge_sorted_scan(now, seq, leases)
+        } else {
+            self.merge_scan(seq, leases)
+        };
+        for (doc, etag) in rest {
+            let token = doc.token.clone();
+            self.reconcile(now, &token, doc, etag);
+        }
         for token in vanished {
             if let Some(slot) = self.slots.get_mut(&token) {
                 if slot.own.is_some() {
@@ -90,12 +84,89 @@ impl LeaseHost {
         }
     }
 
+    /// Folds in a scan's leases, listed in token order, that concern no pass: another
+    /// host's lease that this host neither owns nor must re-read, exactly as
+    /// [`reconcile`](Self::reconcile) would. Returns the leases left for `reconcile`,
+    /// in listing order, and the slots the scan did not list.
+    #[allow(clippy::type_complexity)]
+    fn merge_sorted_scan(
+        &mut self,
+        now: Now,
+        seq: u64,
+        leases: Vec<(LeaseDocument, Etag)>,
+    ) -> (Vec<(LeaseDocument, Etag)>, Vec<LeaseToken>) {
+        let learned = self.issued;
+        let me = &self.me;
+        let mut slots = self.slots.iter_mut().peekable();
+        let (mut rest, mut vanished) = (Vec::new(), Vec::new());
+        let mut unlisted = |token: &LeaseToken, slot: &Slot| {
+            if slot.op.is_none() && slot.learned <= seq {
+                vanished.push(token.clone());
+            }
+        };
+        for (doc, etag) in leases {
+            while let Some((token, slot)) = slots.next_if(|(t, _)| **t < doc.token) {
+                unlisted(token, slot);
+            }
+            match slots.next_if(|(t, _)| **t == doc.token) {
+                Some((_, slot)) if slot.op.is_some() || slot.learned > seq => {}
+                Some((_, slot)) if slot.own.is_none() && !slot.stale && !doc.is_owned_by(me) => {
+                    slot.update(doc, etag, now.local, learned);
+                }
+                _ => rest.push((doc, etag)),
+            }
+        }
+        for (token, slot) in slots {
+            unlisted(token, slot);
+        }
+        (rest, vanished)
+    }
+
+    /// The same for leases listed in any order (a real store's query).
+    #[allow(clippy::type_complexity)]
+    fn merge_scan(
+        &self,
+        seq: u64,
+        leases: Vec<(LeaseDocument, Etag)>,
+    ) -> (Vec<(LeaseDocument, Etag)>, Vec<LeaseToken>) {
+        let mut listed: Vec<&LeaseToken> = leases.iter().map(|(doc, _)| &doc.token).collect();
+        listed.sort_unstable();
+        let vanished = self
+            .slots
+            .iter()
+            .filter(|(token, slot)| {
+                listed.binary_search(token).is_err() && slot.op.is_none() && slot.learned <= seq
+            })
+            .map(|(token, _)| token.clone())
+            .collect();
+        let fresher = |doc: &LeaseDocument| {
+            self.slots
+                .get(&doc.token)
+                .is_none_or(|slot| slot.op.is_none() && slot.learned <= seq)
+        };
+        let rest = leases.into_iter().filter(|(doc, _)| fresher(doc)).collect();
+        (rest, vanished)
+    }
+
     fn create_missing(&mut self, now: Now) {
+        // One walk of the partitions in token order beside the slots finds what is
+        // absent; a lookup per partition on every scan cost more than the scan.
+        let mut slots = self.slots.keys().peekable();
+        let mut absent = Vec::new();
+        for token in self.agenda.partitions() {
+            while slots.next_if(|t| *t < token).is_some() {}
+            if slots.peek() != Some(&token) {
+                absent.push(token);
+            }
+        }
+        if absent.is_empty() {
+            return;
+        }
         let missing: Vec<LeaseToken> = self
             .config
             .partitions
             .iter()
-            .filter(|t| !self.slots.contains_key(*t) && !self.creating.contains(*t))
+            .filter(|t| absent.binary_search(t).is_ok() && !self.creating.contains(*t))
             .cloned()
             .collect();
         for token in missing {
