@@ -10,6 +10,9 @@ use crate::store::{Op, Reply, StoreError, Stored};
 use crate::time::{LocalTime, Now};
 use std::collections::BTreeMap;
 
+/// Lease documents of one scan with their etags, in listing order.
+type Listing = Vec<(LeaseDocument, Etag)>;
+
 impl LeaseHost {
     pub(super) fn on_scan(
         &mut self,
@@ -88,13 +91,12 @@ impl LeaseHost {
     /// host's lease that this host neither owns nor must re-read, exactly as
     /// [`reconcile`](Self::reconcile) would. Returns the leases left for `reconcile`,
     /// in listing order, and the slots the scan did not list.
-    #[allow(clippy::type_complexity)]
     fn merge_sorted_scan(
         &mut self,
         now: Now,
         seq: u64,
-        leases: Vec<(LeaseDocument, Etag)>,
-    ) -> (Vec<(LeaseDocument, Etag)>, Vec<LeaseToken>) {
+        leases: Listing,
+    ) -> (Listing, Vec<LeaseToken>) {
         let learned = self.issued;
         let me = &self.me;
         let mut slots = self.slots.iter_mut().peekable();
@@ -123,12 +125,7 @@ impl LeaseHost {
     }
 
     /// The same for leases listed in any order (a real store's query).
-    #[allow(clippy::type_complexity)]
-    fn merge_scan(
-        &self,
-        seq: u64,
-        leases: Vec<(LeaseDocument, Etag)>,
-    ) -> (Vec<(LeaseDocument, Etag)>, Vec<LeaseToken>) {
+    fn merge_scan(&self, seq: u64, leases: Listing) -> (Listing, Vec<LeaseToken>) {
         let mut listed: Vec<&LeaseToken> = leases.iter().map(|(doc, _)| &doc.token).collect();
         listed.sort_unstable();
         let vanished = self
