@@ -1060,3 +1060,87 @@ fn a_host_never_takes_back_a_lease_whose_handoff_is_in_flight() {
     assert_eq!(c.lease(&moving).owner, Some(HostId::from("b")));
     assert!(!c.nodes["a"].processing.contains_key(&lease(&moving)));
 }
+
+/// A real store lists a scan in any order. The host folds the reference store's
+/// listing, which is in id order, in one walk beside its slots; a listing out of order
+/// must come to exactly the same: leases owned by others, this host's own lease from
+/// an earlier life, missing leases created, and leases deleted under it.
+#[test]
+fn a_scan_listed_out_of_order_comes_to_the_same_as_one_listed_in_order() {
+    use leasehold_engine::lease::{LeaseConfig, LeaseDocument};
+    use leasehold_engine::store::{Container, Reply};
+    use leasehold_engine::{LocalTime, Now, PartitionKey, WallTime};
+
+    let run = |reverse: bool| {
+        let config = LeaseConfig {
+            partitions: (0..6).map(|i| lease(&i.to_string())).collect(),
+            ..LeaseConfig::default()
+        };
+        let prefix = config.prefix.clone();
+        let mut store = Container::<Record>::new();
+        for (token, owner) in [
+            ("1", Some("b")),
+            ("3", Some("b")),
+            ("4", None),
+            ("5", Some("a")),
+        ] {
+            let mut doc = LeaseDocument::new(&prefix, lease(token), WallTime(0));
+            doc.owner = owner.map(HostId::from);
+            store.create(Record::Lease(doc)).unwrap();
+        }
+        let mut host = LeaseHost::new(HostId::from("a"), config, Incarnation(1)).unwrap();
+        let (mut states, mut log) = (Vec::new(), Vec::new());
+        for second in 0..90u32 {
+            if second == 20 {
+                for token in ["1", "5"] {
+                    let id = LeaseDocument::id_for(&prefix, &lease(token));
+                    store
+                        .delete(&PartitionKey::new(id.as_str()), &id, None)
+                        .unwrap();
+                }
+            }
+            let ms = u64::from(second) * 1_000;
+            let now = Now::new(
+                LocalTime(ms),
+                WallTime(1_700_000_000_000 + i64::from(second) * 1_000),
+            );
+            let mut inputs = vec![Input::Tick];
+            while let Some(input) = inputs.pop() {
+                host.handle_input(now, input).unwrap();
+                while let Some(output) = host.poll_output() {
+                    if let Output::Request(req) = &output {
+                        let mut result = store.execute(req.op.clone());
+                        if let (true, Ok(Reply::ReadAll(items))) = (reverse, &mut result) {
+                            items.reverse();
+                        }
+                        inputs.push(Input::Response { id: req.id, result });
+                    }
+                    log.push(output);
+                }
+            }
+            states.push(host.clone());
+        }
+        (states, log)
+    };
+    let (states, log) = run(false);
+    // Every second, not just at the end: a later scan would overwrite a difference.
+    assert_eq!((states.clone(), log.clone()), run(true));
+    let in_order = states.last().unwrap();
+    let owned: Vec<String> = in_order
+        .leases()
+        .filter(|l| l.owned.is_some())
+        .map(|l| l.doc.token.to_string())
+        .collect();
+    assert_eq!(
+        owned,
+        ["0", "1", "2", "3", "4", "5"],
+        "missing and deleted leases created, free and expired ones taken"
+    );
+    assert!(
+        log.iter().any(|o| matches!(
+            o,
+            Output::Stop { lease: l, reason: StopReason::Lost(LossCause::Deleted), .. } if *l == lease("5")
+        )),
+        "the lease deleted under its owner stopped processing"
+    );
+}

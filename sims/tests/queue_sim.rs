@@ -87,19 +87,22 @@ fn with_bug(mut cfg: QueueConfig, bug: LockBug) -> QueueConfig {
     cfg
 }
 
+/// Runs `cfg` and checks that the run reports a violation of `kind`.
+fn assert_caught(cfg: &QueueConfig, kind: ViolationKind) {
+    let run = simulate_queue(cfg).unwrap();
+    assert!(
+        run.report.violated_kinds().contains(&kind),
+        "{kind:?} not caught: {:?}",
+        run.report.violation_counts
+    );
+}
+
 /// The seed's dequeue query takes messages whose lock still has time to run: two
 /// consumers process one message at once.
 #[test]
 fn the_seeds_dequeue_query_breaks_exclusivity() {
     let cfg = with_bug(small(QueueScenario::Queue, 1), LockBug::DequeueSeed);
-    let run = simulate_queue(&cfg).unwrap();
-    assert!(
-        run.report
-            .violated_kinds()
-            .contains(&ViolationKind::Exclusivity),
-        "{:?}",
-        run.report.violation_counts
-    );
+    assert_caught(&cfg, ViolationKind::Exclusivity);
     assert!(replay_command(&cfg).contains("--bug dequeue-seed"));
 }
 
@@ -111,14 +114,7 @@ fn a_dequeue_that_ignores_expired_locks_strands_a_crashed_consumers_messages() {
         small(QueueScenario::QueueCrash, 1),
         LockBug::DequeueNoExpired,
     );
-    let run = simulate_queue(&cfg).unwrap();
-    assert!(
-        run.report
-            .violated_kinds()
-            .contains(&ViolationKind::Liveness),
-        "{:?}",
-        run.report.violation_counts
-    );
+    assert_caught(&cfg, ViolationKind::Liveness);
 }
 
 /// Short locks, long latency spikes and lost replies: handlers overrun their authority
@@ -156,26 +152,12 @@ fn a_queue_whose_handlers_overrun_their_locks_still_drains() {
 #[test]
 fn a_blind_complete_by_a_stale_holder_is_caught_by_the_fencing_check() {
     let cfg = with_bug(overrun(1), LockBug::BlindComplete);
-    let run = simulate_queue(&cfg).unwrap();
-    assert!(
-        run.report
-            .violated_kinds()
-            .contains(&ViolationKind::Fencing),
-        "{:?}",
-        run.report.violation_counts
-    );
+    assert_caught(&cfg, ViolationKind::Fencing);
 }
 
 /// Claims without if-match let two consumers claim one message.
 #[test]
 fn a_blind_claim_breaks_exclusivity() {
     let cfg = with_bug(small(QueueScenario::Queue, 1), LockBug::BlindClaim);
-    let run = simulate_queue(&cfg).unwrap();
-    assert!(
-        run.report
-            .violated_kinds()
-            .contains(&ViolationKind::Exclusivity),
-        "{:?}",
-        run.report.violation_counts
-    );
+    assert_caught(&cfg, ViolationKind::Exclusivity);
 }
