@@ -31,7 +31,7 @@ impl Text {
         }
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             Text::Inline { len, bytes } => &bytes[..usize::from(*len)],
             Text::Shared(s) => s.as_bytes(),

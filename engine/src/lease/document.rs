@@ -55,8 +55,10 @@ impl LeaseDocument {
     /// assert!(!doc.has_own_id("orders"));
     /// ```
     pub fn has_own_id(&self, prefix: &str) -> bool {
-        let rest = self.id.as_str().strip_prefix(prefix);
-        rest.and_then(|r| r.strip_prefix("..")) == Some(self.token.as_str())
+        // Bytes, not `str`: a scan checks every lease of the table, and `as_str`
+        // re-checks UTF-8 each time.
+        let rest = self.id.as_bytes().strip_prefix(prefix.as_bytes());
+        rest.and_then(|r| r.strip_prefix(b"..")) == Some(self.token.as_bytes())
     }
 
     /// A fresh, unowned lease at epoch 0 with no checkpoint.

@@ -709,7 +709,7 @@ impl LeaseHost {
             if let Some(t) = sent_at {
                 own.next_renew = t + renew;
             }
-            slot.own = Some(own);
+            slot.own = Some(Box::new(own));
             self.touch(token);
         }
     }

@@ -23,8 +23,10 @@ pub(super) struct Slot {
     pub stale: bool,
     /// Throttled: do not write before this time.
     pub retry_at: Option<LocalTime>,
-    /// Present while this host owns the lease.
-    pub own: Option<Own>,
+    /// Present while this host owns the lease. Boxed because a host owns a small
+    /// share of the table, and every scan walks every slot: inline, it made each slot
+    /// 60 % larger.
+    pub own: Option<Box<Own>>,
 }
 
 impl Slot {

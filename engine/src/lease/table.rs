@@ -1,6 +1,7 @@
 //! The acquire cycle: read the lease table, judge it, plan, act.
 
 use super::host::{LeaseHost, Phase, What};
+use super::membership::Member;
 use super::slot::ReleaseTo;
 use super::slot::Slot;
 use super::{HostDocument, Intent, LeaseDocument, Record, StopReason};
@@ -48,13 +49,23 @@ impl LeaseHost {
     /// prefix, so group "orders" also reads group "orders-eu"'s documents.
     fn integrate_scan(&mut self, now: Now, seq: u64, items: Vec<Stored<Record>>) {
         let prefix = self.config.prefix.clone();
-        let mut leases = Vec::with_capacity(items.len());
+        let own_lease = |doc: &LeaseDocument| doc.has_own_id(&prefix);
+        // Heartbeats are few and leases are many: the leases are folded straight out
+        // of the reply, because moving a large table into a second list cost as much
+        // as folding it.
         let mut beats: Vec<(HostDocument, Etag)> = Vec::new();
-        for Stored { doc, etag } in items {
+        let mut sorted = true;
+        let mut last: Option<&LeaseToken> = None;
+        let mut ours = Vec::with_capacity(items.len());
+        for Stored { doc, etag } in &items {
+            ours.push(matches!(doc, Record::Lease(doc) if own_lease(doc)));
             match doc {
-                Record::Lease(doc) if doc.has_own_id(&prefix) => leases.push((doc, etag)),
+                Record::Lease(doc) if ours.last() == Some(&true) => {
+                    sorted &= last.is_none_or(|t| *t < doc.token);
+                    last = Some(&doc.token);
+                }
                 Record::Host(doc) if doc.id == HostDocument::id_for(&prefix, &doc.host) => {
-                    beats.push((doc, etag));
+                    beats.push((doc.clone(), etag.clone()));
                 }
                 Record::Lease(_) | Record::Host(_) => {}
             }
@@ -63,12 +74,20 @@ impl LeaseHost {
             self.integrate_members(now, beats);
             self.touch_handoffs();
         }
+        let leases =
+            items
+                .into_iter()
+                .zip(ours)
+                .filter_map(|(Stored { doc, etag }, ours)| match doc {
+                    Record::Lease(doc) if ours => Some((doc, etag)),
+                    _ => None,
+                });
         // The reference store lists by id, which orders tokens as the slots are
         // ordered: then one walk over both does the work of a lookup per lease.
-        let (rest, vanished) = if leases.is_sorted_by(|(a, _), (b, _)| a.token < b.token) {
+        let (rest, vanished) = if sorted {
             self.merge_sorted_scan(now, seq, leases)
         } else {
-            self.merge_scan(seq, leases)
+            self.merge_scan(seq, leases.collect())
         };
         for (doc, etag) in rest {
             let token = doc.token.clone();
@@ -95,7 +114,7 @@ impl LeaseHost {
         &mut self,
         now: Now,
         seq: u64,
-        leases: Listing,
+        leases: impl Iterator<Item = (LeaseDocument, Etag)>,
     ) -> (Listing, Vec<LeaseToken>) {
         let learned = self.issued;
         let me = &self.me;
@@ -176,16 +195,28 @@ impl LeaseHost {
 
     /// The lease table as this host judges it now.
     pub fn view(&self, now: Now) -> TableView {
+        self.judge(now).0
+    }
+
+    /// The table as judged now, and the earliest future moment at which a lease held
+    /// by another host, or a member's heartbeat, will count as expired. One walk over
+    /// the slots gives both: a scan of a large table is bound by reading the slots.
+    fn judge(&self, now: Now) -> (TableView, Option<LocalTime>) {
         let policy = &self.config.expiry;
         let mut claims: BTreeMap<&LeaseToken, Vec<HostId>> = BTreeMap::new();
         let mut members = Vec::new();
         // Members are in id order and this host is inserted at its place, so every
         // claimant list comes out sorted.
-        let live: Vec<&HostDocument> = self.live_members(now).map(|m| &m.doc).collect();
+        let live: Vec<&Member> = self.live_members(now).collect();
+        let mut next = live
+            .iter()
+            .map(|m| policy.expires_at(&m.observation(), now))
+            .filter(|t| *t > now.local)
+            .min();
         let mut published = HostDocument::new("", self.me.clone(), now.wall);
         published.claims = self.beat.published.clone();
-        let at = live.partition_point(|d| d.host < self.me);
-        let mut all = live;
+        let mut all: Vec<&HostDocument> = live.iter().map(|m| &m.doc).collect();
+        let at = all.partition_point(|d| d.host < self.me);
         all.insert(at, &published);
         for doc in all {
             if doc.host != self.me {
@@ -199,6 +230,12 @@ impl LeaseHost {
             .slots
             .iter()
             .map(|(token, slot)| {
+                if slot.own.is_none() && slot.doc.owner.as_ref().is_some_and(|o| *o != self.me) {
+                    let at = policy.expires_at(&slot.observation(), now);
+                    if at > now.local && next.is_none_or(|n| at < n) {
+                        next = Some(at);
+                    }
+                }
                 let owner = slot.doc.owner.clone().filter(|o| !o.is_blank());
                 let status = match &owner {
                     _ if slot.own.is_some() => LeaseStatus::Held,
@@ -215,16 +252,19 @@ impl LeaseHost {
                 }
             })
             .collect();
-        TableView {
+        let view = TableView {
             leases,
             members,
             now,
-        }
+        };
+        (view, next)
     }
 
     pub(super) fn rebalance(&mut self, now: Now) {
-        let view = self.view(now);
-        self.replan_at = self.next_expiry(now);
+        let (view, next) = self.judge(now);
+        self.replan_at = next;
+        #[cfg(debug_assertions)]
+        assert_eq!(next, self.next_expiry(now), "one walk judges as two did");
         let plan = self.config.strategy.plan(&view, &self.me);
         let mut claims = Vec::new();
         for action in plan.actions {
@@ -244,8 +284,8 @@ impl LeaseHost {
         self.beat.claims = claims;
     }
 
-    /// The earliest future moment at which a lease held by another host, or a
-    /// member's heartbeat, will count as expired.
+    /// [`judge`](Self::judge)'s second half on its own, as debug builds check it.
+    #[cfg(debug_assertions)]
     fn next_expiry(&self, now: Now) -> Option<LocalTime> {
         let policy = &self.config.expiry;
         let leases = self.slots.values().filter(|slot| {
