@@ -50,17 +50,18 @@ impl LeaseHost {
     fn integrate_scan(&mut self, now: Now, seq: u64, items: Vec<Stored<Record>>) {
         let prefix = self.config.prefix.clone();
         let own_lease = |doc: &LeaseDocument| doc.has_own_id(&prefix);
-        // Heartbeats are few and leases are many: the leases are folded straight out
-        // of the reply, because moving a large table into a second list cost as much
-        // as folding it.
+        // Heartbeats are few and leases are many: heartbeats are copied out, and the
+        // leases are folded straight out of the reply rather than moved to a second
+        // list first. This pass marks which documents are the group's leases.
         let mut beats: Vec<(HostDocument, Etag)> = Vec::new();
         let mut sorted = true;
         let mut last: Option<&LeaseToken> = None;
         let mut ours = Vec::with_capacity(items.len());
         for Stored { doc, etag } in &items {
-            ours.push(matches!(doc, Record::Lease(doc) if own_lease(doc)));
+            let lease = matches!(doc, Record::Lease(doc) if own_lease(doc));
+            ours.push(lease);
             match doc {
-                Record::Lease(doc) if ours.last() == Some(&true) => {
+                Record::Lease(doc) if lease => {
                     sorted &= last.is_none_or(|t| *t < doc.token);
                     last = Some(&doc.token);
                 }
