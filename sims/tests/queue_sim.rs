@@ -161,3 +161,52 @@ fn a_blind_claim_breaks_exclusivity() {
     let cfg = with_bug(small(QueueScenario::Queue, 1), LockBug::BlindClaim);
     assert_caught(&cfg, ViolationKind::Exclusivity);
 }
+
+/// Locks barely longer than the handlers, polls every 200 ms and clocks up to 10 %
+/// fast or slow, which the consumers are told to allow for with no margin on top (the
+/// tightest safe setting, as in the model): a fast-clocked rival sees a lock early and
+/// waits out its duration early, while a slow-clocked holder still works on the message.
+fn drifting(seed: u64) -> QueueConfig {
+    let mut cfg = small(QueueScenario::Queue, seed);
+    cfg.lock = Millis::from_secs(3);
+    cfg.poll = Millis(200);
+    cfg.drift_bound_ppm = 100_000;
+    cfg.margin = Millis::ZERO;
+    cfg.faults.set(FaultKind::Drift, 100_000.0);
+    cfg
+}
+
+/// The model checker's `lock-no-drift` counterexample at scale: without the `ρD`
+/// allowance a rival takes a message while its holder still has authority.
+#[test]
+fn consumers_that_assume_perfect_clocks_break_exclusivity_under_drift() {
+    let cfg = with_bug(drifting(1), LockBug::LockNoDrift);
+    assert_caught(&cfg, ViolationKind::Exclusivity);
+    let replay = replay_command(&cfg);
+    assert!(replay.contains("--margin 0ms"), "{replay}");
+    assert!(replay.contains("--faults drift=100000"), "{replay}");
+    assert!(replay.contains("--bug lock-no-drift"), "{replay}");
+}
+
+/// The sibling of the test above: the same runs with the shipped allowance keep
+/// every property (no margin helps them), and the variant itself is safe once the
+/// clocks keep time, so it is the drift that the allowance answers.
+#[test]
+fn the_drift_allowance_is_what_keeps_short_locks_exclusive() {
+    for seed in 1..=4 {
+        let run = simulate_queue(&drifting(seed)).unwrap();
+        assert!(
+            run.report.passed(),
+            "seed {seed}: {:?}",
+            run.report.violations
+        );
+        let mut perfect = with_bug(drifting(seed), LockBug::LockNoDrift);
+        perfect.faults.set(FaultKind::Drift, 0.0);
+        let run = simulate_queue(&perfect).unwrap();
+        assert!(
+            run.report.passed(),
+            "seed {seed}, perfect clocks: {:?}",
+            run.report.violations
+        );
+    }
+}

@@ -199,22 +199,16 @@ fn a_queue_run_prints_what_became_of_the_messages() {
     assert_eq!(run["completed"], 45);
 }
 
-#[test]
-fn a_queue_violation_exits_1_and_its_replay_command_reproduces_it() {
-    let out = sim(&[
-        "queue",
-        "--messages",
-        "40",
-        "--duration",
-        "2m",
-        "--bug",
-        "dequeue-seed",
-        "--json",
-    ]);
+/// Runs a queue scenario that must break `property`, then its replay command, and
+/// checks both exit 1 with the same trace.
+fn assert_queue_violation_replays(args: &[&str], property: &str) {
+    let mut first = args.to_vec();
+    first.push("--json");
+    let out = sim(&first);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("VIOLATION") && stderr.contains("exclusivity"),
+        stderr.contains("VIOLATION") && stderr.contains(property),
         "{stderr}"
     );
     let replay = stderr
@@ -230,4 +224,44 @@ fn a_queue_violation_exits_1_and_its_replay_command_reproduces_it() {
         json["runs"][0]["trace_hash"].as_str().unwrap().to_string()
     };
     assert_eq!(hash(&out), hash(&second));
+}
+
+#[test]
+fn a_queue_violation_exits_1_and_its_replay_command_reproduces_it() {
+    assert_queue_violation_replays(
+        &[
+            "queue",
+            "--messages",
+            "40",
+            "--duration",
+            "2m",
+            "--bug",
+            "dequeue-seed",
+        ],
+        "exclusivity",
+    );
+}
+
+/// A violation that needs drifting clocks, a short lock and fast polls replays with
+/// all three.
+#[test]
+fn a_clock_violation_replays_with_its_drift_lock_and_poll() {
+    assert_queue_violation_replays(
+        &[
+            "queue",
+            "--messages",
+            "120",
+            "--duration",
+            "5m",
+            "--lock",
+            "3s",
+            "--poll",
+            "200ms",
+            "--faults",
+            "drift=100000",
+            "--bug",
+            "lock-no-drift",
+        ],
+        "exclusivity",
+    );
 }

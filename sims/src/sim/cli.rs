@@ -70,6 +70,10 @@ pub struct SimArgs {
     /// The clock drift the hosts allow for, in ppm [default: 10000, 1%].
     #[arg(long, value_name = "PPM")]
     pub drift_bound: Option<u32>,
+    /// How much earlier than strictly needed a host or consumer gives up its authority
+    /// [default: 2s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub margin: Option<Millis>,
     /// Events per second per partition [default: 1].
     #[arg(long)]
     pub rate: Option<f64>,
@@ -179,6 +183,9 @@ pub fn config_of(
     }
     if let Some(v) = args.drift_bound {
         cfg.drift_bound_ppm = v;
+    }
+    if let Some(v) = args.margin {
+        cfg.margin = v;
     }
     if let Some(v) = args.rate {
         cfg.workload.rate = v;

@@ -163,6 +163,9 @@ pub struct SimConfig {
     /// The drift bound the hosts assume (ppm); clocks drifting beyond it break the
     /// protocol's assumption.
     pub drift_bound_ppm: u32,
+    /// How much earlier than strictly needed a host gives up its authority.
+    #[serde(serialize_with = "super::report::millis_as_s")]
+    pub margin: Millis,
     /// Faults and their rates.
     #[serde(serialize_with = "faults_text")]
     pub faults: Faults,
@@ -230,6 +233,7 @@ impl SimConfig {
             renew: Millis::from_secs(17),
             acquire: Millis::from_secs(13),
             drift_bound_ppm: 10_000,
+            margin: ExpiryPolicy::default().safety_margin,
             faults: Faults::NONE,
             workload: Workload::default(),
             network: Network::default(),
@@ -263,7 +267,7 @@ impl SimConfig {
             rule: self.expiry,
             duration: self.expiration,
             drift: Drift::ppm(self.drift_bound_ppm),
-            ..ExpiryPolicy::default()
+            safety_margin: self.margin,
         };
         // The variants that change settings rather than the wire, as in the model.
         match self.bug {

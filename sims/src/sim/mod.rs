@@ -122,6 +122,7 @@ pub fn replay_command(config: &SimConfig) -> String {
         config.drift_bound_ppm.to_string(),
         base.drift_bound_ppm.to_string(),
     );
+    flag("margin", secs(config.margin), secs(base.margin));
     let w = &config.workload;
     let b = &base.workload;
     flag("rate", w.rate.to_string(), b.rate.to_string());

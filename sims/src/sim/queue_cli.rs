@@ -57,6 +57,9 @@ pub fn config_of(args: &SimArgs, scenario: QueueScenario) -> Result<QueueConfig,
     if let Some(v) = args.lock {
         cfg.lock = v;
     }
+    if let Some(v) = args.margin {
+        cfg.margin = v;
+    }
     if let Some(v) = args.poll {
         cfg.poll = v;
     }

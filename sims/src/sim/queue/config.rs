@@ -92,6 +92,9 @@ pub struct QueueConfig {
     pub faults: Faults,
     /// The clock drift the consumers allow for, in ppm.
     pub drift_bound_ppm: u32,
+    /// How much earlier than strictly needed a consumer gives up its authority.
+    #[serde(serialize_with = "crate::sim::report::millis_as_s")]
+    pub margin: Millis,
     /// A known-bad variant of the queue (the model checker's).
     #[serde(skip)]
     pub bug: Option<LockBug>,
@@ -142,6 +145,7 @@ impl QueueConfig {
             poison_every,
             faults,
             drift_bound_ppm: 10_000,
+            margin: leasehold_engine::lock::LockPolicy::default().safety_margin,
             bug: None,
             network: Network::default(),
             trace_keep: 40,
@@ -179,6 +183,7 @@ impl QueueConfig {
         use leasehold_engine::queue::{ConsumerConfig, QueueName};
         let mut policy = leasehold_engine::lock::LockPolicy {
             drift: leasehold_engine::Drift::ppm(self.drift_bound_ppm),
+            safety_margin: self.margin,
             ..Default::default()
         };
         if self.bug == Some(LockBug::LockNoDrift) {

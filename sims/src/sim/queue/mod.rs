@@ -168,6 +168,7 @@ pub fn replay_command(config: &QueueConfig) -> String {
         config.drift_bound_ppm.to_string(),
         base.drift_bound_ppm.to_string(),
     );
+    flag("margin", ms(config.margin), ms(base.margin));
     flag("faults", config.faults.to_string(), base.faults.to_string());
     if let Some(bug) = config.bug {
         cmd.push_str(&format!(" --bug {}", bug.name()));
