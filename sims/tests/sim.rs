@@ -169,7 +169,7 @@ fn a_violation_report_names_the_seed_the_last_events_and_a_replay_command() {
 /// queue runs); every fault kind is drawn by many of them. Longer swarms: `leasehold sim swarm --seeds 0..10000`.
 #[test]
 fn a_swarm_of_500_seeds_across_every_fault_kind_breaks_nothing() {
-    let summary = swarm::run(0..500, |_, _| {});
+    let summary = swarm::run(0..500, swarm::Variant::Shipped, |_, _| {});
     assert_eq!(summary.seeds, 500);
     for kind in FaultKind::ALL.iter().filter(|k| !k.is_static()) {
         assert!(
@@ -199,4 +199,25 @@ fn a_swarm_of_500_seeds_across_every_fault_kind_breaks_nothing() {
             f.replay
         );
     }
+}
+
+/// The sibling of CI's swarm: the same draw running a known-bad variant reports the
+/// seeds that broke a property, each with a replay that breaks it again. A swarm that
+/// dropped its runs' violations would pass the test above and fail this one.
+#[test]
+fn a_swarm_of_a_known_bad_variant_reports_the_seeds_that_break_it() {
+    for (name, kind) in [("same-epoch", "fencing"), ("dequeue-seed", "exclusivity")] {
+        let variant = swarm::Variant::parse(name).unwrap();
+        let summary = swarm::run(0..20, variant, |_, _| {});
+        assert_eq!(summary.seeds, 20);
+        let f = summary
+            .failures
+            .first()
+            .unwrap_or_else(|| panic!("{name}: no seed broke anything: {summary:?}"));
+        assert!(summary.violations.contains_key(kind), "{name}: {summary:?}");
+        assert!(f.replay.contains(&format!("--bug {name}")), "{}", f.replay);
+        let again = swarm::run(f.seed..f.seed + 1, variant, |_, _| {});
+        assert_eq!(again.failures.first().map(|g| &g.first), Some(&f.first));
+    }
+    assert!(swarm::Variant::parse("blind-lease").is_err());
 }

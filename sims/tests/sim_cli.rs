@@ -168,6 +168,30 @@ fn bad_flags_are_usage_errors_with_exit_2() {
     }
 }
 
+/// A swarm of a known-bad variant exits 1 and says how to rerun a failing seed.
+#[test]
+fn a_swarm_of_a_known_bad_variant_exits_1_with_a_rerun_per_failing_seed() {
+    let out = sim(&[
+        "swarm",
+        "--seeds",
+        "0..10",
+        "--bug",
+        "dequeue-seed",
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("violations: exclusivity"), "{stdout}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--bug dequeue-seed") && stderr.contains("or: leasehold sim swarm --seeds"),
+        "{stderr}"
+    );
+    let bad = sim(&["swarm", "--seeds", "0..10", "--bug", "blind-lease"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("the queue's are"));
+}
+
 #[test]
 fn a_swarm_prints_its_summary() {
     let out = sim(&["swarm", "--seeds", "0..20", "--quiet"]);

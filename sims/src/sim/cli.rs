@@ -89,6 +89,7 @@ pub struct SimArgs {
     /// Run a known-bad variant of the protocol (the model checker's): timestamp-skew,
     /// blind-acquire, blind-checkpoint, thin-margin, same-epoch; queue scenarios:
     /// dequeue-seed, dequeue-no-expired, blind-claim, blind-complete, lock-no-drift.
+    /// With swarm, every seed runs the variant (lease or queue runs only).
     #[arg(long, value_name = "NAME")]
     pub bug: Option<String>,
     /// Queue scenarios: messages enqueued over the duration [default: 300].
@@ -322,6 +323,10 @@ pub fn violation_text(cfg: &SimConfig, report: &RunReport, tail: &[String]) -> S
 
 fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
     let seeds = swarm::parse_seeds(args.seeds.as_deref().unwrap_or("0..100"))?;
+    let variant = match &args.bug {
+        Some(name) => swarm::Variant::parse(name)?,
+        None => swarm::Variant::Shipped,
+    };
     let bar = if args.quiet || args.json {
         indicatif::ProgressBar::hidden()
     } else {
@@ -335,7 +340,7 @@ fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
         bar
     };
     let first = seeds.start;
-    let summary = swarm::run(seeds, |_, s| {
+    let summary = swarm::run(seeds, variant, |_, s| {
         bar.inc(1);
         let broken: u64 = s.failures.len() as u64;
         bar.set_message(format!("{broken} seeds with violations"));
@@ -386,9 +391,10 @@ fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
             }
             eprintln!("replay: {}", f.replay);
             eprintln!(
-                "   or: leasehold sim swarm --seeds {}..{}",
+                "   or: leasehold sim swarm --seeds {}..{}{}",
                 f.seed,
-                f.seed + 1
+                f.seed + 1,
+                variant.flag()
             );
         }
     }

@@ -7,6 +7,7 @@ use super::queue::{QueueConfig, QueueScenario, replay_command as queue_replay, s
 use super::{replay_command, simulate};
 use leasehold_engine::Millis;
 use leasehold_engine::balance::{CfpConfig, Strategy};
+use leasehold_model::{Bug, LockBug, LockKind};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -109,6 +110,60 @@ pub fn is_queue_seed(seed: u64) -> bool {
     seed % 5 == 4
 }
 
+/// What a swarm runs: the shipped protocols, or one of the model checker's known-bad
+/// variants, to see how often random runs catch it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Variant {
+    /// The shipped lease protocol and queue, one seed in five a queue run.
+    #[default]
+    Shipped,
+    /// A known-bad lease protocol: every seed is a partition-lease run.
+    Lease(Bug),
+    /// A known-bad queue: every seed is a queue run.
+    Queue(LockBug),
+}
+
+impl Variant {
+    /// The variant named `name` (a `--bug` of either the lease protocol or the queue).
+    ///
+    /// ```
+    /// use leasehold_sims::sim::swarm::Variant;
+    ///
+    /// assert!(matches!(Variant::parse("same-epoch"), Ok(Variant::Lease(_))));
+    /// assert!(matches!(Variant::parse("dequeue-seed"), Ok(Variant::Queue(_))));
+    /// assert!(Variant::parse("blind-lease").is_err()); // items are not simulated
+    /// ```
+    pub fn parse(name: &str) -> Result<Variant, SimError> {
+        if let Ok(bug) = name.parse::<Bug>() {
+            return Ok(Variant::Lease(bug));
+        }
+        LockBug::parse(name, LockKind::Queue)
+            .map(Variant::Queue)
+            .map_err(|_| {
+                let lease: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
+                let queue: Vec<&str> = LockBug::ALL
+                    .iter()
+                    .filter(|b| b.applies_to(LockKind::Queue))
+                    .map(|b| b.name())
+                    .collect();
+                SimError::UnknownBug(format!(
+                    "unknown variant {name:?}; the lease protocol's are {}, the queue's are {}",
+                    lease.join(", "),
+                    queue.join(", ")
+                ))
+            })
+    }
+
+    /// The `--bug` flag that selects it, empty for the shipped protocols.
+    pub fn flag(self) -> String {
+        match self {
+            Variant::Shipped => String::new(),
+            Variant::Lease(b) => format!(" --bug {}", b.name()),
+            Variant::Queue(b) => format!(" --bug {}", b.name()),
+        }
+    }
+}
+
 /// The queue run seed `seed` stands for: a random queue scenario, size and fault mix.
 pub fn draw_queue(seed: u64) -> QueueConfig {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5157_4152_4d51_0000);
@@ -139,13 +194,21 @@ struct Outcome {
     converge_s: Option<f64>,
 }
 
-fn run_seed(seed: u64) -> Result<Outcome, (String, String, String)> {
+fn run_seed(seed: u64, variant: Variant) -> Result<Outcome, (String, String, String)> {
     let first = |v: &[super::Violation]| {
         v.first()
             .map(|f| format!("{} at {:.3} s: {}", f.kind, f.at_s, f.detail))
     };
-    if is_queue_seed(seed) {
-        let cfg = draw_queue(seed);
+    let queue = match variant {
+        Variant::Shipped => is_queue_seed(seed),
+        Variant::Lease(_) => false,
+        Variant::Queue(_) => true,
+    };
+    if queue {
+        let mut cfg = draw_queue(seed);
+        if let Variant::Queue(bug) = variant {
+            cfg.bug = Some(bug);
+        }
         let replay = queue_replay(&cfg);
         let run = simulate_queue(&cfg)
             .map_err(|e| (cfg.scenario.to_string(), e.to_string(), replay.clone()))?;
@@ -166,7 +229,10 @@ fn run_seed(seed: u64) -> Result<Outcome, (String, String, String)> {
             converge_s: None,
         });
     }
-    let cfg = draw(seed);
+    let mut cfg = draw(seed);
+    if let Variant::Lease(bug) = variant {
+        cfg.bug = Some(bug);
+    }
     let replay = replay_command(&cfg);
     let run = simulate(&cfg, false).map_err(|e| {
         (
@@ -193,13 +259,18 @@ fn run_seed(seed: u64) -> Result<Outcome, (String, String, String)> {
     })
 }
 
-/// Runs every seed in `seeds`, calling `progress` after each. One seed in five is a
-/// queue run ([`is_queue_seed`]); the others are partition-lease runs.
-pub fn run(seeds: Range<u64>, mut progress: impl FnMut(u64, &Summary)) -> Summary {
+/// Runs `variant` on every seed in `seeds`, calling `progress` after each. For the
+/// shipped protocols one seed in five is a queue run ([`is_queue_seed`]) and the
+/// others are partition-lease runs; a known-bad variant runs its own kind only.
+pub fn run(
+    seeds: Range<u64>,
+    variant: Variant,
+    mut progress: impl FnMut(u64, &Summary),
+) -> Summary {
     let mut summary = Summary::default();
     for seed in seeds {
         summary.seeds += 1;
-        match run_seed(seed) {
+        match run_seed(seed, variant) {
             Ok(o) => {
                 *summary.scenarios.entry(o.scenario.clone()).or_default() += 1;
                 summary.virtual_s += o.virtual_s;
