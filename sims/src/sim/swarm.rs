@@ -35,7 +35,22 @@ pub fn draw(seed: u64) -> SimConfig {
     };
     cfg.faults = draw_faults(&mut rng, cfg.faults);
     cfg.trace_keep = 30;
+    // Drawn last, so that the draws above stay what they were before this was added.
+    if rng.random_bool(0.25) {
+        cfg.drift_bound_ppm = widen_drift(&mut cfg.faults);
+    }
     cfg
+}
+
+/// One seed in four runs clocks that drift up to 10 %, and tells the hosts or
+/// consumers so. The shipped rule stays safe; variants that leave out the drift
+/// allowance get a race window ten times wider.
+fn widen_drift(faults: &mut Faults) -> u32 {
+    let drift = faults.get(FaultKind::Drift);
+    if drift > 0.0 {
+        faults.set(FaultKind::Drift, drift * 10.0);
+    }
+    100_000
 }
 
 /// Each fault kind on with probability 0.4, at a random rate.
@@ -46,8 +61,9 @@ fn draw_faults(rng: &mut ChaCha8Rng, mut faults: Faults) -> Faults {
         }
         let value = match kind {
             FaultKind::Skew => rng.random_range(1..=60) as f64,
-            // Within the hosts' drift bound (1%): beyond it the protocol's assumption
-            // is broken on purpose, which is a known-bad run, not a swarm run.
+            // Within the hosts' drift bound (1 %; 10 % after `widen_drift`): beyond it
+            // the protocol's assumption is broken on purpose, which is a known-bad
+            // run, not a swarm run.
             FaultKind::Drift => rng.random_range(100..=10_000) as f64,
             FaultKind::Throttle | FaultKind::Spike => rng.random_range(10..=60) as f64,
             _ => rng.random_range(2..=30) as f64,
@@ -178,6 +194,15 @@ pub fn draw_queue(seed: u64) -> QueueConfig {
     cfg.fail_one_in = rng.random_range(10..=30);
     cfg.faults = draw_faults(&mut rng, cfg.faults);
     cfg.trace_keep = 30;
+    // Drawn last, as in `draw`. Short locks and fast polls let a rival see a lock
+    // soon after it was written, which is when clock drift matters.
+    if rng.random_bool(0.25) {
+        cfg.drift_bound_ppm = widen_drift(&mut cfg.faults);
+    }
+    if rng.random_bool(0.25) {
+        cfg.lock = Millis::from_secs(rng.random_range(3..=9));
+        cfg.poll = Millis(200);
+    }
     cfg
 }
 
@@ -332,5 +357,29 @@ mod tests {
             assert_eq!(draw(seed).validate(), Ok(()), "seed {seed}");
             assert_eq!(draw_queue(seed).validate(), Ok(()), "queue seed {seed}");
         }
+    }
+
+    /// Shipped runs must only meet clocks within what they were told to allow for;
+    /// a fast drift past the bound would be a known-bad run, not a swarm run.
+    #[test]
+    fn drawn_clocks_drift_within_the_bound_and_some_drift_ten_times_more() {
+        let mut wide = (0, 0);
+        for seed in 0..400 {
+            let lease = draw(seed);
+            let queue = draw_queue(seed);
+            for (drift, bound) in [
+                (lease.faults.get(FaultKind::Drift), lease.drift_bound_ppm),
+                (queue.faults.get(FaultKind::Drift), queue.drift_bound_ppm),
+            ] {
+                assert!(drift <= f64::from(bound), "seed {seed}: {drift} > {bound}");
+                if drift > 10_000.0 {
+                    wide.0 += 1;
+                }
+            }
+            if queue.lock < Millis::from_secs(10) {
+                wide.1 += 1;
+            }
+        }
+        assert!(wide.0 > 50 && wide.1 > 50, "{wide:?}");
     }
 }
