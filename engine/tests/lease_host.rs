@@ -842,24 +842,25 @@ fn a_drain_that_outlives_authority_ends_with_a_hard_stop() {
 }
 
 #[test]
-fn a_late_checkpoint_from_an_earlier_session_at_the_same_epoch_is_refused() {
+fn a_late_checkpoint_from_a_session_that_lost_its_authority_is_refused() {
     let mut c = Cluster::new();
     c.add("a", config(1));
     c.run_for(100);
     let first = c.session("a", "0");
     c.checkpoint("a", "0", "100").unwrap();
     c.deliver_all();
-    // Cut off long enough for authority to lapse, then back: a starts again at epoch 1.
+    // Cut off long enough for authority to lapse, then back: a starts again, at a
+    // new epoch, since the first call might still have been running.
     c.nodes.get_mut("a").unwrap().reachable = false;
     c.run_for(10_000);
     assert_eq!(c.count("a"), 0);
     c.nodes.get_mut("a").unwrap().reachable = true;
     c.run_for(3_000);
-    assert_eq!(c.nodes["a"].processing.get(&lease("0")), Some(&Epoch(1)));
+    assert_eq!(c.nodes["a"].processing.get(&lease("0")), Some(&Epoch(2)));
     assert_ne!(c.session("a", "0"), first);
     c.checkpoint("a", "0", "130").unwrap();
     c.deliver_all();
-    // The first session's handler reports late: same lease, same epoch, old session.
+    // The first session's handler reports late: same lease, old session.
     let late = Input::Checkpoint {
         lease: lease("0"),
         session: first,
@@ -1114,6 +1115,12 @@ fn a_scan_listed_out_of_order_comes_to_the_same_as_one_listed_in_order() {
                             items.reverse();
                         }
                         inputs.push(Input::Response { id: req.id, result });
+                    }
+                    if let Output::Stop { lease, session, .. } = &output {
+                        inputs.push(Input::Stopped {
+                            lease: lease.clone(),
+                            session: *session,
+                        });
                     }
                     log.push(output);
                 }

@@ -13,7 +13,7 @@
 //! equality or hashing: the model checker's state space is unchanged by it.
 
 use super::host::{LeaseHost, Phase};
-use super::slot::{Processing, ReleaseTo, Slot};
+use super::slot::{ReleaseTo, Slot};
 use crate::expiry::ExpiryRule;
 use crate::ids::{HostId, LeaseToken};
 use crate::time::{LocalTime, Now};
@@ -202,12 +202,20 @@ impl LeaseHost {
         let own = slot.own.as_ref();
         let mut wake: Option<LocalTime> = None;
         let mut at = |t: LocalTime| wake = Some(wake.map_or(t, |w| w.min(t)));
-        if let Some(own) = own
-            && own.processing != Processing::Idle
+        let run = own.and_then(|_| self.sessions.get(&slot.doc.token));
+        if let (Some(own), Some(run)) = (own, run)
+            && !run.is_lost()
+            && run.epoch == own.epoch
             && let Some(until) = own.authority_until
         {
             at(until);
         }
+        if let (Some(own), Some(since)) = (own, run.and_then(|r| r.lost_since()))
+            && own.release.is_none()
+        {
+            at(since + self.config.stop_timeout);
+        }
+        let draining = run.is_some_and(|r| r.is_draining());
         if let Some(own) = own
             && !own.fence_passed(policy, now)
             && let Some(fence) = &own.fence
@@ -217,7 +225,7 @@ impl LeaseHost {
         if slot.op.is_none() {
             match (slot.retry_at, own) {
                 (Some(retry), _) if retry > now.local => at(retry),
-                (_, Some(own)) if !own.processing.is_draining() => at(own.next_renew),
+                (_, Some(own)) if !draining => at(own.next_renew),
                 _ => {}
             }
         }
@@ -286,7 +294,7 @@ impl LeaseHost {
 /// The host a lease is being handed to, if it is.
 fn claimant(slot: &Slot) -> Option<&HostId> {
     match slot.own.as_ref()?.release.as_ref()? {
-        ReleaseTo::Host { to, .. } => Some(to),
+        ReleaseTo::Host { to, .. } | ReleaseTo::Successor(to) => Some(to),
         ReleaseTo::Nobody => None,
     }
 }

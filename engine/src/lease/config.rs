@@ -33,6 +33,26 @@ pub struct LeaseConfig {
     pub acquire_interval: Millis,
     /// The balancing strategy.
     pub strategy: Strategy,
+    /// How long a lost session may take to report [`Stopped`](super::Input::Stopped)
+    /// while this host still owns the lease (its authority came back, say). Past it,
+    /// the host gives the lease up, raising its epoch, so that a handler call that
+    /// never ends cannot wedge the lease. Defaults to the lease duration.
+    pub stop_timeout: Millis,
+    /// A known-bad behaviour, for the model checker and the simulator to show what
+    /// it breaks. Never set it in production.
+    #[doc(hidden)]
+    pub known_bad: Option<KnownBad>,
+}
+
+/// Earlier behaviours of the engine, kept only so that the checkers can reproduce the
+/// defects they had. This is the one place the engine carries a bug switch: the
+/// behaviour is the engine's own lifecycle, which no driver or network can fake.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KnownBad {
+    /// A lost session is forgotten at once, its call left running, and the lease
+    /// restarts at the same epoch once a renewal succeeds.
+    RestartSameEpoch,
 }
 
 impl Default for LeaseConfig {
@@ -44,6 +64,8 @@ impl Default for LeaseConfig {
             renew_interval: Millis::from_secs(17),
             acquire_interval: Millis::from_secs(13),
             strategy: Strategy::default(),
+            stop_timeout: Millis::from_secs(60),
+            known_bad: None,
         }
     }
 }
@@ -66,6 +88,9 @@ impl LeaseConfig {
         }
         if self.acquire_interval == Millis::ZERO {
             return Err(ConfigError::ZeroAcquireInterval);
+        }
+        if self.stop_timeout == Millis::ZERO {
+            return Err(ConfigError::ZeroStopTimeout);
         }
         if self.expiry.drift.as_ppm() >= Drift::MAX_PPM {
             return Err(ConfigError::DriftTooLarge {
@@ -99,6 +124,8 @@ pub enum ConfigError {
     },
     /// The acquire interval is zero.
     ZeroAcquireInterval,
+    /// The stop timeout is zero: every lost lease would be given up at once.
+    ZeroStopTimeout,
     /// CFP's minimum lease count is above its maximum.
     MinAboveMax {
         /// The minimum.
@@ -135,6 +162,7 @@ impl fmt::Display for ConfigError {
             ConfigError::ZeroAcquireInterval => {
                 write!(f, "the acquire interval must be above 0")
             }
+            ConfigError::ZeroStopTimeout => write!(f, "the stop timeout must be above 0"),
             ConfigError::MinAboveMax { min, max } => write!(
                 f,
                 "the minimum lease count ({min}) must not exceed the maximum ({max})"
@@ -220,6 +248,10 @@ mod tests {
         assert_eq!(
             with(|c| c.renew_interval = Millis::ZERO),
             Err(ConfigError::ZeroRenewInterval)
+        );
+        assert_eq!(
+            with(|c| c.stop_timeout = Millis::ZERO),
+            Err(ConfigError::ZeroStopTimeout)
         );
         assert!(matches!(
             with(|c| c.expiry.drift = Drift::ppm(1_000_000)),

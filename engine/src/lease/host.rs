@@ -2,13 +2,14 @@
 
 use super::agenda::Agenda;
 use super::membership::{BeatState, BeatStep, Heartbeat, Member};
-use super::slot::{Own, Processing, ReleaseTo, Slot};
+use super::session::Sessions;
+use super::slot::{Own, ReleaseTo, Slot};
 use super::{
-    ConfigError, HostDocument, Input, InputError, LeaseConfig, LeaseDocument, Output, Record,
-    StopReason, StoreRequest,
+    ConfigError, Input, InputError, KnownBad, LeaseConfig, LeaseDocument, LossCause, Output,
+    Record, StopReason, StoreRequest,
 };
 use crate::expiry::Observation;
-use crate::ids::{Checkpoint, Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId, Session};
+use crate::ids::{Checkpoint, Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId};
 use crate::lease::Intent;
 use crate::store::Op;
 use crate::time::{LocalTime, Millis, Now};
@@ -32,6 +33,10 @@ use std::sync::Arc;
 ///   processing stops at once; the host then re-reads the lease.
 /// - A lease taken before it expired (a steal) is not processed until the version it
 ///   replaced would have expired, so the previous owner's authority is over.
+/// - A session lasts from its [`Output::Start`] until the driver reports
+///   [`Input::Stopped`], whatever stopped it. Until then the lease is not started
+///   again on this host, and a session that starts after authority lapsed carries a
+///   higher epoch than the call that may still be running.
 ///
 /// ```
 /// use leasehold_engine::lease::{Input, LeaseConfig, LeaseHost, Output, Record};
@@ -70,8 +75,8 @@ use std::sync::Arc;
 pub struct LeaseHost {
     pub(super) me: HostId,
     incarnation: Incarnation,
-    /// Processing sessions started so far.
-    sessions: u64,
+    /// Sessions started and not yet reported stopped.
+    pub(super) sessions: Sessions,
     /// Shared, not copied: hosts are cloned with every state a model checker makes.
     pub(super) config: Arc<LeaseConfig>,
     pub(super) phase: Phase,
@@ -172,10 +177,11 @@ impl LeaseHost {
         }
         config.validate()?;
         let agenda = Agenda::new(&config.partitions);
+        let legacy = config.known_bad == Some(KnownBad::RestartSameEpoch);
         Ok(LeaseHost {
             me,
             incarnation,
-            sessions: 0,
+            sessions: Sessions::new(incarnation, legacy),
             config: Arc::new(config),
             phase: Phase::Running,
             now: Now::default(),
@@ -221,30 +227,34 @@ impl LeaseHost {
 
     /// Every lease this host has seen, by token.
     pub fn leases(&self) -> impl Iterator<Item = LeaseState<'_>> {
-        self.slots.values().map(|slot| LeaseState {
+        self.slots.iter().map(|(token, slot)| LeaseState {
             doc: &slot.doc,
             etag: &slot.etag,
             owned: slot.own.as_ref().map(|o| o.epoch),
-            processing: slot
-                .own
-                .as_ref()
-                .is_some_and(|o| o.processing != Processing::Idle),
+            processing: self.sessions.is_live(token),
             authority_until: slot.own.as_ref().and_then(|o| o.authority_until),
         })
     }
 
+    /// Every session started and not yet reported stopped, lost ones included.
+    pub fn sessions(&self) -> impl Iterator<Item = (&LeaseToken, &super::Run)> {
+        self.sessions.iter()
+    }
+
     /// The epoch at which this host is entitled to process `lease` at local time
-    /// `now`: it has started processing and its authority has not run out. This is
-    /// the ground truth exclusivity is checked against.
+    /// `now`: a session of it runs or drains, and its authority has not run out. This
+    /// is the ground truth exclusivity is checked against.
     pub fn authority(&self, lease: &LeaseToken, now: LocalTime) -> Option<Epoch> {
         let own = self.slots.get(lease)?.own.as_ref()?;
-        (own.processing != Processing::Idle && own.has_authority(now)).then_some(own.epoch)
+        let run = self.sessions.get(lease)?;
+        (!run.is_lost() && run.epoch == own.epoch && own.has_authority(now)).then_some(own.epoch)
     }
 
     /// Handles one input at time `now`.
     ///
-    /// An input the host cannot accept returns an error and changes nothing. Once a
-    /// graceful shutdown has finished, every input is ignored.
+    /// An input the host cannot accept returns an error and changes nothing but the
+    /// host's clock, which still moves to `now` (it never goes back). Once a graceful
+    /// shutdown has finished, every input is ignored.
     pub fn handle_input(&mut self, now: Now, input: Input) -> Result<(), InputError> {
         if self.phase == Phase::Finished {
             if let Input::Response { id, .. } = &input {
@@ -268,11 +278,12 @@ impl LeaseHost {
                 session,
                 checkpoint,
             } => {
+                let accepted = self.sessions.may_checkpoint(&lease, session);
                 let Some(own) = self
                     .slots
                     .get_mut(&lease)
                     .and_then(|s| s.own.as_mut())
-                    .filter(|o| o.processing.session() == Some(session))
+                    .filter(|_| accepted)
                 else {
                     return Err(InputError::NotProcessing { lease, session });
                 };
@@ -281,10 +292,7 @@ impl LeaseHost {
             }
             Input::Stopped { lease, session } => {
                 // Idempotent: a late or duplicate acknowledgement changes nothing.
-                if let Some(own) = self.slots.get_mut(&lease).and_then(|s| s.own.as_mut())
-                    && own.processing == Processing::Draining(session)
-                {
-                    own.processing = Processing::Idle;
+                if self.sessions.stopped(&lease, session) {
                     self.touch(&lease);
                 }
             }
@@ -401,6 +409,7 @@ impl LeaseHost {
     /// then on the table, the heartbeat and the phase.
     fn run_passes(&mut self, now: Now, scope: &[LeaseToken]) {
         self.enforce_deadlines(now, scope);
+        self.give_up_stuck(now, scope);
         self.start_ready(now, scope);
         self.write_due(now, scope);
         if self.phase == Phase::Running && self.replan_at.is_some_and(|t| now.local >= t) {
@@ -421,202 +430,95 @@ impl LeaseHost {
         }
     }
 
-    /// Stops processing wherever authority has run out.
+    /// Stops processing wherever authority has run out. The lease stays owned, but
+    /// the call may still be running at this epoch, so the next session needs a new
+    /// one.
     fn enforce_deadlines(&mut self, now: Now, scope: &[LeaseToken]) {
-        let mut stops = Vec::new();
+        let legacy = self.sessions.is_legacy();
         for token in scope {
-            let Some(slot) = self.slots.get_mut(token) else {
+            let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut()) else {
                 continue;
             };
-            if let Some(own) = &mut slot.own
-                && let Some(session) = own.processing.session()
-                && !own.has_authority(now.local)
-            {
-                own.processing = Processing::Idle;
-                // Unconfirmed progress must not be written after a restart from an
-                // older checkpoint, or the stored checkpoint could go backwards.
-                own.checkpoint = None;
-                stops.push(Output::Stop {
-                    lease: token.clone(),
-                    epoch: own.epoch,
-                    session,
-                    reason: StopReason::Lost(super::LossCause::AuthorityLapsed),
-                });
+            let Some(run) = self.sessions.get(token) else {
+                continue;
+            };
+            if run.is_lost() || run.epoch != own.epoch || own.has_authority(now.local) {
+                continue;
+            }
+            // Unconfirmed progress must not be written after a restart from an
+            // older checkpoint, or the stored checkpoint could go backwards.
+            own.checkpoint = None;
+            own.resume = !legacy;
+            let reason = StopReason::Lost(LossCause::AuthorityLapsed);
+            if let Some(stop) = self.sessions.stop(token, reason, now.local) {
+                self.emit(stop);
             }
         }
-        self.out.extend(stops);
     }
 
-    /// Starts processing wherever this host holds authority and any fence is over.
+    /// Starts processing wherever this host holds authority, any fence is over, and
+    /// no earlier session of the lease is still stopping.
     fn start_ready(&mut self, now: Now, scope: &[LeaseToken]) {
         if self.phase != Phase::Running {
             return;
         }
         let policy = self.config.expiry;
-        let mut starts = Vec::new();
         for token in scope {
             let Some(slot) = self.slots.get_mut(token) else {
                 continue;
             };
             if let Some(own) = &mut slot.own
-                && own.processing == Processing::Idle
+                && !self.sessions.is_live(token)
                 && own.release.is_none()
+                && !own.resume
                 && own.has_authority(now.local)
                 && own.fence_passed(&policy, now)
             {
-                let session = Session {
-                    incarnation: self.incarnation,
-                    seq: self.sessions,
-                };
-                self.sessions += 1;
-                own.processing = Processing::Active(session);
+                let session = self.sessions.start(token, own.epoch);
                 own.fence = None;
-                starts.push(Output::Start {
+                let start = Output::Start {
                     lease: token.clone(),
                     epoch: own.epoch,
                     session,
                     checkpoint: slot.doc.checkpoint.clone(),
-                });
-            }
-        }
-        self.out.extend(starts);
-    }
-
-    /// A handoff goes ahead only if its claimant is still alive and still claims the
-    /// lease when the handler has stopped. Otherwise a running host keeps the lease
-    /// (and starts it again); a host shutting down releases it to nobody.
-    fn recheck_handoffs(&mut self, now: Now, scope: &[LeaseToken]) {
-        let abandoned: Vec<LeaseToken> = scope
-            .iter()
-            .filter_map(|token| {
-                let own = self.slots.get(token)?.own.as_ref()?;
-                let Some(ReleaseTo::Host { to: claimant, .. }) = &own.release else {
-                    return None;
                 };
-                let waiting = self
-                    .members
-                    .get(claimant)
-                    .is_some_and(|m| self.is_alive(m, now) && m.claimed.contains(token));
-                (!waiting).then(|| token.clone())
-            })
-            .collect();
-        let fallback = match self.phase {
-            Phase::Running => None,
-            _ => Some(ReleaseTo::Nobody),
-        };
-        for token in abandoned {
-            if let Some(own) = self.slots.get_mut(&token).and_then(|s| s.own.as_mut()) {
-                own.release = fallback.clone();
+                self.out.push_back(start);
             }
         }
     }
 
-    /// Sends re-reads and owner writes (renew, checkpoint, release) that are due.
-    fn write_due(&mut self, now: Now, scope: &[LeaseToken]) {
-        self.recheck_handoffs(now, scope);
-        let policy = self.config.expiry;
-        let tokens: Vec<LeaseToken> = scope
+    /// Gives up leases whose lost session has not stopped within the stop timeout:
+    /// the host cannot process them, and holding them would wedge them. Where
+    /// members are known, the lease goes to a live one: left unowned, it would be
+    /// planned back to this host, which cannot take it.
+    fn give_up_stuck(&mut self, now: Now, scope: &[LeaseToken]) {
+        let timeout = self.config.stop_timeout;
+        let stuck: Vec<LeaseToken> = scope
             .iter()
             .filter(|token| {
-                self.slots
+                let owned = self
+                    .slots
                     .get(*token)
-                    .is_some_and(|slot| slot.can_send(now.local))
+                    .and_then(|s| s.own.as_ref())
+                    .is_some_and(|own| own.release.is_none());
+                let since = self.sessions.get(token).and_then(|r| r.lost_since());
+                owned && since.is_some_and(|t| now.local >= t + timeout)
             })
             .cloned()
             .collect();
-        for token in tokens {
-            let Some(slot) = self.slots.get_mut(&token) else {
-                continue;
-            };
-            if slot.stale {
-                let op = Op::Read {
-                    pk: crate::ids::PartitionKey::new(slot.doc.id.as_str()),
-                    id: slot.doc.id.clone(),
-                };
-                let id = self.send(now, Intent::Reread, op, What::Read(token.clone()));
-                self.mark_in_flight(&token, id);
-                continue;
-            }
-            let Some(own) = slot.own.as_mut() else {
-                continue;
-            };
-            let release = own.release.is_some() && own.processing == Processing::Idle;
-            if let (
-                true,
-                Some(ReleaseTo::Host {
-                    to,
-                    confirmed: false,
-                }),
-            ) = (release, &own.release)
-            {
-                // The claimant may have left since the last scan: a handoff to a host
-                // that is gone would leave the lease idle for a whole expiry.
-                let claimant = to.clone();
-                let id = HostDocument::id_for(&self.config.prefix, &claimant);
-                let op = Op::Read {
-                    pk: crate::ids::PartitionKey::new(id.as_str()),
-                    id,
-                };
-                let what = What::Confirm {
-                    token: token.clone(),
-                    claimant,
-                };
-                let id = self.send(now, Intent::ConfirmClaim, op, what);
-                self.mark_in_flight(&token, id);
-                continue;
-            }
-            let fence_passed = own.fence_passed(&policy, now);
-            let due = release
-                || own.authority_until.is_none()
-                || own.checkpoint.is_some()
-                || (slot.doc.fenced && fence_passed)
-                || (!own.processing.is_draining() && now.local >= own.next_renew);
-            if !due {
-                continue;
-            }
-            let mut doc = slot.doc.clone();
-            doc.timestamp = now.wall;
-            if fence_passed {
-                doc.fenced = false;
-            }
-            let checkpoint = own.checkpoint.take();
-            if let Some(cp) = &checkpoint {
-                doc.checkpoint = Some(cp.clone());
-            }
-            let intent = match (&own.release, release) {
-                (Some(to), true) => {
-                    doc.owner = match to {
-                        ReleaseTo::Nobody => None,
-                        ReleaseTo::Host { to, .. } => Some(to.clone()),
-                    };
-                    doc.epoch = doc.epoch.next();
-                    // A lease released before its fence passed carries the fence on.
-                    doc.fenced = !fence_passed;
-                    match to {
-                        ReleaseTo::Nobody => Intent::Release,
-                        ReleaseTo::Host { .. } => Intent::Handoff,
-                    }
-                }
-                _ if checkpoint.is_some() => Intent::Checkpoint,
-                _ => Intent::Renew,
-            };
-            if release {
-                // A release may land at any moment once sent, even after a timeout:
-                // authority ends now, as for a lock given up. Should the host keep the
-                // lease after all, only a renewal that succeeds restores it.
-                own.authority_until = None;
-            }
-            let op = Op::Replace {
-                doc: Record::Lease(doc.clone()),
-                if_match: Some(slot.etag.clone()),
-            };
-            let what = What::Write {
-                doc,
-                checkpoint,
-                release,
-            };
-            let id = self.send(now, intent, op, what);
-            self.mark_in_flight(&token, id);
+        // The first live member after this host in id order, so that two stuck hosts
+        // do not hand their leases to each other.
+        let successor = {
+            let live: Vec<&HostId> = self.live_members(now).map(|m| &m.doc.host).collect();
+            let after = live.iter().find(|h| ***h > self.me).or(live.first());
+            after.map(|h| (*h).clone())
+        };
+        let to = match successor {
+            Some(to) if self.uses_heartbeats() => ReleaseTo::Successor(to),
+            _ => ReleaseTo::Nobody,
+        };
+        for token in stuck {
+            self.request_release(&token, to.clone(), StopReason::Shutdown);
         }
     }
 
@@ -662,7 +564,8 @@ impl LeaseHost {
         !holds_leases && !may_gain_lease && heartbeat_gone
     }
 
-    /// Asks for `token` to be released once its handler has stopped.
+    /// Asks for `token` to be released once its handler has stopped (a lost session's
+    /// call need not have: the release raises the epoch past it).
     pub(super) fn request_release(&mut self, token: &LeaseToken, to: ReleaseTo, why: StopReason) {
         let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut()) else {
             return;
@@ -673,18 +576,7 @@ impl LeaseHost {
             return;
         }
         own.release = Some(to);
-        let stop = match own.processing {
-            Processing::Active(session) => {
-                own.processing = Processing::Draining(session);
-                Some(Output::Stop {
-                    lease: token.clone(),
-                    epoch: own.epoch,
-                    session,
-                    reason: why,
-                })
-            }
-            _ => None,
-        };
+        let stop = self.sessions.stop(token, why, self.now.local);
         self.touch(token);
         if let Some(stop) = stop {
             self.emit(stop);

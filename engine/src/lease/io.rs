@@ -28,8 +28,12 @@ pub enum Input {
         /// How far it got.
         checkpoint: Checkpoint,
     },
-    /// The handler finished its in-flight work after an [`Output::Stop`] for a
-    /// release or a shutdown. The host releases the lease only after this.
+    /// The handler's call for `session` has ended (returned, or been aborted) after an
+    /// [`Output::Stop`], whatever its reason. Until then the session is stopping: the
+    /// host does not start the lease again, nor take it back, and a release or a
+    /// shutdown waits for it. A lost session that never reports this while the host
+    /// still owns the lease makes the host give the lease up after
+    /// [`LeaseConfig::stop_timeout`](super::LeaseConfig::stop_timeout).
     Stopped {
         /// The partition.
         lease: LeaseToken,
@@ -63,9 +67,13 @@ pub enum Output {
         epoch: Epoch,
         /// The session that ends.
         session: Session,
-        /// Why. After [`StopReason::Lost`] processing must end at once; after a release
-        /// or a shutdown the handler may finish its batch and checkpoint, then answers
-        /// with [`Input::Stopped`].
+        /// Why. After [`StopReason::Lost`] processing must end at once (the host
+        /// refuses its checkpoints, and a later session of this lease starts at a
+        /// higher epoch); after a release or a shutdown the handler may finish its
+        /// batch and checkpoint. Either way the driver answers with
+        /// [`Input::Stopped`] once the call has ended. A draining session can be told
+        /// to stop a second time, with [`StopReason::Lost`], if its authority runs
+        /// out first.
         reason: StopReason,
     },
     /// A checkpoint is durably stored; it will never be lost or go backwards.
@@ -153,6 +161,9 @@ pub enum Intent {
     Claim,
     /// Renew an owned lease.
     Renew,
+    /// Renew an owned lease at a new epoch, after authority lapsed while a handler
+    /// call was running: a later session must not share that call's fencing token.
+    Resume,
     /// Store a checkpoint (which also renews).
     Checkpoint,
     /// Give a lease up at shutdown.
@@ -176,7 +187,7 @@ impl Intent {
     pub fn is_owner_write(self) -> bool {
         matches!(
             self,
-            Intent::Renew | Intent::Checkpoint | Intent::Release | Intent::Handoff
+            Intent::Renew | Intent::Resume | Intent::Checkpoint | Intent::Release | Intent::Handoff
         )
     }
 }
@@ -187,7 +198,8 @@ pub enum InputError {
     /// No request with this id is outstanding (a duplicate, or a response from
     /// before a restart).
     UnknownRequest(RequestId),
-    /// A checkpoint for a lease this host is not processing in this session.
+    /// A checkpoint for a lease this host is not processing in this session, or from
+    /// a session that was told the lease is lost.
     NotProcessing {
         /// The partition.
         lease: LeaseToken,

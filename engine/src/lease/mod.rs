@@ -10,10 +10,13 @@ mod host;
 mod io;
 mod membership;
 mod respond;
+mod session;
 mod slot;
 mod table;
+mod write;
 
-pub use config::{ConfigError, LeaseConfig};
+pub use config::{ConfigError, KnownBad, LeaseConfig};
 pub use document::{HostDocument, LeaseDocument, Record};
 pub use host::{LeaseHost, LeaseState};
 pub use io::{Input, InputError, Intent, LossCause, Output, StopReason, StoreRequest};
+pub use session::{Run, Stage};

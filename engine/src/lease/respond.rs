@@ -113,9 +113,16 @@ impl LeaseHost {
             Ok(Reply::Replaced(etag)) => {
                 slot.update(doc, etag, now.local, learned);
                 slot.retry_at = None;
+                let mut epoch = epoch;
                 if release {
                     slot.own = None;
                 } else if let Some(own) = slot.own.as_mut() {
+                    if slot.doc.epoch > own.epoch {
+                        // A resume: later sessions start at the new epoch.
+                        own.epoch = slot.doc.epoch;
+                        own.resume = false;
+                        epoch = own.epoch;
+                    }
                     let deadline = policy.holder_deadline(sent_at);
                     own.authority_until =
                         Some(own.authority_until.map_or(deadline, |d| d.max(deadline)));
@@ -236,6 +243,16 @@ impl LeaseHost {
         let was_active = slot.own.is_some() || slot.stale;
         slot.update(doc, etag, now.local, learned);
         let mine = slot.doc.is_owned_by(&self.me);
+        if let Some(own) = slot.own.as_mut()
+            && own.resume
+            && mine
+            && slot.doc.epoch == own.epoch.next()
+        {
+            // A resume whose outcome was unknown did land: only this host writes its
+            // own name at the next epoch while it owns the lease.
+            own.epoch = slot.doc.epoch;
+            own.resume = false;
+        }
         let still_ours = slot
             .own
             .as_ref()
@@ -259,19 +276,23 @@ impl LeaseHost {
         }
     }
 
-    /// Forgets ownership of `token`, stopping its processing at once.
+    /// Forgets ownership of `token` and tells its session, if any, to stop at once.
+    /// The session stays until the driver reports it stopped.
     pub(super) fn lose(&mut self, token: &LeaseToken, cause: LossCause) {
-        let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.take()) else {
+        if self
+            .slots
+            .get_mut(token)
+            .and_then(|s| s.own.take())
+            .is_none()
+        {
             return;
-        };
+        }
         self.touch(token);
-        if let Some(session) = own.processing.session() {
-            self.emit(Output::Stop {
-                lease: token.clone(),
-                epoch: own.epoch,
-                session,
-                reason: StopReason::Lost(cause),
-            });
+        if let Some(stop) = self
+            .sessions
+            .stop(token, StopReason::Lost(cause), self.now.local)
+        {
+            self.emit(stop);
         }
     }
 }

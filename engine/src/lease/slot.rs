@@ -2,7 +2,7 @@
 
 use super::LeaseDocument;
 use crate::expiry::{ExpiryPolicy, Observation};
-use crate::ids::{Checkpoint, Epoch, Etag, HostId, RequestId, Session};
+use crate::ids::{Checkpoint, Epoch, Etag, HostId, RequestId};
 use crate::time::{LocalTime, Now};
 
 /// One lease as this host last saw it.
@@ -76,7 +76,10 @@ pub(super) struct Own {
     /// If set, an earlier owner may still hold authority until this version (the one
     /// this host replaced) expires; processing waits for that.
     pub fence: Option<Observation>,
-    pub processing: Processing,
+    /// Authority lapsed while a session ran, and that call may still be running at
+    /// this epoch: the next session must start at a new one, so this host's next
+    /// owner write raises it.
+    pub resume: bool,
     pub next_renew: LocalTime,
     /// A checkpoint the handler reported that is not yet written.
     pub checkpoint: Option<Checkpoint>,
@@ -90,7 +93,7 @@ impl Own {
             epoch,
             authority_until: None,
             fence,
-            processing: Processing::Idle,
+            resume: false,
             next_renew: now,
             checkpoint: None,
             release: None,
@@ -103,28 +106,6 @@ impl Own {
 
     pub fn fence_passed(&self, policy: &ExpiryPolicy, now: Now) -> bool {
         self.fence.is_none_or(|f| policy.is_expired(&f, now))
-    }
-}
-
-/// Whether the handler is working on a lease, and in which session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Processing {
-    Idle,
-    Active(Session),
-    /// Told to stop for a release or a shutdown; waiting for `Input::Stopped`.
-    Draining(Session),
-}
-
-impl Processing {
-    pub fn session(self) -> Option<Session> {
-        match self {
-            Processing::Idle => None,
-            Processing::Active(s) | Processing::Draining(s) => Some(s),
-        }
-    }
-
-    pub fn is_draining(self) -> bool {
-        matches!(self, Processing::Draining(_))
     }
 }
 
@@ -141,4 +122,8 @@ pub(super) enum ReleaseTo {
         /// Whether that read has been made.
         confirmed: bool,
     },
+    /// To a live member that did not claim it, because this host cannot process it
+    /// (a lost call never reported stopped). Every host plans from the same view, so
+    /// a lease this host gave up to nobody would be planned back to it.
+    Successor(HostId),
 }

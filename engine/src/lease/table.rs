@@ -271,7 +271,8 @@ impl LeaseHost {
         for action in plan.actions {
             match action {
                 Action::Take { lease, reason } => self.take(now, &lease, &reason),
-                Action::Claim { lease, .. } => claims.push(lease),
+                Action::Claim { lease, .. } if !self.sessions.is_live(&lease) => claims.push(lease),
+                Action::Claim { .. } => {}
                 Action::Release { lease, to } => {
                     let to = ReleaseTo::Host {
                         to,
@@ -306,7 +307,13 @@ impl LeaseHost {
         let Some(slot) = self.slots.get(token) else {
             return;
         };
-        if !slot.can_send(now.local) || slot.own.is_some() || slot.stale {
+        // An earlier session of this lease that has not stopped here bars taking it
+        // back: its call may still be running.
+        if !slot.can_send(now.local)
+            || slot.own.is_some()
+            || slot.stale
+            || self.sessions.is_live(token)
+        {
             return;
         }
         // Whoever held this version may still be processing unless it expired or was

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use leasehold_engine::lease::{
-    Input, InputError, Intent, LeaseConfig, LeaseHost, Output, Record, StopReason, StoreRequest,
+    Input, InputError, Intent, LeaseConfig, LeaseHost, Output, Record, StoreRequest,
 };
 use leasehold_engine::store::{Container, Reply, StoreError};
 use leasehold_engine::{
@@ -158,15 +158,11 @@ impl Cluster {
                             node.processing.insert(lease.clone(), *epoch);
                             node.sessions.insert(lease.clone(), *session);
                         }
-                        Output::Stop {
-                            lease,
-                            session,
-                            reason,
-                            ..
-                        } => {
+                        Output::Stop { lease, session, .. } => {
                             node.processing.remove(lease);
-                            let drain = !matches!(reason, StopReason::Lost(_));
-                            if drain && node.auto_ack {
+                            // The handler's call ends as soon as it is told: lost or
+                            // not, it reports that it has stopped.
+                            if node.auto_ack {
                                 acks.push(Input::Stopped {
                                     lease: lease.clone(),
                                     session: *session,
@@ -356,7 +352,7 @@ impl Cluster {
         self.input(name, input)
     }
 
-    /// `name`'s handler acknowledges a release or shutdown stop of `lease`.
+    /// `name`'s handler reports that its call for `lease` has ended after a stop.
     pub fn stopped(&mut self, name: &str, lease: &str) {
         let input = Input::Stopped {
             lease: LeaseToken::from(lease),

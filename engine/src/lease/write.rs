@@ -1,0 +1,177 @@
+//! The owner's writes: which one a lease needs now (a re-read, a claimant check, a
+//! release, a resume at a new epoch, a checkpoint, a renewal), and sending it.
+
+use super::host::{LeaseHost, Phase, What};
+use super::slot::{ReleaseTo, Slot};
+use super::{HostDocument, Intent, Record};
+use crate::ids::{HostId, LeaseToken, PartitionKey};
+use crate::store::Op;
+use crate::time::Now;
+
+/// The request one lease needs now.
+enum Due {
+    /// Re-read it after a conflict or an unknown outcome.
+    Reread,
+    /// Read the heartbeat of the host it is about to be handed to.
+    Confirm(HostId),
+    /// Write it.
+    Write(Intent),
+}
+
+impl LeaseHost {
+    /// Sends re-reads and owner writes (renew, resume, checkpoint, release) that are
+    /// due.
+    pub(super) fn write_due(&mut self, now: Now, scope: &[LeaseToken]) {
+        self.recheck_handoffs(now, scope);
+        for token in scope {
+            let Some(slot) = self.slots.get(token).filter(|s| s.can_send(now.local)) else {
+                continue;
+            };
+            let id = match self.due(token, slot, now) {
+                None => continue,
+                Some(Due::Reread) => {
+                    let op = Op::Read {
+                        pk: PartitionKey::new(slot.doc.id.as_str()),
+                        id: slot.doc.id.clone(),
+                    };
+                    self.send(now, Intent::Reread, op, What::Read(token.clone()))
+                }
+                Some(Due::Confirm(claimant)) => {
+                    // The claimant may have left since the last scan: a handoff to a
+                    // host that is gone would leave the lease idle for a whole expiry.
+                    let id = HostDocument::id_for(&self.config.prefix, &claimant);
+                    let op = Op::Read {
+                        pk: PartitionKey::new(id.as_str()),
+                        id,
+                    };
+                    let what = What::Confirm {
+                        token: token.clone(),
+                        claimant,
+                    };
+                    self.send(now, Intent::ConfirmClaim, op, what)
+                }
+                Some(Due::Write(intent)) => match self.owner_write(now, token, intent) {
+                    Some(id) => id,
+                    None => continue,
+                },
+            };
+            self.mark_in_flight(token, id);
+        }
+    }
+
+    /// What `token` needs now, if anything.
+    fn due(&self, token: &LeaseToken, slot: &Slot, now: Now) -> Option<Due> {
+        if slot.stale {
+            return Some(Due::Reread);
+        }
+        let own = slot.own.as_ref()?;
+        let run = self.sessions.get(token);
+        // A lost call has no authority to wait for, and the release raises the epoch
+        // past it; a running or draining one must end first.
+        let releasing = own.release.is_some() && run.is_none_or(|r| r.is_lost());
+        match &own.release {
+            Some(ReleaseTo::Host {
+                to,
+                confirmed: false,
+            }) if releasing => return Some(Due::Confirm(to.clone())),
+            Some(ReleaseTo::Nobody) if releasing => return Some(Due::Write(Intent::Release)),
+            Some(ReleaseTo::Host { .. } | ReleaseTo::Successor(_)) if releasing => {
+                return Some(Due::Write(Intent::Handoff));
+            }
+            _ => {}
+        }
+        if own.resume {
+            return Some(Due::Write(Intent::Resume));
+        }
+        if own.checkpoint.is_some() {
+            return Some(Due::Write(Intent::Checkpoint));
+        }
+        let policy = &self.config.expiry;
+        // A draining session does not renew: its drain ends, at the latest, when
+        // the authority it has runs out.
+        let draining = run.is_some_and(|r| r.is_draining());
+        let renew = own.authority_until.is_none()
+            || (slot.doc.fenced && own.fence_passed(policy, now))
+            || (!draining && now.local >= own.next_renew);
+        renew.then_some(Due::Write(Intent::Renew))
+    }
+
+    /// Sends the owner write `intent` for `token`, conditional on the version last
+    /// seen.
+    fn owner_write(
+        &mut self,
+        now: Now,
+        token: &LeaseToken,
+        intent: Intent,
+    ) -> Option<crate::ids::RequestId> {
+        let policy = self.config.expiry;
+        let slot = self.slots.get_mut(token)?;
+        let own = slot.own.as_mut()?;
+        let fence_passed = own.fence_passed(&policy, now);
+        let mut doc = slot.doc.clone();
+        doc.timestamp = now.wall;
+        if fence_passed {
+            doc.fenced = false;
+        }
+        let checkpoint = own.checkpoint.take();
+        if let Some(cp) = &checkpoint {
+            doc.checkpoint = Some(cp.clone());
+        }
+        let release = matches!(intent, Intent::Release | Intent::Handoff);
+        if release {
+            doc.owner = match &own.release {
+                Some(ReleaseTo::Host { to, .. } | ReleaseTo::Successor(to)) => Some(to.clone()),
+                _ => None,
+            };
+            // A lease released before its fence passed carries the fence on.
+            doc.fenced = !fence_passed;
+            // A release may land at any moment once sent, even after a timeout:
+            // authority ends now, as for a lock given up. Should the host keep the
+            // lease after all, only a renewal that succeeds restores it.
+            own.authority_until = None;
+        }
+        if release || intent == Intent::Resume {
+            doc.epoch = doc.epoch.next();
+        }
+        let op = Op::Replace {
+            doc: Record::Lease(doc.clone()),
+            if_match: Some(slot.etag.clone()),
+        };
+        let what = What::Write {
+            doc,
+            checkpoint,
+            release,
+        };
+        Some(self.send(now, intent, op, what))
+    }
+
+    /// A handoff goes ahead only if its claimant is still alive and still claims the
+    /// lease when the handler has stopped. Otherwise a running host keeps the lease
+    /// (and starts it again); a host shutting down releases it to nobody.
+    fn recheck_handoffs(&mut self, now: Now, scope: &[LeaseToken]) {
+        let abandoned: Vec<LeaseToken> = scope
+            .iter()
+            .filter_map(|token| {
+                let own = self.slots.get(token)?.own.as_ref()?;
+                let (claimant, needs_claim) = match &own.release {
+                    Some(ReleaseTo::Host { to, .. }) => (to, true),
+                    Some(ReleaseTo::Successor(to)) => (to, false),
+                    _ => return None,
+                };
+                let waiting = self.members.get(claimant).is_some_and(|m| {
+                    self.is_alive(m, now) && (!needs_claim || m.claimed.contains(token))
+                });
+                (!waiting).then(|| token.clone())
+            })
+            .collect();
+        let fallback = match self.phase {
+            Phase::Running => None,
+            _ => Some(ReleaseTo::Nobody),
+        };
+        for token in abandoned {
+            if let Some(own) = self.slots.get_mut(&token).and_then(|s| s.own.as_mut()) {
+                own.release = fallback.clone();
+            }
+        }
+    }
+}
