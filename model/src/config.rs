@@ -3,7 +3,7 @@
 
 use leasehold_engine::balance::{CfpConfig, Strategy};
 use leasehold_engine::lease::{
-    ConfigError, Intent, LeaseConfig, LeaseDocument, Record, StoreRequest,
+    ConfigError, Intent, KnownBad, LeaseConfig, LeaseDocument, Record, StoreRequest,
 };
 use leasehold_engine::store::Op;
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
@@ -115,7 +115,8 @@ impl fmt::Display for StrategyName {
 }
 
 /// The known-bad variants. Each is the shipped engine with one safeguard removed, by
-/// configuration or by the model's network; the engine itself has no bug switches.
+/// configuration or by the model's network. The engine has one bug switch, for
+/// `restart-same-epoch`: its own session lifecycle, which nothing outside can fake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Bug {
     /// CFP's timestamp expiry with a holder margin smaller than the clock skew.
@@ -130,6 +131,10 @@ pub enum Bug {
     /// Takeovers keep the lease's epoch instead of bumping it (the network rewrites
     /// them), so the epoch no longer fences a former owner.
     SameEpoch,
+    /// The engine's old lifecycle: a lost session is forgotten at once while its
+    /// handler call runs on, and the lease restarts at the same epoch once a renewal
+    /// succeeds.
+    RestartSameEpoch,
 }
 
 impl Bug {
@@ -162,12 +167,13 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 5] = [
+    pub const ALL: [Bug; 6] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
         Bug::ThinMargin,
         Bug::SameEpoch,
+        Bug::RestartSameEpoch,
     ];
 
     /// The name on the command line.
@@ -178,6 +184,7 @@ impl Bug {
             Bug::BlindCheckpoint => "blind-checkpoint",
             Bug::ThinMargin => "thin-margin",
             Bug::SameEpoch => "same-epoch",
+            Bug::RestartSameEpoch => "restart-same-epoch",
         }
     }
 }
@@ -306,6 +313,11 @@ impl Bounds {
             renew_interval: Millis(renew * TICK_MS),
             acquire_interval: Millis(2 * TICK_MS),
             strategy,
+            // A lingering call returns before the next tick here, so the give-up never
+            // fires in the model; the engine's tests cover it.
+            stop_timeout: duration,
+            known_bad: (self.bug == Some(Bug::RestartSameEpoch))
+                .then_some(KnownBad::RestartSameEpoch),
         };
         config.validate().map_err(BoundsError::Protocol)?;
         Ok(config)

@@ -4,7 +4,8 @@
 use crate::config::{Bounds, BoundsError};
 use crate::state::{Action, Fault, Ghost, Host, Rate, State, Work};
 use leasehold_engine::lease::{
-    Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Record, StopReason, StoreRequest,
+    Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, LossCause, Output, Record, StopReason,
+    StoreRequest,
 };
 use leasehold_engine::store::{Container, Op, StoreError};
 use leasehold_engine::{
@@ -99,9 +100,33 @@ impl PartitionModel {
     }
 
     /// Whether the world may move on to the next tick on time: no live host has
-    /// timers due. Held requests may stay on the wire across ticks.
+    /// timers due, and every lost call has ended (the driver's grace period is
+    /// shorter than a tick). Held requests may stay on the wire across ticks.
     pub(crate) fn quiescent(&self, state: &State) -> bool {
         (0..state.hosts.len()).all(|h| !self.due(state, h))
+            && state
+                .hosts
+                .iter()
+                .all(|host| host.lingering.iter().all(Option::is_none))
+    }
+
+    /// A lost call on host `h` ends; the driver reports its session stopped.
+    fn call_returns(
+        &self,
+        state: &mut State,
+        h: u8,
+        p: u8,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<()> {
+        let call = state.hosts[usize::from(h)].lingering[usize::from(p)].take()?;
+        note(journal, || {
+            format!("h{h}'s lost call for lease {p} ends (returned or aborted)")
+        });
+        let stopped = Input::Stopped {
+            lease: Self::token(p),
+            session: call.session,
+        };
+        self.run(state, h, vec![stopped], None, journal)
     }
 
     /// Runs host `h` on `input` until it has nothing left to do: every request it
@@ -137,7 +162,15 @@ impl PartitionModel {
                         epoch,
                     } => {
                         let progress = number(checkpoint.as_ref());
-                        host.work[index(&lease)] = Some(Work { session, progress });
+                        let p = index(&lease);
+                        host.work[p] = Some(Work {
+                            session,
+                            epoch: epoch.0,
+                            progress,
+                        });
+                        if state.ghost.lapsed & lapse_bit(h, p) != 0 {
+                            state.ghost.restart_after_lapse = true;
+                        }
                         note(journal, || {
                             format!("h{h} starts processing lease {lease} at e{}", epoch.0)
                         });
@@ -148,12 +181,23 @@ impl PartitionModel {
                         reason,
                         ..
                     } => {
-                        host.work[index(&lease)] = None;
+                        let p = index(&lease);
+                        let call = host.work[p].take_if(|w| w.session == session);
                         note(journal, || {
                             format!("h{h} stops processing lease {lease}: {reason}")
                         });
                         match reason {
-                            StopReason::Lost(_) => state.ghost.lost_lease = true,
+                            // The call is cancelled but runs on until it returns or is
+                            // aborted (Action::Return), as the tokio worker's does.
+                            StopReason::Lost(cause) => {
+                                state.ghost.lost_lease = true;
+                                if cause == LossCause::AuthorityLapsed {
+                                    state.ghost.lapsed |= lapse_bit(h, p);
+                                }
+                                if call.is_some() {
+                                    host.lingering[p] = call;
+                                }
+                            }
                             // The handler finishes at once and acknowledges.
                             StopReason::Released | StopReason::Shutdown => {
                                 inputs.push_back(Input::Stopped { lease, session });
@@ -343,7 +387,11 @@ impl PartitionModel {
         }
         let writer = Self::host_name(h);
         if req.intent.is_owner_write() {
-            let releases = matches!(req.intent, Intent::Release | Intent::Handoff);
+            // These raise the epoch the writer owned the lease at.
+            let releases = matches!(
+                req.intent,
+                Intent::Release | Intent::Handoff | Intent::Resume
+            );
             let epoch = if releases {
                 after.epoch.0.saturating_sub(1)
             } else {
@@ -377,6 +425,7 @@ impl PartitionModel {
         let host = &mut state.hosts[usize::from(h)];
         host.engine = None;
         host.work.iter_mut().for_each(|w| *w = None);
+        host.lingering.iter_mut().for_each(|w| *w = None);
         // Its held requests stay on the wire: they may still arrive.
         state.crashes += 1;
         state.ghost.crashed |= 1 << h;
@@ -403,6 +452,7 @@ impl stateright::Model for PartitionModel {
                         rate,
                         wall_offset,
                         work: vec![None; partitions],
+                        lingering: vec![None; partitions],
                     })
                     .collect(),
                 store: self.initial_store(),
@@ -443,6 +493,11 @@ impl stateright::Model for PartitionModel {
             }
             if self.due(state, usize::from(h)) {
                 actions.extend(faults.iter().map(|f| Action::Step(h, *f)));
+            }
+            for (p, call) in host.lingering.iter().enumerate() {
+                if call.is_some() {
+                    actions.push(Action::Return(h, p as u8));
+                }
             }
             if quiescent && state.crashes < self.bounds.crashes {
                 actions.push(Action::Crash(h));
@@ -495,6 +550,7 @@ impl PartitionModel {
             }
             Action::Serve(h, id) => self.serve_held(&mut state, h, id, journal)?,
             Action::Crash(h) => self.crash(&mut state, h),
+            Action::Return(h, p) => self.call_returns(&mut state, h, p, journal)?,
             Action::Restart(h) => {
                 let host = &mut state.hosts[usize::from(h)];
                 host.incarnation += 1;
@@ -545,6 +601,11 @@ fn answer(result: &Answer) -> String {
         Ok(Reply::Read(_) | Reply::ReadAll(_) | Reply::Batch(_)) => "read".into(),
         Err(e) => e.status().to_string(),
     }
+}
+
+/// The ghost bit of host `h`'s lapse on partition `p`.
+fn lapse_bit(h: u8, p: usize) -> u16 {
+    1 << (usize::from(h) * 4 + p)
 }
 
 /// The partition index of a lease token.

@@ -18,6 +18,9 @@ pub const STALE_WRITES: &str = "fencing: no write by a former owner succeeds";
 pub const CHECKPOINT_MONOTONIC: &str = "checkpoint: the stored checkpoint never goes back";
 /// Checkpoint safety, part two.
 pub const CHECKPOINT_KEPT: &str = "checkpoint: a confirmed checkpoint is never lost";
+/// The stop contract, seen from the handler calls.
+pub const SESSIONS: &str =
+    "sessions: one lease's calls never overlap on a host, nor share an epoch anywhere";
 /// Bounded liveness.
 pub const OWNED: &str = "liveness: every partition owned by a live host once faults stop";
 /// Bounded liveness of the handoff strategy.
@@ -30,6 +33,8 @@ pub const REBALANCE: &str = "sometimes: a rebalance move";
 pub const LOST: &str = "sometimes: a lost lease";
 /// Non-vacuity.
 pub const AMBIGUOUS: &str = "sometimes: an ambiguous write";
+/// Non-vacuity of the stop contract.
+pub const RESTART_AFTER_LAPSE: &str = "sometimes: a lapse, then a restart";
 /// Non-vacuity of the liveness guard: the check applies after a crash.
 pub const CALM_AFTER_CRASH: &str = "sometimes: liveness is checked after a crash";
 /// Non-vacuity of the balance guard: the check applies after a restart, with every
@@ -46,12 +51,16 @@ pub fn all() -> Vec<Property<PartitionModel>> {
             !s.ghost.checkpoint_went_back
         }),
         Property::always(CHECKPOINT_KEPT, confirmed_kept),
+        Property::always(SESSIONS, sessions_apart),
         Property::always(OWNED, owned_when_calm),
         Property::always(BALANCED, balanced_when_settled),
         Property::sometimes(TAKEOVER, |_, s: &State| s.ghost.takeover_after_crash),
         Property::sometimes(REBALANCE, |_, s: &State| s.ghost.rebalance_move),
         Property::sometimes(LOST, |_, s: &State| s.ghost.lost_lease),
         Property::sometimes(AMBIGUOUS, |_, s: &State| s.ghost.ambiguous_write),
+        Property::sometimes(RESTART_AFTER_LAPSE, |_, s: &State| {
+            s.ghost.restart_after_lapse
+        }),
         Property::sometimes(CALM_AFTER_CRASH, |m, s: &State| {
             s.crashes > 0 && s.time.saturating_sub(s.last_fault) >= m.liveness_ticks
         }),
@@ -88,6 +97,25 @@ pub fn holders(model: &PartitionModel, state: &State, p: u8) -> usize {
 
 fn exclusive(model: &PartitionModel, state: &State) -> bool {
     (0..model.bounds.partitions).all(|p| holders(model, state, p) <= 1)
+}
+
+/// Every handler call of one lease, running or lost but not yet ended: on one host
+/// at most one, and across hosts no two at the same epoch, since a downstream system
+/// fencing by epoch could not tell them apart.
+fn sessions_apart(model: &PartitionModel, state: &State) -> bool {
+    (0..usize::from(model.bounds.partitions)).all(|p| {
+        let mut epochs = Vec::new();
+        for host in &state.hosts {
+            let calls = [&host.work[p], &host.lingering[p]];
+            let calls: Vec<u64> = calls.into_iter().flatten().map(|w| w.epoch).collect();
+            if calls.len() > 1 {
+                return false;
+            }
+            epochs.extend(calls);
+        }
+        epochs.sort_unstable();
+        epochs.windows(2).all(|w| w[0] != w[1])
+    })
 }
 
 fn confirmed_kept(_: &PartitionModel, state: &State) -> bool {

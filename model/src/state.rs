@@ -48,6 +48,9 @@ pub struct Host {
     pub wall_offset: i8,
     /// Per partition: the session the handler is processing and how far it got.
     pub work: Vec<Option<Work>>,
+    /// Per partition: a handler call told that its lease is lost, still running
+    /// until it returns or the driver aborts it.
+    pub lingering: Vec<Option<Work>>,
 }
 
 /// A handler processing one lease.
@@ -55,6 +58,8 @@ pub struct Host {
 pub struct Work {
     /// The session it was started with.
     pub session: Session,
+    /// The epoch it was started at: its fencing token.
+    pub epoch: u64,
     /// The last checkpoint it reached (checkpoints are numbers in the model).
     pub progress: u8,
 }
@@ -92,6 +97,11 @@ pub struct Ghost {
     pub ambiguous_write: bool,
     /// Hosts that have crashed at least once, as a bit set.
     pub crashed: u8,
+    /// Which (host, partition) pairs lost authority by a lapse, as a bit set indexed
+    /// by `host * 4 + partition`.
+    pub lapsed: u16,
+    /// A host started a lease again after its authority over it had lapsed.
+    pub restart_after_lapse: bool,
 }
 
 /// One step of the world.
@@ -111,6 +121,9 @@ pub enum Action {
     Crash(u8),
     /// A crashed host starts again, as a new incarnation with the same name.
     Restart(u8),
+    /// A lost handler call on a host ends (it returns, or its driver aborts it
+    /// after the grace period): the driver reports the session stopped.
+    Return(u8, u8),
     /// One tick of true time passes with every host on time.
     Advance,
     /// One tick passes while some host still had due work (a pause).

@@ -53,9 +53,11 @@ pub fn sequence_diagram(model: &PartitionModel, path: &stateright::Path<State, A
         };
         let (_, journal) = model.explain(before, action);
         let actor = match action {
-            Action::Step(h, _) | Action::Serve(h, _) | Action::Crash(h) | Action::Restart(h) => {
-                Some(host_x(*h))
-            }
+            Action::Step(h, _)
+            | Action::Serve(h, _)
+            | Action::Crash(h)
+            | Action::Restart(h)
+            | Action::Return(h, _) => Some(host_x(*h)),
             Action::Advance | Action::Late => None,
         };
         match (action, actor) {

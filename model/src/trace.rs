@@ -55,6 +55,7 @@ pub fn describe_action(action: &Action) -> String {
         Action::Serve(h, id) => format!("the store serves h{h}'s held request {id}"),
         Action::Crash(h) => format!("h{h} CRASHES"),
         Action::Restart(h) => format!("h{h} restarts as a new life"),
+        Action::Return(h, p) => format!("h{h}'s lost call for lease {p} ends"),
         Action::Advance => "1 s passes".into(),
         Action::Late => "1 s passes while work is overdue (a PAUSE)".into(),
     }
@@ -120,6 +121,14 @@ fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
                 },
             };
             facts.insert(format!("h{h} lease {p}"), belief);
+        }
+        for (p, call) in host.lingering.iter().enumerate() {
+            if let Some(call) = call {
+                facts.insert(
+                    format!("h{h} lost call {p}"),
+                    format!("still running at e{} (told to stop)", call.epoch),
+                );
+            }
         }
     }
     for stored in state.store.iter() {

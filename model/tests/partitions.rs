@@ -7,12 +7,13 @@ use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
 use leasehold_model::{Bounds, Bug, PartitionModel, StrategyName, properties as p, trace};
 use std::time::Duration;
 
-const ALWAYS: [&str; 7] = [
+const ALWAYS: [&str; 8] = [
     p::EXCLUSIVITY,
     p::EPOCHS,
     p::STALE_WRITES,
     p::CHECKPOINT_MONOTONIC,
     p::CHECKPOINT_KEPT,
+    p::SESSIONS,
     p::OWNED,
     p::BALANCED,
 ];
@@ -178,7 +179,23 @@ fn lost_replies_pauses_and_late_writes_are_survived() {
         ..faults
     };
     let report = exhaustive(&model(late));
-    assert_proven(&report, &[p::LOST]);
+    assert_proven(&report, &[p::LOST, p::RESTART_AFTER_LAPSE]);
+}
+
+/// The engine's old lifecycle: a lapse forgets the session while its call runs on,
+/// and a renewal that lands late restarts the lease at the same epoch.
+#[test]
+fn a_restart_at_the_same_epoch_overlaps_a_lost_call() {
+    let bounds = Bounds {
+        bug: Some(Bug::RestartSameEpoch),
+        crashes: 0,
+        skew: 0,
+        drift_ms: 0,
+        horizon: 8,
+        delays: 1,
+        ..skewed(StrategyName::Handoff)
+    };
+    counterexample(&model(bounds), p::SESSIONS);
 }
 
 #[test]
