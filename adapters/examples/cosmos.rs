@@ -22,9 +22,8 @@ use azure_data_cosmos::options::Region;
 use azure_data_cosmos::{AccountEndpoint, AccountReference, CosmosClientBuilder, RoutingStrategy};
 use azure_identity::{DeveloperToolsCredential, ManagedIdentityCredential};
 use leasehold_adapters::cosmos::ChangeFeedSource;
-use leasehold_adapters::{Batch, CosmosStore, HandlerError, Processor};
+use leasehold_adapters::{CosmosStore, Processor};
 use leasehold_engine::lease::Record;
-use leasehold_engine::{Checkpoint, Epoch, LeaseToken};
 use std::sync::Arc;
 
 fn var(name: &str) -> Result<String, Box<dyn std::error::Error>> {
@@ -78,16 +77,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .processor_name("leasehold-example")
         .source(ChangeFeedSource::new(monitored))
         .store(store.clone())
-        .handler(
-            |lease: LeaseToken, epoch: Epoch, batch: Batch<serde_json::Value>| async move {
-                println!(
-                    "lease {lease} epoch {}: {} changes",
-                    epoch.0,
-                    batch.items.len()
-                );
-                Ok::<Checkpoint, HandlerError>(batch.checkpoint)
-            },
-        )
+        .handler(|ctx, batch| async move {
+            println!(
+                "lease {} epoch {}: {} changes",
+                ctx.lease(),
+                ctx.epoch().0,
+                batch.items.len()
+            );
+            Ok(batch.checkpoint)
+        })
         .build()
         .await?;
     let stop = processor.cancellation();

@@ -6,9 +6,8 @@
 //! cargo run -p leasehold-adapters --example quickstart
 //! ```
 
-use leasehold_adapters::{Batch, HandlerError, MemoryFeed, MemoryStore, Processor};
+use leasehold_adapters::{MemoryFeed, MemoryStore, Processor};
 use leasehold_engine::lease::Record;
-use leasehold_engine::{Checkpoint, Epoch, LeaseToken};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -25,16 +24,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .poll_interval(Duration::from_secs(1))
             .source(feed.clone())
             .store(store.clone())
-            .handler(
-                move |lease: LeaseToken, epoch: Epoch, batch: Batch<String>| async move {
-                    println!(
-                        "{name} processed {} items of lease {lease} at epoch {}",
-                        batch.items.len(),
-                        epoch.0
-                    );
-                    Ok::<Checkpoint, HandlerError>(batch.checkpoint)
-                },
-            )
+            .handler(move |ctx, batch| async move {
+                println!(
+                    "{name} processed {} items of lease {} at epoch {}",
+                    batch.items.len(),
+                    ctx.lease(),
+                    ctx.epoch().0
+                );
+                Ok(batch.checkpoint)
+            })
             .build()
             .await?;
         let stop = processor.cancellation();

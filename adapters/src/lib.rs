@@ -9,7 +9,6 @@
 //!
 //! ```
 //! use leasehold_adapters::{MemoryFeed, MemoryStore, Processor};
-//! use leasehold_engine::Checkpoint;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,8 +19,9 @@
 //!     .processor_name("orders")
 //!     .source(feed.clone())
 //!     .store(MemoryStore::new())
-//!     .handler(|_lease, _epoch, batch: leasehold_adapters::Batch<String>| async move {
-//!         Ok::<Checkpoint, leasehold_adapters::HandlerError>(batch.checkpoint)
+//!     .handler(|ctx, batch| async move {
+//!         println!("{} items at epoch {:?}", batch.items.len(), ctx.epoch());
+//!         Ok(batch.checkpoint)
 //!     })
 //!     .build()
 //!     .await?;
@@ -52,8 +52,8 @@ pub use leasehold_engine as engine;
 pub use memory::MemoryStore;
 pub use queue::{Dequeued, Enqueued, QueueClient, QueueClientError};
 pub use runtime::{
-    BuildError, Handler, HandlerError, Metrics, MetricsSnapshot, Processor, ProcessorBuilder,
-    RunError,
+    BuildError, Handler, HandlerError, LeaseContext, Metrics, MetricsSnapshot, Processor,
+    ProcessorBuilder, RunError,
 };
 pub use source::{Batch, MemoryFeed, PartitionSource, SourceError};
 pub use store::{Response, Store};

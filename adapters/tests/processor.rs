@@ -9,7 +9,7 @@ mod common;
 use common::Emulator;
 use leasehold_adapters::cosmos::ChangeFeedSource;
 use leasehold_adapters::{
-    Batch, CosmosStore, HandlerError, MemoryFeed, MemoryStore, PartitionSource, Processor, Store,
+    CosmosStore, HandlerError, MemoryFeed, MemoryStore, PartitionSource, Processor, Store,
 };
 use leasehold_engine::lease::{Intent, Record};
 use leasehold_engine::{Checkpoint, Epoch, LeaseToken};
@@ -63,18 +63,16 @@ where
         .max_batch(10)
         .source(source)
         .store(store)
-        .handler(
-            move |lease: LeaseToken, epoch: Epoch, batch: Batch<S::Item>| {
-                let seen = seen.clone();
-                async move {
-                    let mut all = seen.0.lock().unwrap();
-                    for item in &batch.items {
-                        all.push((lease.clone(), epoch, item.to_string()));
-                    }
-                    Ok::<Checkpoint, HandlerError>(batch.checkpoint)
+        .handler(move |ctx, batch| {
+            let seen = seen.clone();
+            async move {
+                let mut all = seen.0.lock().unwrap();
+                for item in &batch.items {
+                    all.push((ctx.lease().clone(), ctx.epoch(), item.to_string()));
                 }
-            },
-        )
+                Ok(batch.checkpoint)
+            }
+        })
         .build()
         .await
         .expect("valid settings");
@@ -238,7 +236,7 @@ async fn a_failing_or_panicking_handler_is_retried_and_the_host_survives() {
         .processor_name("test")
         .source(source)
         .store(store)
-        .handler(move |_lease, _epoch, batch: Batch<String>| {
+        .handler(move |_ctx, batch| {
             let (calls, done) = (c.clone(), d.clone());
             async move {
                 let n = {

@@ -1,11 +1,15 @@
 //! The processor builder, with the change feed processor's defaults.
 
+use super::LeaseContext;
 use super::{Handler, Intake, Metrics, Processor};
+use crate::source::Batch;
 use crate::source::{PartitionSource, SourceError};
 use crate::store::Store;
+use leasehold_engine::Checkpoint;
 use leasehold_engine::balance::Strategy;
-use leasehold_engine::lease::{ConfigError, LeaseConfig, Record};
+use leasehold_engine::lease::{ConfigError, KnownBad, LeaseConfig, Record};
 use leasehold_engine::{ExpiryPolicy, HostId, Millis};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -60,6 +64,7 @@ struct Settings {
     expiration: Duration,
     intake: Intake,
     cancel: CancellationToken,
+    known_bad: Option<KnownBad>,
 }
 
 impl ProcessorBuilder<(), (), ()> {
@@ -76,10 +81,12 @@ impl ProcessorBuilder<(), (), ()> {
                     max_batch: 100,
                     poll_interval: Duration::from_secs(5),
                     request_timeout: Duration::from_secs(10),
+                    abort_grace: Duration::from_secs(5),
                     retry_min: Duration::from_millis(100),
                     retry_max: Duration::from_secs(30),
                 },
                 cancel: CancellationToken::new(),
+                known_bad: None,
             },
             source: (),
             store: (),
@@ -144,6 +151,21 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
         self
     }
 
+    /// How long a handler call may run on after its lease was lost and its token
+    /// cancelled, before the worker aborts it (default 5 s). The lease does not
+    /// start again on this host until the call has ended or been aborted.
+    pub fn abort_grace(mut self, after: Duration) -> Self {
+        self.settings.intake.abort_grace = after;
+        self
+    }
+
+    /// Runs a known-bad engine lifecycle, for tests that show what it breaks.
+    #[doc(hidden)]
+    pub fn known_bad(mut self, bad: KnownBad) -> Self {
+        self.settings.known_bad = Some(bad);
+        self
+    }
+
     /// Stop with this token instead of a fresh one.
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
         self.settings.cancel = token;
@@ -170,14 +192,38 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
         }
     }
 
-    /// Your code.
-    pub fn handler<H2>(self, handler: H2) -> ProcessorBuilder<S, St, H2> {
+    /// Your code, as a type that implements [`Handler`](super::Handler). A closure
+    /// is simpler: see [`handler`](Self::handler).
+    pub fn handler_impl<H2>(self, handler: H2) -> ProcessorBuilder<S, St, H2> {
         ProcessorBuilder {
             settings: self.settings,
             source: self.source,
             store: self.store,
             handler,
         }
+    }
+}
+
+impl<S: PartitionSource, St, H> ProcessorBuilder<S, St, H> {
+    /// Your code, as a closure; its argument types are inferred from the source, so
+    /// set the source first.
+    ///
+    /// ```
+    /// # use leasehold_adapters::{MemoryFeed, MemoryStore, Processor};
+    /// let builder = Processor::builder()
+    ///     .source(MemoryFeed::new(["0"]))
+    ///     .store(MemoryStore::new())
+    ///     .handler(|ctx, batch| async move {
+    ///         println!("{} items of {} at epoch {:?}", batch.items.len(), ctx.lease(), ctx.epoch());
+    ///         Ok(batch.checkpoint)
+    ///     });
+    /// ```
+    pub fn handler<F, Fut>(self, handler: F) -> ProcessorBuilder<S, St, F>
+    where
+        F: Fn(LeaseContext, Batch<S::Item>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Checkpoint, super::HandlerError>> + Send + 'static,
+    {
+        self.handler_impl(handler)
     }
 }
 
@@ -212,7 +258,7 @@ where
     ///     .renew_interval(Duration::from_secs(90)) // not below the 60 s expiration
     ///     .source(MemoryFeed::new(["0"]))
     ///     .store(MemoryStore::new())
-    ///     .handler(|_, _, b: leasehold_adapters::Batch<String>| async move { Ok(b.checkpoint) })
+    ///     .handler(|_, b| async move { Ok(b.checkpoint) })
     ///     .build()
     ///     .await;
     /// assert!(matches!(built, Err(BuildError::Config(_))));
@@ -251,6 +297,8 @@ where
             renew_interval: millis(settings.renew),
             acquire_interval: millis(settings.acquire),
             strategy: settings.strategy,
+            stop_timeout: millis(settings.expiration),
+            known_bad: settings.known_bad,
         };
         config.validate()?;
         config.partitions = self.source.partitions().await?;

@@ -1,37 +1,31 @@
 //! The task that owns the engine: turns its outputs into tasks and everything that
 //! comes back into its inputs.
 
-use super::worker::{self, Lease};
+use super::worker::{self, Crew, Lease, Stopper};
 use super::{Handler, Processor, RunError};
 use crate::clock::{Clock, fresh_incarnation};
 use crate::source::PartitionSource;
 use crate::store::{Response, Store};
+use leasehold_engine::Session;
 use leasehold_engine::lease::{Input, LeaseHost, Output, Record, StopReason};
 use leasehold_engine::store::StoreError;
-use leasehold_engine::{Checkpoint, LeaseToken, RequestId, Session};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// What the tasks around the engine send back to it.
-pub(super) enum Event {
-    Reply {
-        id: RequestId,
-        result: Result<leasehold_engine::store::Reply<Record>, StoreError>,
-    },
-    Checkpoint {
-        lease: LeaseToken,
-        session: Session,
-        checkpoint: Checkpoint,
-    },
-    Stopped {
-        lease: LeaseToken,
-        session: Session,
-    },
-}
+use tracing::Instrument;
 
 pub(super) async fn run<S, St, H>(p: Processor<S, St, H>) -> Result<(), RunError>
+where
+    S: PartitionSource,
+    St: Store<Record>,
+    H: Handler<S::Item>,
+{
+    let span = tracing::info_span!("processor", instance = %p.me, group = %p.config.prefix);
+    drive(p).instrument(span).await
+}
+
+async fn drive<S, St, H>(p: Processor<S, St, H>) -> Result<(), RunError>
 where
     S: PartitionSource,
     St: Store<Record>,
@@ -40,16 +34,17 @@ where
     let clock = Clock::system();
     let mut host = LeaseHost::new(p.me.clone(), p.config.clone(), fresh_incarnation())
         .map_err(RunError::Config)?;
-    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
-    let mut workers: HashMap<LeaseToken, CancellationToken> = HashMap::new();
+    // Everything the tasks around the engine send back is one of its inputs.
+    let (tx, mut rx) = mpsc::unbounded_channel::<Input>();
+    // By session: a stop names the session it ends, and a drain can be told a second
+    // time, as a loss, before its worker has stopped.
+    let mut workers: HashMap<Session, Stopper> = HashMap::new();
     // Workers are children of this life: if the driver goes away without a shutdown
     // (its task aborted, a panic), dropping the guard stops every worker too, so no
     // handler keeps processing a lease nobody renews.
     let life = CancellationToken::new();
     let _life_guard = life.clone().drop_guard();
     let mut shutting_down = false;
-    let span = tracing::info_span!("processor", instance = %p.me, group = %p.config.prefix);
-    let _entered = span.enter();
     tracing::info!(partitions = p.config.partitions.len(), "processor started");
 
     loop {
@@ -60,20 +55,25 @@ where
                     let tx = tx.clone();
                     let metrics = p.metrics.clone();
                     let timeout = p.intake.request_timeout;
-                    tokio::spawn(async move {
-                        let response = tokio::time::timeout(timeout, store.execute(request.op))
-                            .await
-                            .unwrap_or(Response {
-                                result: Err(StoreError::Timeout),
-                                charge: 0.0,
+                    let span =
+                        tracing::debug_span!("request", intent = ?request.intent, id = %request.id);
+                    tokio::spawn(
+                        async move {
+                            let response = tokio::time::timeout(timeout, store.execute(request.op))
+                                .await
+                                .unwrap_or(Response {
+                                    result: Err(StoreError::Timeout),
+                                    charge: 0.0,
+                                });
+                            metrics.request(request.intent, response.charge);
+                            // The engine has stopped only if the processor is gone.
+                            let _ = tx.send(Input::Response {
+                                id: request.id,
+                                result: response.result,
                             });
-                        metrics.request(request.intent, response.charge);
-                        // The engine has stopped only if the processor is gone.
-                        let _ = tx.send(Event::Reply {
-                            id: request.id,
-                            result: response.result,
-                        });
-                    });
+                        }
+                        .instrument(span),
+                    );
                 }
                 Output::Start {
                     lease,
@@ -83,33 +83,37 @@ where
                 } => {
                     tracing::info!(%lease, epoch = epoch.0, "lease started");
                     p.metrics.started();
-                    let stop = life.child_token();
-                    workers.insert(lease.clone(), stop.clone());
-                    tokio::spawn(worker::work(
-                        Lease {
-                            token: lease,
-                            epoch,
-                            session,
-                            from: checkpoint,
-                        },
-                        stop,
-                        p.source.clone(),
-                        p.handler.clone(),
-                        p.intake,
-                        tx.clone(),
-                        p.metrics.clone(),
-                    ));
+                    let stopper = Stopper::new(life.child_token());
+                    let (stop, reason) = (stopper.cancel.clone(), stopper.reason.subscribe());
+                    workers.insert(session, stopper);
+                    let crew = Crew {
+                        source: p.source.clone(),
+                        handler: p.handler.clone(),
+                        intake: p.intake,
+                        tx: tx.clone(),
+                        metrics: p.metrics.clone(),
+                    };
+                    let lease = Lease {
+                        token: lease,
+                        epoch,
+                        session,
+                        from: checkpoint,
+                    };
+                    tokio::spawn(worker::work(lease, stop, reason, crew).in_current_span());
                 }
                 Output::Stop {
                     lease,
                     reason,
                     epoch,
-                    ..
+                    session,
                 } => {
                     tracing::info!(%lease, epoch = epoch.0, %reason, "lease stopping");
-                    p.metrics.stopped(matches!(reason, StopReason::Lost(_)));
-                    if let Some(stop) = workers.remove(&lease) {
-                        stop.cancel();
+                    if let Some(stopper) = workers.get(&session) {
+                        let first = stopper.reason.borrow().is_none();
+                        if first {
+                            p.metrics.stopped(matches!(reason, StopReason::Lost(_)));
+                        }
+                        stopper.stop(reason);
                     }
                 }
                 Output::Checkpointed { .. } => p.metrics.checkpointed(),
@@ -137,17 +141,13 @@ where
                 tracing::info!("shutting down: finishing batches in flight, then releasing");
                 Input::Shutdown
             }
-            event = rx.recv() => match event {
-                Some(Event::Reply { id, result }) => Input::Response { id, result },
-                Some(Event::Checkpoint { lease, session, checkpoint }) => {
-                    Input::Checkpoint { lease, session, checkpoint }
-                }
-                Some(Event::Stopped { lease, session }) => Input::Stopped { lease, session },
-                // The driver holds a sender, so the channel never closes.
-                None => Input::Tick,
-            },
+            // The driver holds a sender, so the channel never closes.
+            input = rx.recv() => input.unwrap_or(Input::Tick),
             () = sleep_until(wake) => Input::Tick,
         };
+        if let Input::Stopped { session, .. } = &input {
+            workers.remove(session);
+        }
         if let Err(e) = host.handle_input(clock.now(), input) {
             // A checkpoint racing a stop is refused, and the engine's state is
             // unchanged by a refused input: log it and go on.

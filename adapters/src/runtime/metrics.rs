@@ -14,6 +14,8 @@ pub struct Metrics {
     batches: AtomicU64,
     handler_failures: AtomicU64,
     checkpoints: AtomicU64,
+    cancelled_calls: AtomicU64,
+    aborted_calls: AtomicU64,
     by_intent: Mutex<Vec<(Intent, u64, f64)>>,
 }
 
@@ -34,6 +36,10 @@ pub struct MetricsSnapshot {
     pub handler_failures: u64,
     /// Checkpoints the store confirmed.
     pub checkpoints: u64,
+    /// Handler calls whose lease stopped while they ran (their token was cancelled).
+    pub cancelled_calls: u64,
+    /// Calls of a lost lease that outlived the abort grace and were aborted.
+    pub aborted_calls: u64,
     /// Store requests by purpose: (purpose, calls, request units).
     pub requests: Vec<(Intent, u64, f64)>,
 }
@@ -66,6 +72,14 @@ impl Metrics {
 
     pub(crate) fn handler_failed(&self) {
         self.handler_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn call_cancelled(&self) {
+        self.cancelled_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn call_aborted(&self) {
+        self.aborted_calls.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn checkpointed(&self) {
@@ -102,6 +116,8 @@ impl Metrics {
             batches: self.batches.load(Ordering::Relaxed),
             handler_failures: self.handler_failures.load(Ordering::Relaxed),
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
+            cancelled_calls: self.cancelled_calls.load(Ordering::Relaxed),
+            aborted_calls: self.aborted_calls.load(Ordering::Relaxed),
             requests,
         }
     }

@@ -6,17 +6,19 @@
 //! calls the handler and reports checkpoints; the engine's wake-up time is a sleep.
 
 mod builder;
+mod context;
 mod driver;
 mod metrics;
 mod worker;
 
 pub use builder::{BuildError, ProcessorBuilder};
+pub use context::LeaseContext;
 pub use metrics::{Metrics, MetricsSnapshot};
 
 use crate::source::{Batch, PartitionSource};
 use crate::store::Store;
 use leasehold_engine::lease::{LeaseConfig, Record};
-use leasehold_engine::{Checkpoint, Epoch, HostId, LeaseToken};
+use leasehold_engine::{Checkpoint, HostId};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,34 +29,33 @@ pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Your code: processes one batch of a lease and says how far it got.
 ///
-/// The epoch is a fencing token: it rises with every change of the lease's owner, so a
-/// downstream system that remembers the highest epoch it has seen per lease can
-/// refuse the writes of an owner that lost the lease. Any
-/// `Fn(LeaseToken, Epoch, Batch<T>) -> impl Future<Output = Result<Checkpoint, HandlerError>>`
+/// The [`LeaseContext`] names the lease, its epoch (a fencing token: it rises with
+/// every change of the lease's owner, so a downstream system that remembers the
+/// highest epoch it has seen per lease can refuse the writes of an owner that lost
+/// it) and a cancellation token that fires when the lease stops. Any
+/// `Fn(LeaseContext, Batch<T>) -> impl Future<Output = Result<Checkpoint, HandlerError>>`
 /// is a handler.
 pub trait Handler<T>: Send + Sync + 'static {
     /// Processes `batch`, returning the checkpoint to store (usually
     /// `batch.checkpoint`).
     fn handle(
         &self,
-        lease: LeaseToken,
-        epoch: Epoch,
+        context: LeaseContext,
         batch: Batch<T>,
     ) -> impl Future<Output = Result<Checkpoint, HandlerError>> + Send + 'static;
 }
 
 impl<T, F, Fut> Handler<T> for F
 where
-    F: Fn(LeaseToken, Epoch, Batch<T>) -> Fut + Send + Sync + 'static,
+    F: Fn(LeaseContext, Batch<T>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Checkpoint, HandlerError>> + Send + 'static,
 {
     fn handle(
         &self,
-        lease: LeaseToken,
-        epoch: Epoch,
+        context: LeaseContext,
         batch: Batch<T>,
     ) -> impl Future<Output = Result<Checkpoint, HandlerError>> + Send + 'static {
-        self(lease, epoch, batch)
+        self(context, batch)
     }
 }
 
@@ -72,6 +73,9 @@ pub(crate) struct Intake {
     pub max_batch: usize,
     pub poll_interval: Duration,
     pub request_timeout: Duration,
+    /// How long a call of a lost lease may run on after its cancellation before the
+    /// worker aborts it.
+    pub abort_grace: Duration,
     pub retry_min: Duration,
     pub retry_max: Duration,
 }

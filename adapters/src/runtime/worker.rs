@@ -1,12 +1,14 @@
-//! One lease's worker: reads the source, calls the handler, reports checkpoints.
+//! One lease's worker: reads the source, calls the handler, reports checkpoints, and
+//! reports the session stopped only once its call has ended or been aborted.
 
-use super::driver::Event;
-use super::{Handler, Intake, Metrics};
+use super::{Handler, Intake, LeaseContext, Metrics};
 use crate::source::PartitionSource;
+use leasehold_engine::lease::{Input, StopReason};
 use leasehold_engine::{Checkpoint, Epoch, LeaseToken, Session};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -18,6 +20,27 @@ pub(super) struct Lease {
     pub from: Option<Checkpoint>,
 }
 
+/// How the driver stops a worker: the token cancels, the reason says why.
+pub(super) struct Stopper {
+    pub cancel: CancellationToken,
+    pub reason: watch::Sender<Option<StopReason>>,
+}
+
+impl Stopper {
+    pub fn new(cancel: CancellationToken) -> Stopper {
+        Stopper {
+            cancel,
+            reason: watch::Sender::new(None),
+        }
+    }
+
+    /// Tells the worker to stop for `reason`; a loss overrides a drain.
+    pub fn stop(&self, reason: StopReason) {
+        self.reason.send_replace(Some(reason));
+        self.cancel.cancel();
+    }
+}
+
 /// Waits `d`, or less if `stop` fires; says whether it fired.
 async fn pause(stop: &CancellationToken, d: Duration) -> bool {
     tokio::select! {
@@ -26,25 +49,51 @@ async fn pause(stop: &CancellationToken, d: Duration) -> bool {
     }
 }
 
+/// Resolves `grace` after the lease is lost; never if it is not.
+async fn lost_then(mut reason: watch::Receiver<Option<StopReason>>, grace: Duration) {
+    if reason
+        .wait_for(|r| matches!(r, Some(StopReason::Lost(_))))
+        .await
+        .is_err()
+    {
+        std::future::pending::<()>().await;
+    }
+    tokio::time::sleep(grace).await;
+}
+
+/// Everything a worker needs besides its lease.
+pub(super) struct Crew<S, H> {
+    pub source: S,
+    pub handler: Arc<H>,
+    pub intake: Intake,
+    pub tx: UnboundedSender<Input>,
+    pub metrics: Arc<Metrics>,
+}
+
 pub(super) async fn work<S, H>(
     lease: Lease,
     stop: CancellationToken,
-    source: S,
-    handler: Arc<H>,
-    intake: Intake,
-    tx: UnboundedSender<Event>,
-    metrics: Arc<Metrics>,
+    reason: watch::Receiver<Option<StopReason>>,
+    crew: Crew<S, H>,
 ) where
     S: PartitionSource,
     H: Handler<S::Item>,
 {
     let span = tracing::info_span!("lease", lease = %lease.token, epoch = lease.epoch.0);
+    let Crew {
+        source,
+        handler,
+        intake,
+        tx,
+        metrics,
+    } = crew;
     let Lease {
         token,
         epoch,
         session,
         mut from,
     } = lease;
+    let context = LeaseContext::new(token.clone(), epoch, session, stop.clone(), reason.clone());
     async move {
         let mut backoff = intake.retry_min;
         'intake: while !stop.is_cancelled() {
@@ -69,16 +118,33 @@ pub(super) async fn work<S, H>(
                 }
                 continue;
             }
-            // The handler runs as its own task so that a panic stays there. A stop
-            // does not interrupt it: the batch in flight finishes and checkpoints.
+            // The handler runs as its own task so that a panic stays there, and so
+            // that a call of a lost lease can be aborted once its grace is over. A
+            // release or a shutdown lets the batch in flight finish and checkpoint.
             loop {
-                let call = handler.handle(token.clone(), epoch, batch.clone());
-                match tokio::spawn(call).await {
+                let mut call =
+                    tokio::spawn(handler.handle(context.clone(), batch.clone()).in_current_span());
+                let outcome = tokio::select! {
+                    outcome = &mut call => Some(outcome),
+                    () = lost_then(reason.clone(), intake.abort_grace) => None,
+                };
+                if stop.is_cancelled() {
+                    metrics.call_cancelled();
+                }
+                let Some(outcome) = outcome else {
+                    // Aborting takes effect at the call's next await; a call stuck in
+                    // blocking code runs on, but at an epoch no later session shares.
+                    call.abort();
+                    metrics.call_aborted();
+                    tracing::warn!(grace = ?intake.abort_grace, "a call of a lost lease outlived its grace; aborted");
+                    break 'intake;
+                };
+                match outcome {
                     Ok(Ok(checkpoint)) => {
                         metrics.batch();
                         backoff = intake.retry_min;
                         from = Some(checkpoint.clone());
-                        let _ = tx.send(Event::Checkpoint {
+                        let _ = tx.send(Input::Checkpoint {
                             lease: token.clone(),
                             session,
                             checkpoint,
@@ -100,7 +166,8 @@ pub(super) async fn work<S, H>(
                 backoff = (backoff * 2).min(intake.retry_max);
             }
         }
-        let _ = tx.send(Event::Stopped {
+        // Only now: the engine starts this lease again here only after this.
+        let _ = tx.send(Input::Stopped {
             lease: token,
             session,
         });

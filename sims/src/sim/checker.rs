@@ -24,6 +24,10 @@ pub enum ViolationKind {
     Liveness,
     /// The engine refused an input the simulator sent: a bug in the driver.
     Driver,
+    /// Two handler calls of one partition overlapped on one host, or two
+    /// overlapping calls shared an epoch, so downstream fencing could not tell them
+    /// apart.
+    Session,
 }
 
 impl ViolationKind {
@@ -36,6 +40,7 @@ impl ViolationKind {
             ViolationKind::EventLost => "event-lost",
             ViolationKind::Liveness => "liveness",
             ViolationKind::Driver => "driver",
+            ViolationKind::Session => "session",
         }
     }
 }
@@ -69,6 +74,9 @@ pub struct Running {
 #[derive(Clone, Debug, Default)]
 struct Partition {
     running: Vec<Running>,
+    /// Calls told that their lease is lost, still running until they return or are
+    /// aborted. They no longer count as processing the partition.
+    lingering: Vec<Running>,
     /// Every event below this was committed downstream at least once.
     committed: u64,
     /// The highest epoch whose work took effect downstream.
@@ -106,6 +114,13 @@ pub struct Checker {
     pub duplicate_ms: u64,
     /// Events committed (with duplicates).
     pub events_processed: u64,
+    /// Handler calls told their lease was lost that were still running.
+    pub lost_calls: u64,
+    /// Of those, calls that outlived the grace period and were aborted.
+    pub aborted_calls: u64,
+    /// Batches that finished after their lease was lost: their writes reach the
+    /// downstream, which refuses them by their epoch.
+    pub fenced_batches: u64,
     /// The longest an event waited from arrival to its first commit.
     pub max_lag_ms: u64,
     /// The largest spread between the most and least loaded live hosts after the
@@ -132,6 +147,9 @@ impl Checker {
             duplicate_events: 0,
             duplicate_ms: 0,
             events_processed: 0,
+            lost_calls: 0,
+            aborted_calls: 0,
+            fenced_batches: 0,
             max_lag_ms: 0,
             max_imbalance: 0,
         }
@@ -186,6 +204,47 @@ impl Checker {
         self.slot(host);
         self.live[host] = live;
         self.changed(now);
+    }
+
+    /// Why a call of `partition` starting on `host` at `epoch` would break the stop
+    /// contract: another call of it still running on that host, or any overlapping
+    /// call at the same epoch.
+    pub fn clash(&self, partition: u32, host: usize, epoch: u64) -> Option<String> {
+        let p = &self.partitions[partition as usize];
+        let calls = p.running.iter().chain(&p.lingering);
+        let mut clash = None;
+        for call in calls {
+            if call.host == host {
+                return Some(format!(
+                    "a second call of partition {partition} starts on its host while one at epoch {} still runs",
+                    call.epoch
+                ));
+            }
+            if call.epoch == epoch {
+                clash = Some(format!(
+                    "a call of partition {partition} starts at epoch {epoch} while another at that epoch still runs"
+                ));
+            }
+        }
+        clash
+    }
+
+    /// A call of `host` on `partition` at `epoch` was told its lease is lost but
+    /// runs on.
+    pub fn linger(&mut self, partition: u32, host: usize, epoch: u64) {
+        self.lost_calls += 1;
+        self.partitions[partition as usize]
+            .lingering
+            .push(Running { host, epoch });
+    }
+
+    /// A lost call of `host` on `partition` ended: it returned, or was aborted.
+    pub fn unlinger(&mut self, partition: u32, host: usize, aborted: bool) {
+        let p = &mut self.partitions[partition as usize];
+        if let Some(i) = p.lingering.iter().position(|r| r.host == host) {
+            p.lingering.swap_remove(i);
+            self.aborted_calls += u64::from(aborted);
+        }
     }
 
     /// A handler of `host` runs `partition` at `epoch` from now on (a start, or the

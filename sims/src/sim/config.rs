@@ -288,6 +288,9 @@ impl SimConfig {
             renew_interval: self.renew,
             acquire_interval: self.acquire,
             strategy: self.strategy,
+            stop_timeout: self.expiration,
+            known_bad: (self.bug == Some(Bug::RestartSameEpoch))
+                .then_some(leasehold_engine::lease::KnownBad::RestartSameEpoch),
         };
         config.validate().map_err(SimError::Lease)?;
         Ok(config)

@@ -44,6 +44,12 @@ pub struct RunReport {
     pub duplicate_s: f64,
     /// Events that took effect more than once.
     pub duplicate_events: u64,
+    /// Handler calls told their lease was lost while a batch was in flight.
+    pub lost_calls: u64,
+    /// Of those, calls aborted after the grace period.
+    pub aborted_calls: u64,
+    /// Batches of lost calls that finished and were refused downstream by epoch.
+    pub fenced_batches: u64,
     /// Store requests per host per minute of host uptime.
     pub store_requests_per_host_min: f64,
     /// Estimated request units per host per minute (see `sim::cost`).
@@ -93,6 +99,9 @@ impl RunReport {
             max_imbalance: c.max_imbalance,
             duplicate_s: c.duplicate_ms as f64 / 1_000.0,
             duplicate_events: c.duplicate_events,
+            lost_calls: c.lost_calls,
+            aborted_calls: c.aborted_calls,
+            fenced_batches: c.fenced_batches,
             store_requests_per_host_min: round2(finished.requests as f64 / host_min),
             ru_per_host_min: round2(finished.ru / host_min),
             events_processed: c.events_processed,
@@ -160,6 +169,12 @@ pub fn table(reports: &[RunReport]) -> String {
         format!("{:.1}", r.duplicate_s)
     });
     row("duplicate events", &|r| r.duplicate_events.to_string());
+    row("lost calls (aborted, fenced)", &|r| {
+        format!(
+            "{} ({}, {})",
+            r.lost_calls, r.aborted_calls, r.fenced_batches
+        )
+    });
     row("store requests / host / min", &|r| {
         format!("{:.1}", r.store_requests_per_host_min)
     });

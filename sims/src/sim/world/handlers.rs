@@ -3,16 +3,51 @@
 
 use super::*;
 
+/// How long the simulated runtime lets a lost call run on before aborting it: the
+/// tokio runtime's default grace.
+pub(super) const ABORT_GRACE_MS: u64 = 2_000;
+
 impl World {
     /// Removes a handler and takes it off the ground truth.
     pub(super) fn end_handler(&mut self, host: usize, partition: u32) {
-        if let Some(handler) = self.hosts[host].handlers.remove(&partition)
-            && handler.running
-        {
+        let Some(handler) = self.hosts[host].handlers.remove(&partition) else {
+            return;
+        };
+        if handler.lost {
+            self.checker.unlinger(partition, host, false);
+        }
+        if handler.running {
             self.checker.halt(partition, host, self.now);
             if let Some(t) = &mut self.timeline {
                 t.end(partition, host, self.now);
             }
+        }
+    }
+
+    /// A lost call's batch ended, or its grace ran out: the call is over, and the
+    /// engine hears that its session stopped.
+    fn end_lost_call(&mut self, host: usize, partition: u32, aborted: bool) {
+        let Some(handler) = self.hosts[host].handlers.remove(&partition) else {
+            return;
+        };
+        self.checker.unlinger(partition, host, aborted);
+        self.feed(
+            host,
+            Input::Stopped {
+                lease: handler.token,
+                session: handler.session,
+            },
+        );
+    }
+
+    /// The runtime aborts a lost call that outlived its grace.
+    pub(super) fn abort(&mut self, host: usize, partition: u32, session: Session) {
+        let lost = self.hosts[host]
+            .handlers
+            .get(&partition)
+            .is_some_and(|h| h.session == session && h.lost);
+        if lost {
+            self.end_lost_call(host, partition, true);
         }
     }
 
@@ -67,6 +102,18 @@ impl World {
                 ),
             );
         }
+        if let Some(clash) = self.checker.clash(partition, host, epoch.0) {
+            self.violate(ViolationKind::Session, format!("{name}: {clash}"));
+        }
+        // A call still lingering here is replaced in the map; the ground truth
+        // forgets it only when it would have ended.
+        if self.hosts[host]
+            .handlers
+            .get(&partition)
+            .is_some_and(|h| h.lost)
+        {
+            self.checker.unlinger(partition, host, false);
+        }
         self.note(TraceEvent::Start {
             host: name,
             partition,
@@ -82,6 +129,7 @@ impl World {
                 next: from,
                 batch: None,
                 draining: false,
+                lost: false,
                 running: true,
             },
         );
@@ -139,8 +187,6 @@ impl World {
     }
 
     pub(super) fn batch_done(&mut self, host: usize, life: u64, partition: u32, session: Session) {
-        // A runtime asks the engine before the batch takes effect: a lease whose
-        // authority ran out is stopped first, and its batch is dropped.
         let lapsed = {
             let h = &self.hosts[host];
             let local = h.clock.local(self.now);
@@ -152,8 +198,21 @@ impl World {
                 held != Some(handler.epoch)
             })
         };
+        // A runtime asks the engine before the batch takes effect: a lease whose
+        // authority ran out is told lost first.
         if lapsed {
             self.feed(host, Input::Tick);
+        }
+        let lost = self.hosts[host]
+            .handlers
+            .get(&partition)
+            .is_some_and(|h| h.session == session && h.lost);
+        if lost {
+            // The call returns. Its writes reach the downstream, which refuses them:
+            // a newer epoch has started, or will, before any of its work counts.
+            self.checker.fenced_batches += 1;
+            self.end_lost_call(host, partition, false);
+            return;
         }
         let h = &self.hosts[host];
         let Some(handler) = h.handlers.get(&partition) else {

@@ -113,7 +113,7 @@ impl World {
         let mut resumed: Vec<(u32, LeaseToken, u64)> = self.hosts[host]
             .handlers
             .iter_mut()
-            .filter(|(_, h)| !h.running)
+            .filter(|(_, h)| !h.running && !h.lost)
             .map(|(p, h)| {
                 h.running = true;
                 (*p, h.token.clone(), h.epoch.0)

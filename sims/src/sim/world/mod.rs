@@ -60,6 +60,13 @@ enum Event {
         partition: u32,
         session: Session,
     },
+    /// The grace period of a lost call is over: the runtime aborts it.
+    Abort {
+        host: usize,
+        life: u64,
+        partition: u32,
+        session: Session,
+    },
     Boot {
         host: usize,
     },
@@ -123,6 +130,9 @@ struct Handler {
     batch: Option<u64>,
     /// Released or shutting down: finish the batch, checkpoint, then report stopped.
     draining: bool,
+    /// Told the lease is lost while a batch was in flight: the call ignores its
+    /// cancellation and runs on until the batch ends or the runtime aborts it.
+    lost: bool,
     /// Not paused.
     running: bool,
 }
@@ -440,12 +450,16 @@ impl World {
                 request,
                 sent,
             } => self.arrive(host, life, request, sent),
-            event @ (Event::Answer { .. } | Event::Poll { .. } | Event::BatchDone { .. }) => {
+            event @ (Event::Answer { .. }
+            | Event::Poll { .. }
+            | Event::BatchDone { .. }
+            | Event::Abort { .. }) => {
                 // Meant for one life of a host: dropped if that life is over, held
                 // while the host is paused.
                 let (Event::Answer { host, life, .. }
                 | Event::Poll { host, life, .. }
-                | Event::BatchDone { host, life, .. }) = &event
+                | Event::BatchDone { host, life, .. }
+                | Event::Abort { host, life, .. }) = &event
                 else {
                     return;
                 };
@@ -469,6 +483,9 @@ impl World {
                         session,
                         ..
                     }) => self.batch_done(host, life, partition, session),
+                    Some(Event::Abort {
+                        partition, session, ..
+                    }) => self.abort(host, partition, session),
                     _ => {}
                 }
             }
@@ -582,12 +599,36 @@ impl World {
                     return;
                 }
                 let name = h.name.clone();
+                let life = h.life;
                 let lost = matches!(reason, StopReason::Lost(_));
-                if !lost && handler.batch.is_some() {
-                    handler.draining = true;
-                } else {
-                    self.end_handler(host, partition);
-                    if !lost {
+                match (lost, handler.batch.is_some()) {
+                    (false, true) => handler.draining = true,
+                    (true, true) if !handler.lost => {
+                        // Cancelled, but the handler does not look at its token: the
+                        // call runs on until its batch ends or the grace is over.
+                        handler.lost = true;
+                        let (running, epoch) = (handler.running, handler.epoch.0);
+                        handler.running = false;
+                        if running {
+                            self.checker.halt(partition, host, self.now);
+                            if let Some(t) = &mut self.timeline {
+                                t.end(partition, host, self.now);
+                            }
+                        }
+                        self.checker.linger(partition, host, epoch);
+                        self.push(
+                            self.now + handlers::ABORT_GRACE_MS,
+                            Event::Abort {
+                                host,
+                                life,
+                                partition,
+                                session,
+                            },
+                        );
+                    }
+                    (true, true) => {}
+                    (_, false) => {
+                        self.end_handler(host, partition);
                         inputs.push_back(Input::Stopped { lease, session });
                     }
                 }

@@ -149,7 +149,8 @@ impl World {
                 );
             }
             let same_epoch = after.epoch == before.epoch;
-            let handed_on = matches!(intent, Intent::Release | Intent::Handoff)
+            // These raise the epoch the writer owned the lease at.
+            let handed_on = matches!(intent, Intent::Release | Intent::Handoff | Intent::Resume)
                 && after.epoch == before.epoch.next();
             if after.owner != before.owner && after.epoch <= before.epoch {
                 self.violate(

@@ -1,0 +1,96 @@
+//! What a handler call knows of its lease: which one, under which fencing token, and
+//! whether it has been told to stop.
+
+use leasehold_engine::lease::StopReason;
+use leasehold_engine::{Epoch, LeaseToken, Session};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The lease a handler call processes, handed to every call, as the .NET change feed
+/// processor hands its delegate a context and a cancellation token.
+///
+/// When the engine stops the lease, [`cancellation`](Self::cancellation) is cancelled
+/// and [`stop_reason`](Self::stop_reason) says why:
+/// - after a release or a shutdown the call may finish its batch, and its checkpoint
+///   is stored;
+/// - after [`StopReason::Lost`] the call has no authority any more: it should return
+///   at once. Its checkpoint is refused, its writes carry an epoch that a later
+///   session of the lease exceeds, and after the processor's
+///   [`abort_grace`](super::ProcessorBuilder::abort_grace) the runtime aborts it.
+///
+/// ```
+/// use leasehold_adapters::runtime::LeaseContext;
+/// use leasehold_adapters::{Batch, HandlerError};
+/// use leasehold_engine::Checkpoint;
+///
+/// async fn handle(ctx: LeaseContext, batch: Batch<String>) -> Result<Checkpoint, HandlerError> {
+///     for item in &batch.items {
+///         if ctx.cancellation().is_cancelled() {
+///             return Err(format!("stopped: {:?}", ctx.stop_reason()).into());
+///         }
+///         // Write `item` downstream, fenced by `ctx.epoch()`.
+///         let _ = (item, ctx.epoch());
+///     }
+///     Ok(batch.checkpoint)
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LeaseContext {
+    lease: LeaseToken,
+    epoch: Epoch,
+    session: Session,
+    cancel: CancellationToken,
+    reason: watch::Receiver<Option<StopReason>>,
+}
+
+impl LeaseContext {
+    pub(super) fn new(
+        lease: LeaseToken,
+        epoch: Epoch,
+        session: Session,
+        cancel: CancellationToken,
+        reason: watch::Receiver<Option<StopReason>>,
+    ) -> LeaseContext {
+        LeaseContext {
+            lease,
+            epoch,
+            session,
+            cancel,
+            reason,
+        }
+    }
+
+    /// The partition.
+    pub fn lease(&self) -> &LeaseToken {
+        &self.lease
+    }
+
+    /// The lease's epoch: a fencing token that rises with every change of owner and
+    /// every restart after a lost authority, so a downstream system that remembers
+    /// the highest epoch it has seen per lease can refuse the writes of a call that
+    /// lost the lease.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// This processing session of the lease on this host.
+    pub fn session(&self) -> Session {
+        self.session
+    }
+
+    /// Cancelled when the lease stops, for whatever reason.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Why the lease stopped, once it has. A release or a shutdown can become a loss
+    /// if the drain outlives the authority.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        *self.reason.borrow()
+    }
+
+    /// Whether the lease was lost: the call must end at once.
+    pub fn is_lost(&self) -> bool {
+        matches!(self.stop_reason(), Some(StopReason::Lost(_)))
+    }
+}
