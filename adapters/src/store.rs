@@ -16,7 +16,8 @@ pub struct Response<D> {
 /// A container that executes the engine's store operations.
 ///
 /// Both implementations give the same statuses and document states for the same
-/// operations (`tests/differential.rs` checks it): the in-memory store is the engine's
+/// operations (`tests/cosmos_store.rs` checks it on random operations against the
+/// emulator): the in-memory store is the engine's
 /// reference semantics, and the Cosmos DB store maps the service onto them.
 pub trait Store<D: Document>: Clone + Send + Sync + 'static {
     /// Executes one operation. Never panics: every failure is a [`StoreError`], and an

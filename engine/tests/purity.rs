@@ -58,7 +58,7 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 }
 
 #[test]
-fn the_engine_depends_on_nothing_but_serde() {
+fn the_engine_depends_on_nothing_but_serde_and_serde_json() {
     let output = Command::new(env!("CARGO"))
         .args([
             "metadata",

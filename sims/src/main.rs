@@ -79,7 +79,7 @@ struct ModelArgs {
     #[arg(long, value_enum, default_value_t = Expiry::Observed)]
     expiry: Expiry,
     /// Run a known-bad variant. Partitions: timestamp-skew, blind-acquire,
-    /// blind-checkpoint, thin-margin, same-epoch. Queue: dequeue-seed,
+    /// blind-checkpoint, thin-margin, same-epoch, restart-same-epoch. Queue: dequeue-seed,
     /// dequeue-no-expired, blind-claim, blind-complete, lock-no-drift. Items:
     /// next-for-state-no-expiry, blind-lease, lock-no-drift. Stops at its first
     /// counterexample.
@@ -91,9 +91,11 @@ struct ModelArgs {
     /// Writes that may be applied with their reply lost (ambiguous outcomes).
     #[arg(long, default_value_t = 0)]
     lost_replies: u8,
-    /// Writes that may be held on the wire and delivered later, in any order.
-    #[arg(long, default_value_t = 0)]
-    delays: u8,
+    /// Writes that may be held on the wire and delivered later, in any order
+    /// [default: 0; partitions with --bug restart-same-epoch: 1, the least fault that
+    /// shows it: a renewal that lands after the authority lapsed].
+    #[arg(long)]
+    delays: Option<u8>,
     /// Checkpoints each handler reports per lease.
     #[arg(long, default_value_t = 1)]
     progress: u8,
@@ -267,7 +269,9 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         crashes: args.crashes,
         pauses: args.pauses,
         lost_replies: args.lost_replies,
-        delays: args.delays,
+        delays: args
+            .delays
+            .unwrap_or(u8::from(bug == Some(Bug::RestartSameEpoch))),
         skew: args.skew,
         drift_ms: args.drift,
         horizon: 1,
@@ -387,7 +391,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         crashes: args.crashes,
         pauses: args.pauses,
         lost_replies: args.lost_replies,
-        delays: args.delays,
+        delays: args.delays.unwrap_or(0),
         skew: args.skew,
         drift_ms: args.drift,
         horizon: 1,

@@ -80,6 +80,29 @@ fn a_known_bad_variant_prints_its_trace_and_a_replay_that_reproduces_it() {
     );
 }
 
+/// The engine's old lifecycle, at the CLI's default bounds: the variant brings the
+/// one delayed write it needs, and the trace shows the lost call still running when
+/// the lease restarts at its epoch.
+#[test]
+fn a_restart_at_the_same_epoch_is_shown_overlapping_a_lost_call() {
+    let out = leasehold(&["check", "partitions", "--bug", "restart-same-epoch"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("COUNTEREXAMPLE to \"sessions"), "{text}");
+    assert!(text.contains("still running at e1"), "{text}");
+    let without = leasehold(&[
+        "check",
+        "partitions",
+        "--bug",
+        "restart-same-epoch",
+        "--delays",
+        "0",
+        "--horizon",
+        "6",
+    ]);
+    assert_eq!(without.status.code(), Some(0), "{}", stdout(&without));
+}
+
 #[test]
 fn a_check_stopped_at_a_state_limit_says_incomplete_and_never_holds() {
     let mut args = SMALL.to_vec();

@@ -87,7 +87,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub max_batch: Option<u64>,
     /// Run a known-bad variant of the protocol (the model checker's): timestamp-skew,
-    /// blind-acquire, blind-checkpoint, thin-margin, same-epoch; queue scenarios:
+    /// blind-acquire, blind-checkpoint, thin-margin, same-epoch, restart-same-epoch; queue scenarios:
     /// dequeue-seed, dequeue-no-expired, blind-claim, blind-complete, lock-no-drift.
     /// With swarm, every seed runs the variant (lease or queue runs only).
     #[arg(long, value_name = "NAME")]
