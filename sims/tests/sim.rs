@@ -126,17 +126,21 @@ fn fencing_catches_blind_acquires() {
     assert!(kinds(&cfg).contains(&ViolationKind::Fencing));
 }
 
+/// Before the stop contract, this run also moved a checkpoint back (a lease restarted
+/// at its old epoch after a lapse, then checkpointed blind over its new owner's
+/// progress). A restart now goes through a conditional `Resume` first, which finds the
+/// new owner, so the stale checkpoint shows as fencing only; no seed of 1,000 in the
+/// swarm moves a checkpoint back any more. The model's
+/// `a_blind_checkpoint_from_a_late_write_takes_the_checkpoint_back` still shows the
+/// property failing.
 #[test]
-fn checkpoint_monotonicity_catches_a_stale_owners_blind_checkpoint() {
-    let mut cfg = SimConfig::scenario(Scenario::Crash, 20);
-    cfg.faults = Faults::NONE.apply("spike=120,pause=30,timeout=30").unwrap();
+fn a_stale_owners_blind_checkpoint_is_caught_by_fencing() {
+    // The swarm's draw for seed 8: a steady run in which two hosts race at the start.
+    let mut cfg = swarm::draw(8);
     assert!(kinds(&cfg).is_empty());
     cfg.bug = Some(Bug::BlindCheckpoint);
     let found = kinds(&cfg);
-    assert!(
-        found.contains(&ViolationKind::CheckpointMonotonicity),
-        "{found:?}"
-    );
+    assert!(found.contains(&ViolationKind::Fencing), "{found:?}");
 }
 
 #[test]

@@ -492,6 +492,21 @@ mod tests {
     }
 
     #[test]
+    fn a_call_starting_beside_a_lost_call_on_its_host_or_at_its_epoch_clashes() {
+        let mut checker = Checker::new(1, 0);
+        checker.set_live(0, true, 0);
+        checker.run(0, 0, 3, true, 0);
+        checker.halt(0, 0, 10);
+        checker.linger(0, 0, 3);
+        assert!(checker.clash(0, 0, 4).is_some(), "same host, still running");
+        assert!(checker.clash(0, 1, 3).is_some(), "same epoch elsewhere");
+        assert_eq!(checker.clash(0, 1, 4), None, "another host, a newer epoch");
+        checker.unlinger(0, 0, true);
+        assert_eq!(checker.aborted_calls, 1);
+        assert_eq!(checker.clash(0, 0, 3), None, "the lost call has ended");
+    }
+
+    #[test]
     fn two_running_handlers_count_as_duplicate_time() {
         let mut checker = Checker::new(1, 0);
         checker.set_live(0, true, 0);
