@@ -3,7 +3,7 @@
 //! their answers come back as inputs, until nothing is outstanding.
 
 use crate::clock::Clock;
-use crate::store::{Response, Store};
+use crate::store::{Store, execute_within};
 use futures::stream::{FuturesUnordered, StreamExt};
 use leasehold_engine::store::{Document, Op, Reply, StoreError};
 use leasehold_engine::{RequestId, item_lease, queue};
@@ -11,15 +11,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// What the exchange needs of an engine client.
-pub(crate) trait Machine: Send + 'static {
+pub(crate) trait Machine:
+    leasehold_engine::Machine<Input: Send + 'static, Output: Send + 'static, Error: Send + 'static>
+    + Send
+    + 'static
+{
     type Doc: Document + Send + Sync + 'static;
-    type Input: Send + 'static;
-    type Output: Send + 'static;
-    type Error: Send + 'static;
 
-    fn handle(&mut self, now: leasehold_engine::Now, input: Self::Input)
-    -> Result<(), Self::Error>;
-    fn poll(&mut self) -> Option<Self::Output>;
     /// The request an output carries, or the output itself if it is not one.
     fn request(output: Self::Output) -> Result<(RequestId, Op<Self::Doc>), Self::Output>;
     fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input;
@@ -101,7 +99,7 @@ impl<M: Machine, St: Store<M::Doc>> Exchange<M, St> {
         let mut requests = Vec::new();
         {
             let mut machine = self.lock();
-            machine.handle(self.clock.now(), input)?;
+            machine.handle_input(self.clock.now(), input)?;
             drain(&mut *machine, &mut outputs, &mut requests);
         }
         let mut in_flight = FuturesUnordered::new();
@@ -110,12 +108,7 @@ impl<M: Machine, St: Store<M::Doc>> Exchange<M, St> {
                 let store = self.store.clone();
                 let timeout = self.timeout;
                 in_flight.push(async move {
-                    let response = tokio::time::timeout(timeout, store.execute(op))
-                        .await
-                        .unwrap_or(Response {
-                            result: Err(StoreError::Timeout),
-                            charge: 0.0,
-                        });
+                    let response = execute_within(&store, op, timeout).await;
                     (id, response.result)
                 });
             }
@@ -126,7 +119,7 @@ impl<M: Machine, St: Store<M::Doc>> Exchange<M, St> {
             // Every id answered here was issued by this very call, so the engine
             // knows it; a refusal could only be a bug, and changes nothing.
             if machine
-                .handle(self.clock.now(), M::response(id, result))
+                .handle_input(self.clock.now(), M::response(id, result))
                 .is_err()
             {
                 tracing::error!(%id, "the engine refused its own request's answer");
@@ -147,7 +140,7 @@ fn drain<M: Machine>(
     outputs: &mut Vec<M::Output>,
     requests: &mut Vec<(RequestId, Op<M::Doc>)>,
 ) {
-    while let Some(out) = machine.poll() {
+    while let Some(out) = machine.poll_output() {
         match M::request(out) {
             Ok(request) => requests.push(request),
             Err(out) => outputs.push(out),
@@ -157,22 +150,6 @@ fn drain<M: Machine>(
 
 impl Machine for queue::Consumer {
     type Doc = queue::Message;
-    type Input = queue::Input;
-    type Output = queue::Output;
-    type Error = queue::QueueError;
-
-    fn handle(
-        &mut self,
-        now: leasehold_engine::Now,
-        input: queue::Input,
-    ) -> Result<(), Self::Error> {
-        self.handle_input(now, input)
-    }
-
-    fn poll(&mut self) -> Option<queue::Output> {
-        self.poll_output()
-    }
-
     fn request(output: queue::Output) -> Result<(RequestId, Op<queue::Message>), queue::Output> {
         match output {
             queue::Output::Request(r) => Ok((r.id, r.op)),
@@ -191,22 +168,6 @@ impl Machine for queue::Consumer {
 
 impl Machine for item_lease::Leaser {
     type Doc = item_lease::Item;
-    type Input = item_lease::Input;
-    type Output = item_lease::Output;
-    type Error = item_lease::ItemError;
-
-    fn handle(
-        &mut self,
-        now: leasehold_engine::Now,
-        input: item_lease::Input,
-    ) -> Result<(), Self::Error> {
-        self.handle_input(now, input)
-    }
-
-    fn poll(&mut self) -> Option<item_lease::Output> {
-        self.poll_output()
-    }
-
     fn request(
         output: item_lease::Output,
     ) -> Result<(RequestId, Op<item_lease::Item>), item_lease::Output> {

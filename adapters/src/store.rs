@@ -27,3 +27,19 @@ pub trait Store<D: Document>: Clone + Send + Sync + 'static {
     /// Calls and request units so far, by kind of operation.
     fn charges(&self) -> &Charges;
 }
+
+/// Executes `op` on `store`, giving up after `timeout`: the outcome is then unknown to
+/// the engine (a [`StoreError::Timeout`]), as for any reply that never comes. Every
+/// driver sends its requests through here.
+pub(crate) async fn execute_within<D: Document, St: Store<D>>(
+    store: &St,
+    op: Op<D>,
+    timeout: std::time::Duration,
+) -> Response<D> {
+    tokio::time::timeout(timeout, store.execute(op))
+        .await
+        .unwrap_or(Response {
+            result: Err(StoreError::Timeout),
+            charge: 0.0,
+        })
+}

@@ -22,6 +22,7 @@ mod ids;
 pub mod item_lease;
 pub mod lease;
 pub mod lock;
+mod machine;
 pub mod queue;
 pub mod store;
 mod text;
@@ -32,4 +33,5 @@ pub use ids::{
     Checkpoint, DocId, Epoch, Etag, HostId, Incarnation, LeaseToken, PartitionKey, RequestId,
     Session,
 };
+pub use machine::Machine;
 pub use time::{Drift, LocalTime, Millis, Now, WallTime};

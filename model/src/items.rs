@@ -12,23 +12,13 @@ use leasehold_engine::item_lease::{
 };
 use leasehold_engine::lock::Locks;
 use leasehold_engine::store::{Container, Document, Op};
-use leasehold_engine::{DocId, HostId, Incarnation, Now, PartitionKey, RequestId, WallTime};
+use leasehold_engine::{DocId, HostId, Incarnation, PartitionKey, RequestId, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
 
 impl Machine for Leaser {
     type Doc = Item;
-    type Input = Input;
-    type Output = Output;
     type Intent = ItemIntent;
-
-    fn handle(&mut self, now: Now, input: Input) {
-        let _ = self.handle_input(now, input);
-    }
-
-    fn poll(&mut self) -> Option<Output> {
-        self.poll_output()
-    }
 
     fn request(output: Output) -> Result<Request<Item, ItemIntent>, Output> {
         match output {

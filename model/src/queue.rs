@@ -13,23 +13,13 @@ use leasehold_engine::queue::{
     QueueIntent, QueueName, Selector,
 };
 use leasehold_engine::store::{Container, Document, Op};
-use leasehold_engine::{DocId, HostId, Incarnation, Millis, Now, RequestId, WallTime};
+use leasehold_engine::{DocId, HostId, Incarnation, Millis, RequestId, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
 
 impl Machine for Consumer {
     type Doc = Message;
-    type Input = Input;
-    type Output = Output;
     type Intent = QueueIntent;
-
-    fn handle(&mut self, now: Now, input: Input) {
-        let _ = self.handle_input(now, input);
-    }
-
-    fn poll(&mut self) -> Option<Output> {
-        self.poll_output()
-    }
 
     fn request(output: Output) -> Result<Request<Message, QueueIntent>, Output> {
         match output {

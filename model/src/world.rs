@@ -9,6 +9,7 @@
 //! pause), while one still has not.
 
 use crate::state::{Fault, Rate};
+use leasehold_engine::Machine as _;
 use leasehold_engine::lock::{LockToken, Locks};
 use leasehold_engine::store::{Container, Document, Op, Reply, StoreError};
 use leasehold_engine::{DocId, Now, RequestId};
@@ -19,20 +20,15 @@ use std::hash::Hash;
 /// A store answer.
 pub type Answer<D> = Result<Reply<D>, StoreError>;
 
-/// An engine state machine a client runs.
-pub trait Machine: Clone + Debug + PartialEq + Eq + Hash + Send + Sync + 'static {
+/// An engine state machine a client runs: the engine's [`leasehold_engine::Machine`]
+/// contract, plus what the shared world needs to route its requests.
+pub trait Machine:
+    leasehold_engine::Machine + Clone + Debug + PartialEq + Eq + Hash + Send + Sync + 'static
+{
     /// The documents it works on.
     type Doc: Document + Send + Sync + 'static;
-    /// Its inputs.
-    type Input;
-    /// Its outputs.
-    type Output;
     /// Why it sends a request.
     type Intent: Copy + Debug + PartialEq + Eq + Hash + Send + Sync + 'static;
-    /// Takes one input; refused inputs are no-ops, as for the engine.
-    fn handle(&mut self, now: Now, input: Self::Input);
-    /// The next output.
-    fn poll(&mut self) -> Option<Self::Output>;
     /// A store request, or the output back if it is something else.
     fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output>;
     /// The input that carries a store answer.
@@ -138,7 +134,7 @@ pub trait Rules: Sized {
         &self,
         world: &mut World<Self::M, Self::Ghost>,
         client: u8,
-        output: <Self::M as Machine>::Output,
+        output: <Self::M as leasehold_engine::Machine>::Output,
         journal: &mut Option<Vec<String>>,
     );
     /// A short description of a request, for traces.
@@ -200,7 +196,7 @@ pub fn run<R: Rules>(
     rules: &R,
     world: &mut World<R::M, R::Ghost>,
     c: u8,
-    first: Vec<<R::M as Machine>::Input>,
+    first: Vec<<R::M as leasehold_engine::Machine>::Input>,
     fault: Option<Fault>,
     journal: &mut Option<Vec<String>>,
 ) -> Option<()> {
@@ -211,9 +207,10 @@ pub fn run<R: Rules>(
     while let Some(input) = inputs.pop_front() {
         let now = now(&budget, world, c);
         let engine = world.clients[usize::from(c)].engine.as_mut()?;
-        engine.handle(now, input);
+        // Refused inputs are no-ops, as for the engine.
+        let _ = engine.handle_input(now, input);
         let mut outputs = Vec::new();
-        while let Some(output) = engine.poll() {
+        while let Some(output) = engine.poll_output() {
             outputs.push(output);
         }
         for output in outputs {

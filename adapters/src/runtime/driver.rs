@@ -5,10 +5,9 @@ use super::worker::{self, Crew, Lease, Stopper};
 use super::{Handler, Processor, RunError};
 use crate::clock::{Clock, fresh_incarnation};
 use crate::source::PartitionSource;
-use crate::store::{Response, Store};
+use crate::store::{Store, execute_within};
 use leasehold_engine::Session;
 use leasehold_engine::lease::{Input, LeaseHost, Output, Record, StopReason};
-use leasehold_engine::store::StoreError;
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -59,12 +58,7 @@ where
                         tracing::debug_span!("request", intent = ?request.intent, id = %request.id);
                     tokio::spawn(
                         async move {
-                            let response = tokio::time::timeout(timeout, store.execute(request.op))
-                                .await
-                                .unwrap_or(Response {
-                                    result: Err(StoreError::Timeout),
-                                    charge: 0.0,
-                                });
+                            let response = execute_within(&store, request.op, timeout).await;
                             metrics.request(request.intent, response.charge);
                             // The engine has stopped only if the processor is gone.
                             let _ = tx.send(Input::Response {

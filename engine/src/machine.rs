@@ -1,0 +1,103 @@
+//! The contract between every state machine of the engine and the drivers around it
+//! (the model checker, the simulator, the tokio runtime), in the manner of
+//! quinn-proto's `Connection`: inputs in, outputs out, and when to wake it next.
+
+use crate::time::{LocalTime, Now};
+
+/// A sans-IO state machine.
+///
+/// A driver feeds it inputs with [`handle_input`](Self::handle_input), each with the
+/// time it happened, then drains [`poll_output`](Self::poll_output) and, if it has
+/// nothing else to feed, waits until [`poll_timeout`](Self::poll_timeout) and feeds
+/// the machine's tick input. The partition-lease host, the queue consumer and the
+/// item leaser all implement it.
+///
+/// ```
+/// use leasehold_engine::lease::{Input, LeaseConfig, LeaseHost};
+/// use leasehold_engine::{HostId, Incarnation, LeaseToken, LocalTime, Machine, Now, WallTime};
+///
+/// fn outputs<M: Machine>(machine: &mut M, now: Now, input: M::Input) -> Vec<M::Output> {
+///     let _refused = machine.handle_input(now, input);
+///     std::iter::from_fn(|| machine.poll_output()).collect()
+/// }
+///
+/// let config = LeaseConfig { partitions: vec![LeaseToken::from("0")], ..LeaseConfig::default() };
+/// let mut host = LeaseHost::new(HostId::from("a"), config, Incarnation(0)).unwrap();
+/// let now = Now::new(LocalTime::ZERO, WallTime(0));
+/// assert!(!outputs(&mut host, now, Input::Tick).is_empty()); // a scan, a heartbeat
+/// assert!(Machine::poll_timeout(&host).is_some());
+/// ```
+pub trait Machine {
+    /// What happens to it.
+    type Input;
+    /// What it asks its driver to do, or tells it.
+    type Output;
+    /// Why it refuses an input; a refused input changes nothing but the clock.
+    type Error;
+
+    /// Handles one input at time `now`.
+    fn handle_input(&mut self, now: Now, input: Self::Input) -> Result<(), Self::Error>;
+
+    /// The next output, if any.
+    fn poll_output(&mut self) -> Option<Self::Output>;
+
+    /// When it next needs a tick, on its local clock; `None` if only an input can
+    /// give it something to do.
+    fn poll_timeout(&self) -> Option<LocalTime>;
+}
+
+impl Machine for crate::lease::LeaseHost {
+    type Input = crate::lease::Input;
+    type Output = crate::lease::Output;
+    type Error = crate::lease::InputError;
+
+    fn handle_input(&mut self, now: Now, input: Self::Input) -> Result<(), Self::Error> {
+        crate::lease::LeaseHost::handle_input(self, now, input)
+    }
+
+    fn poll_output(&mut self) -> Option<Self::Output> {
+        crate::lease::LeaseHost::poll_output(self)
+    }
+
+    fn poll_timeout(&self) -> Option<LocalTime> {
+        crate::lease::LeaseHost::poll_timeout(self)
+    }
+}
+
+impl Machine for crate::queue::Consumer {
+    type Input = crate::queue::Input;
+    type Output = crate::queue::Output;
+    type Error = crate::queue::QueueError;
+
+    fn handle_input(&mut self, now: Now, input: Self::Input) -> Result<(), Self::Error> {
+        crate::queue::Consumer::handle_input(self, now, input)
+    }
+
+    fn poll_output(&mut self) -> Option<Self::Output> {
+        crate::queue::Consumer::poll_output(self)
+    }
+
+    /// The consumer acts only when asked: locks are renewed by explicit commands.
+    fn poll_timeout(&self) -> Option<LocalTime> {
+        None
+    }
+}
+
+impl Machine for crate::item_lease::Leaser {
+    type Input = crate::item_lease::Input;
+    type Output = crate::item_lease::Output;
+    type Error = crate::item_lease::ItemError;
+
+    fn handle_input(&mut self, now: Now, input: Self::Input) -> Result<(), Self::Error> {
+        crate::item_lease::Leaser::handle_input(self, now, input)
+    }
+
+    fn poll_output(&mut self) -> Option<Self::Output> {
+        crate::item_lease::Leaser::poll_output(self)
+    }
+
+    /// The leaser acts only when asked.
+    fn poll_timeout(&self) -> Option<LocalTime> {
+        None
+    }
+}
