@@ -1,5 +1,5 @@
 //! The contract between every state machine of the engine and the drivers around it
-//! (the model checker, the simulator, the tokio runtime), in the manner of
+//! (the model checker, the simulator, the async runtime), in the manner of
 //! quinn-proto's `Connection`: inputs in, outputs out, and when to wake it next.
 
 use crate::time::{LocalTime, Now};
@@ -25,7 +25,8 @@ use crate::time::{LocalTime, Now};
 /// let mut host = LeaseHost::new(HostId::from("a"), config, Incarnation(0)).unwrap();
 /// let now = Now::new(LocalTime::ZERO, WallTime(0));
 /// assert!(!outputs(&mut host, now, Input::Tick).is_empty()); // a scan, a heartbeat
-/// assert!(Machine::poll_timeout(&host).is_some());
+/// // Nothing is due until the store answers what is in flight.
+/// assert_eq!(Machine::poll_timeout(&host), None);
 /// ```
 pub trait Machine {
     /// What happens to it.
