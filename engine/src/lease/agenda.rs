@@ -10,7 +10,8 @@
 //! of a host with a small table by running the full passes on a copy.
 //!
 //! The agenda is derived from the rest of the host's state, so it takes no part in
-//! equality or hashing: the model checker's state space is unchanged by it.
+//! the host's equality or hashing (see `LeaseHost`'s impls): the model checker's state
+//! space is unchanged by it.
 
 use super::host::{LeaseHost, Phase};
 use super::slot::{ReleaseTo, Slot};
@@ -18,7 +19,6 @@ use crate::expiry::ExpiryRule;
 use crate::ids::{HostId, LeaseToken};
 use crate::time::{LocalTime, Now};
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// Derived bookkeeping about which leases the next input must look at.
@@ -45,18 +45,6 @@ pub(super) struct Agenda {
     watched: BTreeSet<LeaseToken>,
     /// The configured partitions in token order, to walk beside the slots.
     partitions: Arc<Vec<LeaseToken>>,
-}
-
-impl PartialEq for Agenda {
-    fn eq(&self, _: &Agenda) -> bool {
-        true
-    }
-}
-
-impl Eq for Agenda {}
-
-impl Hash for Agenda {
-    fn hash<H: Hasher>(&self, _: &mut H) {}
 }
 
 impl Agenda {
