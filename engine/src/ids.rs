@@ -168,6 +168,25 @@ impl fmt::Display for Session {
     }
 }
 
+/// One tenure of a host's heartbeat: the span during which that document vouches for
+/// every lease the host holds under session liveness. A host starts a new tenure when
+/// it first writes its heartbeat in a life, and again after another host fenced the
+/// old one; a lease document names the tenure its owner held it under, so a lease
+/// from a tenure that is over is free to take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Tenure {
+    /// The incarnation that began it.
+    pub incarnation: Incarnation,
+    /// Its number within that incarnation.
+    pub seq: u64,
+}
+
+impl fmt::Display for Tenure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "t{}.{}", self.incarnation.0, self.seq)
+    }
+}
+
 /// An entity tag issued by the store on every write. Etags are opaque: they are only
 /// ever compared for equality, never ordered.
 ///

@@ -31,7 +31,7 @@ mod time;
 pub use expiry::{ExpiryPolicy, ExpiryRule, Observation};
 pub use ids::{
     Checkpoint, DocId, Epoch, Etag, HostId, Incarnation, LeaseToken, PartitionKey, RequestId,
-    Session,
+    Session, Tenure,
 };
 pub use machine::Machine;
 pub use time::{Drift, LocalTime, Millis, Now, WallTime};

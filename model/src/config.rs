@@ -3,7 +3,7 @@
 
 use leasehold_engine::balance::{CfpConfig, Strategy};
 use leasehold_engine::lease::{
-    ConfigError, Intent, KnownBad, LeaseConfig, LeaseDocument, Record, StoreRequest,
+    ConfigError, Intent, KnownBad, LeaseConfig, LeaseDocument, Liveness, Record, StoreRequest,
 };
 use leasehold_engine::store::Op;
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
@@ -42,6 +42,9 @@ pub struct Bounds {
     pub strategy: StrategyName,
     /// The expiry rule.
     pub expiry: ExpiryRule,
+    /// Where authority comes from; `None` is lease liveness, except for the variants
+    /// of session liveness, which get it.
+    pub liveness: Option<Liveness>,
     /// A known-bad variant to run instead of the protocol as shipped.
     pub bug: Option<Bug>,
 }
@@ -61,6 +64,7 @@ impl Default for Bounds {
             progress: 1,
             strategy: StrategyName::Handoff,
             expiry: ExpiryRule::Observed,
+            liveness: None,
             bug: None,
         }
     }
@@ -135,6 +139,12 @@ pub enum Bug {
     /// handler call runs on, and the lease restarts at the same epoch once a renewal
     /// succeeds.
     RestartSameEpoch,
+    /// Session liveness without its fence: a dead host's leases are taken without
+    /// first ending its tenure (an engine switch: the fence is the taker's own step).
+    UnfencedTakeover,
+    /// Session liveness with heartbeats written without if-match (the network strips
+    /// it), so a fenced host renews its tenure anyway.
+    BlindHeartbeat,
 }
 
 impl Bug {
@@ -147,6 +157,7 @@ impl Bug {
         let strip = match self {
             Bug::BlindAcquire => taking,
             Bug::BlindCheckpoint => req.intent == Intent::Checkpoint,
+            Bug::BlindHeartbeat => req.intent == Intent::Heartbeat,
             _ => false,
         };
         if let (true, Op::Replace { if_match, .. }) = (strip, &mut req.op) {
@@ -167,14 +178,30 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 6] = [
+    pub const ALL: [Bug; 8] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
         Bug::ThinMargin,
         Bug::SameEpoch,
         Bug::RestartSameEpoch,
+        Bug::UnfencedTakeover,
+        Bug::BlindHeartbeat,
     ];
+
+    /// Whether the variant breaks session liveness, and so needs it.
+    pub fn needs_session(self) -> bool {
+        matches!(self, Bug::UnfencedTakeover | Bug::BlindHeartbeat)
+    }
+
+    /// The engine's switch for the variants that live inside the engine.
+    pub fn known_bad(self) -> Option<KnownBad> {
+        match self {
+            Bug::RestartSameEpoch => Some(KnownBad::RestartSameEpoch),
+            Bug::UnfencedTakeover => Some(KnownBad::UnfencedTakeover),
+            _ => None,
+        }
+    }
 
     /// The name on the command line.
     pub fn name(self) -> &'static str {
@@ -185,6 +212,8 @@ impl Bug {
             Bug::ThinMargin => "thin-margin",
             Bug::SameEpoch => "same-epoch",
             Bug::RestartSameEpoch => "restart-same-epoch",
+            Bug::UnfencedTakeover => "unfenced-takeover",
+            Bug::BlindHeartbeat => "blind-heartbeat",
         }
     }
 }
@@ -243,6 +272,9 @@ pub enum BoundsError {
     /// The protocol settings derived from the bounds are inconsistent.
     #[error("the protocol settings are inconsistent: {0}")]
     Protocol(ConfigError),
+    /// A variant of session liveness asked for under lease liveness.
+    #[error("{0} breaks session liveness: it needs --strategy handoff and --liveness session")]
+    BugNeedsSession(Bug),
 }
 
 fn bug_names() -> String {
@@ -316,10 +348,18 @@ impl Bounds {
             // A lingering call returns before the next tick here, so the give-up never
             // fires in the model; the engine's tests cover it.
             stop_timeout: duration,
-            known_bad: (self.bug == Some(Bug::RestartSameEpoch))
-                .then_some(KnownBad::RestartSameEpoch),
+            liveness: self.liveness.or(self
+                .bug
+                .filter(|b| b.needs_session())
+                .map(|_| Liveness::Session)),
+            known_bad: self.bug.and_then(Bug::known_bad),
         };
         config.validate().map_err(BoundsError::Protocol)?;
+        if let Some(bug) = self.bug.filter(|b| b.needs_session())
+            && config.liveness() != Liveness::Session
+        {
+            return Err(BoundsError::BugNeedsSession(bug));
+        }
         Ok(config)
     }
 
@@ -333,11 +373,12 @@ impl Bounds {
     /// 1 / (1 − drift) in true time. Each of those two timers fires on the first tick
     /// boundary after it is due, so the model adds a tick for each.
     ///
-    /// `handoff` gets one more expiration and timer: the model found (with three
-    /// hosts) that an owner may hand a lease to a claimant that crashed after
-    /// claiming, because the claimant's heartbeat has not yet expired in the owner's
-    /// eyes; the lease then expires only one expiration after the handoff. The checks
-    /// show that `cfp`'s bound is tight, and that `handoff` breaks it.
+    /// `handoff` under lease liveness gets one more expiration and timer: the model
+    /// found (with three hosts) that an owner may hand a lease to a claimant that
+    /// crashed after claiming, because the claimant's heartbeat has not yet expired
+    /// in the owner's eyes; the lease then expires only one expiration after the
+    /// handoff. The checks show that `cfp`'s bound is tight, that `handoff` under
+    /// lease liveness breaks it, and that under session liveness it meets it.
     pub fn liveness_ticks(&self) -> u8 {
         let Ok(config) = self.lease_config() else {
             return u8::MAX;
@@ -347,9 +388,12 @@ impl Bounds {
             ..config.expiry
         };
         let wait = real.observer_wait().as_millis();
-        let (claim, timers) = match self.strategy {
-            StrategyName::Handoff => (wait, 3),
-            // The others take by acquisition, never by handoff.
+        let (claim, timers) = match (self.strategy, config.liveness()) {
+            (StrategyName::Handoff, Liveness::Lease) => (wait, 3),
+            // Under session liveness a lease handed to a claimant that crashed lives
+            // only as long as the claimant's heartbeat, which it stopped writing
+            // before the handoff: no second expiration. The others take by
+            // acquisition, never by handoff.
             _ => (0, 2),
         };
         let local = wait + claim + config.acquire_interval.as_millis();
@@ -439,7 +483,14 @@ mod tests {
         // 2 s acquire + 3.3 s = 5.3 s on a clock 10 % slow: 5.9 s, 6 ticks, plus one
         // for each of two timers.
         assert_eq!(cfp.liveness_ticks(), 8);
-        // Plus a claimant's heartbeat expiry: 8.6 s / 0.9 = 9.6 s, 10 ticks, plus 3.
+        // Handoff under session liveness: the same.
+        let session = Bounds {
+            liveness: Some(Liveness::Session),
+            ..Bounds::default()
+        };
+        assert_eq!(session.liveness_ticks(), 8);
+        // Under lease liveness, plus a claimant's heartbeat expiry: 8.6 s / 0.9 =
+        // 9.6 s, 10 ticks, plus 3.
         assert_eq!(Bounds::default().liveness_ticks(), 13);
     }
 }

@@ -3,6 +3,7 @@
 //! bounds are tight.
 
 use leasehold_engine::ExpiryRule;
+use leasehold_engine::lease::Liveness;
 use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
 use leasehold_model::{Bounds, Bug, PartitionModel, StrategyName, properties as p, trace};
 use std::time::Duration;
@@ -116,9 +117,31 @@ fn model(bounds: Bounds) -> PartitionModel {
 }
 
 #[test]
-fn two_hosts_two_partitions_one_crash_with_skew_and_drift_are_safe_and_live_under_handoff() {
+fn two_hosts_two_partitions_one_crash_with_skew_and_drift_are_safe_and_live_under_handoff_with_session_liveness()
+ {
     let report = exhaustive(&model(Bounds {
         horizon: 14,
+        liveness: Some(Liveness::Session),
+        ..skewed(StrategyName::Handoff)
+    }));
+    assert_proven(
+        &report,
+        &[
+            p::TAKEOVER,
+            p::REBALANCE,
+            p::CALM_AFTER_CRASH,
+            p::SETTLED_AFTER_RESTART,
+        ],
+    );
+}
+
+/// Handoff as before session leases: each lease renewed on its own.
+#[test]
+fn two_hosts_two_partitions_one_crash_with_skew_and_drift_are_safe_and_live_under_handoff_with_lease_liveness()
+ {
+    let report = exhaustive(&model(Bounds {
+        horizon: 14,
+        liveness: Some(Liveness::Lease),
         ..skewed(StrategyName::Handoff)
     }));
     assert_proven(
@@ -145,8 +168,11 @@ fn two_hosts_two_partitions_one_crash_with_skew_and_drift_are_safe_and_live_unde
 }
 
 #[test]
-fn three_hosts_two_partitions_one_crash_are_safe_and_live_under_handoff() {
-    let report = exhaustive(&model(three_hosts(StrategyName::Handoff)));
+fn three_hosts_two_partitions_one_crash_are_safe_and_live_under_handoff_with_session_liveness() {
+    let report = exhaustive(&model(Bounds {
+        liveness: Some(Liveness::Session),
+        ..three_hosts(StrategyName::Handoff)
+    }));
     assert_proven(&report, &[p::TAKEOVER, p::REBALANCE, p::CALM_AFTER_CRASH]);
 }
 
@@ -221,14 +247,61 @@ fn timestamp_expiry_with_skew_beyond_its_margin_gives_two_owners() {
     counterexample(&model(bounds), p::EXCLUSIVITY);
 }
 
+/// Under lease liveness the acquire's if-match is what keeps a taker from a lease its
+/// owner just renewed. (Under session liveness the fence of the owner's tenure does
+/// that, and the same variant is survived at this bound.)
 #[test]
 fn a_blind_acquire_gives_two_owners() {
     let bounds = Bounds {
         bug: Some(Bug::BlindAcquire),
         horizon: 10,
+        liveness: Some(Liveness::Lease),
         ..skewed(StrategyName::Handoff)
     };
     counterexample(&model(bounds), p::EXCLUSIVITY);
+}
+
+/// Session liveness: a taker that does not fence a dead host's tenure first races the
+/// renewal that host still had in flight, and both process.
+#[test]
+fn a_takeover_without_fencing_the_dead_session_gives_two_owners() {
+    let bounds = Bounds {
+        bug: Some(Bug::UnfencedTakeover),
+        crashes: 0,
+        skew: 0,
+        drift_ms: 0,
+        delays: 1,
+        horizon: 12,
+        ..skewed(StrategyName::Handoff)
+    };
+    counterexample(&model(bounds), p::EXCLUSIVITY);
+}
+
+/// Session liveness: a renewal written without if-match revives a fenced tenure, so
+/// its host keeps processing leases already taken.
+#[test]
+fn a_blind_heartbeat_renews_a_fenced_session_and_gives_two_owners() {
+    let bounds = Bounds {
+        bug: Some(Bug::BlindHeartbeat),
+        crashes: 0,
+        skew: 0,
+        drift_ms: 0,
+        delays: 1,
+        horizon: 12,
+        ..skewed(StrategyName::Handoff)
+    };
+    counterexample(&model(bounds), p::EXCLUSIVITY);
+}
+
+#[test]
+fn the_session_variants_need_session_liveness() {
+    let bounds = Bounds {
+        bug: Some(Bug::BlindHeartbeat),
+        liveness: Some(Liveness::Lease),
+        ..Bounds::default()
+    };
+    let err = PartitionModel::new(bounds).unwrap_err();
+    assert!(err.to_string().contains("--liveness session"), "{err}");
 }
 
 #[test]
@@ -279,6 +352,7 @@ fn a_blind_acquire_loses_a_confirmed_checkpoint() {
     let bounds = Bounds {
         bug: Some(Bug::BlindAcquire),
         horizon: 10,
+        liveness: Some(Liveness::Lease),
         ..skewed(StrategyName::Handoff)
     };
     counterexample(&model(bounds), p::CHECKPOINT_KEPT);
@@ -289,11 +363,26 @@ fn the_liveness_bound_is_tight() {
     let mut model = model(skewed(StrategyName::Cfp));
     model.liveness_ticks -= 1;
     counterexample(&model, p::OWNED);
+    // Session liveness meets the same bound (a fence and a take add no time here),
+    // and no tighter one.
+    let mut session = self::model(Bounds {
+        liveness: Some(Liveness::Session),
+        ..skewed(StrategyName::Handoff)
+    });
+    assert_eq!(session.liveness_ticks, model.liveness_ticks + 1);
+    session.liveness_ticks -= 1;
+    counterexample(&session, p::OWNED);
 }
 
+/// Under lease liveness only; under session liveness the lease expires with the
+/// claimant's heartbeat, and `three_hosts_two_partitions_one_crash_are_safe_and_live_
+/// under_handoff` proves cfp's bound.
 #[test]
 fn a_handoff_to_a_claimant_that_crashed_needs_one_more_expiration() {
-    let bounds = three_hosts(StrategyName::Handoff);
+    let bounds = Bounds {
+        liveness: Some(Liveness::Lease),
+        ..three_hosts(StrategyName::Handoff)
+    };
     let mut model = model(bounds.clone());
     model.liveness_ticks = Bounds {
         strategy: StrategyName::Cfp,

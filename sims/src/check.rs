@@ -60,6 +60,9 @@ pub fn flags(bounds: &Bounds) -> String {
     if bounds.progress != 1 {
         let _ = write!(out, " --progress {}", bounds.progress);
     }
+    if let Some(liveness) = bounds.liveness {
+        let _ = write!(out, " --liveness {liveness}");
+    }
     if let Some(bug) = bounds.bug {
         let _ = write!(out, " --bug {bug}");
     }
@@ -81,12 +84,13 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
     );
     let _ = writeln!(
         out,
-        "  strategy {}, {} expiry{}; faults: {}, {}, {}",
+        "  strategy {}, {} expiry, {} liveness{}; faults: {}, {}, {}",
         b.strategy,
         match b.expiry {
             ExpiryRule::Observed => "observed",
             ExpiryRule::Timestamp => "timestamp",
         },
+        model.config.liveness(),
         b.bug
             .map_or(String::new(), |bug| format!(", KNOWN-BAD VARIANT {bug}")),
         count(b.pauses, "pause", "pauses"),

@@ -1,6 +1,7 @@
 //! The `leasehold` command line.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use leasehold_engine::lease::Liveness;
 use leasehold_engine::{ExpiryRule, Millis, WallTime};
 use leasehold_model::check::{Checkable, Options, Search, Stop};
 use leasehold_model::trace::Explain;
@@ -78,8 +79,13 @@ struct ModelArgs {
     /// The expiry rule.
     #[arg(long, value_enum, default_value_t = Expiry::Observed)]
     expiry: Expiry,
+    /// Where a holder's authority comes from [default: lease; session for the
+    /// variants unfenced-takeover and blind-heartbeat]. Session needs handoff.
+    #[arg(long, value_enum)]
+    liveness: Option<LivenessArg>,
     /// Run a known-bad variant. Partitions: timestamp-skew, blind-acquire,
-    /// blind-checkpoint, thin-margin, same-epoch, restart-same-epoch. Queue: dequeue-seed,
+    /// blind-checkpoint, thin-margin, same-epoch, restart-same-epoch, unfenced-takeover,
+    /// blind-heartbeat. Queue: dequeue-seed,
     /// dequeue-no-expired, blind-claim, blind-complete, lock-no-drift. Items:
     /// next-for-state-no-expiry, blind-lease, lock-no-drift. Stops at its first
     /// counterexample.
@@ -92,8 +98,9 @@ struct ModelArgs {
     #[arg(long, default_value_t = 0)]
     lost_replies: u8,
     /// Writes that may be held on the wire and delivered later, in any order
-    /// [default: 0; partitions with --bug restart-same-epoch: 1, the least fault that
-    /// shows it: a renewal that lands after the authority lapsed].
+    /// [default: 0; partitions with --bug restart-same-epoch, unfenced-takeover or
+    /// blind-heartbeat: 1, the least fault that shows them: a renewal that lands
+    /// late].
     #[arg(long)]
     delays: Option<u8>,
     /// Checkpoints each handler reports per lease.
@@ -153,6 +160,39 @@ enum Expiry {
     Timestamp,
 }
 
+/// Where a holder's authority comes from.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LivenessArg {
+    /// Each lease is renewed on its own (the change feed processor's way).
+    Lease,
+    /// One heartbeat per host renews every lease it holds; a taker fences a dead
+    /// host's session first.
+    Session,
+}
+
+impl LivenessArg {
+    fn engine(self) -> Liveness {
+        match self {
+            LivenessArg::Lease => Liveness::Lease,
+            LivenessArg::Session => Liveness::Session,
+        }
+    }
+}
+
+/// Refuses session liveness for a strategy that keeps no heartbeats, as a usage error
+/// (exit 2), before any work starts.
+fn check_liveness(liveness: Option<LivenessArg>, strategy: StrategyName) {
+    if liveness == Some(LivenessArg::Session) && strategy != StrategyName::Handoff {
+        let message = format!(
+            "--liveness session needs --strategy handoff: {} renews each lease",
+            strategy.model()
+        );
+        Cli::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, message)
+            .exit();
+    }
+}
+
 #[derive(clap::Args)]
 struct BalanceArgs {
     /// The balancing strategy.
@@ -178,7 +218,7 @@ struct BalanceArgs {
     max: u32,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum StrategyName {
     /// The .NET change feed processor's EqualPartitionsBalancingStrategy.
     Cfp,
@@ -259,6 +299,7 @@ fn run_balance(args: BalanceArgs) -> Result<(), String> {
 }
 
 fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
+    check_liveness(args.liveness, args.strategy);
     let bug = match &args.bug {
         Some(name) => Some(name.parse::<Bug>().map_err(|e| e.to_string())?),
         None => None,
@@ -269,9 +310,9 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         crashes: args.crashes,
         pauses: args.pauses,
         lost_replies: args.lost_replies,
-        delays: args
-            .delays
-            .unwrap_or(u8::from(bug == Some(Bug::RestartSameEpoch))),
+        delays: args.delays.unwrap_or(u8::from(
+            bug.is_some_and(|b| b == Bug::RestartSameEpoch || b.needs_session()),
+        )),
         skew: args.skew,
         drift_ms: args.drift,
         horizon: 1,
@@ -281,6 +322,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
             Expiry::Observed => ExpiryRule::Observed,
             Expiry::Timestamp => ExpiryRule::Timestamp,
         },
+        liveness: args.liveness.map(LivenessArg::engine),
         bug,
     };
     bounds.horizon = match args.horizon {

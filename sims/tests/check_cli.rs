@@ -103,6 +103,34 @@ fn a_restart_at_the_same_epoch_is_shown_overlapping_a_lost_call() {
     assert_eq!(without.status.code(), Some(0), "{}", stdout(&without));
 }
 
+/// Session liveness's two variants are found at the CLI's defaults (with the one
+/// delayed write they need), and session liveness is refused for a strategy without
+/// heartbeats.
+#[test]
+fn session_liveness_variants_are_found_and_cfp_cannot_have_it() {
+    for bug in ["unfenced-takeover", "blind-heartbeat"] {
+        let out = leasehold(&["check", "partitions", "--bug", bug]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(text.contains("COUNTEREXAMPLE to \"exclusivity"), "{text}");
+        assert!(text.contains("session liveness"), "{text}");
+    }
+    let out = leasehold(&[
+        "check",
+        "partitions",
+        "--strategy",
+        "cfp",
+        "--liveness",
+        "session",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--liveness session needs --strategy handoff"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_check_stopped_at_a_state_limit_says_incomplete_and_never_holds() {
     let mut args = SMALL.to_vec();

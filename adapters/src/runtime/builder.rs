@@ -7,7 +7,7 @@ use crate::source::{PartitionSource, SourceError};
 use crate::store::Store;
 use leasehold_engine::Checkpoint;
 use leasehold_engine::balance::Strategy;
-use leasehold_engine::lease::{ConfigError, KnownBad, LeaseConfig, Record};
+use leasehold_engine::lease::{ConfigError, KnownBad, LeaseConfig, Liveness, Record};
 use leasehold_engine::{ExpiryPolicy, HostId, Millis};
 use std::future::Future;
 use std::sync::Arc;
@@ -59,6 +59,7 @@ struct Settings {
     instance: Option<String>,
     name: Option<String>,
     strategy: Strategy,
+    liveness: Option<Liveness>,
     acquire: Duration,
     renew: Duration,
     expiration: Duration,
@@ -74,6 +75,7 @@ impl ProcessorBuilder<(), (), ()> {
                 instance: None,
                 name: None,
                 strategy: Strategy::Handoff,
+                liveness: None,
                 acquire: Duration::from_secs(13),
                 renew: Duration::from_secs(17),
                 expiration: Duration::from_secs(60),
@@ -111,6 +113,14 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     /// The balancing strategy (default `handoff`).
     pub fn strategy(mut self, strategy: Strategy) -> Self {
         self.settings.strategy = strategy;
+        self
+    }
+
+    /// Where a host's authority over its leases comes from (default: lease, each
+    /// lease renewed; session, with `handoff` only, has one heartbeat renew them all).
+    /// Every host of a processor group must use the same.
+    pub fn liveness(mut self, liveness: Liveness) -> Self {
+        self.settings.liveness = Some(liveness);
         self
     }
 
@@ -297,6 +307,7 @@ where
             renew_interval: millis(settings.renew),
             acquire_interval: millis(settings.acquire),
             strategy: settings.strategy,
+            liveness: settings.liveness,
             stop_timeout: millis(settings.expiration),
             known_bad: settings.known_bad,
         };

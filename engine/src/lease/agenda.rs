@@ -213,7 +213,7 @@ impl LeaseHost {
         if slot.op.is_none() {
             match (slot.retry_at, own) {
                 (Some(retry), _) if retry > now.local => at(retry),
-                (_, Some(own)) if !draining => at(own.next_renew),
+                (_, Some(own)) if !draining && !self.session_liveness() => at(own.next_renew),
                 _ => {}
             }
         }

@@ -33,6 +33,9 @@ pub struct LeaseConfig {
     pub acquire_interval: Millis,
     /// The balancing strategy.
     pub strategy: Strategy,
+    /// Where a holder's authority comes from; `None` is [`Liveness::Lease`]. See
+    /// [`liveness`](Self::liveness).
+    pub liveness: Option<Liveness>,
     /// How long a lost session may take to report [`Stopped`](super::Input::Stopped)
     /// while this host still owns the lease (its authority came back, say). Past it,
     /// the host gives the lease up, raising its epoch, so that a handler call that
@@ -53,6 +56,70 @@ pub enum KnownBad {
     /// A lost session is forgotten at once, its call left running, and the lease
     /// restarts at the same epoch once a renewal succeeds.
     RestartSameEpoch,
+    /// Under session liveness, a dead host's leases are taken without first fencing
+    /// its session, so a renewal it had in flight can keep it processing.
+    UnfencedTakeover,
+}
+
+/// Where a holder's authority over its leases comes from, and so what it must write
+/// to keep them.
+///
+/// ```
+/// use leasehold_engine::balance::{CfpConfig, Strategy};
+/// use leasehold_engine::lease::{ConfigError, LeaseConfig, Liveness};
+///
+/// let handoff = LeaseConfig::default();
+/// assert_eq!(handoff.liveness(), Liveness::Lease);
+/// let session = LeaseConfig { liveness: Some(Liveness::Session), ..handoff };
+/// assert!(session.validate().is_ok());
+/// let cfp = LeaseConfig {
+///     strategy: Strategy::Cfp(CfpConfig::default()),
+///     ..LeaseConfig::default()
+/// };
+/// assert_eq!(cfp.liveness(), Liveness::Lease);
+/// let mixed = LeaseConfig { liveness: Some(Liveness::Session), ..cfp };
+/// assert!(matches!(mixed.validate(), Err(ConfigError::SessionNeedsMembership { .. })));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Liveness {
+    /// Each lease is renewed on its own, every renew interval: the change feed
+    /// processor's way, and its document format.
+    Lease,
+    /// One conditional write of the host's heartbeat renews every lease it holds.
+    /// Lease documents are written only when their owner changes or a checkpoint is
+    /// stored. Before taking a dead host's leases, the taker fences its session with a
+    /// conditional write to its heartbeat, which makes the dead host's next renewal
+    /// fail.
+    Session,
+}
+
+impl Liveness {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Liveness::Lease => "lease",
+            Liveness::Session => "session",
+        }
+    }
+}
+
+impl fmt::Display for Liveness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Liveness {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Liveness, String> {
+        match s {
+            "lease" => Ok(Liveness::Lease),
+            "session" => Ok(Liveness::Session),
+            other => Err(format!(
+                "unknown liveness {other:?}: expected lease or session"
+            )),
+        }
+    }
 }
 
 impl Default for LeaseConfig {
@@ -64,6 +131,7 @@ impl Default for LeaseConfig {
             renew_interval: Millis::from_secs(17),
             acquire_interval: Millis::from_secs(13),
             strategy: Strategy::default(),
+            liveness: None,
             stop_timeout: Millis::from_secs(60),
             known_bad: None,
         }
@@ -71,6 +139,13 @@ impl Default for LeaseConfig {
 }
 
 impl LeaseConfig {
+    /// The liveness in force: the one set, else [`Liveness::Lease`]. Session
+    /// liveness needs every host's heartbeat, so only `handoff` can have it; it is
+    /// not the default yet (the simulator's swarm still finds a violation under it).
+    pub fn liveness(&self) -> Liveness {
+        self.liveness.unwrap_or(Liveness::Lease)
+    }
+
     /// Checks that the settings make sense together.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let expiration = self.expiry.duration;
@@ -95,6 +170,11 @@ impl LeaseConfig {
         if self.expiry.drift.as_ppm() >= Drift::MAX_PPM {
             return Err(ConfigError::DriftTooLarge {
                 ppm: self.expiry.drift.as_ppm(),
+            });
+        }
+        if self.liveness() == Liveness::Session && !self.strategy.needs_membership() {
+            return Err(ConfigError::SessionNeedsMembership {
+                strategy: self.strategy.name(),
             });
         }
         let authority = self.expiry.authority_span();
@@ -148,6 +228,12 @@ pub enum ConfigError {
     },
     /// The host id is empty or blank, which CFP reads as "no owner".
     BlankHostId(HostId),
+    /// Session liveness was asked of a strategy that keeps no heartbeats (and whose
+    /// leases other processors renew one by one).
+    SessionNeedsMembership {
+        /// The strategy's name.
+        strategy: &'static str,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -178,6 +264,11 @@ impl fmt::Display for ConfigError {
             ConfigError::BlankHostId(id) => {
                 write!(f, "the host id {id:?} is blank; CFP reads that as no owner")
             }
+            ConfigError::SessionNeedsMembership { strategy } => write!(
+                f,
+                "session liveness needs the handoff strategy's heartbeats; \
+                 {strategy} renews each lease (liveness lease)"
+            ),
         }
     }
 }

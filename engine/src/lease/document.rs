@@ -1,7 +1,7 @@
 //! The documents of a lease container: one lease per partition, and (for strategies
 //! that need to know who is alive) one heartbeat per host.
 
-use crate::ids::{Checkpoint, DocId, Epoch, HostId, LeaseToken, PartitionKey};
+use crate::ids::{Checkpoint, DocId, Epoch, HostId, LeaseToken, PartitionKey, Tenure};
 use crate::store::{Document, json_size};
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,15 @@ pub struct LeaseDocument {
     /// before it expired (a steal), cleared once that wait is over.
     #[serde(rename = "Fenced", default)]
     pub fenced: bool,
+    /// Under session liveness, the owner's tenure that holds this lease: the lease is
+    /// live exactly while that tenure's heartbeat is. Absent under lease liveness,
+    /// so the document keeps the change feed processor's shape.
+    #[serde(
+        rename = "OwnerTenure",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub owner_tenure: Option<Tenure>,
 }
 
 impl LeaseDocument {
@@ -72,6 +81,7 @@ impl LeaseDocument {
             properties: BTreeMap::new(),
             timestamp: now,
             fenced: false,
+            owner_tenure: None,
         }
     }
 
@@ -100,6 +110,13 @@ pub struct HostDocument {
     /// Leases this host asks their owners to hand over to it.
     #[serde(rename = "Claims", default)]
     pub claims: Vec<LeaseToken>,
+    /// Under session liveness, the tenure this heartbeat vouches for.
+    #[serde(rename = "Tenure", default, skip_serializing_if = "Option::is_none")]
+    pub tenure: Option<Tenure>,
+    /// Set when another host fenced this tenure before taking its leases: the
+    /// tenure is over, and its host's next renewal fails on the changed etag.
+    #[serde(rename = "FencedBy", default, skip_serializing_if = "Option::is_none")]
+    pub fenced_by: Option<HostId>,
 }
 
 impl HostDocument {
@@ -110,6 +127,8 @@ impl HostDocument {
             host,
             timestamp: now,
             claims: Vec::new(),
+            tenure: None,
+            fenced_by: None,
         }
     }
 }

@@ -5,8 +5,8 @@ use super::membership::{BeatState, BeatStep, Heartbeat, Member};
 use super::session::Sessions;
 use super::slot::{Own, ReleaseTo, Slot};
 use super::{
-    ConfigError, Input, InputError, KnownBad, LeaseConfig, LeaseDocument, LossCause, Output,
-    Record, StopReason, StoreRequest,
+    ConfigError, HostDocument, Input, InputError, KnownBad, LeaseConfig, LeaseDocument, LossCause,
+    Output, Record, StopReason, StoreRequest,
 };
 use crate::expiry::Observation;
 use crate::ids::{Checkpoint, Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId};
@@ -91,6 +91,8 @@ pub struct LeaseHost {
     pub(super) agenda: Agenda,
     pub(super) members: BTreeMap<HostId, Member>,
     pub(super) beat: Heartbeat,
+    /// Hosts whose tenure this host is fencing (session liveness).
+    pub(super) fencing: BTreeSet<HostId>,
     pub(super) pending: BTreeMap<RequestId, Pending>,
     pub(super) issued: u64,
     /// Leases this host is creating.
@@ -120,6 +122,7 @@ macro_rules! hashed_state {
             agenda: _,
             members,
             beat,
+            fencing,
             pending,
             issued,
             creating,
@@ -130,7 +133,7 @@ macro_rules! hashed_state {
         } = $host;
         (
             (me, incarnation, sessions, config, phase, now, slots),
-            (members, beat, pending, issued, creating),
+            (members, beat, fencing, pending, issued, creating),
             (next_scan, scanning, replan_at, out),
         )
     }};
@@ -188,6 +191,8 @@ pub(super) enum What {
     },
     Beat(BeatStep),
     Retire(HostId),
+    /// Ends another host's tenure (session liveness): the fenced heartbeat written.
+    Fence(HostDocument),
 }
 
 /// A read-only view of one lease as a host knows it.
@@ -237,6 +242,7 @@ impl LeaseHost {
             agenda,
             members: BTreeMap::new(),
             beat: Heartbeat::new(),
+            fencing: BTreeSet::new(),
             pending: BTreeMap::new(),
             issued: 0,
             creating: BTreeSet::new(),
@@ -611,6 +617,14 @@ impl LeaseHost {
         !holds_leases && !may_gain_lease && heartbeat_gone
     }
 
+    /// Whether this host owns any lease.
+    pub(super) fn holds_leases(&self) -> bool {
+        self.active
+            .iter()
+            .filter_map(|t| self.slots.get(t))
+            .any(|s| s.own.is_some())
+    }
+
     /// Asks for `token` to be released once its handler has stopped (a lost session's
     /// call need not have: the release raises the epoch past it).
     pub(super) fn request_release(&mut self, token: &LeaseToken, to: ReleaseTo, why: StopReason) {
@@ -631,7 +645,9 @@ impl LeaseHost {
     }
 
     /// Records that this host owns `token` now, with authority from a write sent at
-    /// `sent_at` if one succeeded.
+    /// `sent_at` if one succeeded. Under session liveness authority comes from the
+    /// heartbeat instead, for a lease held in the current tenure however it was
+    /// learned: a write to the lease alone proves nothing about the tenure.
     pub(super) fn own(
         &mut self,
         token: &LeaseToken,
@@ -639,7 +655,13 @@ impl LeaseHost {
         fence: Option<Observation>,
         sent_at: Option<LocalTime>,
     ) {
-        let deadline = sent_at.map(|t| self.config.expiry.holder_deadline(t));
+        let deadline = if self.session_liveness() {
+            self.slots
+                .get(token)
+                .and_then(|slot| self.session_authority(&slot.doc))
+        } else {
+            sent_at.map(|t| self.config.expiry.holder_deadline(t))
+        };
         let renew = self.config.renew_interval;
         let now = self.now.local;
         if let Some(slot) = self.slots.get_mut(token) {

@@ -121,6 +121,9 @@ pub enum LossCause {
     Deleted,
     /// No renewal succeeded in time: the authority deadline passed.
     AuthorityLapsed,
+    /// Under session liveness, another host fenced (or deleted) this host's heartbeat,
+    /// ending the tenure every lease it held hung on.
+    SessionFenced,
 }
 
 impl fmt::Display for StopReason {
@@ -129,6 +132,7 @@ impl fmt::Display for StopReason {
             StopReason::Lost(LossCause::TakenOver) => f.write_str("lost (taken over)"),
             StopReason::Lost(LossCause::Deleted) => f.write_str("lost (deleted)"),
             StopReason::Lost(LossCause::AuthorityLapsed) => f.write_str("lost (authority lapsed)"),
+            StopReason::Lost(LossCause::SessionFenced) => f.write_str("lost (session fenced)"),
             StopReason::Released => f.write_str("released"),
             StopReason::Shutdown => f.write_str("shutdown"),
         }
@@ -180,9 +184,87 @@ pub enum Intent {
     Leave,
     /// Delete the heartbeat of a host that stopped.
     Retire,
+    /// Under session liveness, end a dead host's tenure with a conditional write to
+    /// its heartbeat, before taking its leases.
+    Fence,
+}
+
+/// What a store request is spent on, for cost accounting: the split the simulator's
+/// report and the runtime's metrics give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Purpose {
+    /// Keeping the host's heartbeat (and, under session liveness, its tenure).
+    Heartbeat,
+    /// Reading the lease table to plan.
+    Scan,
+    /// Keeping a lease one holds: renewals, resumes and re-reads.
+    Renew,
+    /// Storing progress.
+    Checkpoint,
+    /// Creating and taking leases, and fencing a dead host's tenure first.
+    Takeover,
+    /// Moving a live lease between hosts: claims, their confirmation, the handoff or
+    /// release itself.
+    Handoff,
+    /// Cleaning up: deleting heartbeats of hosts that are gone.
+    Audit,
+}
+
+impl Purpose {
+    /// Every purpose, in report order.
+    pub const ALL: [Purpose; 7] = [
+        Purpose::Heartbeat,
+        Purpose::Scan,
+        Purpose::Renew,
+        Purpose::Checkpoint,
+        Purpose::Takeover,
+        Purpose::Handoff,
+        Purpose::Audit,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Purpose::Heartbeat => "heartbeat",
+            Purpose::Scan => "scan",
+            Purpose::Renew => "renew",
+            Purpose::Checkpoint => "checkpoint",
+            Purpose::Takeover => "takeover",
+            Purpose::Handoff => "handoff",
+            Purpose::Audit => "audit",
+        }
+    }
+
+    /// Whether it is coordination: everything but storing progress.
+    pub fn is_protocol(self) -> bool {
+        self != Purpose::Checkpoint
+    }
 }
 
 impl Intent {
+    /// What the request is spent on.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::{Intent, Purpose};
+    /// assert_eq!(Intent::Fence.purpose(), Purpose::Takeover);
+    /// assert!(!Intent::Checkpoint.purpose().is_protocol());
+    /// ```
+    pub fn purpose(self) -> Purpose {
+        match self {
+            Intent::Heartbeat | Intent::Leave => Purpose::Heartbeat,
+            Intent::Scan => Purpose::Scan,
+            Intent::Renew | Intent::Resume | Intent::Reread => Purpose::Renew,
+            Intent::Checkpoint => Purpose::Checkpoint,
+            Intent::CreateLease | Intent::Acquire | Intent::Steal | Intent::Fence => {
+                Purpose::Takeover
+            }
+            Intent::Claim | Intent::ConfirmClaim | Intent::Handoff | Intent::Release => {
+                Purpose::Handoff
+            }
+            Intent::Retire => Purpose::Audit,
+        }
+    }
+
     /// Whether the request writes a lease on behalf of its owner.
     pub fn is_owner_write(self) -> bool {
         matches!(

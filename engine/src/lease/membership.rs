@@ -3,11 +3,17 @@
 //! Only strategies that need membership publish heartbeats. A heartbeat expires by the
 //! same rule as a lease, so a host is alive exactly as long as a lease it renewed
 //! would be.
+//!
+//! Under session liveness the heartbeat is also the host's authority over every lease
+//! it holds: each successful write of it, in the current tenure, renews them all. A
+//! taker ends a dead host's tenure (fences it) with a conditional write to the dead
+//! host's heartbeat before taking any of its leases; the dead host's next renewal
+//! then fails on the changed etag, and it stops everything at once.
 
 use super::host::{LeaseHost, Phase, What};
-use super::{HostDocument, Intent, Record};
+use super::{HostDocument, Intent, LeaseDocument, Liveness, LossCause, Record};
 use crate::expiry::Observation;
-use crate::ids::{Etag, HostId, LeaseToken, PartitionKey, RequestId};
+use crate::ids::{Etag, HostId, LeaseToken, PartitionKey, RequestId, Tenure};
 use crate::store::{Op, Reply, StoreError, Stored};
 use crate::time::{LocalTime, Now};
 use std::collections::BTreeSet;
@@ -24,6 +30,15 @@ pub(super) struct Heartbeat {
     pub claims: Vec<LeaseToken>,
     /// The claims in the stored heartbeat.
     pub published: Vec<LeaseToken>,
+    /// Session liveness: the tenure the stored heartbeat vouches for, once a write
+    /// of it has succeeded; `None` between tenures.
+    pub tenure: Option<Tenure>,
+    /// Session liveness: how many tenures this life has proposed, so a new one never
+    /// repeats an old one (a proposal whose outcome was unknown may have landed).
+    pub proposed: u64,
+    /// Session liveness: authority over every lease held in `tenure` lasts while
+    /// `now <` this, counted from the last successful write's send time.
+    pub authority_until: Option<LocalTime>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -41,7 +56,10 @@ pub(super) enum BeatState {
 /// What the heartbeat request in flight does.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum BeatStep {
-    Write(Vec<LeaseToken>),
+    Write {
+        claims: Vec<LeaseToken>,
+        tenure: Option<Tenure>,
+    },
     Read,
     Leave,
 }
@@ -64,6 +82,24 @@ impl Member {
             timestamp: self.doc.timestamp,
         }
     }
+
+    /// Whether another host has ended this heartbeat's tenure.
+    pub fn is_fenced(&self) -> bool {
+        self.doc.fenced_by.is_some()
+    }
+}
+
+/// Under session liveness, what a taker must do about the tenure a lease hangs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum TenureVerdict {
+    /// The tenure's heartbeat is live: the lease is held.
+    Live,
+    /// The heartbeat has stood unchanged past expiry, but nobody has ended the
+    /// tenure: fence it first, with if-match on this etag (or, if no heartbeat of the
+    /// host is known, by creating a fenced one).
+    Expired(Option<Etag>),
+    /// The tenure is over (fenced, replaced by a newer one): the lease is free.
+    Over,
 }
 
 impl Heartbeat {
@@ -75,6 +111,9 @@ impl Heartbeat {
             retry_at: None,
             claims: Vec::new(),
             published: Vec::new(),
+            tenure: None,
+            proposed: 0,
+            authority_until: None,
         }
     }
 }
@@ -84,9 +123,145 @@ impl LeaseHost {
         self.config.strategy.needs_membership()
     }
 
-    /// Whether the heartbeat of `member` is live at `now`.
+    /// Whether authority comes from the heartbeat rather than from each lease.
+    pub(super) fn session_liveness(&self) -> bool {
+        self.config.liveness() == Liveness::Session
+    }
+
+    /// Whether the heartbeat of `member` is live at `now`: not fenced, not expired.
     pub(super) fn is_alive(&self, member: &Member, now: Now) -> bool {
-        !self.config.expiry.is_expired(&member.observation(), now)
+        !member.is_fenced() && !self.config.expiry.is_expired(&member.observation(), now)
+    }
+
+    /// Under session liveness, the state of the tenure `doc`'s owner holds it under,
+    /// as this host knows it at `now`. `None` for a lease no tenure holds.
+    pub(super) fn tenure_verdict(&self, doc: &LeaseDocument, now: Now) -> Option<TenureVerdict> {
+        let owner = doc.owner.as_ref()?;
+        if *owner == self.me {
+            // Only this life's current tenure holds a lease for this host; one named
+            // after it otherwise comes from an earlier life or tenure, which is over.
+            let live = doc.owner_tenure.is_some() && doc.owner_tenure == self.beat.tenure;
+            return Some(if live {
+                TenureVerdict::Live
+            } else {
+                TenureVerdict::Over
+            });
+        }
+        let tenure = doc.owner_tenure?;
+        Some(match self.members.get(owner) {
+            None => TenureVerdict::Expired(None),
+            Some(m) if m.is_fenced() || m.doc.tenure != Some(tenure) => TenureVerdict::Over,
+            Some(m) if self.is_alive(m, now) => TenureVerdict::Live,
+            Some(m) => TenureVerdict::Expired(Some(m.etag.clone())),
+        })
+    }
+
+    /// Ends `host`'s `tenure` with a conditional write of a fenced heartbeat, once: a
+    /// take of its leases waits for the answer.
+    pub(super) fn fence(&mut self, now: Now, host: &HostId, tenure: Tenure, etag: Option<Etag>) {
+        if self.fencing.contains(host) {
+            return;
+        }
+        let mut doc = HostDocument::new(&self.config.prefix, host.clone(), now.wall);
+        if let Some(m) = self.members.get(host) {
+            doc.claims = m.doc.claims.clone();
+            doc.timestamp = m.doc.timestamp;
+        }
+        doc.tenure = Some(tenure);
+        doc.fenced_by = Some(self.me.clone());
+        let op = match etag {
+            Some(etag) => Op::Replace {
+                doc: Record::Host(doc.clone()),
+                if_match: Some(etag),
+            },
+            // No heartbeat known: create the fenced one, which fails if the host's
+            // heartbeat exists after all.
+            None => Op::Create(Record::Host(doc.clone())),
+        };
+        self.fencing.insert(host.clone());
+        self.send(now, Intent::Fence, op, What::Fence(doc));
+    }
+
+    pub(super) fn on_fence_response(
+        &mut self,
+        now: Now,
+        doc: HostDocument,
+        result: Result<Reply<Record>, StoreError>,
+    ) {
+        self.fencing.remove(&doc.host);
+        match result {
+            Ok(Reply::Created(etag) | Reply::Replaced(etag)) => {
+                let member = Member {
+                    claimed: BTreeSet::new(),
+                    doc,
+                    etag,
+                    seen: now.local,
+                    retiring: false,
+                };
+                self.members.insert(member.doc.host.clone(), member);
+                self.touch_handoffs();
+                // The leases of the fenced tenure are free now: take them at once.
+                if self.phase == Phase::Running {
+                    self.rebalance(now);
+                }
+            }
+            Err(StoreError::Throttled { retry_after }) => {
+                self.next_scan = self.next_scan.min(now.local + retry_after);
+            }
+            // It renewed, came back, or was fenced by someone else: look again.
+            _ => self.next_scan = now.local,
+        }
+    }
+
+    /// This host's tenure is over (fenced, deleted, or replaced): every lease held
+    /// under it is lost at once, and the next heartbeat write starts a new tenure.
+    fn end_tenure(&mut self) {
+        self.beat.authority_until = None;
+        if self.beat.tenure.take().is_none() {
+            return;
+        }
+        let held: Vec<LeaseToken> = self
+            .active
+            .iter()
+            .filter(|t| self.slots.get(*t).is_some_and(|s| s.own.is_some()))
+            .cloned()
+            .collect();
+        // They stay named after this host until someone takes them; its own plans
+        // see them as free, like everyone else's.
+        for token in held {
+            self.lose(&token, LossCause::SessionFenced);
+        }
+    }
+
+    /// Gives every lease held in the current tenure the heartbeat's authority.
+    fn grant_session_authority(&mut self) {
+        let Some(tenure) = self.beat.tenure else {
+            return;
+        };
+        let until = self.beat.authority_until;
+        let held: Vec<LeaseToken> = self.active.iter().cloned().collect();
+        for token in held {
+            let Some(slot) = self.slots.get_mut(&token) else {
+                continue;
+            };
+            let in_tenure = slot.doc.owner_tenure == Some(tenure);
+            if let Some(own) = slot.own.as_mut()
+                && in_tenure
+                && slot.doc.epoch == own.epoch
+                && own.authority_until != until
+            {
+                own.authority_until = until;
+                self.touch(&token);
+            }
+        }
+    }
+
+    /// The authority a lease held under the current tenure has: the heartbeat's.
+    pub(super) fn session_authority(&self, doc: &LeaseDocument) -> Option<LocalTime> {
+        let held = doc.is_owned_by(&self.me) && doc.owner_tenure.is_some();
+        (held && doc.owner_tenure == self.beat.tenure)
+            .then_some(self.beat.authority_until)
+            .flatten()
     }
 
     /// Live members other than this host, sorted by id.
@@ -109,12 +284,25 @@ impl LeaseHost {
         if now.local < self.beat.next_at && !(claims_changed && self.phase == Phase::Running) {
             return;
         }
+        // Under session liveness the heartbeat vouches for the leases still being
+        // released: it is renewed until the last is gone, and only then deleted.
+        let leaving =
+            self.phase == Phase::ShuttingDown && !(self.session_liveness() && self.holds_leases());
+        // A write between tenures proposes a new one, never used before in this life.
+        let tenure = match (self.session_liveness(), self.beat.tenure) {
+            (false, _) => None,
+            (true, Some(tenure)) => Some(tenure),
+            (true, None) => Some(Tenure {
+                incarnation: self.incarnation(),
+                seq: self.beat.proposed,
+            }),
+        };
         let prefix = &self.config.prefix;
         let id = HostDocument::id_for(prefix, &self.me);
         let pk = PartitionKey::new(id.as_str());
         let (intent, op, step) = match (&self.beat.state, self.phase) {
             (BeatState::Left, _) | (_, Phase::Finished) => return,
-            (_, Phase::ShuttingDown) => (
+            (_, Phase::ShuttingDown) if leaving => (
                 Intent::Leave,
                 Op::Delete {
                     pk,
@@ -123,13 +311,15 @@ impl LeaseHost {
                 },
                 BeatStep::Leave,
             ),
-            (BeatState::Unknown, Phase::Running) => {
-                (Intent::Heartbeat, Op::Read { pk, id }, BeatStep::Read)
-            }
-            (state, Phase::Running) => {
+            (BeatState::Unknown, _) => (Intent::Heartbeat, Op::Read { pk, id }, BeatStep::Read),
+            (state, _) => {
                 let mut doc = HostDocument::new(prefix, self.me.clone(), now.wall);
                 doc.claims = self.beat.claims.clone();
-                let step = BeatStep::Write(doc.claims.clone());
+                doc.tenure = tenure;
+                let step = BeatStep::Write {
+                    claims: doc.claims.clone(),
+                    tenure: doc.tenure,
+                };
                 let op = match state {
                     BeatState::Present(etag) => Op::Replace {
                         doc: Record::Host(doc),
@@ -140,6 +330,10 @@ impl LeaseHost {
                 (Intent::Heartbeat, op, step)
             }
         };
+        if matches!(step, BeatStep::Write { .. }) && self.beat.tenure.is_none() && tenure.is_some()
+        {
+            self.beat.proposed += 1;
+        }
         let id = self.send(now, intent, op, What::Beat(step));
         self.beat.op = Some(id);
     }
@@ -153,27 +347,71 @@ impl LeaseHost {
     ) {
         self.beat.op = None;
         let renew = self.config.renew_interval;
+        let session = self.session_liveness();
         match (step, result) {
-            (BeatStep::Write(claims), Ok(Reply::Created(etag) | Reply::Replaced(etag))) => {
+            (
+                BeatStep::Write { claims, tenure },
+                Ok(Reply::Created(etag) | Reply::Replaced(etag)),
+            ) => {
                 self.beat.state = BeatState::Present(etag);
                 self.beat.published = claims;
                 self.beat.next_at = sent_at + renew;
+                if session {
+                    let began = self.beat.tenure != tenure;
+                    if began {
+                        self.end_tenure();
+                        self.beat.tenure = tenure;
+                        // Resumes wait for a tenure to name.
+                        let held: Vec<LeaseToken> = self.active.iter().cloned().collect();
+                        held.iter().for_each(|t| self.touch(t));
+                    }
+                    let deadline = self.config.expiry.holder_deadline(sent_at);
+                    let until = self
+                        .beat
+                        .authority_until
+                        .map_or(deadline, |d| d.max(deadline));
+                    self.beat.authority_until = Some(until);
+                    self.grant_session_authority();
+                    // Takes wait for a tenure to hold the leases in: plan now.
+                    if began && self.phase == Phase::Running && !self.slots.is_empty() {
+                        self.rebalance(now);
+                    }
+                }
             }
-            (BeatStep::Read, Ok(Reply::Read(Stored { etag, .. }))) => {
+            (BeatStep::Read, Ok(Reply::Read(Stored { doc, etag }))) => {
+                // Only an unfenced heartbeat of this very tenure still vouches for
+                // it; anything else means the tenure is over.
+                let ours = matches!(&doc, Record::Host(d)
+                    if d.fenced_by.is_none() && d.tenure.is_some() && d.tenure == self.beat.tenure);
+                if session && !ours {
+                    self.end_tenure();
+                }
                 self.beat.state = BeatState::Present(etag);
                 self.beat.next_at = now.local;
             }
             (BeatStep::Leave, Ok(_) | Err(StoreError::NotFound)) => {
                 self.beat.state = BeatState::Left;
             }
-            (_, Err(StoreError::NotFound)) => self.beat.state = BeatState::Absent,
+            (_, Err(StoreError::NotFound)) => {
+                // Deleted by another host, which judged it expired: as good as fenced.
+                if session {
+                    self.end_tenure();
+                }
+                self.beat.state = BeatState::Absent;
+            }
             (_, Err(StoreError::Throttled { retry_after })) => {
                 self.beat.retry_at = Some(now.local + retry_after);
             }
             (BeatStep::Leave, Err(_)) => self.beat.next_at = now.local + self.backoff(),
-            (_, Err(StoreError::Conflict | StoreError::PreconditionFailed)) => {
+            (step, Err(StoreError::PreconditionFailed)) => {
+                // Only a fencer writes another host's heartbeat: the tenure is over.
+                // (The blind variant never gets here: its renewal wins.)
+                if session && matches!(step, BeatStep::Write { .. }) {
+                    self.end_tenure();
+                }
                 self.beat.state = BeatState::Unknown;
             }
+            (_, Err(StoreError::Conflict)) => self.beat.state = BeatState::Unknown,
             (_, _) => {
                 self.beat.state = BeatState::Unknown;
                 self.beat.next_at = now.local + self.backoff();
@@ -215,11 +453,24 @@ impl LeaseHost {
 
     /// Deletes heartbeats of hosts that stopped, so that restarted hosts with new
     /// identities do not pile up. Conditional, so a host that just came back wins.
+    ///
+    /// Under session liveness a heartbeat some lease still names stays: deleting it
+    /// would end that tenure without the fence its taker writes, and a fenced one
+    /// tells everyone the tenure is over. It goes once no lease names the host.
     pub(super) fn retire_dead_members(&mut self, now: Now) {
+        let named: BTreeSet<&HostId> = if self.session_liveness() {
+            self.slots
+                .values()
+                .filter_map(|s| s.doc.owner.as_ref())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         let dead: Vec<(HostId, Etag)> = self
             .members
             .values()
             .filter(|m| !m.retiring && !self.is_alive(m, now))
+            .filter(|m| !named.contains(&m.doc.host) && !self.fencing.contains(&m.doc.host))
             .map(|m| (m.doc.host.clone(), m.etag.clone()))
             .collect();
         for (host, etag) in dead {

@@ -15,8 +15,8 @@ mod slot;
 mod table;
 mod write;
 
-pub use config::{ConfigError, KnownBad, LeaseConfig};
+pub use config::{ConfigError, KnownBad, LeaseConfig, Liveness};
 pub use document::{HostDocument, LeaseDocument, Record};
 pub use host::{LeaseHost, LeaseState};
-pub use io::{Input, InputError, Intent, LossCause, Output, StopReason, StoreRequest};
+pub use io::{Input, InputError, Intent, LossCause, Output, Purpose, StopReason, StoreRequest};
 pub use session::{Run, Stage};

@@ -29,6 +29,7 @@ impl LeaseHost {
             What::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
             What::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
             What::Retire(host) => self.on_retire_response(host),
+            What::Fence(doc) => self.on_fence_response(now, doc, result),
         }
     }
 
@@ -101,6 +102,8 @@ impl LeaseHost {
         let policy = self.config.expiry;
         let renew = self.config.renew_interval;
         let backoff = self.backoff();
+        let session = self.session_liveness();
+        let session_authority = self.session_authority(&doc);
         self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
@@ -123,9 +126,14 @@ impl LeaseHost {
                         own.resume = false;
                         epoch = own.epoch;
                     }
-                    let deadline = policy.holder_deadline(sent_at);
-                    own.authority_until =
-                        Some(own.authority_until.map_or(deadline, |d| d.max(deadline)));
+                    if session {
+                        // Authority is the tenure's, not this write's.
+                        own.authority_until = session_authority;
+                    } else {
+                        let deadline = policy.holder_deadline(sent_at);
+                        own.authority_until =
+                            Some(own.authority_until.map_or(deadline, |d| d.max(deadline)));
+                    }
                     own.next_renew = sent_at + renew;
                 }
                 if let Some(checkpoint) = checkpoint {
@@ -257,6 +265,12 @@ impl LeaseHost {
             .own
             .as_ref()
             .map(|own| mine && slot.doc.epoch == own.epoch);
+        // Under session liveness a lease named after this host holds authority only
+        // in the current tenure; one from an ended tenure or an earlier life is taken
+        // back by a resume, a conditional write at a new epoch naming the tenure.
+        let session = self.config.liveness() == super::Liveness::Session;
+        let in_tenure = !session
+            || (slot.doc.owner_tenure.is_some() && slot.doc.owner_tenure == self.beat.tenure);
         let (epoch, fence) = (slot.doc.epoch, slot.doc.fenced.then(|| slot.observation()));
         match still_ours {
             Some(true) => {}
@@ -265,6 +279,11 @@ impl LeaseHost {
                 // Learned from a read (a handoff to this host, or a restart): ownership
                 // grants no authority until this host's own renewal succeeds.
                 self.own(token, epoch, fence, None);
+                if !in_tenure
+                    && let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut())
+                {
+                    own.resume = true;
+                }
                 if self.phase != Phase::Running {
                     self.request_release(token, ReleaseTo::Nobody, StopReason::Shutdown);
                 }

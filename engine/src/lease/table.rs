@@ -1,10 +1,10 @@
 //! The acquire cycle: read the lease table, judge it, plan, act.
 
 use super::host::{LeaseHost, Phase, What};
-use super::membership::Member;
+use super::membership::{Member, TenureVerdict};
 use super::slot::ReleaseTo;
 use super::slot::Slot;
-use super::{HostDocument, Intent, LeaseDocument, Record, StopReason};
+use super::{HostDocument, Intent, KnownBad, LeaseDocument, Record, StopReason};
 use crate::balance::{Action, LeaseStatus, LeaseView, Reason, TableView};
 use crate::ids::{Etag, HostId, LeaseToken};
 use crate::store::{Op, Reply, StoreError, Stored};
@@ -227,23 +227,33 @@ impl LeaseHost {
                 claims.entry(token).or_default().push(doc.host.clone());
             }
         }
+        let session = self.session_liveness();
         let leases = self
             .slots
             .iter()
             .map(|(token, slot)| {
-                if slot.own.is_none() && slot.doc.owner.as_ref().is_some_and(|o| *o != self.me) {
+                if self.expires_by_itself(slot) {
                     let at = policy.expires_at(&slot.observation(), now);
                     if at > now.local && next.is_none_or(|n| at < n) {
                         next = Some(at);
                     }
                 }
                 let owner = slot.doc.owner.clone().filter(|o| !o.is_blank());
-                let status = match &owner {
+                let verdict = if session && owner.is_some() {
+                    self.tenure_verdict(&slot.doc, now)
+                } else {
+                    None
+                };
+                let status = match (&owner, verdict) {
                     _ if slot.own.is_some() => LeaseStatus::Held,
-                    Some(o) if *o == self.me => LeaseStatus::Held,
-                    None => LeaseStatus::Unowned,
-                    Some(_) if policy.is_expired(&slot.observation(), now) => LeaseStatus::Expired,
-                    Some(_) => LeaseStatus::Held,
+                    (_, Some(TenureVerdict::Live)) => LeaseStatus::Held,
+                    (_, Some(_)) => LeaseStatus::Expired,
+                    (Some(o), None) if *o == self.me => LeaseStatus::Held,
+                    (None, _) => LeaseStatus::Unowned,
+                    (Some(_), None) if policy.is_expired(&slot.observation(), now) => {
+                        LeaseStatus::Expired
+                    }
+                    (Some(_), None) => LeaseStatus::Held,
                 };
                 LeaseView {
                     token: token.clone(),
@@ -286,13 +296,22 @@ impl LeaseHost {
         self.beat.claims = claims;
     }
 
+    /// Whether another host's lease expires by its own document's observation: under
+    /// lease liveness, or (under session liveness) when no tenure holds it. A lease
+    /// held in a tenure expires with that tenure's heartbeat.
+    fn expires_by_itself(&self, slot: &Slot) -> bool {
+        let others = slot.own.is_none() && slot.doc.owner.as_ref().is_some_and(|o| *o != self.me);
+        others && (slot.doc.owner_tenure.is_none() || !self.session_liveness())
+    }
+
     /// [`judge`](Self::judge)'s second half on its own, as debug builds check it.
     #[cfg(debug_assertions)]
     fn next_expiry(&self, now: Now) -> Option<LocalTime> {
         let policy = &self.config.expiry;
-        let leases = self.slots.values().filter(|slot| {
-            slot.own.is_none() && slot.doc.owner.as_ref().is_some_and(|o| *o != self.me)
-        });
+        let leases = self
+            .slots
+            .values()
+            .filter(|slot| self.expires_by_itself(slot));
         let lease_times = leases.map(|slot| policy.expires_at(&slot.observation(), now));
         let member_times = self
             .live_members(now)
@@ -325,6 +344,25 @@ impl LeaseHost {
         };
         let fence = fenced.then(|| slot.observation());
         let mut doc = slot.doc.clone();
+        if self.session_liveness() {
+            // A lease is taken only in a tenure of this host's own, and only once the
+            // tenure it hangs on is over: a dead host's is ended (fenced) first, so
+            // that a renewal it still has in flight fails instead of extending it.
+            let Some(tenure) = self.beat.tenure else {
+                return;
+            };
+            let bad = self.config.known_bad == Some(KnownBad::UnfencedTakeover);
+            if let (Some(TenureVerdict::Expired(etag)), false, Some(owner), Some(theirs)) = (
+                self.tenure_verdict(&doc, now),
+                bad,
+                doc.owner.clone(),
+                doc.owner_tenure,
+            ) {
+                self.fence(now, &owner, theirs, etag);
+                return;
+            }
+            doc.owner_tenure = Some(tenure);
+        }
         doc.owner = Some(self.me.clone());
         doc.epoch = doc.epoch.next();
         doc.fenced = fenced;

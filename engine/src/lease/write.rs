@@ -3,7 +3,7 @@
 
 use super::host::{LeaseHost, Phase, What};
 use super::slot::{ReleaseTo, Slot};
-use super::{HostDocument, Intent, Record};
+use super::{HostDocument, Intent, Liveness, Record};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
 use crate::store::Op;
 use crate::time::Now;
@@ -80,11 +80,17 @@ impl LeaseHost {
             }
             _ => {}
         }
-        if own.resume {
+        let session = self.session_liveness();
+        // A resume names the tenure it is held in: it waits for one.
+        if own.resume && (!session || self.beat.tenure.is_some()) {
             return Some(Due::Write(Intent::Resume));
         }
         if own.checkpoint.is_some() {
             return Some(Due::Write(Intent::Checkpoint));
+        }
+        if session {
+            // The heartbeat renews every lease held in the tenure.
+            return None;
         }
         let policy = &self.config.expiry;
         // A draining session does not renew: its drain ends, at the latest, when
@@ -123,15 +129,28 @@ impl LeaseHost {
                 Some(ReleaseTo::Host { to, .. } | ReleaseTo::Successor(to)) => Some(to.clone()),
                 _ => None,
             };
+            // The recipient's tenure as last seen: if it has a newer one by the time
+            // it reads the lease, the lease is free, and it takes it like any other.
+            if self.config.liveness() == Liveness::Session {
+                let theirs = doc.owner.as_ref().and_then(|o| self.members.get(o));
+                doc.owner_tenure = theirs.and_then(|m| m.doc.tenure);
+            }
             // A lease released before its fence passed carries the fence on.
             doc.fenced = !fence_passed;
             // A release may land at any moment once sent, even after a timeout:
             // authority ends now, as for a lock given up. Should the host keep the
-            // lease after all, only a renewal that succeeds restores it.
+            // lease after all, only a renewal that succeeds restores it. Under session
+            // liveness the heartbeat renews, which would not change this lease's etag
+            // and so would not stop a release held on the wire from landing later: the
+            // host must resume it (a conditional write at a new epoch) instead.
             own.authority_until = None;
+            own.resume = self.config.liveness() == Liveness::Session;
         }
         if release || intent == Intent::Resume {
             doc.epoch = doc.epoch.next();
+        }
+        if intent == Intent::Resume && self.config.liveness() == Liveness::Session {
+            doc.owner_tenure = self.beat.tenure;
         }
         let op = Op::Replace {
             doc: Record::Lease(doc.clone()),

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use leasehold_engine::lease::{
-    Input, InputError, Intent, LeaseConfig, LeaseHost, Output, Record, StoreRequest,
+    Input, InputError, Intent, LeaseConfig, LeaseHost, Liveness, Output, Record, StoreRequest,
 };
 use leasehold_engine::store::{Container, Reply, StoreError};
 use leasehold_engine::{
@@ -28,7 +28,18 @@ pub fn config(partitions: usize) -> LeaseConfig {
         },
         renew_interval: Millis::from_secs(3),
         acquire_interval: Millis::from_secs(2),
+        // These scenarios follow each lease's own renewals; session liveness has its
+        // own (tests/session_liveness.rs).
+        liveness: Some(Liveness::Lease),
         ..LeaseConfig::default()
+    }
+}
+
+/// The same settings under session liveness: the heartbeat renews every lease.
+pub fn session_config(partitions: usize) -> LeaseConfig {
+    LeaseConfig {
+        liveness: Some(Liveness::Session),
+        ..config(partitions)
     }
 }
 

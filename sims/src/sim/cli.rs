@@ -1,6 +1,6 @@
 //! `leasehold sim`: the simulator's command line.
 
-use super::config::{Scenario, SimConfig, SimError, parse_strategy};
+use super::config::{Scenario, SimConfig, SimError, parse_strategy_spec};
 use super::queue::QueueScenario;
 use super::report::{RunReport, table};
 use super::{queue_cli, replay_command, simulate, svg, swarm};
@@ -22,9 +22,14 @@ pub struct SimArgs {
     /// Swarm: the seeds to run, as A..B (B excluded).
     #[arg(long, value_name = "A..B")]
     pub seeds: Option<String>,
-    /// Strategies to run on the same seed, side by side.
+    /// Strategies to run on the same seed, side by side; an entry may name its
+    /// liveness after a colon (`cfp,handoff:lease,handoff:session`).
     #[arg(long, default_value = "cfp,handoff", value_name = "LIST")]
     pub strategy: String,
+    /// Where authority comes from, for every strategy listed: `lease` (each lease
+    /// renewed) or `session` (one heartbeat per host; handoff only) [default: lease].
+    #[arg(long, value_name = "lease|session")]
+    pub liveness: Option<String>,
     /// Hosts at full strength [scenario default: 10]; queue scenarios: consumers
     /// [default: 4].
     #[arg(long)]
@@ -87,7 +92,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub max_batch: Option<u64>,
     /// Run a known-bad variant of the protocol (the model checker's): timestamp-skew,
-    /// blind-acquire, blind-checkpoint, thin-margin, same-epoch, restart-same-epoch; queue scenarios:
+    /// blind-acquire, blind-checkpoint, thin-margin, same-epoch, restart-same-epoch,
+    /// unfenced-takeover, blind-heartbeat (handoff under session liveness); queue scenarios:
     /// dequeue-seed, dequeue-no-expired, blind-claim, blind-complete, lock-no-drift.
     /// With swarm, every seed runs the variant (lease or queue runs only).
     #[arg(long, value_name = "NAME")]
@@ -134,7 +140,12 @@ pub fn config_of(
     strategy: &str,
 ) -> Result<SimConfig, SimError> {
     let mut cfg = SimConfig::scenario(scenario, args.seed);
-    cfg.strategy = parse_strategy(strategy)?;
+    let (strategy, liveness) = parse_strategy_spec(strategy)?;
+    cfg.strategy = strategy;
+    cfg.liveness = match &args.liveness {
+        Some(l) => Some(l.parse().map_err(SimError::Liveness)?),
+        None => liveness,
+    };
     cfg.trace_keep = args.trace;
     if let Some(v) = args.hosts {
         cfg.hosts = v;
@@ -257,11 +268,11 @@ fn run_scenario(args: &SimArgs) -> Result<ExitCode, SimError> {
     for cfg in &configs {
         let run = simulate(cfg, args.svg.is_some())?;
         if let (Some(base), Some(timeline)) = (&args.svg, &run.finished.timeline) {
-            let path = svg_path(base, cfg.strategy.name(), configs.len() > 1);
+            let path = svg_path(base, &cfg.label(), configs.len() > 1);
             let title = format!(
                 "{} · {} · seed {} · {} hosts · {} partitions",
                 cfg.scenario,
-                cfg.strategy.name(),
+                cfg.label(),
                 cfg.seed,
                 cfg.hosts,
                 cfg.partitions
@@ -303,7 +314,7 @@ pub fn violation_text(cfg: &SimConfig, report: &RunReport, tail: &[String]) -> S
     let mut out = format!(
         "VIOLATION in {} with {} (seed {}):\n",
         cfg.scenario,
-        cfg.strategy.name(),
+        cfg.label(),
         cfg.seed
     );
     for v in &report.violations {

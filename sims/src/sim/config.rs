@@ -4,7 +4,7 @@
 use super::faults::{FaultKind, Faults};
 use super::workload::Workload;
 use leasehold_engine::balance::Strategy;
-use leasehold_engine::lease::{ConfigError, LeaseConfig};
+use leasehold_engine::lease::{ConfigError, LeaseConfig, Liveness};
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
 use leasehold_model::Bug;
 use serde::Serialize;
@@ -148,6 +148,9 @@ pub struct SimConfig {
     /// The balancing strategy.
     #[serde(serialize_with = "strategy_name")]
     pub strategy: Strategy,
+    /// Where authority comes from; `None` is lease liveness.
+    #[serde(serialize_with = "liveness_name")]
+    pub liveness: Option<Liveness>,
     /// The expiry rule.
     #[serde(serialize_with = "rule_name")]
     pub expiry: ExpiryRule,
@@ -209,7 +212,37 @@ pub fn parse_strategy(name: &str) -> Result<Strategy, SimError> {
     Strategy::named(name).ok_or_else(|| SimError::UnknownStrategy(name.to_string()))
 }
 
+/// Parses one entry of a strategy list: a strategy, optionally with its liveness
+/// after a colon (`handoff:lease`), so that both protocols run side by side.
+pub fn parse_strategy_spec(spec: &str) -> Result<(Strategy, Option<Liveness>), SimError> {
+    let (name, liveness) = match spec.trim().split_once(':') {
+        Some((name, liveness)) => (name, Some(liveness)),
+        None => (spec, None),
+    };
+    let strategy = parse_strategy(name)?;
+    let liveness = liveness
+        .map(|l| l.trim().parse::<Liveness>().map_err(SimError::Liveness))
+        .transpose()?;
+    Ok((strategy, liveness))
+}
+
+fn liveness_name<S: serde::Serializer>(l: &Option<Liveness>, s: S) -> Result<S::Ok, S::Error> {
+    match l {
+        Some(l) => s.serialize_str(l.name()),
+        None => s.serialize_none(),
+    }
+}
+
 impl SimConfig {
+    /// The strategy's name, with the liveness when one was set explicitly
+    /// (`handoff:lease`): how reports, timelines and replays name the run.
+    pub fn label(&self) -> String {
+        match self.liveness {
+            Some(l) => format!("{}:{l}", self.strategy.name()),
+            None => self.strategy.name().to_string(),
+        }
+    }
+
     /// The defaults of `scenario`: 10 hosts, 100 partitions, the change feed
     /// processor's intervals (expiration 60 s, renew 17 s, acquire 13 s), 10 minutes
     /// of disturbance.
@@ -228,6 +261,7 @@ impl SimConfig {
             duration: Millis::from_secs(600),
             settle: None,
             strategy: Strategy::Handoff,
+            liveness: None,
             expiry: ExpiryRule::Observed,
             expiration: Millis::from_secs(60),
             renew: Millis::from_secs(17),
@@ -289,8 +323,8 @@ impl SimConfig {
             acquire_interval: self.acquire,
             strategy: self.strategy,
             stop_timeout: self.expiration,
-            known_bad: (self.bug == Some(Bug::RestartSameEpoch))
-                .then_some(leasehold_engine::lease::KnownBad::RestartSameEpoch),
+            liveness: self.liveness,
+            known_bad: self.bug.and_then(Bug::known_bad),
         };
         config.validate().map_err(SimError::Lease)?;
         Ok(config)
@@ -404,6 +438,9 @@ pub enum SimError {
         "unknown strategy {0:?}; the strategies are cfp, handoff, eh-balanced, eh-greedy and kcl"
     )]
     UnknownStrategy(String),
+    /// A liveness name that does not exist.
+    #[error("{0}")]
+    Liveness(String),
     /// A size or interval out of range.
     #[error("{0}")]
     Size(&'static str),

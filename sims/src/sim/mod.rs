@@ -76,7 +76,7 @@ pub fn replay_command(config: &SimConfig) -> String {
         "leasehold sim {} --seed {} --strategy {}",
         config.scenario,
         config.seed,
-        config.strategy.name()
+        config.label()
     );
     let mut flag = |name: &str, value: String, default: String| {
         if value != default {

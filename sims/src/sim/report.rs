@@ -4,6 +4,7 @@ use super::checker::{Violation, ViolationKind};
 use super::config::SimConfig;
 use super::world::Finished;
 use leasehold_engine::Millis;
+use leasehold_engine::lease::Purpose;
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -54,6 +55,14 @@ pub struct RunReport {
     pub store_requests_per_host_min: f64,
     /// Estimated request units per host per minute (see `sim::cost`).
     pub ru_per_host_min: f64,
+    /// Coordination's store requests per host per minute: every purpose but
+    /// checkpoints (feed reads are not store requests here).
+    pub protocol_requests_per_host_min: f64,
+    /// Coordination's estimated request units per host per minute.
+    pub protocol_ru_per_host_min: f64,
+    /// Requests and request units per host per minute, by purpose (heartbeat, scan,
+    /// renew, checkpoint, takeover, handoff, audit).
+    pub by_purpose: BTreeMap<String, PurposeCost>,
     /// Events that took effect (with duplicates).
     pub events_processed: u64,
     /// Events the source produced.
@@ -84,13 +93,32 @@ pub struct RunReport {
     pub wall_s: f64,
 }
 
+/// One purpose's share of the store traffic.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PurposeCost {
+    /// Store requests per host per minute.
+    pub requests_per_host_min: f64,
+    /// Estimated request units per host per minute.
+    pub ru_per_host_min: f64,
+}
+
+/// The sum over coordination's purposes of `measure`.
+fn protocol(finished: &Finished, measure: impl Fn(&(u64, f64)) -> f64) -> f64 {
+    finished
+        .by_purpose
+        .iter()
+        .filter(|(p, _)| p.is_protocol())
+        .map(|(_, v)| measure(v))
+        .sum()
+}
+
 impl RunReport {
     /// The report of `finished`, a run of `cfg` that took `wall_s` seconds.
     pub fn new(cfg: &SimConfig, finished: &Finished, wall_s: f64) -> RunReport {
         let c = &finished.checker;
         let host_min = (finished.host_up_ms as f64 / 60_000.0).max(1e-9);
         RunReport {
-            strategy: cfg.strategy.name().to_string(),
+            strategy: cfg.label(),
             seed: cfg.seed,
             scenario: cfg.scenario.name().to_string(),
             converge_s: c.converge_s(),
@@ -104,6 +132,21 @@ impl RunReport {
             fenced_batches: c.fenced_batches,
             store_requests_per_host_min: round2(finished.requests as f64 / host_min),
             ru_per_host_min: round2(finished.ru / host_min),
+            protocol_requests_per_host_min: round2(
+                protocol(finished, |(n, _)| *n as f64) / host_min,
+            ),
+            protocol_ru_per_host_min: round2(protocol(finished, |(_, ru)| *ru) / host_min),
+            by_purpose: Purpose::ALL
+                .iter()
+                .map(|p| {
+                    let (n, ru) = finished.by_purpose.get(p).copied().unwrap_or_default();
+                    let cost = PurposeCost {
+                        requests_per_host_min: round2(n as f64 / host_min),
+                        ru_per_host_min: round2(ru / host_min),
+                    };
+                    (p.name().to_string(), cost)
+                })
+                .collect(),
             events_processed: c.events_processed,
             events_produced: finished.events_produced,
             max_lag_s: c.max_lag_ms as f64 / 1_000.0,
@@ -181,6 +224,17 @@ pub fn table(reports: &[RunReport]) -> String {
     row("RU / host / min (estimated)", &|r| {
         format!("{:.1}", r.ru_per_host_min)
     });
+    row("protocol RU / host / min", &|r| {
+        format!("{:.1}", r.protocol_ru_per_host_min)
+    });
+    for purpose in Purpose::ALL {
+        let name = purpose.name();
+        row(&format!("  {name} RU / host / min"), &|r| {
+            r.by_purpose
+                .get(name)
+                .map_or("-".into(), |c| format!("{:.1}", c.ru_per_host_min))
+        });
+    }
     row("events processed / produced", &|r| {
         format!("{} / {}", r.events_processed, r.events_produced)
     });

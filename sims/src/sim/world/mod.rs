@@ -15,7 +15,8 @@ use super::timeline::Timeline;
 use super::trace::{Trace, TraceEvent};
 use super::workload::Feed;
 use leasehold_engine::lease::{
-    Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Record, StopReason, StoreRequest,
+    Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Purpose, Record, StopReason,
+    StoreRequest,
 };
 use leasehold_engine::store::{Container, Document, Op, Reply, StoreError};
 use leasehold_engine::{Checkpoint, Epoch, HostId, Incarnation, LeaseToken, Millis, RequestId};
@@ -23,7 +24,7 @@ use leasehold_engine::{PartitionKey, Session};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 mod handlers;
 mod life;
@@ -174,6 +175,8 @@ pub struct Finished {
     pub requests: u64,
     /// Estimated request units.
     pub ru: f64,
+    /// Requests and estimated request units by purpose.
+    pub by_purpose: BTreeMap<Purpose, (u64, f64)>,
     /// Host time up, in ms, summed over hosts.
     pub host_up_ms: u64,
     /// Requests throttled.
@@ -212,6 +215,7 @@ pub struct World {
     healed: bool,
     requests: u64,
     ru: f64,
+    by_purpose: BTreeMap<Purpose, (u64, f64)>,
     host_up_ms: u64,
     throttled: u64,
     timeouts: u64,
@@ -259,6 +263,7 @@ impl World {
             healed: false,
             requests: 0,
             ru: 0.0,
+            by_purpose: BTreeMap::new(),
             host_up_ms: 0,
             throttled: 0,
             timeouts: 0,
@@ -674,6 +679,7 @@ impl World {
             checker: self.checker,
             requests: self.requests,
             ru: self.ru,
+            by_purpose: self.by_purpose,
             host_up_ms: self.host_up_ms,
             throttled: self.throttled,
             timeouts: self.timeouts,
