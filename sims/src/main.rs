@@ -1,11 +1,11 @@
 //! The `leasehold` command line.
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
-use leasehold_engine::lease::Liveness;
+use leasehold_engine::lease::{ConfigError, Liveness};
 use leasehold_engine::{ExpiryRule, Millis, WallTime};
 use leasehold_model::check::{Checkable, Options, Search, Stop};
 use leasehold_model::trace::Explain;
-use leasehold_model::{Bounds, Bug, PartitionModel};
+use leasehold_model::{Bounds, BoundsError, Bug, PartitionModel};
 use leasehold_model::{ItemModel, LockBounds, LockBug, LockKind, QueueModel};
 use leasehold_sims::balance::{self, Question};
 use leasehold_sims::check;
@@ -161,7 +161,7 @@ enum Expiry {
 }
 
 /// Where a holder's authority comes from.
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, ValueEnum)]
 enum LivenessArg {
     /// Each lease is renewed on its own (the change feed processor's way).
     Lease,
@@ -179,14 +179,13 @@ impl LivenessArg {
     }
 }
 
-/// Refuses session liveness for a strategy that keeps no heartbeats, as a usage error
-/// (exit 2), before any work starts.
-fn check_liveness(liveness: Option<LivenessArg>, strategy: StrategyName) {
-    if liveness == Some(LivenessArg::Session) && strategy != StrategyName::Handoff {
-        let message = format!(
-            "--liveness session needs --strategy handoff: {} renews each lease",
-            strategy.model()
-        );
+/// Turns the engine's refusal of session liveness for a strategy without heartbeats
+/// into a usage error (exit 2), before any work starts.
+fn refuse_unsupported_liveness(bounds: &Bounds) {
+    if let Err(e @ BoundsError::Protocol(ConfigError::SessionNeedsMembership { .. })) =
+        bounds.lease_config()
+    {
+        let message = format!("--liveness session needs --strategy handoff: {e}");
         Cli::command()
             .error(clap::error::ErrorKind::ArgumentConflict, message)
             .exit();
@@ -218,7 +217,7 @@ struct BalanceArgs {
     max: u32,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, ValueEnum)]
 enum StrategyName {
     /// The .NET change feed processor's EqualPartitionsBalancingStrategy.
     Cfp,
@@ -299,7 +298,6 @@ fn run_balance(args: BalanceArgs) -> Result<(), String> {
 }
 
 fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
-    check_liveness(args.liveness, args.strategy);
     let bug = match &args.bug {
         Some(name) => Some(name.parse::<Bug>().map_err(|e| e.to_string())?),
         None => None,
@@ -325,6 +323,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         liveness: args.liveness.map(LivenessArg::engine),
         bug,
     };
+    refuse_unsupported_liveness(&bounds);
     bounds.horizon = match args.horizon {
         Some(h) => h,
         None => {

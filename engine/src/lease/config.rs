@@ -110,17 +110,31 @@ impl fmt::Display for Liveness {
 }
 
 impl std::str::FromStr for Liveness {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Liveness, String> {
+    type Err = UnknownLiveness;
+    fn from_str(s: &str) -> Result<Liveness, UnknownLiveness> {
         match s {
             "lease" => Ok(Liveness::Lease),
             "session" => Ok(Liveness::Session),
-            other => Err(format!(
-                "unknown liveness {other:?}: expected lease or session"
-            )),
+            other => Err(UnknownLiveness(other.to_string())),
         }
     }
 }
+
+/// A liveness name that does not exist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownLiveness(pub String);
+
+impl fmt::Display for UnknownLiveness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown liveness {:?}: expected lease or session",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownLiveness {}
 
 impl Default for LeaseConfig {
     fn default() -> Self {

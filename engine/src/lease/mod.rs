@@ -13,9 +13,10 @@ mod respond;
 mod session;
 mod slot;
 mod table;
+mod tenure;
 mod write;
 
-pub use config::{ConfigError, KnownBad, LeaseConfig, Liveness};
+pub use config::{ConfigError, KnownBad, LeaseConfig, Liveness, UnknownLiveness};
 pub use document::{HostDocument, LeaseDocument, Record};
 pub use host::{LeaseHost, LeaseState};
 pub use io::{Input, InputError, Intent, LossCause, Output, Purpose, StopReason, StoreRequest};

@@ -242,6 +242,10 @@ impl LeaseHost {
         etag: Etag,
     ) {
         let learned = self.issued;
+        // Under session liveness a lease named after this host holds authority only
+        // in the current tenure; one from an ended tenure or an earlier life is taken
+        // back by a resume, a conditional write at a new epoch naming the tenure.
+        let in_tenure = !self.session_liveness() || self.held_in_tenure(&doc);
         let slot = self
             .slots
             .entry(token.clone())
@@ -265,12 +269,6 @@ impl LeaseHost {
             .own
             .as_ref()
             .map(|own| mine && slot.doc.epoch == own.epoch);
-        // Under session liveness a lease named after this host holds authority only
-        // in the current tenure; one from an ended tenure or an earlier life is taken
-        // back by a resume, a conditional write at a new epoch naming the tenure.
-        let session = self.config.liveness() == super::Liveness::Session;
-        let in_tenure = !session
-            || (slot.doc.owner_tenure.is_some() && slot.doc.owner_tenure == self.beat.tenure);
         let (epoch, fence) = (slot.doc.epoch, slot.doc.fenced.then(|| slot.observation()));
         match still_ours {
             Some(true) => {}

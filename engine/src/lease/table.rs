@@ -1,9 +1,10 @@
 //! The acquire cycle: read the lease table, judge it, plan, act.
 
 use super::host::{LeaseHost, Phase, What};
-use super::membership::{Member, TenureVerdict};
+use super::membership::Member;
 use super::slot::ReleaseTo;
 use super::slot::Slot;
+use super::tenure::TenureVerdict;
 use super::{HostDocument, Intent, KnownBad, LeaseDocument, Record, StopReason};
 use crate::balance::{Action, LeaseStatus, LeaseView, Reason, TableView};
 use crate::ids::{Etag, HostId, LeaseToken};

@@ -3,7 +3,7 @@
 
 use super::host::{LeaseHost, Phase, What};
 use super::slot::{ReleaseTo, Slot};
-use super::{HostDocument, Intent, Liveness, Record};
+use super::{HostDocument, Intent, Record};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
 use crate::store::Op;
 use crate::time::Now;
@@ -111,6 +111,7 @@ impl LeaseHost {
         intent: Intent,
     ) -> Option<crate::ids::RequestId> {
         let policy = self.config.expiry;
+        let session = self.session_liveness();
         let slot = self.slots.get_mut(token)?;
         let own = slot.own.as_mut()?;
         let fence_passed = own.fence_passed(&policy, now);
@@ -131,7 +132,7 @@ impl LeaseHost {
             };
             // The recipient's tenure as last seen: if it has a newer one by the time
             // it reads the lease, the lease is free, and it takes it like any other.
-            if self.config.liveness() == Liveness::Session {
+            if session {
                 let theirs = doc.owner.as_ref().and_then(|o| self.members.get(o));
                 doc.owner_tenure = theirs.and_then(|m| m.doc.tenure);
             }
@@ -144,12 +145,12 @@ impl LeaseHost {
             // and so would not stop a release held on the wire from landing later: the
             // host must resume it (a conditional write at a new epoch) instead.
             own.authority_until = None;
-            own.resume = self.config.liveness() == Liveness::Session;
+            own.resume = session;
         }
         if release || intent == Intent::Resume {
             doc.epoch = doc.epoch.next();
         }
-        if intent == Intent::Resume && self.config.liveness() == Liveness::Session {
+        if intent == Intent::Resume && session {
             doc.owner_tenure = self.beat.tenure;
         }
         let op = Op::Replace {

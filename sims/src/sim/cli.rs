@@ -143,7 +143,7 @@ pub fn config_of(
     let (strategy, liveness) = parse_strategy_spec(strategy)?;
     cfg.strategy = strategy;
     cfg.liveness = match &args.liveness {
-        Some(l) => Some(l.parse().map_err(SimError::Liveness)?),
+        Some(l) => Some(l.parse()?),
         None => liveness,
     };
     cfg.trace_keep = args.trace;

@@ -4,7 +4,7 @@
 use super::faults::{FaultKind, Faults};
 use super::workload::Workload;
 use leasehold_engine::balance::Strategy;
-use leasehold_engine::lease::{ConfigError, LeaseConfig, Liveness};
+use leasehold_engine::lease::{ConfigError, LeaseConfig, Liveness, UnknownLiveness};
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
 use leasehold_model::Bug;
 use serde::Serialize;
@@ -220,9 +220,7 @@ pub fn parse_strategy_spec(spec: &str) -> Result<(Strategy, Option<Liveness>), S
         None => (spec, None),
     };
     let strategy = parse_strategy(name)?;
-    let liveness = liveness
-        .map(|l| l.trim().parse::<Liveness>().map_err(SimError::Liveness))
-        .transpose()?;
+    let liveness = liveness.map(|l| l.trim().parse::<Liveness>()).transpose()?;
     Ok((strategy, liveness))
 }
 
@@ -439,8 +437,8 @@ pub enum SimError {
     )]
     UnknownStrategy(String),
     /// A liveness name that does not exist.
-    #[error("{0}")]
-    Liveness(String),
+    #[error(transparent)]
+    Liveness(#[from] UnknownLiveness),
     /// A size or interval out of range.
     #[error("{0}")]
     Size(&'static str),

@@ -1,0 +1,174 @@
+//! Session liveness: a host's tenure, vouched for by its heartbeat, holds every lease
+//! it owns, and a taker ends (fences) a dead host's tenure before taking its leases.
+//!
+//! Each successful heartbeat write, in the current tenure, renews every lease held in
+//! it. A fence is a conditional write to the dead host's heartbeat: the dead host's
+//! next renewal then fails on the changed etag, and it stops everything at once.
+
+use super::host::{LeaseHost, Phase, What};
+use super::membership::Member;
+use super::{HostDocument, Intent, LeaseDocument, Liveness, LossCause, Record};
+use crate::ids::{Etag, HostId, LeaseToken, Tenure};
+use crate::store::{Op, Reply, StoreError};
+use crate::time::{LocalTime, Now};
+use std::collections::BTreeSet;
+
+/// Under session liveness, what a taker must do about the tenure a lease hangs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum TenureVerdict {
+    /// The tenure's heartbeat is live: the lease is held.
+    Live,
+    /// The heartbeat has stood unchanged past expiry, but nobody has ended the
+    /// tenure: fence it first, with if-match on this etag (or, if no heartbeat of the
+    /// host is known, by creating a fenced one).
+    Expired(Option<Etag>),
+    /// The tenure is over (fenced, replaced by a newer one): the lease is free.
+    Over,
+}
+
+impl LeaseHost {
+    /// Whether authority comes from the heartbeat rather than from each lease.
+    pub(super) fn session_liveness(&self) -> bool {
+        self.config.liveness() == Liveness::Session
+    }
+
+    /// Whether `doc` is held by this host in its current tenure.
+    pub(super) fn held_in_tenure(&self, doc: &LeaseDocument) -> bool {
+        doc.is_owned_by(&self.me)
+            && doc.owner_tenure.is_some()
+            && doc.owner_tenure == self.beat.tenure
+    }
+
+    /// Under session liveness, the state of the tenure `doc`'s owner holds it under,
+    /// as this host knows it at `now`. `None` for a lease no tenure holds.
+    pub(super) fn tenure_verdict(&self, doc: &LeaseDocument, now: Now) -> Option<TenureVerdict> {
+        let owner = doc.owner.as_ref()?;
+        if *owner == self.me {
+            // Only this life's current tenure holds a lease for this host; one named
+            // after it otherwise comes from an earlier life or tenure, which is over.
+            return Some(if self.held_in_tenure(doc) {
+                TenureVerdict::Live
+            } else {
+                TenureVerdict::Over
+            });
+        }
+        let tenure = doc.owner_tenure?;
+        Some(match self.members.get(owner) {
+            None => TenureVerdict::Expired(None),
+            Some(m) if m.is_fenced() || m.doc.tenure != Some(tenure) => TenureVerdict::Over,
+            Some(m) if self.is_alive(m, now) => TenureVerdict::Live,
+            Some(m) => TenureVerdict::Expired(Some(m.etag.clone())),
+        })
+    }
+
+    /// Ends `host`'s `tenure` with a conditional write of a fenced heartbeat, once: a
+    /// take of its leases waits for the answer.
+    pub(super) fn fence(&mut self, now: Now, host: &HostId, tenure: Tenure, etag: Option<Etag>) {
+        if self.fencing.contains(host) {
+            return;
+        }
+        let mut doc = HostDocument::new(&self.config.prefix, host.clone(), now.wall);
+        if let Some(m) = self.members.get(host) {
+            doc.claims = m.doc.claims.clone();
+            doc.timestamp = m.doc.timestamp;
+        }
+        doc.tenure = Some(tenure);
+        doc.fenced_by = Some(self.me.clone());
+        let op = match etag {
+            Some(etag) => Op::Replace {
+                doc: Record::Host(doc.clone()),
+                if_match: Some(etag),
+            },
+            // No heartbeat known: create the fenced one, which fails if the host's
+            // heartbeat exists after all.
+            None => Op::Create(Record::Host(doc.clone())),
+        };
+        self.fencing.insert(host.clone());
+        self.send(now, Intent::Fence, op, What::Fence(doc));
+    }
+
+    pub(super) fn on_fence_response(
+        &mut self,
+        now: Now,
+        doc: HostDocument,
+        result: Result<Reply<Record>, StoreError>,
+    ) {
+        self.fencing.remove(&doc.host);
+        match result {
+            Ok(Reply::Created(etag) | Reply::Replaced(etag)) => {
+                let member = Member {
+                    claimed: BTreeSet::new(),
+                    doc,
+                    etag,
+                    seen: now.local,
+                    retiring: false,
+                };
+                self.members.insert(member.doc.host.clone(), member);
+                self.touch_handoffs();
+                // The leases of the fenced tenure are free now: take them at once.
+                if self.phase == Phase::Running {
+                    self.rebalance(now);
+                }
+            }
+            Err(StoreError::Throttled { retry_after }) => {
+                self.next_scan = self.next_scan.min(now.local + retry_after);
+            }
+            // It renewed, came back, or was fenced by someone else: look again.
+            _ => self.next_scan = now.local,
+        }
+    }
+
+    /// This host's tenure is over (fenced, deleted, or replaced): every lease held
+    /// under it is lost at once, and the next heartbeat write starts a new tenure.
+    pub(super) fn end_tenure(&mut self) {
+        self.beat.authority_until = None;
+        if self.beat.tenure.take().is_none() {
+            return;
+        }
+        let held: Vec<LeaseToken> = self
+            .active
+            .iter()
+            .filter(|t| self.slots.get(*t).is_some_and(|s| s.own.is_some()))
+            .cloned()
+            .collect();
+        // They stay named after this host until someone takes them; its own plans
+        // see them as free, like everyone else's.
+        for token in held {
+            self.lose(&token, LossCause::SessionFenced);
+        }
+    }
+
+    /// Gives every lease held in the current tenure the heartbeat's authority.
+    pub(super) fn grant_session_authority(&mut self) {
+        let until = self.beat.authority_until;
+        let held: Vec<LeaseToken> = self
+            .active
+            .iter()
+            .filter(|t| {
+                self.slots
+                    .get(*t)
+                    .is_some_and(|s| self.held_in_tenure(&s.doc))
+            })
+            .cloned()
+            .collect();
+        for token in held {
+            let Some(slot) = self.slots.get_mut(&token) else {
+                continue;
+            };
+            if let Some(own) = slot.own.as_mut()
+                && slot.doc.epoch == own.epoch
+                && own.authority_until != until
+            {
+                own.authority_until = until;
+                self.touch(&token);
+            }
+        }
+    }
+
+    /// The authority a lease held under the current tenure has: the heartbeat's.
+    pub(super) fn session_authority(&self, doc: &LeaseDocument) -> Option<LocalTime> {
+        self.held_in_tenure(doc)
+            .then_some(self.beat.authority_until)
+            .flatten()
+    }
+}
