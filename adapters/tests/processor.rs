@@ -283,11 +283,14 @@ async fn leases_on_the_emulator_are_shared_and_released_and_their_ru_is_counted(
     let (ma, mb) = (a.metrics.snapshot(), b.metrics.snapshot());
     assert_eq!(ma.owned + mb.owned, 4);
     assert_eq!((ma.owned, mb.owned), (2, 2));
-    for intent in [Intent::Acquire, Intent::Renew, Intent::Checkpoint] {
+    for intent in [Intent::Acquire, Intent::Heartbeat, Intent::Checkpoint] {
         let ru = ma.units_per_call(intent).or(mb.units_per_call(intent));
         println!("RU per {intent:?}: {ru:?}");
         assert!(ru.is_some_and(|ru| ru > 0.0), "{intent:?}");
     }
+    // Handoff runs session liveness: the heartbeat renews every lease.
+    assert_eq!(ma.units_per_call(Intent::Renew), None);
+    assert_eq!(mb.units_per_call(Intent::Renew), None);
     for h in [a, b] {
         h.stop.cancel();
         h.run.await.unwrap();

@@ -5,7 +5,7 @@ mod common;
 
 use common::{Cluster, config, session_config};
 use leasehold_engine::lease::{Input, Intent, KnownBad, LossCause, Output, Record, StopReason};
-use leasehold_engine::store::Op;
+use leasehold_engine::store::{Op, Reply, Stored};
 use leasehold_engine::{Epoch, HostId};
 
 /// Requests `name` sent with `intent` from true time `from` on.
@@ -158,4 +158,63 @@ fn without_the_fence_a_late_renewal_revives_the_dead_session() {
         )
     });
     assert!(!fenced, "a's session lives on");
+}
+
+/// A real store's table query is not a snapshot: it can read a host's heartbeat,
+/// then that host starts a new tenure and names it in a lease, and then the query
+/// reads the lease. Another tenure in the heartbeat than in the lease then proves
+/// nothing, and the lease stays where it is until a later read of the heartbeat.
+#[test]
+fn a_lease_naming_a_tenure_begun_after_its_heartbeat_was_read_is_not_taken() {
+    let mut c = Cluster::new();
+    c.add("a", session_config(2));
+    c.run_for(20_000);
+    assert_eq!(c.count("a"), 2);
+    // b starts: its first scan reads the whole table, and is held.
+    c.add("b", session_config(2));
+    let scan = c.intercept("b", Intent::Scan);
+    let before = c.store.execute(scan.op.clone());
+    c.deliver_all();
+    // a restarts and takes its leases back in a new tenure.
+    c.restart("a");
+    for _ in 0..20 {
+        c.time += 100;
+        c.input("a", Input::Tick).unwrap();
+        while let Some(at) = c.inflight.iter().position(|(n, _)| n == "a") {
+            let (_, req) = c.inflight.remove(at).unwrap();
+            let result = c.store.execute(req.op.clone());
+            c.answer("a", &req, result);
+        }
+    }
+    assert_eq!(c.count("a"), 2, "a holds both again");
+    // b's scan read a's old heartbeat, then the leases naming a's new tenure.
+    let (Ok(Reply::ReadAll(old)), Ok(Reply::ReadAll(new))) =
+        (before, c.store.execute(scan.op.clone()))
+    else {
+        panic!("a scan reads documents");
+    };
+    let is_lease = |s: &Stored<Record>| matches!(s.doc, Record::Lease(_));
+    let torn = new
+        .into_iter()
+        .filter(is_lease)
+        .chain(old.into_iter().filter(|s| !is_lease(s)))
+        .collect();
+    let from = c.time;
+    c.answer("b", &scan, Ok(Reply::ReadAll(torn)));
+    c.deliver_all();
+    assert_eq!(
+        sent(&c, "b", Intent::Acquire, from) + sent(&c, "b", Intent::Fence, from),
+        0,
+        "b neither takes a's lease nor fences a's live tenure"
+    );
+    // Every step above checked that no two hosts hold authority. The next reads of
+    // the heartbeats show a's new tenure live, and the leases are shared by handoff.
+    c.run_for(30_000);
+    assert_eq!((c.count("a"), c.count("b")), (1, 1));
+    assert_eq!(sent(&c, "b", Intent::Acquire, from), 0);
+    // The sibling: once a is really gone, its lease is fenced and taken.
+    c.crash("a");
+    c.run_for(30_000);
+    assert_eq!(c.count("b"), 2);
+    assert!(sent(&c, "b", Intent::Fence, from) >= 1);
 }

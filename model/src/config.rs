@@ -42,8 +42,8 @@ pub struct Bounds {
     pub strategy: StrategyName,
     /// The expiry rule.
     pub expiry: ExpiryRule,
-    /// Where authority comes from; `None` is lease liveness, except for the variants
-    /// of session liveness, which get it.
+    /// Where authority comes from; `None` is the strategy's default (session for
+    /// `handoff`, lease for the rest).
     pub liveness: Option<Liveness>,
     /// A known-bad variant to run instead of the protocol as shipped.
     pub bug: Option<Bug>,
@@ -348,6 +348,9 @@ impl Bounds {
             // A lingering call returns before the next tick here, so the give-up never
             // fires in the model; the engine's tests cover it.
             stop_timeout: duration,
+            // Far past any horizon: the model checks that the group keeps every lease
+            // owned from what the heartbeats tell alone, without the audit.
+            audit_interval: Millis::from_secs(300),
             liveness: self.liveness.or(self
                 .bug
                 .filter(|b| b.needs_session())
@@ -491,6 +494,15 @@ mod tests {
         assert_eq!(session.liveness_ticks(), 8);
         // Under lease liveness, plus a claimant's heartbeat expiry: 8.6 s / 0.9 =
         // 9.6 s, 10 ticks, plus 3.
-        assert_eq!(Bounds::default().liveness_ticks(), 13);
+        let lease = Bounds {
+            liveness: Some(Liveness::Lease),
+            ..Bounds::default()
+        };
+        assert_eq!(lease.liveness_ticks(), 13);
+        assert_eq!(
+            Bounds::default().liveness_ticks(),
+            8,
+            "handoff is session by default"
+        );
     }
 }

@@ -48,6 +48,8 @@ fn a_known_bad_variant_prints_its_trace_and_a_replay_that_reproduces_it() {
         "partitions",
         "--bug",
         "blind-acquire",
+        "--liveness",
+        "lease",
         "--horizon",
         "8",
         "--threads",

@@ -60,6 +60,7 @@ struct Settings {
     name: Option<String>,
     strategy: Strategy,
     liveness: Option<Liveness>,
+    audit: Duration,
     acquire: Duration,
     renew: Duration,
     expiration: Duration,
@@ -76,6 +77,7 @@ impl ProcessorBuilder<(), (), ()> {
                 name: None,
                 strategy: Strategy::Handoff,
                 liveness: None,
+                audit: Duration::from_secs(300),
                 acquire: Duration::from_secs(13),
                 renew: Duration::from_secs(17),
                 expiration: Duration::from_secs(60),
@@ -116,11 +118,18 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
         self
     }
 
-    /// Where a host's authority over its leases comes from (default: lease, each
-    /// lease renewed; session, with `handoff` only, has one heartbeat renew them all).
-    /// Every host of a processor group must use the same.
+    /// Where a host's authority over its leases comes from (default: session for
+    /// `handoff`, one heartbeat renewing them all; lease, each lease renewed, for
+    /// every other strategy). Every host of a processor group must use the same.
     pub fn liveness(mut self, liveness: Liveness) -> Self {
         self.settings.liveness = Some(liveness);
+        self
+    }
+
+    /// Under session liveness, how often the group as a whole reads the entire
+    /// lease table to catch what the heartbeats did not tell (default 5 min).
+    pub fn audit_interval(mut self, every: Duration) -> Self {
+        self.settings.audit = every;
         self
     }
 
@@ -308,6 +317,7 @@ where
             acquire_interval: millis(settings.acquire),
             strategy: settings.strategy,
             liveness: settings.liveness,
+            audit_interval: millis(settings.audit),
             stop_timeout: millis(settings.expiration),
             known_bad: settings.known_bad,
         };

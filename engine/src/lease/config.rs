@@ -33,9 +33,13 @@ pub struct LeaseConfig {
     pub acquire_interval: Millis,
     /// The balancing strategy.
     pub strategy: Strategy,
-    /// Where a holder's authority comes from; `None` is [`Liveness::Lease`]. See
+    /// Where a holder's authority comes from; `None` is the strategy's default. See
     /// [`liveness`](Self::liveness).
     pub liveness: Option<Liveness>,
+    /// Under session liveness, how often the group as a whole reads the entire
+    /// lease table to catch anything the heartbeats did not tell (each host audits
+    /// once per this interval times the group's size). Default 5 minutes.
+    pub audit_interval: Millis,
     /// How long a lost session may take to report [`Stopped`](super::Input::Stopped)
     /// while this host still owns the lease (its authority came back, say). Past it,
     /// the host gives the lease up, raising its epoch, so that a handler call that
@@ -69,9 +73,9 @@ pub enum KnownBad {
 /// use leasehold_engine::lease::{ConfigError, LeaseConfig, Liveness};
 ///
 /// let handoff = LeaseConfig::default();
-/// assert_eq!(handoff.liveness(), Liveness::Lease);
-/// let session = LeaseConfig { liveness: Some(Liveness::Session), ..handoff };
-/// assert!(session.validate().is_ok());
+/// assert_eq!(handoff.liveness(), Liveness::Session);
+/// let lease = LeaseConfig { liveness: Some(Liveness::Lease), ..handoff };
+/// assert!(lease.validate().is_ok());
 /// let cfp = LeaseConfig {
 ///     strategy: Strategy::Cfp(CfpConfig::default()),
 ///     ..LeaseConfig::default()
@@ -146,6 +150,7 @@ impl Default for LeaseConfig {
             acquire_interval: Millis::from_secs(13),
             strategy: Strategy::default(),
             liveness: None,
+            audit_interval: Millis::from_secs(300),
             stop_timeout: Millis::from_secs(60),
             known_bad: None,
         }
@@ -153,11 +158,14 @@ impl Default for LeaseConfig {
 }
 
 impl LeaseConfig {
-    /// The liveness in force: the one set, else [`Liveness::Lease`]. Session
-    /// liveness needs every host's heartbeat, so only `handoff` can have it; it is
-    /// not the default yet (the simulator's swarm still finds a violation under it).
+    /// The liveness in force: the one set, else [`Liveness::Session`] for
+    /// `handoff` and [`Liveness::Lease`] for every other strategy. Session liveness
+    /// needs every host's heartbeat, which only `handoff` has.
     pub fn liveness(&self) -> Liveness {
-        self.liveness.unwrap_or(Liveness::Lease)
+        self.liveness.unwrap_or(match self.strategy {
+            Strategy::Handoff => Liveness::Session,
+            _ => Liveness::Lease,
+        })
     }
 
     /// Checks that the settings make sense together.
@@ -180,6 +188,9 @@ impl LeaseConfig {
         }
         if self.stop_timeout == Millis::ZERO {
             return Err(ConfigError::ZeroStopTimeout);
+        }
+        if self.audit_interval == Millis::ZERO {
+            return Err(ConfigError::ZeroAuditInterval);
         }
         if self.expiry.drift.as_ppm() >= Drift::MAX_PPM {
             return Err(ConfigError::DriftTooLarge {
@@ -220,6 +231,8 @@ pub enum ConfigError {
     ZeroAcquireInterval,
     /// The stop timeout is zero: every lost lease would be given up at once.
     ZeroStopTimeout,
+    /// The audit interval is zero: every scan would read the whole table.
+    ZeroAuditInterval,
     /// CFP's minimum lease count is above its maximum.
     MinAboveMax {
         /// The minimum.
@@ -263,6 +276,7 @@ impl fmt::Display for ConfigError {
                 write!(f, "the acquire interval must be above 0")
             }
             ConfigError::ZeroStopTimeout => write!(f, "the stop timeout must be above 0"),
+            ConfigError::ZeroAuditInterval => write!(f, "the audit interval must be above 0"),
             ConfigError::MinAboveMax { min, max } => write!(
                 f,
                 "the minimum lease count ({min}) must not exceed the maximum ({max})"
@@ -357,6 +371,10 @@ mod tests {
         assert_eq!(
             with(|c| c.stop_timeout = Millis::ZERO),
             Err(ConfigError::ZeroStopTimeout)
+        );
+        assert_eq!(
+            with(|c| c.audit_interval = Millis::ZERO),
+            Err(ConfigError::ZeroAuditInterval)
         );
         assert!(matches!(
             with(|c| c.expiry.drift = Drift::ppm(1_000_000)),

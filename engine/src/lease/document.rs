@@ -136,7 +136,21 @@ impl HostDocument {
 impl HostDocument {
     /// The document id of `host`'s heartbeat in processor group `prefix`.
     pub fn id_for(prefix: &str, host: &HostId) -> DocId {
-        DocId::from(format!("{prefix}.host.{host}"))
+        DocId::from(format!("{}{host}", Self::id_prefix(prefix)))
+    }
+
+    /// What the id of every heartbeat of group `prefix` starts with: one read by
+    /// this prefix lists the group's members without its leases.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::HostDocument;
+    /// use leasehold_engine::HostId;
+    ///
+    /// let id = HostDocument::id_for("orders", &HostId::from("h1"));
+    /// assert!(id.as_str().starts_with(&HostDocument::id_prefix("orders")));
+    /// ```
+    pub fn id_prefix(prefix: &str) -> String {
+        format!("{prefix}.host.")
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::agenda::Agenda;
 use super::membership::{BeatState, BeatStep, Heartbeat, Member};
+use super::reads::TableReads;
 use super::session::Sessions;
 use super::slot::{Own, ReleaseTo, Slot};
 use super::{
@@ -99,6 +100,8 @@ pub struct LeaseHost {
     pub(super) creating: BTreeSet<LeaseToken>,
     pub(super) next_scan: LocalTime,
     pub(super) scanning: bool,
+    /// When the whole table was last read, and whether it must be read again.
+    pub(super) table: TableReads,
     /// When a lease or heartbeat this host watches will expire: it plans again then,
     /// without waiting for the next scan.
     pub(super) replan_at: Option<LocalTime>,
@@ -128,13 +131,14 @@ macro_rules! hashed_state {
             creating,
             next_scan,
             scanning,
+            table,
             replan_at,
             out,
         } = $host;
         (
             (me, incarnation, sessions, config, phase, now, slots),
             (members, beat, fencing, pending, issued, creating),
-            (next_scan, scanning, replan_at, out),
+            (next_scan, scanning, table, replan_at, out),
         )
     }};
 }
@@ -169,9 +173,11 @@ pub(super) struct Pending {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum What {
-    /// A table scan; `seq` is how many requests had been issued before it.
+    /// A scan; `seq` is how many requests had been issued before it. `table`: the
+    /// whole table, or (session liveness) the heartbeats alone.
     Scan {
         seq: u64,
+        table: bool,
     },
     Create(LeaseDocument),
     Take {
@@ -191,8 +197,12 @@ pub(super) enum What {
     },
     Beat(BeatStep),
     Retire(HostId),
-    /// Ends another host's tenure (session liveness): the fenced heartbeat written.
-    Fence(HostDocument),
+    /// Ends another host's tenure (session liveness): the fenced heartbeat written,
+    /// by the request issued after `seq` others.
+    Fence {
+        doc: HostDocument,
+        seq: u64,
+    },
 }
 
 /// A read-only view of one lease as a host knows it.
@@ -248,6 +258,7 @@ impl LeaseHost {
             creating: BTreeSet::new(),
             next_scan: LocalTime::ZERO,
             scanning: false,
+            table: TableReads::default(),
             replan_at: None,
             out: VecDeque::new(),
         })
@@ -470,12 +481,7 @@ impl LeaseHost {
         }
         self.drive_heartbeat(now);
         if self.phase == Phase::Running && !self.scanning && now.local >= self.next_scan {
-            self.scanning = true;
-            let seq = self.issued;
-            let op = Op::ReadAll {
-                prefix: self.config.prefix.clone(),
-            };
-            self.send(now, Intent::Scan, op, What::Scan { seq });
+            self.send_scan(now);
         }
         if self.phase == Phase::ShuttingDown && self.shutdown_done() {
             self.phase = Phase::Finished;

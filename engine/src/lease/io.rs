@@ -153,8 +153,15 @@ pub struct StoreRequest {
 /// Why a host sends a store request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Intent {
-    /// Read the whole lease table.
+    /// Read the whole lease table: every interval under lease liveness; under
+    /// session liveness at start-up and when a change in the group calls for it.
     Scan,
+    /// Read every host's heartbeat and no lease: session liveness's read each
+    /// acquire interval.
+    ReadMembers,
+    /// Read the whole lease table because the audit is due (session liveness): it
+    /// catches whatever the heartbeats did not tell.
+    Audit,
     /// Create a missing lease.
     CreateLease,
     /// Take an unowned or expired lease.
@@ -206,7 +213,8 @@ pub enum Purpose {
     /// Moving a live lease between hosts: claims, their confirmation, the handoff or
     /// release itself.
     Handoff,
-    /// Cleaning up: deleting heartbeats of hosts that are gone.
+    /// Checking and cleaning up: the session audit's reads of the whole table, and
+    /// deleting heartbeats of hosts that are gone.
     Audit,
 }
 
@@ -252,7 +260,7 @@ impl Intent {
     pub fn purpose(self) -> Purpose {
         match self {
             Intent::Heartbeat | Intent::Leave => Purpose::Heartbeat,
-            Intent::Scan => Purpose::Scan,
+            Intent::Scan | Intent::ReadMembers => Purpose::Scan,
             Intent::Renew | Intent::Resume | Intent::Reread => Purpose::Renew,
             Intent::Checkpoint => Purpose::Checkpoint,
             Intent::CreateLease | Intent::Acquire | Intent::Steal | Intent::Fence => {
@@ -261,7 +269,7 @@ impl Intent {
             Intent::Claim | Intent::ConfirmClaim | Intent::Handoff | Intent::Release => {
                 Purpose::Handoff
             }
-            Intent::Retire => Purpose::Audit,
+            Intent::Retire | Intent::Audit => Purpose::Audit,
         }
     }
 

@@ -69,6 +69,9 @@ pub(super) struct Member {
     pub claimed: BTreeSet<LeaseToken>,
     pub etag: Etag,
     pub seen: LocalTime,
+    /// How many requests had been issued before the latest one that returned this
+    /// version (a scan, or this host's own fence).
+    pub read: u64,
     pub retiring: bool,
 }
 
@@ -267,16 +270,25 @@ impl LeaseHost {
         }
     }
 
-    /// Folds the heartbeats of one table scan into the member list.
-    pub(super) fn integrate_members(&mut self, now: Now, beats: Vec<(HostDocument, Etag)>) {
+    /// Folds the heartbeats of one scan into the member list. Whether a tenure
+    /// ended since the last one: replaced, fenced, or its heartbeat gone.
+    pub(super) fn integrate_members(
+        &mut self,
+        now: Now,
+        seq: u64,
+        beats: Vec<(HostDocument, Etag)>,
+    ) -> bool {
         let mut members = std::mem::take(&mut self.members);
         let mut next = std::collections::BTreeMap::new();
+        let mut ended = false;
         for (doc, etag) in beats {
             if doc.host == self.me {
                 continue;
             }
             let member = match members.remove(&doc.host) {
                 Some(mut m) => {
+                    ended |= m.doc.tenure.is_some()
+                        && (m.doc.tenure != doc.tenure || doc.fenced_by > m.doc.fenced_by);
                     if m.etag != etag {
                         m.seen = now.local;
                         m.etag = etag;
@@ -284,6 +296,7 @@ impl LeaseHost {
                     }
                     m.claimed = doc.claims.iter().cloned().collect();
                     m.doc = doc;
+                    m.read = seq;
                     m
                 }
                 None => Member {
@@ -291,12 +304,15 @@ impl LeaseHost {
                     doc,
                     etag,
                     seen: now.local,
+                    read: seq,
                     retiring: false,
                 },
             };
             next.insert(member.doc.host.clone(), member);
         }
+        ended |= members.values().any(|m| m.doc.tenure.is_some());
         self.members = next;
+        ended
     }
 
     /// Deletes heartbeats of hosts that stopped, so that restarted hosts with new

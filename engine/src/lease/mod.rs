@@ -9,6 +9,7 @@ mod document;
 mod host;
 mod io;
 mod membership;
+mod reads;
 mod respond;
 mod session;
 mod slot;

@@ -5,7 +5,7 @@
 
 use super::host::{LeaseHost, Pending, Phase, What};
 use super::slot::{ReleaseTo, Slot};
-use super::{LeaseDocument, LossCause, Output, Record, StopReason};
+use super::{LeaseDocument, Liveness, LossCause, Output, Record, StopReason};
 use crate::expiry::Observation;
 use crate::ids::{Checkpoint, Etag, HostId, LeaseToken};
 use crate::store::{Reply, StoreError, Stored};
@@ -17,7 +17,7 @@ impl LeaseHost {
     pub(super) fn on_response(&mut self, now: Now, pending: Pending, result: Answer) {
         let Pending { sent_at, what } = pending;
         match what {
-            What::Scan { seq } => self.on_scan(now, seq, result),
+            What::Scan { seq, table } => self.on_scan(now, sent_at, seq, table, result),
             What::Create(doc) => self.on_create(now, doc, result),
             What::Take { doc, fence } => self.on_take(now, sent_at, doc, fence, result),
             What::Write {
@@ -29,7 +29,7 @@ impl LeaseHost {
             What::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
             What::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
             What::Retire(host) => self.on_retire_response(host),
-            What::Fence(doc) => self.on_fence_response(now, doc, result),
+            What::Fence { doc, seq } => self.on_fence_response(now, doc, seq, result),
         }
     }
 
@@ -44,6 +44,9 @@ impl LeaseHost {
             }
             // A new lease is free: plan again now rather than an interval later.
             self.next_scan = now.local;
+        } else if self.session_liveness() {
+            // Another host created it: only the table tells this host of it.
+            self.need_table(now);
         }
         // Otherwise someone else created it (409), or the next scan will tell.
     }
@@ -75,7 +78,12 @@ impl LeaseHost {
             // Someone else won, or the owner renewed after this host's last scan: its
             // view is stale, and a plan made on it may have dropped claims that balance
             // needs (the model found a newcomer starved that way). Scan again now.
-            Err(StoreError::PreconditionFailed) => self.next_scan = now.local,
+            // Under session liveness the scan must then read the whole table, not
+            // the heartbeats alone.
+            Err(StoreError::PreconditionFailed) => match self.config.liveness() {
+                Liveness::Session => self.need_table(now),
+                Liveness::Lease => self.next_scan = now.local,
+            },
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_at = Some(now.local + retry_after);
             }

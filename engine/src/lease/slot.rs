@@ -15,6 +15,9 @@ pub(super) struct Slot {
     /// How many requests had been issued when this knowledge arrived. A table scan
     /// issued at or after this point is at least as fresh.
     pub learned: u64,
+    /// `learned` when `etag` was first seen: a heartbeat read issued at or after
+    /// this point saw the store after this version was written.
+    pub etag_learned: u64,
     /// The one request in flight for this lease; per-lease requests never overlap, so
     /// their answers arrive in order.
     pub op: Option<RequestId>,
@@ -36,6 +39,7 @@ impl Slot {
             etag,
             seen: now,
             learned,
+            etag_learned: learned,
             op: None,
             stale: false,
             retry_at: None,
@@ -47,6 +51,7 @@ impl Slot {
     pub fn update(&mut self, doc: LeaseDocument, etag: Etag, now: LocalTime, learned: u64) {
         if etag != self.etag {
             self.seen = now;
+            self.etag_learned = learned;
         }
         self.doc = doc;
         self.etag = etag;

@@ -19,13 +19,19 @@ impl LeaseHost {
     pub(super) fn on_scan(
         &mut self,
         now: Now,
+        sent_at: LocalTime,
         seq: u64,
+        table: bool,
         result: Result<Reply<Record>, StoreError>,
     ) {
         self.scanning = false;
         self.next_scan = now.local + self.config.acquire_interval;
+        let read = matches!(result, Ok(Reply::ReadAll(_)));
+        if table {
+            self.table_read(sent_at, read);
+        }
         match result {
-            Ok(Reply::ReadAll(items)) => {
+            Ok(Reply::ReadAll(items)) if table => {
                 self.integrate_scan(now, seq, items);
                 if self.phase == Phase::Running {
                     self.create_missing(now);
@@ -33,6 +39,19 @@ impl LeaseHost {
                     if self.uses_heartbeats() {
                         self.retire_dead_members(now);
                     }
+                }
+            }
+            Ok(Reply::ReadAll(items)) => {
+                let beats = self.heartbeats_of(&items);
+                if self.integrate_members(now, seq, beats) {
+                    // The ended tenure's leases are free, and only the table says
+                    // which they are.
+                    self.need_table(now);
+                }
+                self.touch_handoffs();
+                if self.phase == Phase::Running {
+                    self.rebalance(now);
+                    self.retire_dead_members(now);
                 }
             }
             Err(StoreError::Throttled { retry_after }) => {
@@ -54,11 +73,10 @@ impl LeaseHost {
         // Heartbeats are few and leases are many: heartbeats are copied out, and the
         // leases are folded straight out of the reply rather than moved to a second
         // list first. This pass marks which documents are the group's leases.
-        let mut beats: Vec<(HostDocument, Etag)> = Vec::new();
         let mut sorted = true;
         let mut last: Option<&LeaseToken> = None;
         let mut ours = Vec::with_capacity(items.len());
-        for Stored { doc, etag } in &items {
+        for Stored { doc, .. } in &items {
             let lease = matches!(doc, Record::Lease(doc) if own_lease(doc));
             ours.push(lease);
             match doc {
@@ -66,14 +84,12 @@ impl LeaseHost {
                     sorted &= last.is_none_or(|t| *t < doc.token);
                     last = Some(&doc.token);
                 }
-                Record::Host(doc) if doc.id == HostDocument::id_for(&prefix, &doc.host) => {
-                    beats.push((doc.clone(), etag.clone()));
-                }
                 Record::Lease(_) | Record::Host(_) => {}
             }
         }
         if self.uses_heartbeats() {
-            self.integrate_members(now, beats);
+            let beats = self.heartbeats_of(&items);
+            self.integrate_members(now, seq, beats);
             self.touch_handoffs();
         }
         let leases =
@@ -166,6 +182,20 @@ impl LeaseHost {
         (rest, vanished)
     }
 
+    /// The heartbeats of this group among a scan's documents.
+    fn heartbeats_of(&self, items: &[Stored<Record>]) -> Vec<(HostDocument, Etag)> {
+        let prefix = &self.config.prefix;
+        items
+            .iter()
+            .filter_map(|Stored { doc, etag }| match doc {
+                Record::Host(doc) if doc.id == HostDocument::id_for(prefix, &doc.host) => {
+                    Some((doc.clone(), etag.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     fn create_missing(&mut self, now: Now) {
         // One walk of the partitions in token order beside the slots finds what is
         // absent; a lookup per partition on every scan cost more than the scan.
@@ -241,13 +271,13 @@ impl LeaseHost {
                 }
                 let owner = slot.doc.owner.clone().filter(|o| !o.is_blank());
                 let verdict = if session && owner.is_some() {
-                    self.tenure_verdict(&slot.doc, now)
+                    self.tenure_verdict(slot, now)
                 } else {
                     None
                 };
                 let status = match (&owner, verdict) {
                     _ if slot.own.is_some() => LeaseStatus::Held,
-                    (_, Some(TenureVerdict::Live)) => LeaseStatus::Held,
+                    (_, Some(TenureVerdict::Live | TenureVerdict::Unknown)) => LeaseStatus::Held,
                     (_, Some(_)) => LeaseStatus::Expired,
                     (Some(o), None) if *o == self.me => LeaseStatus::Held,
                     (None, _) => LeaseStatus::Unowned,
@@ -353,14 +383,20 @@ impl LeaseHost {
                 return;
             };
             let bad = self.config.known_bad == Some(KnownBad::UnfencedTakeover);
-            if let (Some(TenureVerdict::Expired(etag)), false, Some(owner), Some(theirs)) = (
-                self.tenure_verdict(&doc, now),
-                bad,
+            match (
+                self.tenure_verdict(slot, now),
                 doc.owner.clone(),
                 doc.owner_tenure,
             ) {
-                self.fence(now, &owner, theirs, etag);
-                return;
+                (Some(TenureVerdict::Expired(etag)), Some(owner), Some(theirs)) if !bad => {
+                    self.fence(now, &owner, theirs, etag);
+                    return;
+                }
+                // Not proven over: the next scan reads the heartbeat again.
+                (Some(TenureVerdict::Unknown), ..) if matches!(reason, Reason::Expired { .. }) => {
+                    return;
+                }
+                _ => {}
             }
             doc.owner_tenure = Some(tenure);
         }

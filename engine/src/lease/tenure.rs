@@ -7,6 +7,7 @@
 
 use super::host::{LeaseHost, Phase, What};
 use super::membership::Member;
+use super::slot::Slot;
 use super::{HostDocument, Intent, LeaseDocument, Liveness, LossCause, Record};
 use crate::ids::{Etag, HostId, LeaseToken, Tenure};
 use crate::store::{Op, Reply, StoreError};
@@ -24,6 +25,10 @@ pub(super) enum TenureVerdict {
     Expired(Option<Etag>),
     /// The tenure is over (fenced, replaced by a newer one): the lease is free.
     Over,
+    /// The heartbeat names another tenure, but was read before this version of the
+    /// lease was: the lease may name a tenure begun since. Held until a later read
+    /// of the heartbeat tells.
+    Unknown,
 }
 
 impl LeaseHost {
@@ -39,9 +44,10 @@ impl LeaseHost {
             && doc.owner_tenure == self.beat.tenure
     }
 
-    /// Under session liveness, the state of the tenure `doc`'s owner holds it under,
+    /// Under session liveness, the state of the tenure `slot`'s owner holds it under,
     /// as this host knows it at `now`. `None` for a lease no tenure holds.
-    pub(super) fn tenure_verdict(&self, doc: &LeaseDocument, now: Now) -> Option<TenureVerdict> {
+    pub(super) fn tenure_verdict(&self, slot: &Slot, now: Now) -> Option<TenureVerdict> {
+        let doc = &slot.doc;
         let owner = doc.owner.as_ref()?;
         if *owner == self.me {
             // Only this life's current tenure holds a lease for this host; one named
@@ -55,7 +61,18 @@ impl LeaseHost {
         let tenure = doc.owner_tenure?;
         Some(match self.members.get(owner) {
             None => TenureVerdict::Expired(None),
-            Some(m) if m.is_fenced() || m.doc.tenure != Some(tenure) => TenureVerdict::Over,
+            // A tenure's heartbeat is written before any lease names it, and a
+            // tenure, once replaced or fenced, never comes back. So a heartbeat read
+            // after this version of the lease that shows another tenure proves this
+            // one over; one read before it may predate the tenure altogether.
+            Some(m) if m.doc.tenure != Some(tenure) => {
+                if m.read >= slot.etag_learned {
+                    TenureVerdict::Over
+                } else {
+                    TenureVerdict::Unknown
+                }
+            }
+            Some(m) if m.is_fenced() => TenureVerdict::Over,
             Some(m) if self.is_alive(m, now) => TenureVerdict::Live,
             Some(m) => TenureVerdict::Expired(Some(m.etag.clone())),
         })
@@ -84,13 +101,15 @@ impl LeaseHost {
             None => Op::Create(Record::Host(doc.clone())),
         };
         self.fencing.insert(host.clone());
-        self.send(now, Intent::Fence, op, What::Fence(doc));
+        let seq = self.issued;
+        self.send(now, Intent::Fence, op, What::Fence { doc, seq });
     }
 
     pub(super) fn on_fence_response(
         &mut self,
         now: Now,
         doc: HostDocument,
+        seq: u64,
         result: Result<Reply<Record>, StoreError>,
     ) {
         self.fencing.remove(&doc.host);
@@ -101,13 +120,15 @@ impl LeaseHost {
                     doc,
                     etag,
                     seen: now.local,
+                    read: seq,
                     retiring: false,
                 };
                 self.members.insert(member.doc.host.clone(), member);
                 self.touch_handoffs();
-                // The leases of the fenced tenure are free now: take them at once.
+                // The leases of the fenced tenure are free now: read where they are
+                // (the heartbeats alone do not say) and take them.
                 if self.phase == Phase::Running {
-                    self.rebalance(now);
+                    self.need_table(now);
                 }
             }
             Err(StoreError::Throttled { retry_after }) => {

@@ -148,9 +148,12 @@ pub struct SimConfig {
     /// The balancing strategy.
     #[serde(serialize_with = "strategy_name")]
     pub strategy: Strategy,
-    /// Where authority comes from; `None` is lease liveness.
+    /// Where authority comes from; `None` is the strategy's default.
     #[serde(serialize_with = "liveness_name")]
     pub liveness: Option<Liveness>,
+    /// Under session liveness, how often the group reads the whole table.
+    #[serde(serialize_with = "super::report::millis_as_s")]
+    pub audit: Millis,
     /// The expiry rule.
     #[serde(serialize_with = "rule_name")]
     pub expiry: ExpiryRule,
@@ -260,6 +263,7 @@ impl SimConfig {
             settle: None,
             strategy: Strategy::Handoff,
             liveness: None,
+            audit: Millis::from_secs(300),
             expiry: ExpiryRule::Observed,
             expiration: Millis::from_secs(60),
             renew: Millis::from_secs(17),
@@ -322,6 +326,7 @@ impl SimConfig {
             strategy: self.strategy,
             stop_timeout: self.expiration,
             liveness: self.liveness,
+            audit_interval: self.audit,
             known_bad: self.bug.and_then(Bug::known_bad),
         };
         config.validate().map_err(SimError::Lease)?;

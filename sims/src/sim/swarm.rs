@@ -7,6 +7,7 @@ use super::queue::{QueueConfig, QueueScenario, replay_command as queue_replay, s
 use super::{replay_command, simulate};
 use leasehold_engine::Millis;
 use leasehold_engine::balance::{CfpConfig, Strategy};
+use leasehold_engine::lease::Liveness;
 use leasehold_model::{Bug, LockBug, LockKind};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -38,6 +39,16 @@ pub fn draw(seed: u64) -> SimConfig {
     // Drawn last, so that the draws above stay what they were before this was added.
     if rng.random_bool(0.25) {
         cfg.drift_bound_ppm = widen_drift(&mut cfg.faults);
+    }
+    // Half the handoff runs renew through the host's session (its default), half
+    // lease by lease. Drawn after everything else, for the same reason as the drift.
+    let session = rng.random_bool(0.5);
+    if cfg.strategy == Strategy::Handoff {
+        cfg.liveness = Some(if session {
+            Liveness::Session
+        } else {
+            Liveness::Lease
+        });
     }
     cfg
 }
