@@ -218,3 +218,72 @@ fn a_lease_naming_a_tenure_begun_after_its_heartbeat_was_read_is_not_taken() {
     assert_eq!(c.count("b"), 2);
     assert!(sent(&c, "b", Intent::Fence, from) >= 1);
 }
+
+/// How many requests with `intent` the whole group sent from `from` on.
+fn sent_by_all(c: &Cluster, intent: Intent, from: u64) -> usize {
+    c.sent
+        .iter()
+        .filter(|(t, _, r)| *t >= from && r.intent == intent)
+        .count()
+}
+
+#[test]
+fn in_steady_state_hosts_read_the_heartbeats_and_the_group_audits_the_table_once_per_interval() {
+    let mut session = session_config(8);
+    session.audit_interval = leasehold_engine::Millis::from_secs(20);
+    let mut c = Cluster::new();
+    for name in ["a", "b", "c", "d"] {
+        c.add(name, session.clone());
+    }
+    c.run_for(60_000);
+    let from = c.time;
+    c.run_for(120_000);
+    assert_eq!(
+        (c.count("a"), c.count("b"), c.count("c"), c.count("d")),
+        (2, 2, 2, 2)
+    );
+    // Every acquire interval (2 s) each host reads the heartbeats alone.
+    let members = sent_by_all(&c, Intent::ReadMembers, from);
+    assert!(
+        (4 * 55..=4 * 61).contains(&members),
+        "{members} heartbeat reads"
+    );
+    assert_eq!(
+        sent_by_all(&c, Intent::Scan, from),
+        0,
+        "no other table read"
+    );
+    // Each host audits every 20 s × 4 hosts, at its own phase: about 6 in 120 s.
+    let audits = sent_by_all(&c, Intent::Audit, from);
+    assert!((3..=9).contains(&audits), "{audits} audits");
+    // The audit catches what no heartbeat tells: a lease deleted under its owner
+    // is found gone, created again and taken.
+    let (token, owner) = c.assignment().into_iter().next().unwrap();
+    let id = leasehold_engine::lease::LeaseDocument::id_for("t", &token);
+    c.store
+        .delete(&leasehold_engine::PartitionKey::new(id.as_str()), &id, None)
+        .unwrap();
+    // The owner's own audit comes once per 80 s at its phase.
+    c.run_for(200_000);
+    let stopped = c
+        .events_of(&owner)
+        .into_iter()
+        .any(|o| matches!(o, Output::Stop { lease, .. } if *lease == token));
+    assert!(stopped, "the owner stopped the deleted lease");
+    let stored = c.lease(token.as_str()).owner.map(|h| h.to_string());
+    assert_eq!(
+        stored.as_ref(),
+        c.assignment().get(&token),
+        "created again and taken"
+    );
+    // The sibling: under lease liveness every scan reads the whole table.
+    let mut c = Cluster::new();
+    for name in ["a", "b", "c", "d"] {
+        c.add(name, config(8));
+    }
+    c.run_for(60_000);
+    let from = c.time;
+    c.run_for(120_000);
+    assert_eq!(sent_by_all(&c, Intent::ReadMembers, from), 0);
+    assert!(sent_by_all(&c, Intent::Scan, from) >= 4 * 55);
+}

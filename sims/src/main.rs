@@ -79,8 +79,8 @@ struct ModelArgs {
     /// The expiry rule.
     #[arg(long, value_enum, default_value_t = Expiry::Observed)]
     expiry: Expiry,
-    /// Where a holder's authority comes from [default: lease; session for the
-    /// variants unfenced-takeover and blind-heartbeat]. Session needs handoff.
+    /// Where a holder's authority comes from [default: session for handoff, lease
+    /// for the rest]. Session needs handoff.
     #[arg(long, value_enum)]
     liveness: Option<LivenessArg>,
     /// Run a known-bad variant. Partitions: timestamp-skew, blind-acquire,

@@ -284,15 +284,16 @@ impl Strategy {
 /// balancers: hosts that plan on the same view pick different leases, as with a random
 /// generator, but the engine stays a function of its inputs.
 fn scatter(me: &HostId, lease: &LeaseToken) -> u64 {
+    spread(me.as_str(), lease.as_str())
+}
+
+/// A well-mixed hash of two strings, the same on every machine and run: what the
+/// engine uses where a peer would draw a random number.
+pub(crate) fn spread(a: &str, b: &str) -> u64 {
     // FNV-1a over both ids, then splitmix64's finaliser so that ids differing only in a
     // last character land far apart.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in me
-        .as_str()
-        .bytes()
-        .chain([0xff])
-        .chain(lease.as_str().bytes())
-    {
+    for byte in a.bytes().chain([0xff]).chain(b.bytes()) {
         h = (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
     }
     h ^= h >> 30;

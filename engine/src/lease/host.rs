@@ -661,6 +661,7 @@ impl LeaseHost {
         fence: Option<Observation>,
         sent_at: Option<LocalTime>,
     ) {
+        self.table.settled = false;
         let deadline = if self.session_liveness() {
             self.slots
                 .get(token)

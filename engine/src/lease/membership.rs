@@ -75,6 +75,15 @@ pub(super) struct Member {
     pub retiring: bool,
 }
 
+/// What one read of the heartbeats changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct MemberChanges {
+    /// A tenure ended: its leases are free.
+    pub ended: bool,
+    /// Membership, a tenure or a claim changed: plans made before may be wrong.
+    pub changed: bool,
+}
+
 impl Member {
     pub fn observation(&self) -> Observation {
         Observation {
@@ -212,6 +221,7 @@ impl LeaseHost {
                     if began {
                         self.end_tenure();
                         self.beat.tenure = tenure;
+                        self.table.settled = false;
                         // Resumes wait for a tenure to name.
                         let held: Vec<LeaseToken> = self.active.iter().cloned().collect();
                         held.iter().for_each(|t| self.touch(t));
@@ -270,17 +280,19 @@ impl LeaseHost {
         }
     }
 
-    /// Folds the heartbeats of one scan into the member list. Whether a tenure
-    /// ended since the last one: replaced, fenced, or its heartbeat gone.
+    /// Folds the heartbeats of one scan into the member list. Says whether a tenure
+    /// ended since the last one (replaced, fenced, or its heartbeat gone), and
+    /// whether anything a plan reads changed: who is a member, a tenure, a claim.
     pub(super) fn integrate_members(
         &mut self,
         now: Now,
         seq: u64,
         beats: Vec<(HostDocument, Etag)>,
-    ) -> bool {
+    ) -> MemberChanges {
         let mut members = std::mem::take(&mut self.members);
         let mut next = std::collections::BTreeMap::new();
         let mut ended = false;
+        let mut changed = false;
         for (doc, etag) in beats {
             if doc.host == self.me {
                 continue;
@@ -289,6 +301,9 @@ impl LeaseHost {
                 Some(mut m) => {
                     ended |= m.doc.tenure.is_some()
                         && (m.doc.tenure != doc.tenure || doc.fenced_by > m.doc.fenced_by);
+                    changed |= m.doc.tenure != doc.tenure
+                        || m.doc.fenced_by != doc.fenced_by
+                        || m.doc.claims != doc.claims;
                     if m.etag != etag {
                         m.seen = now.local;
                         m.etag = etag;
@@ -299,20 +314,27 @@ impl LeaseHost {
                     m.read = seq;
                     m
                 }
-                None => Member {
-                    claimed: doc.claims.iter().cloned().collect(),
-                    doc,
-                    etag,
-                    seen: now.local,
-                    read: seq,
-                    retiring: false,
-                },
+                None => {
+                    changed = true;
+                    Member {
+                        claimed: doc.claims.iter().cloned().collect(),
+                        doc,
+                        etag,
+                        seen: now.local,
+                        read: seq,
+                        retiring: false,
+                    }
+                }
             };
             next.insert(member.doc.host.clone(), member);
         }
         ended |= members.values().any(|m| m.doc.tenure.is_some());
+        changed |= !members.is_empty();
         self.members = next;
-        ended
+        MemberChanges {
+            ended,
+            changed: changed || ended,
+        }
     }
 
     /// Deletes heartbeats of hosts that stopped, so that restarted hosts with new
@@ -322,6 +344,14 @@ impl LeaseHost {
     /// would end that tenure without the fence its taker writes, and a fenced one
     /// tells everyone the tenure is over. It goes once no lease names the host.
     pub(super) fn retire_dead_members(&mut self, now: Now) {
+        // Walking the slots costs O(partitions): only when there is someone to retire.
+        let none_dead = self
+            .members
+            .values()
+            .all(|m| m.retiring || self.is_alive(m, now));
+        if none_dead {
+            return;
+        }
         let named: BTreeSet<&HostId> = if self.session_liveness() {
             self.slots
                 .values()

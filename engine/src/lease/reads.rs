@@ -13,8 +13,9 @@
 
 use super::host::{LeaseHost, What};
 use super::{HostDocument, Intent};
+use crate::balance::spread;
 use crate::store::Op;
-use crate::time::{LocalTime, Millis, Now};
+use crate::time::{LocalTime, Now};
 
 /// When this host last read the whole table, and whether something calls for a
 /// read before the audit is due.
@@ -26,6 +27,9 @@ pub(super) struct TableReads {
     pub due: bool,
     /// When this host last had claims out.
     pub claimed_at: Option<LocalTime>,
+    /// The last plan asked for nothing, and nothing this host holds changed since:
+    /// a read of the heartbeats that shows no change needs no new plan.
+    pub settled: bool,
 }
 
 /// Why the whole table is read.
@@ -81,11 +85,22 @@ impl LeaseHost {
             // leases it asked for arrive, the owner to see whether to give them.
             return Some(Why::Needed);
         }
-        match self.table.read_at {
-            None => Some(Why::Needed),
-            Some(at) if now.local >= at + self.audit_every(now) => Some(Why::Audit),
-            Some(_) => None,
-        }
+        let Some(at) = self.table.read_at else {
+            return Some(Why::Needed);
+        };
+        // Each host audits once per audit interval times the group's size, at its
+        // own phase within that period, so that the group as a whole reads the
+        // table about once per audit interval rather than all at once.
+        let hosts = self.live_members(now).count() as u64 + 1;
+        let every = self
+            .config
+            .audit_interval
+            .as_millis()
+            .saturating_mul(hosts)
+            .max(1);
+        let phase = spread(self.me.as_str(), "audit") % every;
+        let period = |t: LocalTime| (t.as_millis() + every - phase) / every;
+        (period(now.local) > period(at)).then_some(Why::Audit)
     }
 
     /// Whether another host claims a lease this host holds.
@@ -95,13 +110,6 @@ impl LeaseHost {
                 .iter()
                 .any(|t| self.slots.get(t).is_some_and(|s| s.own.is_some()))
         })
-    }
-
-    /// Each host audits once per audit interval times the group's size, so that the
-    /// group as a whole reads the table about once per audit interval.
-    fn audit_every(&self, now: Now) -> Millis {
-        let hosts = self.live_members(now).count() as u64 + 1;
-        Millis(self.config.audit_interval.as_millis().saturating_mul(hosts))
     }
 
     /// Something happened that only the table can tell the whole of: read it at

@@ -249,6 +249,8 @@ impl LeaseHost {
         doc: LeaseDocument,
         etag: Etag,
     ) {
+        // News of a lease: the next read of the heartbeats plans again.
+        self.table.settled = false;
         let learned = self.issued;
         // Under session liveness a lease named after this host holds authority only
         // in the current tenure; one from an ended tenure or an earlier life is taken
@@ -304,6 +306,7 @@ impl LeaseHost {
     /// Forgets ownership of `token` and tells its session, if any, to stop at once.
     /// The session stays until the driver reports it stopped.
     pub(super) fn lose(&mut self, token: &LeaseToken, cause: LossCause) {
+        self.table.settled = false;
         if self
             .slots
             .get_mut(token)

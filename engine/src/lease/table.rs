@@ -43,14 +43,20 @@ impl LeaseHost {
             }
             Ok(Reply::ReadAll(items)) => {
                 let beats = self.heartbeats_of(&items);
-                if self.integrate_members(now, seq, beats) {
+                let changes = self.integrate_members(now, seq, beats);
+                if changes.ended {
                     // The ended tenure's leases are free, and only the table says
                     // which they are.
                     self.need_table(now);
                 }
                 self.touch_handoffs();
-                if self.phase == Phase::Running {
+                // Planning walks every lease: only when the heartbeats changed what
+                // a plan reads, or the last plan is not done. Expiries replan at
+                // their own time (`replan_at`).
+                if self.phase == Phase::Running && (changes.changed || !self.table.settled) {
                     self.rebalance(now);
+                }
+                if self.phase == Phase::Running {
                     self.retire_dead_members(now);
                 }
             }
@@ -308,6 +314,7 @@ impl LeaseHost {
         #[cfg(debug_assertions)]
         assert_eq!(next, self.next_expiry(now), "one walk judges as two did");
         let plan = self.config.strategy.plan(&view, &self.me);
+        self.table.settled = plan.actions.is_empty();
         let mut claims = Vec::new();
         for action in plan.actions {
             match action {

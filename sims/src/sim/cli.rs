@@ -27,7 +27,8 @@ pub struct SimArgs {
     #[arg(long, default_value = "cfp,handoff", value_name = "LIST")]
     pub strategy: String,
     /// Where authority comes from, for every strategy listed: `lease` (each lease
-    /// renewed) or `session` (one heartbeat per host; handoff only) [default: lease].
+    /// renewed) or `session` (one heartbeat per host; handoff only) [default:
+    /// session for handoff, lease for the rest].
     #[arg(long, value_name = "lease|session")]
     pub liveness: Option<String>,
     /// Hosts at full strength [scenario default: 10]; queue scenarios: consumers

@@ -51,7 +51,9 @@ pub struct RunReport {
     pub aborted_calls: u64,
     /// Batches of lost calls that finished and were refused downstream by epoch.
     pub fenced_batches: u64,
-    /// Store requests per host per minute of host uptime.
+    /// Store requests per host per minute of host uptime. This and every other
+    /// per-host-minute figure count only the window from the disturbance to the
+    /// heal: a warm-up (a cold start) and the settling after the heal stay out.
     pub store_requests_per_host_min: f64,
     /// Estimated request units per host per minute (see `sim::cost`).
     pub ru_per_host_min: f64,

@@ -64,7 +64,7 @@ impl World {
         h.wake = None;
         h.paused_until = None;
         if let Some(since) = h.up_since.take() {
-            self.host_up_ms += now - since;
+            self.count_up(since, now);
         }
         self.checker.set_live(host, false, now);
     }

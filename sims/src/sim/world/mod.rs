@@ -171,13 +171,13 @@ pub struct Finished {
     pub trace_events: u64,
     /// The last trace events before the first violation (or the end).
     pub tail: Vec<String>,
-    /// Store requests sent.
+    /// Store requests sent from the disturbance to the heal.
     pub requests: u64,
-    /// Estimated request units.
+    /// Estimated request units from the disturbance to the heal.
     pub ru: f64,
-    /// Requests and estimated request units by purpose.
+    /// Requests and estimated request units by purpose, from the disturbance to the heal.
     pub by_purpose: BTreeMap<Purpose, (u64, f64)>,
-    /// Host time up, in ms, summed over hosts.
+    /// Host time up from the disturbance to the heal, in ms, summed over hosts.
     pub host_up_ms: u64,
     /// Requests throttled.
     pub throttled: u64,
@@ -658,11 +658,31 @@ impl World {
         }
     }
 
+    /// Whether costs count now: from the disturbance to the heal, so that a warm-up
+    /// (a cold start, say) and the settling after the heal stay out of the figures.
+    pub(super) fn metered(&self) -> bool {
+        let (from, to) = self.metered_window();
+        (from..to).contains(&self.now)
+    }
+
+    fn metered_window(&self) -> (u64, u64) {
+        (
+            self.cfg.disturbance().as_millis(),
+            self.cfg.heal_at().as_millis(),
+        )
+    }
+
+    /// Adds a host's time up from `since` to `now`, as far as it lies in the window.
+    pub(super) fn count_up(&mut self, since: u64, now: u64) {
+        let (from, to) = self.metered_window();
+        self.host_up_ms += now.min(to).saturating_sub(since.max(from));
+    }
+
     fn finish(mut self) -> Finished {
         let now = self.now;
         for host in 0..self.hosts.len() {
             if let Some(since) = self.hosts[host].up_since {
-                self.host_up_ms += now - since;
+                self.count_up(since, now);
             }
         }
         self.checker.finish(now);

@@ -10,11 +10,13 @@ impl World {
     }
 
     pub(super) fn send(&mut self, host: usize, request: StoreRequest) {
-        self.requests += 1;
-        self.by_purpose
-            .entry(request.intent.purpose())
-            .or_default()
-            .0 += 1;
+        if self.metered() {
+            self.requests += 1;
+            self.by_purpose
+                .entry(request.intent.purpose())
+                .or_default()
+                .0 += 1;
+        }
         let doc = match &request.op {
             Op::Read { id, .. } | Op::Delete { id, .. } => Some(id.clone()),
             Op::Replace { doc, .. } | Op::Create(doc) => Some(doc.id().clone()),
@@ -116,9 +118,11 @@ impl World {
             _ => None,
         };
         let result = self.store.execute(op);
-        let ru = cost::request_units(kind, &result);
-        self.ru += ru;
-        self.by_purpose.entry(intent.purpose()).or_default().1 += ru;
+        if self.metered() {
+            let ru = cost::request_units(kind, &result);
+            self.ru += ru;
+            self.by_purpose.entry(intent.purpose()).or_default().1 += ru;
+        }
         if let (Ok(_), Some((after, before))) = (&result, written) {
             self.check_lease_write(host, intent, &after, before.as_ref());
         }
