@@ -258,32 +258,31 @@ fn a_blind_acquire_gives_two_owners() {
 /// renewal that host still had in flight, and both process.
 #[test]
 fn a_takeover_without_fencing_the_dead_session_gives_two_owners() {
-    let bounds = Bounds {
-        bug: Some(Bug::UnfencedTakeover),
+    counterexample(
+        &model(session_variant(Bug::UnfencedTakeover)),
+        p::EXCLUSIVITY,
+    );
+}
+
+/// A variant of session liveness at the bound its counterexample needs: no crash,
+/// skew or drift, but one write held on the wire.
+fn session_variant(bug: Bug) -> Bounds {
+    Bounds {
+        bug: Some(bug),
         crashes: 0,
         skew: 0,
         drift_ms: 0,
         delays: 1,
         horizon: 12,
         ..skewed(StrategyName::Handoff)
-    };
-    counterexample(&model(bounds), p::EXCLUSIVITY);
+    }
 }
 
 /// Session liveness: a renewal written without if-match revives a fenced tenure, so
 /// its host keeps processing leases already taken.
 #[test]
 fn a_blind_heartbeat_renews_a_fenced_session_and_gives_two_owners() {
-    let bounds = Bounds {
-        bug: Some(Bug::BlindHeartbeat),
-        crashes: 0,
-        skew: 0,
-        drift_ms: 0,
-        delays: 1,
-        horizon: 12,
-        ..skewed(StrategyName::Handoff)
-    };
-    counterexample(&model(bounds), p::EXCLUSIVITY);
+    counterexample(&model(session_variant(Bug::BlindHeartbeat)), p::EXCLUSIVITY);
 }
 
 #[test]

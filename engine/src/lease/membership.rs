@@ -300,7 +300,8 @@ impl LeaseHost {
             let member = match members.remove(&doc.host) {
                 Some(mut m) => {
                     ended |= m.doc.tenure.is_some()
-                        && (m.doc.tenure != doc.tenure || doc.fenced_by > m.doc.fenced_by);
+                        && (m.doc.tenure != doc.tenure
+                            || (!m.is_fenced() && doc.fenced_by.is_some()));
                     changed |= m.doc.tenure != doc.tenure
                         || m.doc.fenced_by != doc.fenced_by
                         || m.doc.claims != doc.claims;

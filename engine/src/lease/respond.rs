@@ -5,7 +5,7 @@
 
 use super::host::{LeaseHost, Pending, Phase, What};
 use super::slot::{ReleaseTo, Slot};
-use super::{LeaseDocument, Liveness, LossCause, Output, Record, StopReason};
+use super::{LeaseDocument, LossCause, Output, Record, StopReason};
 use crate::expiry::Observation;
 use crate::ids::{Checkpoint, Etag, HostId, LeaseToken};
 use crate::store::{Reply, StoreError, Stored};
@@ -61,6 +61,7 @@ impl LeaseHost {
     ) {
         let token = doc.token.clone();
         let learned = self.issued;
+        let session = self.session_liveness();
         self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
@@ -80,10 +81,8 @@ impl LeaseHost {
             // needs (the model found a newcomer starved that way). Scan again now.
             // Under session liveness the scan must then read the whole table, not
             // the heartbeats alone.
-            Err(StoreError::PreconditionFailed) => match self.config.liveness() {
-                Liveness::Session => self.need_table(now),
-                Liveness::Lease => self.next_scan = now.local,
-            },
+            Err(StoreError::PreconditionFailed) if session => self.need_table(now),
+            Err(StoreError::PreconditionFailed) => self.next_scan = now.local,
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_at = Some(now.local + retry_after);
             }

@@ -53,10 +53,10 @@ impl LeaseHost {
                 // Planning walks every lease: only when the heartbeats changed what
                 // a plan reads, or the last plan is not done. Expiries replan at
                 // their own time (`replan_at`).
-                if self.phase == Phase::Running && (changes.changed || !self.table.settled) {
-                    self.rebalance(now);
-                }
                 if self.phase == Phase::Running {
+                    if changes.changed || !self.table.settled {
+                        self.rebalance(now);
+                    }
                     self.retire_dead_members(now);
                 }
             }
