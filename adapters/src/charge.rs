@@ -13,6 +13,8 @@ pub enum OpKind {
     Read,
     /// Read every document of a prefix (a query).
     ReadAll,
+    /// A selective read of one partition key (a filtered, ordered, limited query).
+    Query,
     /// Replace, usually if-match.
     Replace,
     /// Delete, usually if-match.
@@ -23,10 +25,11 @@ pub enum OpKind {
 
 impl OpKind {
     /// Every kind, in report order.
-    pub const ALL: [OpKind; 6] = [
+    pub const ALL: [OpKind; 7] = [
         OpKind::Create,
         OpKind::Read,
         OpKind::ReadAll,
+        OpKind::Query,
         OpKind::Replace,
         OpKind::Delete,
         OpKind::Batch,
@@ -38,6 +41,7 @@ impl OpKind {
             Op::Create(_) => OpKind::Create,
             Op::Read { .. } => OpKind::Read,
             Op::ReadAll { .. } => OpKind::ReadAll,
+            Op::Query(_) => OpKind::Query,
             Op::Replace { .. } => OpKind::Replace,
             Op::Delete { .. } => OpKind::Delete,
             Op::Batch { .. } => OpKind::Batch,
@@ -51,6 +55,7 @@ impl fmt::Display for OpKind {
             OpKind::Create => "create",
             OpKind::Read => "read",
             OpKind::ReadAll => "read-all",
+            OpKind::Query => "query",
             OpKind::Replace => "replace",
             OpKind::Delete => "delete",
             OpKind::Batch => "batch",
@@ -69,9 +74,9 @@ impl fmt::Display for OpKind {
 /// ```
 #[derive(Debug, Default)]
 pub struct Charges {
-    calls: [AtomicU64; 6],
+    calls: [AtomicU64; OpKind::ALL.len()],
     // Milli-RU: Cosmos DB reports charges to two decimals.
-    milli: [AtomicU64; 6],
+    milli: [AtomicU64; OpKind::ALL.len()],
 }
 
 impl Charges {

@@ -7,7 +7,7 @@ use leasehold_engine::queue::{
     Consumer, ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageName,
     NameError, Output, QueueError, QueueIntent,
 };
-use leasehold_engine::store::{Op, Reply, Stored};
+use leasehold_engine::store::Stored;
 use leasehold_engine::{DocId, HostId};
 use std::time::Duration;
 
@@ -239,19 +239,38 @@ impl<St: Store<Message>> QueueClient<St> {
             .with_machine(|c| c.has_authority(&delivery.id, now))
     }
 
-    /// The queue's dead-lettered messages, for inspection.
-    pub async fn dead_letters(&self) -> Result<Vec<Message>, QueueClientError> {
-        let prefix = self.exchange.with_machine(|c| c.config().queue.prefix());
-        let response = self.exchange.store.execute(Op::ReadAll { prefix }).await;
-        match response.result {
-            Ok(Reply::ReadAll(stored)) => Ok(stored
-                .into_iter()
-                .map(|Stored { doc, .. }| doc)
-                .filter(Message::is_dead_lettered)
-                .collect()),
-            Ok(_) => Ok(Vec::new()),
-            Err(e) => Err(QueueError::Store(e).into()),
+    /// Up to `max` of the queue's dead letters, ordered by id, each with the etag that
+    /// [`requeue`](Self::requeue) needs. Dead letters live under their own ids, so
+    /// listing them reads only them, and no dequeue ever reads them.
+    pub async fn dead_letters(&self, max: usize) -> Result<Vec<Stored<Message>>, QueueClientError> {
+        for out in self.exchange.call(Input::ListDeadLetters { max }).await? {
+            match out {
+                Output::DeadLetters(found) => return Ok(found),
+                Output::Failed { error, .. } => return Err(error.into()),
+                _ => {}
+            }
         }
+        Err(QueueClientError::NoOutcome(QueueIntent::ListDeadLetters))
+    }
+
+    /// Moves a dead letter, as [`dead_letters`](Self::dead_letters) listed it, back
+    /// into the queue as a new pending message, visible now, with its deliveries
+    /// counted afresh. One transactional batch: nothing changes if the dead letter
+    /// changed since it was listed ([`QueueError::DeadLetterChanged`]) or a live
+    /// message has its name ([`QueueError::NameTaken`]). Returns the live message's id.
+    pub async fn requeue(&self, dead_letter: &Stored<Message>) -> Result<DocId, QueueClientError> {
+        for out in self
+            .exchange
+            .call(Input::Requeue(dead_letter.clone()))
+            .await?
+        {
+            match out {
+                Output::Requeued { message, .. } => return Ok(message),
+                Output::Failed { error, .. } => return Err(error.into()),
+                _ => {}
+            }
+        }
+        Err(QueueClientError::NoOutcome(QueueIntent::Requeue))
     }
 
     /// The store, for its request charges.

@@ -216,7 +216,7 @@ fn shape(reply: &Result<Reply<Record>, StoreError>) -> String {
         Ok(Reply::Replaced(_)) => "replaced".into(),
         Ok(Reply::Deleted) => "deleted".into(),
         Ok(Reply::Read(s)) => format!("read {:?}", s.doc),
-        Ok(Reply::ReadAll(all)) => {
+        Ok(Reply::ReadAll(all) | Reply::Query(all)) => {
             format!("all {:?}", all.iter().map(|s| &s.doc).collect::<Vec<_>>())
         }
         Ok(Reply::Batch(b)) => format!(

@@ -5,7 +5,7 @@
 mod common;
 
 use common::Emulator;
-use common::stores::Racing;
+use common::stores::{Counting, Racing};
 use leasehold_adapters::{
     Clock, CosmosStore, Enqueued, MemoryStore, QueueClient, QueueClientError, Store,
 };
@@ -81,7 +81,7 @@ async fn competing_consumers_complete_every_message_exactly_once() {
     }
     assert_eq!(completed.len(), 40);
     assert!(completed.values().all(|&n| n == 1), "{completed:?}");
-    assert!(producer.dead_letters().await.unwrap().is_empty());
+    assert!(producer.dead_letters(10).await.unwrap().is_empty());
     let left = store
         .execute(leasehold_engine::store::Op::ReadAll {
             prefix: "orders:".into(),
@@ -175,11 +175,32 @@ async fn a_message_delivered_too_often_is_dead_lettered_with_its_reason() {
     let third = consumer.dequeue(1).await.unwrap();
     assert!(third.deliveries.is_empty());
     assert_eq!(third.dead_lettered.len(), 1);
-    let dead = consumer.dead_letters().await.unwrap();
+    let dead = consumer.dead_letters(10).await.unwrap();
     assert_eq!(dead.len(), 1);
-    assert_eq!(dead[0].dequeue_count, 2);
+    assert_eq!(dead[0].doc.dequeue_count, 2);
     // Never delivered again.
     assert!(consumer.dequeue(1).await.unwrap().deliveries.is_empty());
+    // Moved back, it is a new message, delivered from a count of one.
+    consumer.requeue(&dead[0]).await.unwrap();
+    let again = consumer.dequeue(1).await.unwrap().deliveries;
+    assert_eq!(again[0].dequeue_count, 1);
+    assert!(consumer.dead_letters(10).await.unwrap().is_empty());
+    // A second requeue of the same listing changes nothing: the name is live.
+    let err = consumer.requeue(&dead[0]).await.unwrap_err();
+    assert!(
+        matches!(err, QueueClientError::Queue(QueueError::NameTaken(_))),
+        "{err:?}"
+    );
+    consumer.complete(&again[0]).await.unwrap();
+    // Once it is completed, the same stale listing finds the dead letter gone.
+    let err = consumer.requeue(&dead[0]).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            QueueClientError::Queue(QueueError::DeadLetterChanged(_))
+        ),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -192,10 +213,10 @@ async fn a_holder_dead_letters_a_message_and_it_is_kept_for_inspection() {
         .dead_letter(&d, "unparseable payload")
         .await
         .unwrap();
-    let dead = consumer.dead_letters().await.unwrap();
+    let dead = consumer.dead_letters(10).await.unwrap();
     assert_eq!(dead.len(), 1);
     assert!(
-        matches!(&dead[0].state, leasehold_engine::queue::MessageState::DeadLettered { reason } if reason == "unparseable payload")
+        matches!(&dead[0].doc.state, leasehold_engine::queue::MessageState::DeadLettered { reason } if reason == "unparseable payload")
     );
     assert!(consumer.complete(&d).await.is_err(), "no longer held");
 }
@@ -301,7 +322,7 @@ async fn every_queue_operation_is_charged() {
     let charges = store.charges();
     for kind in [
         OpKind::Create,
-        OpKind::ReadAll,
+        OpKind::Query,
         OpKind::Replace,
         OpKind::Delete,
     ] {
@@ -312,4 +333,62 @@ async fn every_queue_operation_is_charged() {
         );
         assert!(calls > 0 && units > 0.0, "{kind:?}");
     }
+}
+
+/// What one dequeue (of `max`) returned and cost: deliveries, documents read, RU.
+/// Its deliveries are then completed.
+async fn drain_once(
+    consumer: &QueueClient<Counting<CosmosStore<Message>>>,
+    max: usize,
+) -> (usize, usize, f64) {
+    use leasehold_adapters::OpKind;
+    let store = consumer.store();
+    let (docs, units) = (store.returned(), store.charges().units(OpKind::Query));
+    let batch = consumer.dequeue(max).await.unwrap().deliveries;
+    let read = store.returned() - docs;
+    let ru = store.charges().units(OpKind::Query) - units;
+    for d in &batch {
+        consumer.complete(d).await.unwrap();
+    }
+    (batch.len(), read, ru)
+}
+
+/// A 5,000-message backlog drained 100 at a time: each dequeue reads its batch and
+/// no more, and costs the same RU at the start as at the end. The sibling: one read of
+/// the whole queue, what a dequeue used to cost, returns the backlog.
+///
+/// The emulator charges a query 1 RU per page whatever it returns, so its RU cannot
+/// show a full read's cost; the documents returned can.
+#[tokio::test(start_paused = true)]
+async fn a_dequeue_reads_and_costs_the_same_as_a_5000_message_backlog_drains() {
+    let emulator = Emulator::new();
+    let store = Counting::new(queue_store(&emulator, "backlog").await);
+    let producer = client(store.clone(), "producer", 5);
+    for i in 0..5_000 {
+        let name = format!("m{i:04}");
+        producer.enqueue(&name, "{}", Duration::ZERO).await.unwrap();
+    }
+    let before = store.returned();
+    let scan = store.execute(leasehold_engine::store::Op::ReadAll {
+        prefix: "orders:".into(),
+    });
+    assert!(scan.await.result.is_ok());
+    assert_eq!(store.returned() - before, 5_000);
+    let consumer = client(store.clone(), "c", 5);
+    let mut per_dequeue = Vec::new();
+    loop {
+        let (got, read, ru) = drain_once(&consumer, 100).await;
+        if got == 0 {
+            break;
+        }
+        assert_eq!(read, got, "a dequeue read more than it delivered");
+        per_dequeue.push(ru);
+    }
+    assert_eq!(per_dequeue.len(), 50);
+    let (first, last) = (per_dequeue[0], per_dequeue[49]);
+    eprintln!("RU per dequeue of 100: first {first:.2}, last {last:.2}");
+    assert!(
+        first <= last * 1.2 && last <= first * 1.2,
+        "{per_dequeue:?}"
+    );
 }

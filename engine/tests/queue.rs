@@ -2,98 +2,14 @@
 //! moved by hand. Lock 10 s, drift 1 %, margin 0.5 s: authority lasts 9.4 s after the
 //! claim was sent; another consumer may take over after seeing the lock for 10.1 s.
 
-use leasehold_engine::lock::LockPolicy;
+mod queue_common;
+
 use leasehold_engine::queue::{
-    Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, MessageState, Output,
-    QueueError, QueueName,
+    Consumer, ConsumerConfig, Input, Message, MessageState, Output, QueueError, QueueName,
 };
 use leasehold_engine::store::{Container, Limits};
-use leasehold_engine::{
-    DocId, Drift, HostId, Incarnation, LocalTime, Millis, Now, PartitionKey, WallTime,
-};
-
-const BASE: i64 = 1_700_000_000_000;
-
-fn config() -> ConsumerConfig {
-    ConsumerConfig {
-        lock_duration: Millis::from_secs(10),
-        policy: LockPolicy {
-            drift: Drift::ppm(10_000),
-            safety_margin: Millis(500),
-            ..LockPolicy::default()
-        },
-        max_dequeue_count: 3,
-        ..ConsumerConfig::new(QueueName::new("work").unwrap())
-    }
-}
-
-fn consumer(name: &str) -> Consumer {
-    Consumer::new(HostId::from(name), Incarnation(0), config()).unwrap()
-}
-
-fn at(ms: u64) -> Now {
-    Now::new(LocalTime(ms), WallTime(BASE + ms as i64))
-}
-
-/// Feeds `input` and serves every request at once; returns the other outputs.
-fn run(c: &mut Consumer, store: &mut Container<Message>, now: Now, input: Input) -> Vec<Output> {
-    let mut inputs = std::collections::VecDeque::from([input]);
-    let mut seen = Vec::new();
-    while let Some(input) = inputs.pop_front() {
-        c.handle_input(now, input).unwrap();
-        while let Some(out) = c.poll_output() {
-            match out {
-                Output::Request(req) => inputs.push_back(Input::Response {
-                    id: req.id,
-                    result: store.execute(req.op),
-                }),
-                other => seen.push(other),
-            }
-        }
-    }
-    seen
-}
-
-fn name(s: &str) -> MessageName {
-    MessageName::new(s).unwrap()
-}
-
-fn enqueue(store: &mut Container<Message>, msg: &str, now: Now, delay: Millis) {
-    let mut producer = consumer("producer");
-    let input = Input::Enqueue {
-        name: name(msg),
-        payload: format!("payload of {msg}"),
-        delay,
-    };
-    let out = run(&mut producer, store, now, input);
-    assert!(
-        matches!(
-            out[..],
-            [Output::Enqueued {
-                already_present: false,
-                ..
-            }]
-        ),
-        "{out:?}"
-    );
-}
-
-fn deliveries(out: &[Output]) -> Vec<Delivery> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Delivered(d) => Some(d.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn stored(store: &Container<Message>, msg: &str) -> Option<Message> {
-    let id = Message::id_for(&QueueName::new("work").unwrap(), &name(msg));
-    store
-        .read(&PartitionKey::from("work"), &id)
-        .ok()
-        .map(|s| s.doc)
-}
+use leasehold_engine::{DocId, HostId, Incarnation, LocalTime, Millis, PartitionKey};
+use queue_common::*;
 
 #[test]
 fn a_delivered_message_is_completed_and_gone() {
@@ -276,10 +192,14 @@ fn a_poison_message_is_dead_lettered_with_its_reason_after_the_maximum_deliverie
             dead_lettered: 1
         }
     )));
-    let MessageState::DeadLettered { reason } = stored(&store, "poison").unwrap().state else {
-        panic!("not dead-lettered")
+    // The message left the queue for a dead letter of its own.
+    assert_eq!(stored(&store, "poison"), None);
+    let dead = dead_letters(&store, "poison");
+    let MessageState::DeadLettered { reason } = &dead[0].doc.state else {
+        panic!("not dead-lettered: {dead:?}")
     };
     assert!(reason.contains("3 times"), "{reason}");
+    assert_eq!(dead.len(), 1);
     // Dead letters are never delivered again.
     assert!(
         deliveries(&run(
@@ -302,9 +222,11 @@ fn a_holder_dead_letters_a_message_and_the_reason_is_kept() {
         message: got[0].id.clone(),
         reason: "schema v0 is not supported".into(),
     };
-    run(&mut a, &mut store, at(0), input);
+    let out = run(&mut a, &mut store, at(0), input);
+    assert!(matches!(out[..], [Output::DeadLettered { .. }]), "{out:?}");
+    assert_eq!(stored(&store, "m1"), None);
     assert_eq!(
-        stored(&store, "m1").unwrap().state,
+        dead_letters(&store, "m1")[0].doc.state,
         MessageState::DeadLettered {
             reason: "schema v0 is not supported".into()
         }
@@ -496,4 +418,206 @@ fn a_delivery_whose_authority_ran_out_comes_back_to_its_own_consumer_after_the_l
         Input::Complete(again[0].id.clone()),
     );
     assert!(matches!(out[..], [Output::Completed(_)]), "{out:?}");
+}
+
+/// Dead-letters message `msg`, delivered to `c` now.
+fn deliver_and_dead_letter(c: &mut Consumer, store: &mut Container<Message>, msg: &str) {
+    let got = deliveries(&run(c, store, at(0), Input::Dequeue { max: 1 }));
+    assert_eq!(got[0].name.as_str(), msg);
+    let input = Input::DeadLetter {
+        message: got[0].id.clone(),
+        reason: "bad".into(),
+    };
+    let out = run(c, store, at(0), input);
+    assert!(matches!(out[..], [Output::DeadLettered { .. }]), "{out:?}");
+}
+
+#[test]
+fn a_name_dead_lettered_twice_keeps_both_dead_letters_and_a_new_message_of_it_is_live() {
+    let mut store = Container::new();
+    let mut a = consumer("a");
+    for round in 1..=2 {
+        enqueue(&mut store, "m1", at(0), Millis::ZERO);
+        deliver_and_dead_letter(&mut a, &mut store, "m1");
+        assert_eq!(dead_letters(&store, "m1").len(), round);
+    }
+    // The name is free again: a third enqueue is a new live message, delivered.
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 5 }));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].dequeue_count, 1);
+}
+
+#[test]
+fn a_requeue_moves_a_dead_letter_back_only_while_it_is_as_listed_and_its_name_is_free() {
+    let mut store = Container::new();
+    let mut a = consumer("a");
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    deliver_and_dead_letter(&mut a, &mut store, "m1");
+    let listed = run(
+        &mut a,
+        &mut store,
+        at(0),
+        Input::ListDeadLetters { max: 10 },
+    );
+    let [Output::DeadLetters(dead)] = &listed[..] else {
+        panic!("{listed:?}")
+    };
+    assert_eq!(dead.len(), 1);
+    let dead = dead[0].clone();
+
+    // The name was enqueued again meanwhile: the requeue changes nothing.
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let out = run(&mut a, &mut store, at(0), Input::Requeue(dead.clone()));
+    assert!(
+        matches!(
+            &out[..],
+            [Output::Failed {
+                error: QueueError::NameTaken(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    assert_eq!(dead_letters(&store, "m1").len(), 1);
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    run(
+        &mut a,
+        &mut store,
+        at(0),
+        Input::Complete(got[0].id.clone()),
+    );
+
+    // A stale listing is refused.
+    let mut stale = dead.clone();
+    stale.etag = store
+        .read(&PartitionKey::from("work"), &stale.doc.id)
+        .unwrap()
+        .etag;
+    let mut changed = stale.doc.clone();
+    changed.payload = "edited".into();
+    store.replace(changed, Some(&stale.etag)).unwrap();
+    let out = run(&mut a, &mut store, at(0), Input::Requeue(stale));
+    assert!(
+        matches!(
+            &out[..],
+            [Output::Failed {
+                error: QueueError::DeadLetterChanged(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+
+    // As listed now, with the name free: back in the queue, its deliveries counted afresh.
+    let current = dead_letters(&store, "m1").remove(0);
+    let out = run(&mut a, &mut store, at(5), Input::Requeue(current));
+    assert!(matches!(&out[..], [Output::Requeued { .. }]), "{out:?}");
+    assert!(dead_letters(&store, "m1").is_empty());
+    let back = stored(&store, "m1").unwrap();
+    assert_eq!((back.state, back.dequeue_count), (MessageState::Pending, 0));
+    assert_eq!(back.payload, "edited");
+    // A live message is not a dead letter.
+    let live = store.read(&PartitionKey::from("work"), &back.id).unwrap();
+    assert!(matches!(
+        a.handle_input(at(5), Input::Requeue(live)),
+        Err(QueueError::NotADeadLetter(_))
+    ));
+}
+
+/// Documents the store returned to one dequeue, and the dequeue's deliveries.
+fn dequeue_reading(
+    c: &mut Consumer,
+    store: &mut Container<Message>,
+    now: leasehold_engine::Now,
+    max: usize,
+    widen: bool,
+) -> (usize, usize) {
+    use leasehold_engine::store::{Op, Reply};
+    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max }]);
+    let (mut read, mut delivered) = (0, 0);
+    while let Some(input) = inputs.pop_front() {
+        c.handle_input(now, input).unwrap();
+        while let Some(out) = c.poll_output() {
+            match out {
+                Output::Request(mut req) => {
+                    // The known-bad sibling: the same reads without their limit.
+                    if let (true, Op::Query(q)) = (widen, &mut req.op) {
+                        q.limit = None;
+                    }
+                    let result = store.execute(req.op);
+                    if let Ok(Reply::Query(found)) = &result {
+                        read += found.len();
+                    }
+                    inputs.push_back(Input::Response { id: req.id, result });
+                }
+                Output::Delivered(_) => delivered += 1,
+                _ => {}
+            }
+        }
+    }
+    (read, delivered)
+}
+
+#[test]
+fn a_dequeue_reads_its_batch_and_the_locks_in_flight_however_long_the_backlog() {
+    let mut read_at = Vec::new();
+    for backlog in [10, 1_000] {
+        let mut store = Container::new();
+        for i in 0..backlog {
+            enqueue(&mut store, &format!("m{i:04}"), at(0), Millis::ZERO);
+        }
+        let mut a = consumer("a");
+        // Two deliveries in flight, then a dequeue of three.
+        assert_eq!(dequeue_reading(&mut a, &mut store, at(1), 2, false).1, 2);
+        let (read, delivered) = dequeue_reading(&mut a, &mut store, at(2), 3, false);
+        assert_eq!(delivered, 3);
+        read_at.push(read);
+        // The sibling: without the limit, the same dequeue reads the backlog.
+        let (widened, _) = dequeue_reading(&mut a, &mut store, at(3), 3, true);
+        assert!(
+            widened >= backlog - 5,
+            "widened read {widened} of {backlog}"
+        );
+    }
+    assert_eq!(read_at, [3 + 2, 3 + 2]);
+}
+
+/// The first two names a dequeue of two delivers from messages named against their
+/// visibility; `unordered` reads the visible messages in id order, as the model's
+/// `dequeue-unordered` variant does.
+fn first_two_delivered(unordered: bool) -> Vec<String> {
+    use leasehold_engine::store::Op;
+    let mut store = Container::new();
+    enqueue(&mut store, "a", at(30), Millis::ZERO);
+    enqueue(&mut store, "b", at(20), Millis::ZERO);
+    enqueue(&mut store, "c", at(10), Millis::ZERO);
+    enqueue(&mut store, "d", at(0), Millis::from_secs(60));
+    let mut a = consumer("a");
+    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max: 2 }]);
+    let mut names = Vec::new();
+    while let Some(input) = inputs.pop_front() {
+        a.handle_input(at(40), input).unwrap();
+        while let Some(out) = a.poll_output() {
+            match out {
+                Output::Request(mut req) => {
+                    if let (true, Op::Query(q)) = (unordered, &mut req.op) {
+                        q.order_by = None;
+                    }
+                    let result = store.execute(req.op);
+                    inputs.push_back(Input::Response { id: req.id, result });
+                }
+                Output::Delivered(d) => names.push(d.name.to_string()),
+                _ => {}
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn a_dequeue_takes_the_oldest_visible_messages_first() {
+    assert_eq!(first_two_delivered(false), ["c", "b"]);
+    // The sibling: read in id order, the oldest (c) is left behind, and this sees it.
+    assert_eq!(first_two_delivered(true), ["b", "a"]);
 }

@@ -2,7 +2,8 @@
 //! Cosmos DB adapter is differential-tested against.
 
 use leasehold_engine::store::{
-    BadRequest, BatchOp, Container, Document, Limits, Op, Reply, StatusCode, StoreError,
+    BadRequest, BatchOp, Container, Document, FieldPath, Limits, Op, Reply, StatusCode, StoreError,
+    Value,
 };
 use leasehold_engine::{DocId, Etag, PartitionKey};
 
@@ -23,6 +24,13 @@ impl Document for Item {
     }
     fn stored_size(&self) -> usize {
         self.id.as_str().len() + self.body.len()
+    }
+    fn field(&self, path: &FieldPath) -> Option<Value> {
+        match path.as_str() {
+            "id" => Some(Value::String(self.id.as_str().into())),
+            "body" => Some(Value::String(self.body.clone())),
+            _ => None,
+        }
     }
 }
 

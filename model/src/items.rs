@@ -320,7 +320,7 @@ impl Rules for ItemModel {
                 Some(e) => format!("{} if-match {e:?}", doc.id()),
                 None => format!("{} BLIND (no if-match)", doc.id()),
             },
-            Op::ReadAll { .. } => "the items".into(),
+            Op::ReadAll { .. } | Op::Query(_) => "the items".into(),
             Op::Read { id, .. } | Op::Delete { id, .. } => id.to_string(),
             Op::Create(doc) => doc.id().to_string(),
             Op::Batch { .. } => "a batch".into(),

@@ -168,6 +168,11 @@ pub enum LockBug {
     BlindClaim,
     /// Completions are written without if-match (the network strips it).
     BlindComplete,
+    /// A dequeue reads the visible messages in id order instead of visibility order:
+    /// the backlog's order kept wrong. Every queue property still holds (no property
+    /// promises an order); what it breaks is fairness, which the engine's test of the
+    /// dequeue order catches.
+    DequeueUnordered,
     /// Clients assume perfect clocks (no drift allowance) while the real ones drift.
     LockNoDrift,
     /// EDC's early `nextForState`: only `lease = null OR leasedBy = me`.
@@ -178,11 +183,12 @@ pub enum LockBug {
 
 impl LockBug {
     /// Every variant.
-    pub const ALL: [LockBug; 7] = [
+    pub const ALL: [LockBug; 8] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
         LockBug::BlindComplete,
+        LockBug::DequeueUnordered,
         LockBug::LockNoDrift,
         LockBug::NextForStateNoExpiry,
         LockBug::BlindLease,
@@ -195,6 +201,7 @@ impl LockBug {
             LockBug::DequeueNoExpired => "dequeue-no-expired",
             LockBug::BlindClaim => "blind-claim",
             LockBug::BlindComplete => "blind-complete",
+            LockBug::DequeueUnordered => "dequeue-unordered",
             LockBug::LockNoDrift => "lock-no-drift",
             LockBug::NextForStateNoExpiry => "next-for-state-no-expiry",
             LockBug::BlindLease => "blind-lease",

@@ -586,7 +586,7 @@ fn request(req: &StoreRequest) -> String {
         },
         Op::Create(doc) => doc.id().to_string(),
         Op::Read { id, .. } | Op::Delete { id, .. } => id.to_string(),
-        Op::ReadAll { .. } => "the lease table".into(),
+        Op::ReadAll { .. } | Op::Query(_) => "the lease table".into(),
         Op::Batch { .. } => "a batch".into(),
     };
     format!("{:?} {target}", req.intent)
@@ -598,7 +598,7 @@ fn answer(result: &Answer) -> String {
     match result {
         Ok(Reply::Replaced(e) | Reply::Created(e)) => format!("ok, now {e:?}"),
         Ok(Reply::Deleted) => "deleted".into(),
-        Ok(Reply::Read(_) | Reply::ReadAll(_) | Reply::Batch(_)) => "read".into(),
+        Ok(Reply::Read(_) | Reply::ReadAll(_) | Reply::Query(_) | Reply::Batch(_)) => "read".into(),
         Err(e) => e.status().to_string(),
     }
 }

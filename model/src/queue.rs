@@ -12,7 +12,7 @@ use leasehold_engine::queue::{
     Candidate, Consumer, ConsumerConfig, Input, Message, MessageName, MessageState, Output,
     QueueIntent, QueueName, Selector,
 };
-use leasehold_engine::store::{Container, Document, Op};
+use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, RequestId, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
@@ -126,8 +126,15 @@ pub fn selector(bug: Option<LockBug>) -> Selector {
 }
 
 /// Strips the if-match of a request as the `blind-claim` and `blind-complete`
-/// variants do; shared with the simulator.
+/// variants do, or the order of a dequeue's read as `dequeue-unordered` does; shared
+/// with the simulator.
 pub fn tamper(bug: Option<LockBug>, intent: QueueIntent, op: &mut Op<Message>) {
+    if bug == Some(LockBug::DequeueUnordered)
+        && intent == QueueIntent::Scan
+        && let Op::Query(query) = op
+    {
+        query.order_by = None;
+    }
     let strip = match bug {
         Some(LockBug::BlindClaim) => intent == QueueIntent::Claim,
         Some(LockBug::BlindComplete) => intent == QueueIntent::Complete,
@@ -289,11 +296,19 @@ impl Rules for QueueModel {
         let target = match &req.op {
             Op::Replace { doc, .. } => Some(doc.id().clone()),
             Op::Delete { id, .. } => Some(id.clone()),
+            // A move to the dead letters: a create, then the message's delete.
+            Op::Batch { ops, .. } => match ops.last() {
+                Some(BatchOp::Delete { id, .. }) => Some(id.clone()),
+                _ => None,
+            },
             _ => None,
         };
         let Some(id) = target else { return };
         let m = Self::index(&id);
-        let applied = result.is_ok();
+        let applied = match result {
+            Ok(Reply::Batch(response)) => response.is_success(),
+            other => other.is_ok(),
+        };
         match req.intent {
             QueueIntent::Claim if applied => {
                 ghost.deliveries[m] += 1;
@@ -361,9 +376,17 @@ impl Rules for QueueModel {
                 None => format!("{id} BLIND (no if-match)"),
             },
             Op::ReadAll { .. } => "the queue".into(),
+            Op::Query(q) if q.limit.is_some() => "the visible messages".into(),
+            Op::Query(_) => "the locked messages".into(),
             Op::Create(doc) => doc.id().to_string(),
             Op::Read { id, .. } => id.to_string(),
-            Op::Batch { .. } => "a batch".into(),
+            Op::Batch { ops, .. } => match ops.last() {
+                Some(BatchOp::Delete {
+                    id,
+                    if_match: Some(e),
+                }) => format!("{id} to the dead letters if-match {e:?}"),
+                _ => "a batch".into(),
+            },
         };
         format!("{:?} {target}", req.intent)
     }
@@ -478,7 +501,7 @@ impl QueueModel {
             s.ghost.completed[usize::from(m)]
                 || s.store
                     .iter()
-                    .any(|st| st.doc.id == Self::message_id(m) && st.doc.is_dead_lettered())
+                    .any(|st| st.doc.name == Self::message_name(m) && st.doc.is_dead_lettered())
         })
     }
 }
@@ -515,8 +538,20 @@ impl crate::trace::Explain for QueueModel {
         let mut facts = world::lock_facts(&self.bounds.budget(), state);
         for m in 0..self.bounds.docs {
             let id = Self::message_id(m);
+            let dead = state
+                .store
+                .iter()
+                .find(|s| s.doc.name == Self::message_name(m) && s.doc.is_dead_lettered());
             let line = match state.store.iter().find(|s| s.doc.id == id) {
-                None => "completed (deleted)".to_string(),
+                None => match dead.map(|s| &s.doc.state) {
+                    Some(MessageState::DeadLettered { reason }) => {
+                        format!(
+                            "DEAD-LETTERED as {} ({reason})",
+                            dead.map_or("", |d| d.doc.id.as_str())
+                        )
+                    }
+                    _ => "completed (deleted)".to_string(),
+                },
                 Some(stored) => {
                     let status = match &stored.doc.state {
                         MessageState::Pending => "pending".to_string(),

@@ -161,7 +161,7 @@ fn answer<D>(result: &Answer<D>) -> String {
     match result {
         Ok(Reply::Replaced(e) | Reply::Created(e)) => format!("ok, now {e:?}"),
         Ok(Reply::Deleted) => "deleted".into(),
-        Ok(Reply::Read(_) | Reply::ReadAll(_) | Reply::Batch(_)) => "read".into(),
+        Ok(Reply::Read(_) | Reply::ReadAll(_) | Reply::Query(_) | Reply::Batch(_)) => "read".into(),
         Err(e) => e.status().to_string(),
     }
 }

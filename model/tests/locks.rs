@@ -117,6 +117,26 @@ fn lost_replies_and_delayed_writes_keep_every_queue_property() {
     );
 }
 
+/// The backlog's order kept wrong (`dequeue-unordered`: the visible messages read in id
+/// order, so an abandoned message, visible again later, still comes first) breaks no
+/// queue property: none promises an order, and every dequeue still claims what it
+/// reads. What it breaks is fairness, which `engine/tests/queue.rs` checks with the
+/// same tampering as its known-bad sibling. This test fails if a property ever starts
+/// to depend on the order.
+#[test]
+fn the_backlogs_order_kept_wrong_breaks_no_queue_property() {
+    let bounds = LockBounds {
+        bug: Some(LockBug::DequeueUnordered),
+        horizon: queue_bounds().liveness_ticks(LockKind::Queue) + 2,
+        ..queue_bounds()
+    };
+    let report = exhaustive(&QueueModel::new(bounds).unwrap());
+    for v in &report.verdicts {
+        let always = !v.property.starts_with("sometimes");
+        assert!(!always || v.outcome == Outcome::Holds, "{v:?}");
+    }
+}
+
 #[test]
 fn the_seeds_dequeue_predicate_delivers_a_locked_message_twice() {
     let bounds = LockBounds {

@@ -86,7 +86,7 @@ struct ModelArgs {
     /// Run a known-bad variant. Partitions: timestamp-skew, blind-acquire,
     /// blind-checkpoint, thin-margin, same-epoch, restart-same-epoch, unfenced-takeover,
     /// blind-heartbeat. Queue: dequeue-seed,
-    /// dequeue-no-expired, blind-claim, blind-complete, lock-no-drift. Items:
+    /// dequeue-no-expired, blind-claim, blind-complete, dequeue-unordered, lock-no-drift. Items:
     /// next-for-state-no-expiry, blind-lease, lock-no-drift. Stops at its first
     /// counterexample.
     #[arg(long, value_name = "NAME")]

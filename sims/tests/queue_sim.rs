@@ -87,22 +87,27 @@ fn with_bug(mut cfg: QueueConfig, bug: LockBug) -> QueueConfig {
     cfg
 }
 
-/// Runs `cfg` and checks that the run reports a violation of `kind`.
-fn assert_caught(cfg: &QueueConfig, kind: ViolationKind) {
-    let run = simulate_queue(cfg).unwrap();
-    assert!(
-        run.report.violated_kinds().contains(&kind),
-        "{kind:?} not caught: {:?}",
-        run.report.violation_counts
-    );
+/// Runs seeds 1 to 16 of `cfg` until one reports a violation of `kind`, and returns
+/// that run's settings. A known-bad variant's violation needs a timing that not every
+/// seed draws, and any change to the engine's requests moves every seed's timings; so
+/// the check is that the variant is caught in a handful of seeds, not in one chosen.
+fn assert_caught(cfg: impl Fn(u64) -> QueueConfig, kind: ViolationKind) -> QueueConfig {
+    for seed in 1..=16 {
+        let cfg = cfg(seed);
+        let run = simulate_queue(&cfg).unwrap();
+        if run.report.violated_kinds().contains(&kind) {
+            return cfg;
+        }
+    }
+    panic!("{kind:?} not caught in seeds 1 to 16")
 }
 
 /// The seed's dequeue query takes messages whose lock still has time to run: two
 /// consumers process one message at once.
 #[test]
 fn the_seeds_dequeue_query_breaks_exclusivity() {
-    let cfg = with_bug(small(QueueScenario::Queue, 1), LockBug::DequeueSeed);
-    assert_caught(&cfg, ViolationKind::Exclusivity);
+    let bad = |seed| with_bug(small(QueueScenario::Queue, seed), LockBug::DequeueSeed);
+    let cfg = assert_caught(bad, ViolationKind::Exclusivity);
     assert!(replay_command(&cfg).contains("--bug dequeue-seed"));
 }
 
@@ -110,11 +115,13 @@ fn the_seeds_dequeue_query_breaks_exclusivity() {
 /// consumer's messages stay stuck past the deadline.
 #[test]
 fn a_dequeue_that_ignores_expired_locks_strands_a_crashed_consumers_messages() {
-    let cfg = with_bug(
-        small(QueueScenario::QueueCrash, 1),
-        LockBug::DequeueNoExpired,
-    );
-    assert_caught(&cfg, ViolationKind::Liveness);
+    let bad = |seed| {
+        with_bug(
+            small(QueueScenario::QueueCrash, seed),
+            LockBug::DequeueNoExpired,
+        )
+    };
+    assert_caught(bad, ViolationKind::Liveness);
 }
 
 /// Short locks, long latency spikes and lost replies: handlers overrun their authority
@@ -148,18 +155,20 @@ fn a_queue_whose_handlers_overrun_their_locks_still_drains() {
 }
 
 /// A stale holder's complete sent without if-match deletes a message someone else
-/// holds; the fencing check sees the store accept it.
+/// holds; the fencing check sees the store accept it. It takes a rare timing (a
+/// complete in flight while the lock expires and is taken over), about one seed in
+/// ten of the overrun scenario.
 #[test]
 fn a_blind_complete_by_a_stale_holder_is_caught_by_the_fencing_check() {
-    let cfg = with_bug(overrun(1), LockBug::BlindComplete);
-    assert_caught(&cfg, ViolationKind::Fencing);
+    let bad = |seed| with_bug(overrun(seed), LockBug::BlindComplete);
+    assert_caught(bad, ViolationKind::Fencing);
 }
 
 /// Claims without if-match let two consumers claim one message.
 #[test]
 fn a_blind_claim_breaks_exclusivity() {
-    let cfg = with_bug(small(QueueScenario::Queue, 1), LockBug::BlindClaim);
-    assert_caught(&cfg, ViolationKind::Exclusivity);
+    let bad = |seed| with_bug(small(QueueScenario::Queue, seed), LockBug::BlindClaim);
+    assert_caught(bad, ViolationKind::Exclusivity);
 }
 
 /// Locks barely longer than the handlers, polls every 200 ms and clocks up to 10 %
@@ -180,8 +189,8 @@ fn drifting(seed: u64) -> QueueConfig {
 /// allowance a rival takes a message while its holder still has authority.
 #[test]
 fn consumers_that_assume_perfect_clocks_break_exclusivity_under_drift() {
-    let cfg = with_bug(drifting(1), LockBug::LockNoDrift);
-    assert_caught(&cfg, ViolationKind::Exclusivity);
+    let bad = |seed| with_bug(drifting(seed), LockBug::LockNoDrift);
+    let cfg = assert_caught(bad, ViolationKind::Exclusivity);
     let replay = replay_command(&cfg);
     assert!(replay.contains("--margin 0ms"), "{replay}");
     assert!(replay.contains("--faults drift=100000"), "{replay}");
@@ -209,4 +218,21 @@ fn the_drift_allowance_is_what_keeps_short_locks_exclusive() {
             run.report.violations
         );
     }
+}
+
+/// A dequeue reads its batch and the locks in flight, not the backlog: with a
+/// backlog of 2,000 no dequeue reads more than the four consumers' batches of 8 can
+/// hold, which the busy run reaches. (The mean per dequeue is no measure of growth:
+/// a small backlog drains at once, and then most polls find the queue empty.)
+#[test]
+fn the_documents_a_dequeue_reads_do_not_grow_with_the_backlog() {
+    let mut cfg = small(QueueScenario::Queue, 1);
+    cfg.backlog = 2_000;
+    cfg.settle = Millis::from_secs(1_800);
+    let run = simulate_queue(&cfg).unwrap();
+    assert!(run.report.passed(), "{:?}", run.report.violations);
+    assert_eq!(run.report.measures.completed, 2_120);
+    let most = run.report.max_docs_read_per_dequeue;
+    assert!(most <= 4 * 8, "one dequeue read {most} documents");
+    assert!(most >= 8, "the run never filled a batch: {most}");
 }

@@ -270,6 +270,9 @@ fn a_clock_violation_replays_with_its_drift_lock_and_poll() {
             "drift=100000",
             "--bug",
             "lock-no-drift",
+            // The first of seeds 1-40 whose timing breaks it (11 of the 40 do).
+            "--seed",
+            "9",
         ],
         "exclusivity",
     );

@@ -12,6 +12,7 @@
 //!   one document, which is all the lease protocol needs.
 
 mod change_feed;
+mod query;
 mod status;
 
 use crate::charge::{Charges, OpKind};
@@ -22,8 +23,8 @@ use azure_data_cosmos::options::{
 use azure_data_cosmos::{ContainerClient, FeedScope, Query, TransactionalBatch};
 use futures::StreamExt;
 use leasehold_engine::store::{
-    BatchOp, BatchOutcome, BatchResponse, Document, Limits, Op, Reply, StoreError, Stored,
-    check_batch,
+    BatchOp, BatchOutcome, BatchResponse, Document, Limits, Op, Query as StoreQuery, Reply,
+    StoreError, Stored, check_batch,
 };
 use leasehold_engine::{Etag, PartitionKey};
 use serde::Serialize;
@@ -161,6 +162,7 @@ where
                 Err(e) => (Err(store_error(&e)), status::charge(&e)),
             },
             Op::ReadAll { prefix } => self.read_all(&prefix).await,
+            Op::Query(query) => self.query(&query).await,
             Op::Replace { doc, if_match } => {
                 if let Err(e) = self.limits.check_size(&doc) {
                     return (Err(e), 0.0);
@@ -204,20 +206,59 @@ where
             Ok(q) => q,
             Err(e) => return (Err(store_error(&e)), 0.0),
         };
+        let (found, charge) = match self.fetch(query, FeedScope::full_container(), None).await {
+            Ok(fetched) => fetched,
+            Err(failed) => return failed,
+        };
+        let mut found = found;
+        // The reference store lists by id, then partition key.
+        found.sort_by(|a, b| {
+            (a.doc.id(), a.doc.partition_key()).cmp(&(b.doc.id(), b.doc.partition_key()))
+        });
+        (Ok(Reply::ReadAll(found)), charge)
+    }
+
+    /// A selective read, as one parameterized query in one logical partition.
+    async fn query(&self, q: &StoreQuery) -> (Result<Reply<D>, StoreError>, f64) {
+        let (sql, parameters) = query::query_text(q);
+        let mut query = Query::from(sql);
+        for (name, value) in parameters {
+            query = match query.with_parameter(name, value) {
+                Ok(query) => query,
+                Err(e) => return (Err(store_error(&e)), 0.0),
+            };
+        }
+        let scope = FeedScope::partition(q.pk.as_str().to_string());
+        match self.fetch(query, scope, q.limit).await {
+            Ok((found, charge)) => (Ok(Reply::Query(found)), charge),
+            Err(failed) => failed,
+        }
+    }
+
+    /// Runs `query` page by page, stopping once `limit` documents are in.
+    async fn fetch(
+        &self,
+        query: Query,
+        scope: FeedScope,
+        limit: Option<usize>,
+    ) -> Result<(Vec<Stored<D>>, f64), (Result<Reply<D>, StoreError>, f64)> {
         let mut pages = match self
             .container
-            .query_items::<Value>(query, FeedScope::full_container(), None)
+            .query_items::<Value>(query, scope, None)
             .await
         {
             Ok(items) => items.into_pages(),
-            Err(e) => return (Err(store_error(&e)), status::charge(&e)),
+            Err(e) => return Err((Err(store_error(&e)), status::charge(&e))),
         };
         let mut charge = 0.0;
         let mut found = Vec::new();
         while let Some(page) = pages.next().await {
+            if limit.is_some_and(|n| found.len() >= n) {
+                break;
+            }
             let page = match page {
                 Ok(page) => page,
-                Err(e) => return (Err(store_error(&e)), charge + status::charge(&e)),
+                Err(e) => return Err((Err(store_error(&e)), charge + status::charge(&e))),
             };
             charge += charge_of(page.headers());
             for value in page.into_items() {
@@ -233,11 +274,10 @@ where
                 }
             }
         }
-        // The reference store lists by id, then partition key.
-        found.sort_by(|a, b| {
-            (a.doc.id(), a.doc.partition_key()).cmp(&(b.doc.id(), b.doc.partition_key()))
-        });
-        (Ok(Reply::ReadAll(found)), charge)
+        if let Some(n) = limit {
+            found.truncate(n);
+        }
+        Ok((found, charge))
     }
 
     async fn batch(

@@ -1,12 +1,14 @@
 //! Store wrappers that make races happen on demand, and a known-bad store.
 
 use leasehold_adapters::{Charges, Response, Store};
-use leasehold_engine::store::{Document, Op};
+use leasehold_engine::store::{Document, Op, Reply};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Barrier;
 
-/// A store whose full reads wait until `parties` of them have read, so that
-/// competing clients decide on the same snapshot. `blind` makes it drop every
+/// A store whose full reads, and a dequeue's read of the visible messages (the one
+/// query with a limit), wait until `parties` of them have read, so that competing
+/// clients decide on the same snapshot. `blind` makes it drop every
 /// if-match, the known-bad store the sibling tests run.
 #[derive(Clone)]
 pub struct Racing<S> {
@@ -36,7 +38,11 @@ where
     S: Store<D>,
 {
     async fn execute(&self, op: Op<D>) -> Response<D> {
-        let scan = matches!(op, Op::ReadAll { .. });
+        let scan = match &op {
+            Op::ReadAll { .. } => true,
+            Op::Query(q) => q.limit.is_some(),
+            _ => false,
+        };
         let op = match op {
             Op::Replace { doc, .. } if self.blind => Op::Replace {
                 doc,
@@ -52,6 +58,45 @@ where
         let response = self.inner.execute(op).await;
         if scan {
             self.gate.wait().await;
+        }
+        response
+    }
+
+    fn charges(&self) -> &Charges {
+        self.inner.charges()
+    }
+}
+
+/// A store that counts the documents its queries return.
+#[derive(Clone)]
+pub struct Counting<S> {
+    inner: S,
+    returned: Arc<AtomicUsize>,
+}
+
+impl<S> Counting<S> {
+    pub fn new(inner: S) -> Self {
+        Counting {
+            inner,
+            returned: Arc::default(),
+        }
+    }
+
+    /// Documents returned by queries and full reads so far.
+    pub fn returned(&self) -> usize {
+        self.returned.load(Ordering::Relaxed)
+    }
+}
+
+impl<D, S> Store<D> for Counting<S>
+where
+    D: Document + Send + Sync + 'static,
+    S: Store<D>,
+{
+    async fn execute(&self, op: Op<D>) -> Response<D> {
+        let response = self.inner.execute(op).await;
+        if let Ok(Reply::Query(found) | Reply::ReadAll(found)) = &response.result {
+            self.returned.fetch_add(found.len(), Ordering::Relaxed);
         }
         response
     }

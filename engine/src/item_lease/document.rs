@@ -2,7 +2,7 @@
 
 use crate::ids::{DocId, HostId, PartitionKey};
 use crate::lock::LockToken;
-use crate::store::{Document, json_size};
+use crate::store::{Document, FieldPath, Value, json_field, json_size};
 use crate::time::{Millis, WallTime};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -95,6 +95,10 @@ impl Document for Item {
 
     fn stored_size(&self) -> usize {
         json_size(self)
+    }
+
+    fn field(&self, path: &FieldPath) -> Option<Value> {
+        json_field(self, path)
     }
 }
 

@@ -2,7 +2,7 @@
 //! that need to know who is alive) one heartbeat per host.
 
 use crate::ids::{Checkpoint, DocId, Epoch, HostId, LeaseToken, PartitionKey, Tenure};
-use crate::store::{Document, json_size};
+use crate::store::{Document, FieldPath, Value, json_field, json_size};
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -179,6 +179,10 @@ impl Document for Record {
 
     fn stored_size(&self) -> usize {
         json_size(self)
+    }
+
+    fn field(&self, path: &FieldPath) -> Option<Value> {
+        json_field(self, path)
     }
 }
 

@@ -7,7 +7,10 @@ use super::{
 };
 use crate::ids::{DocId, HostId, Incarnation, PartitionKey, RequestId};
 use crate::lock::{Client, Held, LockToken, Locks};
-use crate::store::{Document, Op, Reply, StoreError, Stored};
+use crate::store::{
+    BatchOp, BatchResponse, Compare, Condition, Document, Op, Query, Reply, StatusCode, StoreError,
+    Stored, Value,
+};
 use crate::time::{LocalTime, Millis, Now};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -66,24 +69,44 @@ pub struct Consumer {
     /// The version of each held message this consumer last wrote.
     held_docs: BTreeMap<DocId, Message>,
     pending: BTreeMap<RequestId, Pending>,
-    /// Claims of the running dequeue still unanswered, and what it achieved so far.
+    /// The running dequeue: its reads, its claims still unanswered, and what it
+    /// achieved so far.
     dequeue: Option<DequeueRun>,
     now: Now,
     out: VecDeque<Output>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct DequeueRun {
-    scanning: bool,
+    /// The batch size asked for.
+    max: usize,
+    /// The two reads a dequeue makes, once answered; a failed read leaves `None`
+    /// and ends the dequeue empty.
+    visible: Option<Vec<Stored<Message>>>,
+    locked: Option<Vec<Stored<Message>>>,
+    /// When the locked messages' read was answered: a lock first seen in it counts
+    /// from then, not from the other read's answer, which may come later.
+    locked_seen_at: LocalTime,
+    reads_pending: u8,
+    read_failed: bool,
     claims: usize,
     delivered: usize,
     dead_lettered: usize,
 }
 
+/// Which of a dequeue's two reads a reply answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum DequeueRead {
+    /// Pending messages visible now, in visibility order, at most the batch size.
+    Visible,
+    /// Every locked message: as many as deliveries in flight, never the backlog.
+    Locked,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Pending {
     Enqueue(MessageName, DocId),
-    Scan,
+    Read(DequeueRead),
     Claim {
         message: Message,
         sent_at: LocalTime,
@@ -101,6 +124,11 @@ enum Pending {
     DeadLetter {
         id: DocId,
         reason: String,
+    },
+    ListDeadLetters,
+    Requeue {
+        dead_letter: DocId,
+        name: MessageName,
     },
 }
 
@@ -185,15 +213,34 @@ impl Consumer {
             }
             Input::DeadLetter { message, reason } => {
                 let held = self.held(&message)?;
-                let why = reason.clone();
+                let Some(doc) = self.held_docs.get(&message).cloned() else {
+                    return Err(QueueError::NotHeld(message));
+                };
+                self.locks.give_up_authority(&message, self.now.local);
+                let op = self.move_to_dead_letters(doc, &held.token, held.etag, reason.clone());
                 let pending = Pending::DeadLetter {
-                    id: message.clone(),
+                    id: message,
                     reason,
                 };
-                self.rewrite_as(&message, held, QueueIntent::DeadLetter, pending, |m| {
-                    m.state = MessageState::DeadLettered { reason: why };
-                })
+                self.send(QueueIntent::DeadLetter, Some(held.token), op, pending);
+                Ok(())
             }
+            Input::ListDeadLetters { max } => {
+                let query = Query {
+                    filter: vec![Condition::new(
+                        Message::STATUS,
+                        Compare::Eq,
+                        Value::String("DeadLettered".into()),
+                    )],
+                    order_by: None,
+                    limit: Some(max),
+                    ..self.query()
+                };
+                let intent = QueueIntent::ListDeadLetters;
+                self.send(intent, None, Op::Query(query), Pending::ListDeadLetters);
+                Ok(())
+            }
+            Input::Requeue(dead_letter) => self.requeue(dead_letter),
             Input::Response { id, result } => {
                 let pending = self
                     .pending
@@ -207,6 +254,65 @@ impl Consumer {
 
     fn pk(&self) -> PartitionKey {
         PartitionKey::new(self.config.queue.as_str())
+    }
+
+    /// A query of this queue's documents, live messages and dead letters alike.
+    fn query(&self) -> Query {
+        Query {
+            pk: self.pk(),
+            prefix: self.config.queue.prefix(),
+            filter: Vec::new(),
+            order_by: None,
+            limit: None,
+        }
+    }
+
+    /// One transactional batch that creates `message`'s dead letter under its own id
+    /// and deletes the message if it is still at `etag`: the dead letter leaves the
+    /// messages a dequeue reads, and its name is free for a new message.
+    fn move_to_dead_letters(
+        &self,
+        message: Message,
+        delivery: &LockToken,
+        etag: crate::ids::Etag,
+        reason: String,
+    ) -> Op<Message> {
+        let id = message.id.clone();
+        let dead = message.into_dead_letter(delivery, reason);
+        Op::Batch {
+            pk: self.pk(),
+            ops: vec![
+                BatchOp::Create(dead),
+                BatchOp::Delete {
+                    id,
+                    if_match: Some(etag),
+                },
+            ],
+        }
+    }
+
+    fn requeue(&mut self, dead_letter: Stored<Message>) -> Result<(), QueueError> {
+        let Stored { doc, etag } = dead_letter;
+        if !doc.is_dead_lettered() || doc.queue != self.config.queue {
+            return Err(QueueError::NotADeadLetter(doc.id));
+        }
+        let live = doc.requeued(self.now.wall);
+        let pending = Pending::Requeue {
+            dead_letter: doc.id.clone(),
+            name: doc.name.clone(),
+        };
+        let op = Op::Batch {
+            pk: self.pk(),
+            ops: vec![
+                BatchOp::Create(live),
+                BatchOp::Delete {
+                    id: doc.id,
+                    if_match: Some(etag),
+                },
+            ],
+        };
+        self.send(QueueIntent::Requeue, None, op, pending);
+        Ok(())
     }
 
     fn held(&self, id: &DocId) -> Result<Held, QueueError> {
@@ -261,30 +367,115 @@ impl Consumer {
             return Err(QueueError::Busy);
         }
         self.dequeue = Some(DequeueRun {
-            scanning: true,
-            claims: max,
+            max,
+            visible: None,
+            locked: None,
+            locked_seen_at: self.now.local,
+            reads_pending: 2,
+            read_failed: false,
+            claims: 0,
             delivered: 0,
             dead_lettered: 0,
         });
-        let op = Op::ReadAll {
-            prefix: self.config.queue.prefix(),
+        let status =
+            |s: &str| Condition::new(Message::STATUS, Compare::Eq, Value::String(s.into()));
+        // Pending and visible, oldest visibility first, no more than can be claimed:
+        // what this read returns does not grow with the backlog.
+        let visible = Query {
+            filter: vec![
+                status("Pending"),
+                Condition::new(
+                    Message::NEXT_VISIBLE,
+                    Compare::Le,
+                    Value::Number(self.now.wall.0),
+                ),
+            ],
+            order_by: Some(Message::NEXT_VISIBLE),
+            limit: Some(max),
+            ..self.query()
         };
-        self.send(QueueIntent::Scan, None, op, Pending::Scan);
+        // Every lock, expired or not: the observed rule judges a lock expired only by
+        // watching its version stay unchanged, so each must be seen on each dequeue.
+        let locked = Query {
+            filter: vec![status("InProgress")],
+            ..self.query()
+        };
+        let (scan, watch) = (DequeueRead::Visible, DequeueRead::Locked);
+        self.send(
+            QueueIntent::Scan,
+            None,
+            Op::Query(visible),
+            Pending::Read(scan),
+        );
+        self.send(
+            QueueIntent::Watch,
+            None,
+            Op::Query(locked),
+            Pending::Read(watch),
+        );
         Ok(())
     }
 
-    /// Picks and claims messages from a scan of the queue.
-    fn claim_from(&mut self, scanned: Vec<Stored<Message>>) {
+    /// Settles one of a dequeue's reads; once both are in, claims from them.
+    fn read_answered(&mut self, read: DequeueRead, result: Result<Reply<Message>, StoreError>) {
+        let Some(run) = &mut self.dequeue else { return };
+        run.reads_pending = run.reads_pending.saturating_sub(1);
+        let failure = match result {
+            Ok(Reply::Query(found)) => {
+                match read {
+                    DequeueRead::Visible => run.visible = Some(found),
+                    DequeueRead::Locked => {
+                        run.locked = Some(found);
+                        run.locked_seen_at = self.now.local;
+                    }
+                }
+                None
+            }
+            Ok(_) => Some(None),
+            Err(e) => Some(Some(e)),
+        };
+        if let Some(error) = failure {
+            run.read_failed = true;
+            if let Some(e) = error {
+                let prefix = DocId::from(self.config.queue.prefix());
+                let intent = match read {
+                    DequeueRead::Visible => QueueIntent::Scan,
+                    DequeueRead::Locked => QueueIntent::Watch,
+                };
+                self.fail(prefix, intent, QueueError::Store(e));
+            }
+        }
+        let Some(run) = &mut self.dequeue else { return };
+        if run.reads_pending > 0 {
+            return;
+        }
+        let (visible, locked, seen_at) =
+            (run.visible.take(), run.locked.take(), run.locked_seen_at);
+        match (visible, locked) {
+            (Some(visible), Some(locked)) if !run.read_failed => {
+                self.claim_from(visible, locked, seen_at);
+            }
+            _ => self.finish_dequeue_if_done(),
+        }
+    }
+
+    /// Picks and claims messages from a dequeue's two reads; the locks were read by
+    /// `seen_at`.
+    fn claim_from(
+        &mut self,
+        visible: Vec<Stored<Message>>,
+        locked: Vec<Stored<Message>>,
+        seen_at: LocalTime,
+    ) {
         let now = self.now;
-        let max = self.dequeue.map_or(0, |d| d.claims);
-        let locked: Vec<&DocId> = scanned
-            .iter()
-            .filter(|s| s.doc.lock().is_some())
-            .map(|s| &s.doc.id)
-            .collect();
-        self.locks.forget_sightings_except(&locked);
+        let max = self.dequeue.as_ref().map_or(0, |d| d.max);
+        let locked_ids: Vec<&DocId> = locked.iter().map(|s| &s.doc.id).collect();
+        self.locks.forget_sightings_except(&locked_ids);
+        // The two reads are two snapshots: a message claimed between them shows in
+        // both, and only the locked copy may be current.
+        let visible = visible.iter().filter(|v| !locked_ids.contains(&&v.doc.id));
         let mut chosen = Vec::new();
-        for stored in &scanned {
+        for stored in visible.chain(&locked) {
             let message = &stored.doc;
             if self.locks.held(&message.id).is_some() {
                 if self.locks.has_authority(&message.id, now.local) {
@@ -301,7 +492,7 @@ impl Consumer {
             }
             let lock_expired = match message.lock() {
                 Some(lock) => {
-                    let first = self.locks.sight(&message.id, &stored.etag, now.local);
+                    let first = self.locks.sight(&message.id, &stored.etag, seen_at);
                     self.config
                         .policy
                         .is_expired(lock.duration, first, lock.until, now)
@@ -335,14 +526,11 @@ impl Consumer {
                     "delivered {} times without completing, the maximum",
                     message.dequeue_count
                 );
-                message.state = MessageState::DeadLettered {
-                    reason: reason.clone(),
-                };
                 let id = message.id.clone();
-                let op = Op::Replace {
-                    doc: message,
-                    if_match,
-                };
+                let token = self.client.next_token();
+                let op =
+                    self.move_to_dead_letters(message, &token, stored.etag.clone(), reason.clone());
+                // Not a holder's write: the token only names the dead letter.
                 self.send(
                     QueueIntent::Poison,
                     None,
@@ -373,18 +561,17 @@ impl Consumer {
             sent += 1;
         }
         if let Some(run) = &mut self.dequeue {
-            run.scanning = false;
             run.claims = sent;
         }
         self.finish_dequeue_if_done();
     }
 
     fn finish_dequeue_if_done(&mut self) {
-        if let Some(run) = self.dequeue
-            && !run.scanning
+        if let Some(run) = &self.dequeue
+            && run.reads_pending == 0
             && run.claims == 0
         {
-            self.dequeue = None;
+            let run = self.dequeue.take().expect("checked above");
             self.out.push_back(Output::DequeueFinished {
                 delivered: run.delivered,
                 dead_lettered: run.dead_lettered,
@@ -460,20 +647,7 @@ impl Consumer {
                 }),
                 Err(e) => self.fail(id, QueueIntent::Enqueue, QueueError::Store(e)),
             },
-            Pending::Scan => match result {
-                Ok(Reply::ReadAll(scanned)) => self.claim_from(scanned),
-                other => {
-                    if let Some(run) = &mut self.dequeue {
-                        run.scanning = false;
-                        run.claims = 0;
-                    }
-                    if let Err(e) = other {
-                        let prefix = DocId::from(self.config.queue.prefix());
-                        self.fail(prefix, QueueIntent::Scan, QueueError::Store(e));
-                    }
-                    self.finish_dequeue_if_done();
-                }
-            },
+            Pending::Read(read) => self.read_answered(read, result),
             Pending::Claim { message, sent_at } => {
                 let delivered = match (result, message.lock()) {
                     (Ok(Reply::Replaced(etag)), Some(lock)) => {
@@ -506,7 +680,7 @@ impl Consumer {
                 self.claim_answered(delivered, false);
             }
             Pending::Poison { id, reason } => {
-                let done = result.is_ok();
+                let done = matches!(batch_outcome(result), Ok(()) | Err(BatchFailure::Created));
                 if done {
                     self.out.push_back(Output::DeadLettered {
                         message: id,
@@ -524,10 +698,46 @@ impl Consumer {
                 self.after_holder_write(id, QueueIntent::Abandon, result, Output::Abandoned)
             }
             Pending::DeadLetter { id, reason } => {
+                let result = match batch_outcome(result) {
+                    // The dead letter's id is this delivery's own: it exists only if an
+                    // earlier attempt of this very move was applied.
+                    Ok(()) | Err(BatchFailure::Created) => Ok(Reply::Deleted),
+                    Err(BatchFailure::Target(e) | BatchFailure::Request(e)) => Err(e),
+                };
                 self.after_holder_write(id, QueueIntent::DeadLetter, result, |message| {
                     Output::DeadLettered { message, reason }
                 })
             }
+            Pending::ListDeadLetters => match result {
+                Ok(Reply::Query(found)) => self.out.push_back(Output::DeadLetters(found)),
+                Ok(_) => self.out.push_back(Output::DeadLetters(Vec::new())),
+                Err(e) => {
+                    let prefix = DocId::from(self.config.queue.prefix());
+                    self.fail(prefix, QueueIntent::ListDeadLetters, QueueError::Store(e));
+                }
+            },
+            Pending::Requeue { dead_letter, name } => match batch_outcome(result) {
+                Ok(()) => self.out.push_back(Output::Requeued {
+                    dead_letter,
+                    message: Message::id_for(&self.config.queue, &name),
+                }),
+                Err(BatchFailure::Created) => {
+                    self.fail(
+                        dead_letter,
+                        QueueIntent::Requeue,
+                        QueueError::NameTaken(name),
+                    );
+                }
+                Err(BatchFailure::Target(
+                    StoreError::PreconditionFailed | StoreError::NotFound,
+                )) => {
+                    let error = QueueError::DeadLetterChanged(dead_letter.clone());
+                    self.fail(dead_letter, QueueIntent::Requeue, error);
+                }
+                Err(BatchFailure::Target(e) | BatchFailure::Request(e)) => {
+                    self.fail(dead_letter, QueueIntent::Requeue, QueueError::Store(e));
+                }
+            },
             Pending::Renew { id, sent_at } => match result {
                 Ok(Reply::Replaced(etag)) => {
                     let Some(mut held) = self.locks.held(&id).cloned() else {
@@ -592,5 +802,35 @@ impl Consumer {
             intent,
             error,
         });
+    }
+}
+
+/// How a create-then-delete batch failed.
+enum BatchFailure {
+    /// The create found its id taken (409).
+    Created,
+    /// The delete's target had changed (412) or was gone (404), or it failed so.
+    Target(StoreError),
+    /// The request as a whole failed, or its outcome is unknown.
+    Request(StoreError),
+}
+
+/// Reads the reply to a batch of a create followed by a conditional delete.
+fn batch_outcome(result: Result<Reply<Message>, StoreError>) -> Result<(), BatchFailure> {
+    let response: BatchResponse<Message> = match result {
+        Ok(Reply::Batch(response)) => response,
+        Ok(_) => return Err(BatchFailure::Request(StoreError::Unavailable)),
+        Err(e) => return Err(BatchFailure::Request(e)),
+    };
+    match response.failure() {
+        None => Ok(()),
+        Some((0, StatusCode::Conflict)) => Err(BatchFailure::Created),
+        Some((_, StatusCode::PreconditionFailed)) => {
+            Err(BatchFailure::Target(StoreError::PreconditionFailed))
+        }
+        Some((_, StatusCode::NotFound)) => Err(BatchFailure::Target(StoreError::NotFound)),
+        Some((_, status)) => Err(BatchFailure::Request(StoreError::BadRequest(
+            crate::store::BadRequest::Rejected(format!("batch operation failed with {status:?}")),
+        ))),
     }
 }

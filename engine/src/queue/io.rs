@@ -3,7 +3,7 @@
 use super::{Message, MessageName};
 use crate::ids::{DocId, RequestId};
 use crate::lock::LockToken;
-use crate::store::{Op, Reply, StoreError};
+use crate::store::{Op, Reply, StoreError, Stored};
 use crate::time::{LocalTime, Millis};
 use std::fmt;
 
@@ -35,13 +35,21 @@ pub enum Input {
         /// How long it stays invisible.
         delay: Millis,
     },
-    /// Give up on a delivered message for good.
+    /// Give up on a delivered message for good: move it to the dead letters.
     DeadLetter {
         /// The message.
         message: DocId,
-        /// Why, kept on the message.
+        /// Why, kept on the dead letter.
         reason: String,
     },
+    /// List up to `max` of the queue's dead letters, ordered by id.
+    ListDeadLetters {
+        /// The most returned.
+        max: usize,
+    },
+    /// Move a dead letter back into the queue as a new pending message, only if it is
+    /// still as listed and its name is free.
+    Requeue(Stored<Message>),
     /// The store answered request `id`.
     Response {
         /// The request answered.
@@ -109,6 +117,15 @@ pub enum Output {
         /// Why.
         reason: String,
     },
+    /// The dead letters asked for, with the etags a requeue needs.
+    DeadLetters(Vec<Stored<Message>>),
+    /// A dead letter is back in the queue as a new pending message.
+    Requeued {
+        /// The dead letter, now deleted.
+        dead_letter: DocId,
+        /// The live message created.
+        message: DocId,
+    },
     /// An operation failed; the message is left as the store has it.
     Failed {
         /// The message (its document id, or its name for an enqueue).
@@ -125,8 +142,10 @@ pub enum Output {
 pub enum QueueIntent {
     /// Store a new message.
     Enqueue,
-    /// Read the queue for a dequeue.
+    /// Read the visible pending messages for a dequeue.
     Scan,
+    /// Read the locked messages for a dequeue, to judge their locks.
+    Watch,
     /// Lock a message for delivery.
     Claim,
     /// Move a message delivered too often to the dead letters.
@@ -139,6 +158,10 @@ pub enum QueueIntent {
     Abandon,
     /// Dead-letter a message on its holder's request.
     DeadLetter,
+    /// List the dead letters.
+    ListDeadLetters,
+    /// Move a dead letter back into the queue.
+    Requeue,
 }
 
 /// A store request from a consumer.
@@ -171,6 +194,13 @@ pub enum QueueError {
     },
     /// A dequeue is still running.
     Busy,
+    /// A requeue was given a document that is not one of this queue's dead letters.
+    NotADeadLetter(DocId),
+    /// A requeue found a live message of the same name: nothing was changed.
+    NameTaken(MessageName),
+    /// A requeue found the dead letter changed or gone since it was listed: nothing
+    /// was changed.
+    DeadLetterChanged(DocId),
     /// No request with this id is outstanding.
     UnknownRequest(RequestId),
     /// The store failed; with an ambiguous error the write may have been applied.
@@ -192,6 +222,20 @@ impl fmt::Display for QueueError {
                  it was not enqueued"
             ),
             QueueError::Busy => f.write_str("a dequeue is still running"),
+            QueueError::NotADeadLetter(id) => {
+                write!(
+                    f,
+                    "{id} is not a dead letter of this queue; nothing was requeued"
+                )
+            }
+            QueueError::NameTaken(name) => write!(
+                f,
+                "a live message named {name} exists; the dead letter stays where it is"
+            ),
+            QueueError::DeadLetterChanged(id) => write!(
+                f,
+                "dead letter {id} changed or was removed since it was listed; nothing was changed"
+            ),
             QueueError::UnknownRequest(id) => write!(f, "no request {id} is outstanding"),
             QueueError::Store(e) => write!(f, "store: {e}"),
         }

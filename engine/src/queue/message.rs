@@ -2,7 +2,7 @@
 
 use crate::ids::{DocId, PartitionKey};
 use crate::lock::LockToken;
-use crate::store::{Document, json_size};
+use crate::store::{Document, FieldPath, Value, json_field, json_size};
 use crate::time::{Millis, WallTime};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -177,10 +177,80 @@ pub struct Message {
     pub payload: String,
 }
 
+/// The stored fields a dequeue selects and orders by.
+impl Message {
+    /// `Status`: `Pending`, `InProgress` or `DeadLettered`.
+    pub const STATUS: FieldPath = FieldPath::from_static("Status");
+    /// `NextVisibleTime`, in wall-clock milliseconds.
+    pub const NEXT_VISIBLE: FieldPath = FieldPath::from_static("NextVisibleTime");
+    /// `CreatedDate`, in wall-clock milliseconds.
+    pub const CREATED: FieldPath = FieldPath::from_static("CreatedDate");
+}
+
 impl Message {
     /// The document id of message `name` in `queue`.
     pub fn id_for(queue: &QueueName, name: &MessageName) -> DocId {
         DocId::from(format!("{}{}", queue.prefix(), name))
+    }
+
+    /// The document id of the dead letter that `delivery` made of message `name`.
+    ///
+    /// It shares the queue's id prefix and partition key, so that one transactional
+    /// batch can create it and delete the message, and it can never be a live
+    /// message's id: names have no `:`, and this id has two after the queue's. The lock
+    /// token makes it unique per delivery, so a name dead-lettered twice keeps both.
+    /// Characters Cosmos DB refuses in ids are escaped, so any holder name fits.
+    ///
+    /// ```
+    /// use leasehold_engine::queue::{Message, MessageName, QueueName};
+    /// use leasehold_engine::lock::LockToken;
+    /// use leasehold_engine::{HostId, Incarnation};
+    ///
+    /// let token = LockToken { holder: HostId::from("worker/1"), incarnation: Incarnation(2), seq: 7 };
+    /// let id = Message::dead_letter_id(
+    ///     &QueueName::new("orders").unwrap(),
+    ///     &MessageName::new("m1").unwrap(),
+    ///     &token,
+    /// );
+    /// assert_eq!(id.as_str(), "orders:m1:worker%2F1.2.7");
+    /// ```
+    pub fn dead_letter_id(queue: &QueueName, name: &MessageName, delivery: &LockToken) -> DocId {
+        let mut holder = String::new();
+        for c in delivery.holder.as_str().chars() {
+            match c {
+                '/' | '\\' | '?' | '#' | '%' | ':' | '.' => {
+                    holder.push_str(&format!("%{:02X}", u32::from(c)));
+                }
+                c => holder.push(c),
+            }
+        }
+        DocId::from(format!(
+            "{}{}:{holder}.{}.{}",
+            queue.prefix(),
+            name,
+            delivery.incarnation.0,
+            delivery.seq
+        ))
+    }
+
+    /// This message as a dead letter made by `delivery`: a document of its own, kept
+    /// for inspection and never delivered.
+    pub fn into_dead_letter(mut self, delivery: &LockToken, reason: String) -> Message {
+        self.id = Self::dead_letter_id(&self.queue, &self.name, delivery);
+        self.state = MessageState::DeadLettered { reason };
+        self
+    }
+
+    /// The live message a requeue of this dead letter creates: pending, visible at
+    /// `now`, its deliveries counted afresh.
+    pub fn requeued(&self, now: WallTime) -> Message {
+        Message {
+            id: Self::id_for(&self.queue, &self.name),
+            state: MessageState::Pending,
+            next_visible_at: now,
+            dequeue_count: 0,
+            ..self.clone()
+        }
     }
 
     /// A new pending message.
@@ -229,6 +299,23 @@ impl Document for Message {
     fn stored_size(&self) -> usize {
         json_size(self)
     }
+
+    /// The fields a dequeue reads directly, any other through its JSON form; a test
+    /// holds the two ways to agreeing.
+    fn field(&self, path: &FieldPath) -> Option<Value> {
+        let status = |s: &str| Some(Value::String(s.to_string()));
+        match path.as_str() {
+            "Status" => match self.state {
+                MessageState::Pending => status("Pending"),
+                MessageState::InProgress { .. } => status("InProgress"),
+                MessageState::DeadLettered { .. } => status("DeadLettered"),
+            },
+            "NextVisibleTime" => Some(Value::Number(self.next_visible_at.0)),
+            "CreatedDate" => Some(Value::Number(self.created.0)),
+            "DequeueCount" => Some(Value::Number(i64::from(self.dequeue_count))),
+            _ => json_field(self, path),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -264,6 +351,46 @@ mod tests {
         assert_eq!(json["id"], "hub-control-00:m1");
         let back: Message = serde_json::from_value(json).unwrap();
         assert_eq!(back, msg);
+    }
+
+    #[test]
+    fn the_fields_a_dequeue_reads_directly_agree_with_the_stored_json() {
+        let queue = QueueName::new("q").unwrap();
+        let mut msg = Message::new(
+            queue,
+            MessageName::new("m").unwrap(),
+            "x".into(),
+            WallTime(5),
+            Millis(7),
+        );
+        msg.dequeue_count = 3;
+        let token = LockToken {
+            holder: HostId::from("c"),
+            incarnation: Incarnation(1),
+            seq: 2,
+        };
+        let locked = MessageState::InProgress {
+            lock: MessageLock {
+                token: token.clone(),
+                until: WallTime(9),
+                duration: Millis(4),
+            },
+        };
+        let dead = msg.clone().into_dead_letter(&token, "r".into());
+        for state in [MessageState::Pending, locked, dead.state] {
+            msg.state = state;
+            for path in [
+                "Status",
+                "NextVisibleTime",
+                "CreatedDate",
+                "DequeueCount",
+                "Name",
+            ] {
+                let path = FieldPath::new(path).unwrap();
+                assert_eq!(msg.field(&path), json_field(&msg, &path), "{path}");
+                assert!(msg.field(&path).is_some(), "{path}");
+            }
+        }
     }
 
     #[test]

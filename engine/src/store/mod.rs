@@ -31,10 +31,12 @@
 mod batch;
 mod error;
 mod op;
+mod query;
 
 pub use batch::{BatchOp, BatchOutcome, BatchResponse, check_batch};
 pub use error::{BadRequest, StatusCode, StoreError};
 pub use op::{Op, Reply};
+pub use query::{Compare, Condition, FieldPath, FieldPathError, Query, Value, json_field};
 
 use crate::ids::{DocId, Etag, PartitionKey};
 use serde::{Deserialize, Serialize};
@@ -50,6 +52,10 @@ pub trait Document: Clone + Eq + Hash + Debug {
     fn partition_key(&self) -> PartitionKey;
     /// The document's size as stored, in bytes, for the store's size limit.
     fn stored_size(&self) -> usize;
+    /// The comparable value at `path` of the document as stored (its JSON form), for
+    /// [`Query`] filters and ordering; `None` if absent or not comparable.
+    /// [`json_field`] implements it for any serializable document.
+    fn field(&self, path: &FieldPath) -> Option<Value>;
 }
 
 /// A document together with the etag of the write that produced it.
@@ -168,17 +174,20 @@ impl<D: Document> Container<D> {
     /// Reads every document whose id starts with `prefix`, across partition keys,
     /// ordered by id.
     pub fn read_all(&self, prefix: &str) -> Vec<Stored<D>> {
-        let start = (DocId::from(prefix), PartitionKey::from(""));
-        let listed = || {
-            self.items
-                .range(start.clone()..)
-                .take_while(|((id, _), _)| id.as_str().starts_with(prefix))
-        };
         // Counting first sizes the reply once: growing it by doubling copied a large
         // table's documents about twice over.
-        let mut out = Vec::with_capacity(listed().count());
-        out.extend(listed().map(|(_, stored)| stored.clone()));
+        let mut out = Vec::with_capacity(self.iter_from(prefix).count());
+        out.extend(self.iter_from(prefix).cloned());
         out
+    }
+
+    /// The documents whose id starts with `prefix`, ordered by id.
+    fn iter_from<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a Stored<D>> + 'a {
+        let start = (DocId::from(prefix), PartitionKey::from(""));
+        self.items
+            .range(start..)
+            .take_while(move |((id, _), _)| id.as_str().starts_with(prefix))
+            .map(|(_, stored)| stored)
     }
 
     /// Replaces an existing document. With `if_match`, only if its etag is still the

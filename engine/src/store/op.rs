@@ -1,7 +1,7 @@
 //! Store operations as data, so that a state machine can emit them and a driver can
 //! carry them to any store, real or simulated.
 
-use super::{BatchOp, BatchResponse, Container, Document, StoreError, Stored};
+use super::{BatchOp, BatchResponse, Container, Document, Query, StoreError, Stored};
 use crate::ids::{DocId, Etag, PartitionKey};
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +22,8 @@ pub enum Op<D> {
         /// The id prefix.
         prefix: String,
     },
+    /// A selective read of one partition key.
+    Query(Query),
     /// Replace, optionally only if the etag still matches.
     Replace {
         /// The new document.
@@ -50,7 +52,7 @@ pub enum Op<D> {
 impl<D> Op<D> {
     /// Whether the operation may change the store.
     pub fn is_write(&self) -> bool {
-        !matches!(self, Op::Read { .. } | Op::ReadAll { .. })
+        !matches!(self, Op::Read { .. } | Op::ReadAll { .. } | Op::Query(_))
     }
 
     /// The etag this operation is conditional on, if it is a single conditional write.
@@ -71,6 +73,8 @@ pub enum Reply<D> {
     Read(Stored<D>),
     /// 200: the documents read, ordered by id.
     ReadAll(Vec<Stored<D>>),
+    /// 200: the documents a query selected, in its order.
+    Query(Vec<Stored<D>>),
     /// 200: replaced; the new etag.
     Replaced(Etag),
     /// 204: deleted.
@@ -100,6 +104,7 @@ impl<D: Document> Container<D> {
             Op::Create(doc) => self.create(doc).map(Reply::Created),
             Op::Read { pk, id } => self.read(&pk, &id).map(Reply::Read),
             Op::ReadAll { prefix } => Ok(Reply::ReadAll(self.read_all(&prefix))),
+            Op::Query(query) => Ok(Reply::Query(self.query(&query))),
             Op::Replace { doc, if_match } => {
                 self.replace(doc, if_match.as_ref()).map(Reply::Replaced)
             }

@@ -95,13 +95,18 @@ pub struct SimArgs {
     /// Run a known-bad variant of the protocol (the model checker's): timestamp-skew,
     /// blind-acquire, blind-checkpoint, thin-margin, same-epoch, restart-same-epoch,
     /// unfenced-takeover, blind-heartbeat (handoff under session liveness); queue scenarios:
-    /// dequeue-seed, dequeue-no-expired, blind-claim, blind-complete, lock-no-drift.
+    /// dequeue-seed, dequeue-no-expired, blind-claim, blind-complete, dequeue-unordered,
+    /// lock-no-drift.
     /// With swarm, every seed runs the variant (lease or queue runs only).
     #[arg(long, value_name = "NAME")]
     pub bug: Option<String>,
     /// Queue scenarios: messages enqueued over the duration [default: 300].
     #[arg(long)]
     pub messages: Option<u32>,
+    /// Queue scenarios: messages already waiting when the consumers start, besides
+    /// those enqueued over the duration [default: 0].
+    #[arg(long, value_name = "N")]
+    pub backlog: Option<u32>,
     /// Queue scenarios: the lock duration of a delivery [default: 30s].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub lock: Option<Millis>,
@@ -140,6 +145,19 @@ pub fn config_of(
     scenario: Scenario,
     strategy: &str,
 ) -> Result<SimConfig, SimError> {
+    let queue_only: [(&'static str, bool); 5] = [
+        ("--messages", args.messages.is_some()),
+        ("--backlog", args.backlog.is_some()),
+        ("--lock", args.lock.is_some()),
+        ("--max-dequeue", args.max_dequeue.is_some()),
+        ("--poison-every", args.poison_every.is_some()),
+    ];
+    if let Some((flag, _)) = queue_only.iter().find(|(_, given)| *given) {
+        return Err(SimError::NotApplicable {
+            flag,
+            scenario: scenario.to_string(),
+        });
+    }
     let mut cfg = SimConfig::scenario(scenario, args.seed);
     let (strategy, liveness) = parse_strategy_spec(strategy)?;
     cfg.strategy = strategy;

@@ -42,6 +42,7 @@ pub fn config_of(args: &SimArgs, scenario: QueueScenario) -> Result<QueueConfig,
     };
     set(&mut cfg.consumers, args.hosts);
     set(&mut cfg.messages, args.messages);
+    set(&mut cfg.backlog, args.backlog);
     set(&mut cfg.max_dequeue, args.max_dequeue);
     set(&mut cfg.poison_every, args.poison_every);
     set(&mut cfg.drift_bound_ppm, args.drift_bound);

@@ -69,6 +69,8 @@ pub struct QueueConfig {
     pub consumers: u32,
     /// Messages enqueued, spread over `duration`.
     pub messages: u32,
+    /// Messages already waiting when the consumers start.
+    pub backlog: u32,
     /// The time faults run; the heal comes at its end.
     pub duration: Millis,
     /// How long after the heal every message must be completed or dead-lettered.
@@ -134,6 +136,7 @@ impl QueueConfig {
             seed,
             consumers: 4,
             messages: 300,
+            backlog: 0,
             duration: Millis::from_secs(600),
             settle: Millis::from_secs(600),
             lock: Millis::from_secs(30),
@@ -159,6 +162,11 @@ impl QueueConfig {
         }
         if self.messages == 0 || self.messages > 1_000_000 {
             return Err(QueueConfigError::Invalid("messages must be 1 to 1,000,000"));
+        }
+        if self.backlog > 1_000_000 {
+            return Err(QueueConfigError::Invalid(
+                "the backlog must be 0 to 1,000,000",
+            ));
         }
         if self.batch == 0 {
             return Err(QueueConfigError::Invalid("the batch must hold a message"));

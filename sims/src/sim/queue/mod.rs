@@ -49,6 +49,14 @@ pub struct QueueReport {
     pub store_requests_per_consumer_min: f64,
     /// Estimated request units per consumer per minute.
     pub ru_per_consumer_min: f64,
+    /// Estimated request units per delivery: what handing out one message costs.
+    pub ru_per_delivery: f64,
+    /// Dequeues that read the store.
+    pub dequeues: u64,
+    /// The mean number of documents the store returned per dequeue (both its reads).
+    pub docs_read_per_dequeue: f64,
+    /// The most documents one dequeue's reads returned.
+    pub max_docs_read_per_dequeue: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<String, u64>,
     /// Violations by kind.
@@ -102,6 +110,10 @@ pub fn simulate_queue(config: &QueueConfig) -> Result<QueueRun, QueueConfigError
         measures: truth.measures(),
         store_requests_per_consumer_min: finished.requests as f64 / minutes,
         ru_per_consumer_min: finished.ru / minutes,
+        ru_per_delivery: finished.ru / (truth.measures().deliveries.max(1) as f64),
+        dequeues: finished.dequeues,
+        docs_read_per_dequeue: finished.docs_read as f64 / (finished.dequeues.max(1) as f64),
+        max_docs_read_per_dequeue: finished.max_docs_read,
         faults: finished
             .faults
             .iter()
@@ -143,6 +155,11 @@ pub fn replay_command(config: &QueueConfig) -> String {
         "messages",
         config.messages.to_string(),
         base.messages.to_string(),
+    );
+    flag(
+        "backlog",
+        config.backlog.to_string(),
+        base.backlog.to_string(),
     );
     flag("duration", ms(config.duration), ms(base.duration));
     flag("settle", ms(config.settle), ms(base.settle));
@@ -204,6 +221,18 @@ pub fn table(report: &QueueReport) -> String {
         (
             "RU / consumer / min (est.)",
             format!("{:.0}", report.ru_per_consumer_min),
+        ),
+        (
+            "RU / delivery (est.)",
+            format!("{:.2}", report.ru_per_delivery),
+        ),
+        (
+            "documents read / dequeue",
+            format!("{:.2}", report.docs_read_per_dequeue),
+        ),
+        (
+            "documents read by one dequeue, most",
+            report.max_docs_read_per_dequeue.to_string(),
         ),
         (
             "violations",

@@ -237,10 +237,11 @@ impl Truth {
     pub fn deadline(&mut self, now: u64, store: &Container<Message>) {
         let mut unfinished = Vec::new();
         let mut lost = Vec::new();
+        // Dead letters live under ids of their own: keyed here by their message's.
         let stored: BTreeMap<DocId, Message> = store
             .read_all("")
             .into_iter()
-            .map(|s| (s.doc.id.clone(), s.doc))
+            .map(|s| (Message::id_for(&s.doc.queue, &s.doc.name), s.doc))
             .collect();
         for (id, f) in &self.fates {
             let poison = self.poison_every > 0 && f.number % self.poison_every == 0;

@@ -20,7 +20,7 @@ impl World {
         let doc = match &request.op {
             Op::Read { id, .. } | Op::Delete { id, .. } => Some(id.clone()),
             Op::Replace { doc, .. } | Op::Create(doc) => Some(doc.id().clone()),
-            Op::ReadAll { .. } | Op::Batch { .. } => None,
+            Op::ReadAll { .. } | Op::Query(_) | Op::Batch { .. } => None,
         };
         let h = &self.hosts[host];
         let (name, life, cut) = (h.name.clone(), h.life, h.cut_until > self.now);

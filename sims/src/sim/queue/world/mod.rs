@@ -15,7 +15,7 @@ use leasehold_engine::queue::{
     Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, MessageState, Output,
     QueueError, QueueIntent, QueueRequest,
 };
-use leasehold_engine::store::{Container, Op, Reply, StoreError};
+use leasehold_engine::store::{BatchOp, Container, Op, Reply, StoreError};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, RequestId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -125,6 +125,8 @@ struct Client {
     cut_until: u64,
     lose_until: u64,
     dequeuing: bool,
+    /// Documents the reads of the running dequeue returned so far.
+    dequeue_docs: u64,
     working: BTreeMap<DocId, Work>,
 }
 
@@ -143,6 +145,12 @@ pub struct QueueFinished {
     pub requests: u64,
     /// Estimated request units of the consumers' requests.
     pub ru: f64,
+    /// Dequeues whose read of the visible messages reached the store.
+    pub dequeues: u64,
+    /// Documents the store returned to dequeues' reads.
+    pub docs_read: u64,
+    /// The most documents one dequeue's reads returned.
+    pub max_docs_read: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<FaultKind, u64>,
     /// True time at the end, ms.
@@ -170,6 +178,9 @@ pub struct QueueWorld {
     steps: u64,
     requests: u64,
     ru: f64,
+    dequeues: u64,
+    docs_read: u64,
+    max_docs_read: u64,
     faults: BTreeMap<FaultKind, u64>,
 }
 
@@ -207,6 +218,7 @@ impl QueueWorld {
                     cut_until: 0,
                     lose_until: 0,
                     dequeuing: false,
+                    dequeue_docs: 0,
                     working: BTreeMap::new(),
                 }
             })
@@ -236,10 +248,35 @@ impl QueueWorld {
             steps: 0,
             requests: 0,
             ru: 0.0,
+            dequeues: 0,
+            docs_read: 0,
+            max_docs_read: 0,
             faults: BTreeMap::new(),
         };
+        world.fill_backlog();
         world.plan();
         Ok(world)
+    }
+
+    /// Stores the backlog before anyone starts, numbered after the messages the
+    /// producer sends, so that `poison_every` picks among them alike.
+    fn fill_backlog(&mut self) {
+        let wall = self.producer_now().wall;
+        for i in 0..self.cfg.backlog {
+            let number = self.cfg.messages + i;
+            let name = MessageName::new(format!("m{number:07}")).expect("a valid name");
+            let message = Message::new(
+                self.consumer_config.queue.clone(),
+                name,
+                number.to_string(),
+                wall,
+                Millis::ZERO,
+            );
+            self.truth.enqueue(message.id.clone(), number, self.now);
+            self.store
+                .create(message)
+                .expect("backlog names are distinct");
+        }
     }
 
     fn plan(&mut self) {
@@ -299,6 +336,9 @@ impl QueueWorld {
             steps: self.steps,
             requests: self.requests,
             ru: self.ru,
+            dequeues: self.dequeues,
+            docs_read: self.docs_read,
+            max_docs_read: self.max_docs_read,
             faults: self.faults,
             end: self.now,
             truth: self.truth,
@@ -518,6 +558,8 @@ impl QueueWorld {
             }
             Output::DequeueFinished { delivered, .. } => {
                 self.clients[c].dequeuing = false;
+                let docs = std::mem::take(&mut self.clients[c].dequeue_docs);
+                self.max_docs_read = self.max_docs_read.max(docs);
                 let next = if delivered > 0 {
                     10
                 } else {

@@ -12,11 +12,7 @@ impl QueueWorld {
     pub(super) fn send(&mut self, c: usize, mut request: QueueRequest) {
         self.requests += 1;
         leasehold_model::queue::tamper(self.cfg.bug, request.intent, &mut request.op);
-        let doc = match &request.op {
-            Op::Delete { id, .. } => Some(id.clone()),
-            Op::Replace { doc, .. } | Op::Create(doc) => Some(doc.id.clone()),
-            _ => None,
-        };
+        let doc = target(&request.op);
         let client = &self.clients[c];
         let (name, life) = (client.name.clone(), client.life);
         let (cut, lose) = (client.cut_until > self.now, client.lose_until > self.now);
@@ -80,11 +76,7 @@ impl QueueWorld {
                 retry_after: Millis(500),
             })
         } else {
-            let before = match &request.op {
-                Op::Replace { doc, .. } => self.current(&doc.id),
-                Op::Delete { id, .. } => self.current(id),
-                _ => None,
-            };
+            let before = target(&request.op).and_then(|id| self.current(&id));
             let op = request.op.clone();
             let result = self.store.execute(request.op);
             if result.is_ok() {
@@ -95,6 +87,16 @@ impl QueueWorld {
         };
         if c != PRODUCER {
             self.ru += request_units(kind, &result);
+            if let Ok(Reply::Query(found)) = &result
+                && matches!(request.intent, QueueIntent::Scan | QueueIntent::Watch)
+            {
+                let docs = found.len() as u64;
+                self.dequeues += u64::from(request.intent == QueueIntent::Scan);
+                self.docs_read += docs;
+                if let Some(client) = self.clients.get_mut(c) {
+                    client.dequeue_docs += docs;
+                }
+            }
         }
         if answer {
             let back = self.latency();
@@ -143,11 +145,7 @@ impl QueueWorld {
         {
             return;
         }
-        let id = match op {
-            Op::Replace { doc, .. } => doc.id.clone(),
-            Op::Delete { id, .. } => id.clone(),
-            _ => return,
-        };
+        let Some(id) = target(op) else { return };
         let stored = before.and_then(Message::lock).map(|l| l.token.to_string());
         self.truth.fenced(
             self.now,
@@ -162,6 +160,13 @@ impl QueueWorld {
     pub(super) fn observe(&mut self, op: &Op<Message>, before: Option<Message>) {
         match op {
             Op::Delete { id, .. } => self.truth.deleted(id, self.now),
+            Op::Batch { ops, .. } => {
+                let moved = matches!(ops.first(), Some(BatchOp::Create(d)) if d.is_dead_lettered());
+                if moved && let Some(message) = before {
+                    self.note(QueueEvent::DeadLettered(message.id.clone()));
+                    self.truth.dead_lettered(&message, self.now);
+                }
+            }
             Op::Replace { doc, .. } => {
                 if let MessageState::DeadLettered { .. } = doc.state
                     && !before.is_some_and(|b| b.is_dead_lettered())
@@ -172,5 +177,19 @@ impl QueueWorld {
             }
             _ => {}
         }
+    }
+}
+
+/// The message a request writes: a batch's is the one it deletes (a move to the dead
+/// letters).
+fn target(op: &Op<Message>) -> Option<DocId> {
+    match op {
+        Op::Delete { id, .. } => Some(id.clone()),
+        Op::Replace { doc, .. } | Op::Create(doc) => Some(doc.id.clone()),
+        Op::Batch { ops, .. } => ops.iter().find_map(|op| match op {
+            BatchOp::Delete { id, .. } => Some(id.clone()),
+            _ => None,
+        }),
+        Op::Read { .. } | Op::ReadAll { .. } | Op::Query(_) => None,
     }
 }
