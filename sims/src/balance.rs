@@ -1,7 +1,7 @@
 //! `leasehold balance`: which leases would a host take from an exported lease
 //! container, and why.
 
-use crate::snapshot::CfpLease;
+use crate::snapshot::{CfpLease, Snapshot};
 use leasehold_engine::balance::{CfpConfig, LeaseStatus, LeaseView, Plan, Strategy, TableView};
 use leasehold_engine::lease::ConfigError;
 use leasehold_engine::{HostId, LocalTime, Millis, Now, WallTime};
@@ -79,6 +79,10 @@ impl Question {
 /// The answer, as printed: `{"take":[{"lease":..., "reason":...}]}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Answer {
+    /// The processor group decided for.
+    pub prefix: String,
+    /// Documents of the export that are not leases of the group, and were skipped.
+    pub skipped: usize,
     /// The leases to take, in the order the strategy picked them.
     pub take: Vec<Take>,
 }
@@ -94,8 +98,8 @@ pub struct Take {
 
 /// Judges each lease as CFP does (blank owner: unowned; `timestamp + expiration <
 /// now`: expired) and asks the strategy.
-pub fn decide(leases: &[CfpLease], question: &Question) -> Answer {
-    let plan = plan(leases, question);
+pub fn decide(snapshot: &Snapshot, question: &Question) -> Answer {
+    let plan = plan(&snapshot.leases, question);
     let take = plan
         .takes()
         .map(|(lease, reason)| Take {
@@ -103,7 +107,11 @@ pub fn decide(leases: &[CfpLease], question: &Question) -> Answer {
             reason: reason.to_string(),
         })
         .collect();
-    Answer { take }
+    Answer {
+        prefix: snapshot.prefix.clone(),
+        skipped: snapshot.skipped,
+        take,
+    }
 }
 
 /// The strategy's full plan for the snapshot.

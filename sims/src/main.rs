@@ -200,9 +200,16 @@ struct BalanceArgs {
     /// The instance name of the host that decides.
     #[arg(long)]
     host: String,
-    /// A JSON array of lease documents in the change feed processor's format; `-` reads stdin.
+    /// A JSON array of a lease container's documents, as the .NET or Java change feed
+    /// processor or leasehold wrote them; `-` reads stdin. Documents that are not
+    /// leases of the group (`{prefix}.info`, `{prefix}.lock`, heartbeats, other groups)
+    /// are skipped and counted.
     #[arg(long, value_name = "FILE")]
     leases: PathBuf,
+    /// The processor group: leases have ids `{prefix}..{token}` [default: the only
+    /// group in the export].
+    #[arg(long)]
+    prefix: Option<String>,
     /// The decision time [default: this machine's clock].
     #[arg(long, value_name = "RFC3339", value_parser = parse_now)]
     now: Option<WallTime>,
@@ -290,8 +297,19 @@ fn run_balance(args: BalanceArgs) -> Result<(), String> {
         Some("-") => "stdin".to_string(),
         _ => args.leases.display().to_string(),
     };
-    let leases = snapshot::parse(&text).map_err(|e| format!("{source}: {e}"))?;
-    let answer = balance::decide(&leases, &question);
+    let snapshot = match snapshot::read(&text, args.prefix.as_deref()) {
+        Ok(snapshot) => snapshot,
+        // Which group to decide for is the caller's choice to make: a usage error.
+        Err(
+            e @ (snapshot::SnapshotError::SeveralGroups { .. }
+            | snapshot::SnapshotError::NoSuchGroup { .. }),
+        ) => {
+            eprintln!("error: {source}: {e}");
+            std::process::exit(2);
+        }
+        Err(e) => return Err(format!("{source}: {e}")),
+    };
+    let answer = balance::decide(&snapshot, &question);
     let json = serde_json::to_string(&answer).map_err(|e| e.to_string())?;
     println!("{json}");
     Ok(())

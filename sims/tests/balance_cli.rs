@@ -113,7 +113,8 @@ fn every_decision_comes_with_its_reason() {
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         answer,
-        json!({"take": [{"lease": "A1", "reason": "steal from owner 1 (4 > target 3)"}]})
+        json!({"prefix": "p", "skipped": 0,
+               "take": [{"lease": "A1", "reason": "steal from owner 1 (4 > target 3)"}]})
     );
 }
 
@@ -142,7 +143,7 @@ fn an_empty_container_gives_an_empty_take() {
     assert!(out.status.success());
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        r#"{"take":[]}"#
+        r#"{"prefix":"","skipped":0,"take":[]}"#
     );
 }
 
@@ -206,14 +207,23 @@ fn invalid_json_is_reported_with_its_position() {
     assert!(line.contains("line 1"), "{err}");
 }
 
+/// A document without a lease token is not a lease (the processor's `.info` marker
+/// is one): skipped and counted, never an error.
 #[test]
-fn a_document_without_a_lease_token_is_named() {
-    let input = json!([lease("1", None, FRESH), {"id": "x", "timestamp": FRESH}]).to_string();
-    let (_, err) = fails(&input, &[]);
-    assert!(
-        one_line(&err).contains("lease document 1: missing field `LeaseToken`"),
-        "{err}"
+fn a_document_without_a_lease_token_is_skipped_and_counted() {
+    let input = json!([lease("1", None, FRESH), {"id": "p.info", "timestamp": FRESH}]).to_string();
+    let out = leasehold(
+        &["balance", "--host", "self", "--leases", "-", "--now", NOW],
+        Some(&input),
     );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["skipped"], 1);
+    assert_eq!(answer["take"][0]["lease"], "1");
 }
 
 #[test]
@@ -239,8 +249,12 @@ fn fields_of_the_wrong_type_are_named() {
             "field `LeaseToken`",
         ),
         (
-            json!([{"LeaseToken": "1", "timestamp": 5}]),
+            json!([{"LeaseToken": "1", "timestamp": true}]),
             "field `timestamp`",
+        ),
+        (
+            json!([{"LeaseToken": "1", "timestamp": null, "_ts": "noon"}]),
+            "field `_ts`",
         ),
         (
             json!([{"LeaseToken": "1", "timestamp": FRESH, "Owner": true}]),
@@ -250,7 +264,10 @@ fn fields_of_the_wrong_type_are_named() {
             json!([{"LeaseToken": "1", "timestamp": FRESH, "properties": {"k": 1}}]),
             "field `properties.k`",
         ),
-        (json!([{"LeaseToken": "1"}]), "missing field `timestamp`"),
+        (
+            json!([{"LeaseToken": "1"}]),
+            "neither `timestamp` nor `_ts` is set",
+        ),
         (
             json!([{"LeaseToken": "", "timestamp": FRESH}]),
             "must not be empty",
@@ -323,4 +340,70 @@ fn wrong_arguments_are_refused_before_any_input_is_read() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(one_line(&err).contains("--host must not be blank"), "{err}");
+}
+
+/// A lease container as the .NET processor keeps it: the group's `.info` marker and
+/// `.lock` document beside the leases, one lease never acquired (`timestamp: null`).
+#[test]
+fn a_container_export_with_the_processors_own_documents_is_answered() {
+    let mut docs = vec![
+        json!({"id": "p.info", "_ts": 1_714_557_600}),
+        json!({"id": "p.lock", "ttl": 10, "_ts": 1_714_557_601}),
+        json!({"id": "p..9", "LeaseToken": "9", "Owner": null, "timestamp": null, "_ts": 1_714_557_600}),
+    ];
+    docs.extend(owned("A", 2, "self"));
+    let text = Value::from(docs).to_string();
+    let args = [
+        "balance",
+        "--strategy",
+        "cfp",
+        "--host",
+        "self",
+        "--leases",
+        "-",
+        "--now",
+        NOW,
+    ];
+    let out = leasehold(&args, Some(&text));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["skipped"], 2);
+    assert_eq!(answer["take"][0]["lease"], "9");
+}
+
+/// Two groups in one container: without `--prefix` the choice is the caller's, a
+/// usage error that lists them; with it, the other group's leases are skipped.
+#[test]
+fn several_processor_groups_need_a_prefix() {
+    let docs = json!([
+        {"id": "orders..0", "LeaseToken": "0", "Owner": null, "timestamp": "2024-05-01T10:00:00Z"},
+        {"id": "billing..0", "LeaseToken": "0", "Owner": null, "timestamp": "2024-05-01T10:00:00Z"}
+    ])
+    .to_string();
+    let (code, err) = fails(&docs, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--prefix") && err.contains("billing, orders"),
+        "{err}"
+    );
+    let out = leasehold(
+        &[
+            "balance", "--host", "self", "--leases", "-", "--now", NOW, "--prefix", "orders",
+        ],
+        Some(&docs),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (answer["prefix"].as_str(), answer["skipped"].as_u64()),
+        (Some("orders"), Some(1))
+    );
 }
