@@ -568,13 +568,14 @@ fn a_dequeue_reads_its_batch_and_the_locks_in_flight_however_long_the_backlog() 
             enqueue(&mut store, &format!("m{i:04}"), at(0), Millis::ZERO);
         }
         let mut a = consumer("a");
-        // Two deliveries in flight, then a dequeue of three.
+        // Two deliveries in flight, then a dequeue of three once the locks are due
+        // to be read again (a quarter of the 10 s lock).
         assert_eq!(dequeue_reading(&mut a, &mut store, at(1), 2, false).1, 2);
-        let (read, delivered) = dequeue_reading(&mut a, &mut store, at(2), 3, false);
+        let (read, delivered) = dequeue_reading(&mut a, &mut store, at(2_600), 3, false);
         assert_eq!(delivered, 3);
         read_at.push(read);
         // The sibling: without the limit, the same dequeue reads the backlog.
-        let (widened, _) = dequeue_reading(&mut a, &mut store, at(3), 3, true);
+        let (widened, _) = dequeue_reading(&mut a, &mut store, at(5_200), 3, true);
         assert!(
             widened >= backlog - 5,
             "widened read {widened} of {backlog}"
@@ -620,4 +621,68 @@ fn a_dequeue_takes_the_oldest_visible_messages_first() {
     assert_eq!(first_two_delivered(false), ["c", "b"]);
     // The sibling: read in id order, the oldest (c) is left behind, and this sees it.
     assert_eq!(first_two_delivered(true), ["b", "a"]);
+}
+
+/// Requests one dequeue sends, and the names it delivers.
+fn dequeue_requests(
+    c: &mut Consumer,
+    store: &mut Container<Message>,
+    now: leasehold_engine::Now,
+) -> (usize, Vec<String>) {
+    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max: 5 }]);
+    let (mut requests, mut names) = (0, Vec::new());
+    while let Some(input) = inputs.pop_front() {
+        c.handle_input(now, input).unwrap();
+        while let Some(out) = c.poll_output() {
+            match out {
+                Output::Request(req) => {
+                    requests += usize::from(!req.op.is_write());
+                    let result = store.execute(req.op);
+                    inputs.push_back(Input::Response { id: req.id, result });
+                }
+                Output::Delivered(d) => names.push(d.name.to_string()),
+                _ => {}
+            }
+        }
+    }
+    (requests, names)
+}
+
+/// The locks are read on a cadence of a quarter of the lock (2.5 s here) and when a
+/// watched lock is due to expire (10.1 s after it was first seen), not on every poll;
+/// a crashed holder's message is taken at the first poll after it is due.
+#[test]
+fn an_idle_consumer_reads_the_locks_on_a_cadence_and_when_one_is_due() {
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let mut a = consumer("a");
+    assert_eq!(dequeue_requests(&mut a, &mut store, at(0)).1, ["m1"]);
+    // a crashes holding m1. b polls every second.
+    let mut b = consumer("b");
+    let mut reads = Vec::new();
+    let mut taken_at = None;
+    for second in 0..12 {
+        let (requests, names) = dequeue_requests(&mut b, &mut store, at(second * 1_000 + 100));
+        reads.push(requests);
+        if !names.is_empty() && taken_at.is_none() {
+            taken_at = Some(second);
+        }
+    }
+    // Reads at 0.1 s; again from 2.6 s (at 3.1), 5.6 s (at 6.1), 8.6 s (at 9.1), and
+    // at the due time, 10.2 s (at 11.1), which takes m1 over.
+    assert_eq!(reads, [2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1, 2]);
+    assert_eq!(taken_at, Some(11));
+    // The sibling: told to read the locks every time, the same polls read them all.
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    dequeue_requests(&mut consumer("a"), &mut store, at(0));
+    let every = ConsumerConfig {
+        lock_watch: Some(Millis::ZERO),
+        ..queue_common::config()
+    };
+    let mut c = Consumer::new(HostId::from("c"), Incarnation(0), every).unwrap();
+    let reads: Vec<usize> = (0..4)
+        .map(|s| dequeue_requests(&mut c, &mut store, at(s * 1_000 + 100)).0)
+        .collect();
+    assert_eq!(reads, [2, 2, 2, 2]);
 }

@@ -68,6 +68,16 @@ impl LockPolicy {
         self.with_duration(duration).authority_span()
     }
 
+    /// When a lock of `duration` first seen at `first_seen` will count as expired, on
+    /// the reader's clock: known in advance under the observed rule, not under the
+    /// timestamp rule (it depends on the wall clock).
+    pub fn expires_at(&self, duration: Millis, first_seen: LocalTime) -> Option<LocalTime> {
+        match self.rule {
+            ExpiryRule::Observed => Some(first_seen + duration + self.drift.allowance(duration)),
+            ExpiryRule::Timestamp => None,
+        }
+    }
+
     /// Whether a lock of `duration`, first seen at `first_seen` in the version that
     /// says `locked_until`, counts as expired at `now`.
     ///

@@ -58,6 +58,11 @@ pub struct ConsumerConfig {
     pub limits: Limits,
     /// Which messages a dequeue takes.
     pub select: Selector,
+    /// How often a dequeue reads the locked messages, besides whenever a lock it
+    /// watches is due to expire; `None` is a quarter of `lock_duration`. A longer
+    /// interval costs fewer reads and takes over a crashed consumer's messages up to
+    /// that much later; zero reads them on every dequeue.
+    pub lock_watch: Option<Millis>,
 }
 
 impl ConsumerConfig {
@@ -70,7 +75,14 @@ impl ConsumerConfig {
             max_dequeue_count: 5,
             limits: Limits::default(),
             select: Selector::DELIVERABLE,
+            lock_watch: None,
         }
+    }
+
+    /// How often a dequeue reads the locked messages when none it watches is due.
+    pub fn lock_watch_interval(&self) -> Millis {
+        self.lock_watch
+            .unwrap_or(Millis(self.lock_duration.as_millis() / 4))
     }
 
     /// Checks that the settings can work.

@@ -72,6 +72,8 @@ pub struct Consumer {
     /// The running dequeue: its reads, its claims still unanswered, and what it
     /// achieved so far.
     dequeue: Option<DequeueRun>,
+    /// From when a dequeue reads the locked messages again; `None`: the next one.
+    watch_at: Option<LocalTime>,
     now: Now,
     out: VecDeque<Output>,
 }
@@ -87,6 +89,8 @@ struct DequeueRun {
     /// When the locked messages' read was answered: a lock first seen in it counts
     /// from then, not from the other read's answer, which may come later.
     locked_seen_at: LocalTime,
+    /// Whether this dequeue reads the locked messages.
+    watching: bool,
     reads_pending: u8,
     read_failed: bool,
     claims: usize,
@@ -148,6 +152,7 @@ impl Consumer {
             held_docs: BTreeMap::new(),
             pending: BTreeMap::new(),
             dequeue: None,
+            watch_at: None,
             now: Now::default(),
             out: VecDeque::new(),
         })
@@ -366,12 +371,14 @@ impl Consumer {
         if self.dequeue.is_some() {
             return Err(QueueError::Busy);
         }
+        let watch = self.watch_at.is_none_or(|at| self.now.local >= at);
         self.dequeue = Some(DequeueRun {
             max,
             visible: None,
             locked: None,
             locked_seen_at: self.now.local,
-            reads_pending: 2,
+            watching: watch,
+            reads_pending: 1 + u8::from(watch),
             read_failed: false,
             claims: 0,
             delivered: 0,
@@ -394,25 +401,28 @@ impl Consumer {
             limit: Some(max),
             ..self.query()
         };
-        // Every lock, expired or not: the observed rule judges a lock expired only by
-        // watching its version stay unchanged, so each must be seen on each dequeue.
-        let locked = Query {
-            filter: vec![status("InProgress")],
-            ..self.query()
-        };
-        let (scan, watch) = (DequeueRead::Visible, DequeueRead::Locked);
         self.send(
             QueueIntent::Scan,
             None,
             Op::Query(visible),
-            Pending::Read(scan),
+            Pending::Read(DequeueRead::Visible),
         );
-        self.send(
-            QueueIntent::Watch,
-            None,
-            Op::Query(locked),
-            Pending::Read(watch),
-        );
+        // Every lock, expired or not: the observed rule judges a lock expired only by
+        // watching its version stay unchanged. Read when a watched lock is due, and
+        // on a cadence to see new ones; not on every dequeue, which doubled the cost
+        // of an idle poll.
+        if watch {
+            let locked = Query {
+                filter: vec![status("InProgress")],
+                ..self.query()
+            };
+            self.send(
+                QueueIntent::Watch,
+                None,
+                Op::Query(locked),
+                Pending::Read(DequeueRead::Locked),
+            );
+        }
         Ok(())
     }
 
@@ -451,26 +461,33 @@ impl Consumer {
         }
         let (visible, locked, seen_at) =
             (run.visible.take(), run.locked.take(), run.locked_seen_at);
-        match (visible, locked) {
-            (Some(visible), Some(locked)) if !run.read_failed => {
+        match (visible, locked, run.watching) {
+            (Some(visible), locked @ Some(_), true) | (Some(visible), locked @ None, false)
+                if !run.read_failed =>
+            {
                 self.claim_from(visible, locked, seen_at);
             }
             _ => self.finish_dequeue_if_done(),
         }
     }
 
-    /// Picks and claims messages from a dequeue's two reads; the locks were read by
-    /// `seen_at`.
+    /// Picks and claims messages from a dequeue's reads; the locks, if this dequeue
+    /// read them, were read by `seen_at`.
     fn claim_from(
         &mut self,
         visible: Vec<Stored<Message>>,
-        locked: Vec<Stored<Message>>,
+        locked: Option<Vec<Stored<Message>>>,
         seen_at: LocalTime,
     ) {
         let now = self.now;
         let max = self.dequeue.as_ref().map_or(0, |d| d.max);
+        let watched = locked.is_some();
+        let locked = locked.unwrap_or_default();
         let locked_ids: Vec<&DocId> = locked.iter().map(|s| &s.doc.id).collect();
-        self.locks.forget_sightings_except(&locked_ids);
+        if watched {
+            self.locks.forget_sightings_except(&locked_ids);
+        }
+        let mut watch_at = seen_at + self.config.lock_watch_interval();
         // The two reads are two snapshots: a message claimed between them shows in
         // both, and only the locked copy may be current.
         let visible = visible.iter().filter(|v| !locked_ids.contains(&&v.doc.id));
@@ -492,10 +509,12 @@ impl Consumer {
             }
             let lock_expired = match message.lock() {
                 Some(lock) => {
+                    let policy = &self.config.policy;
                     let first = self.locks.sight(&message.id, &stored.etag, seen_at);
-                    self.config
-                        .policy
-                        .is_expired(lock.duration, first, lock.until, now)
+                    // Under the timestamp rule no due time is known: watch every time.
+                    let due = policy.expires_at(lock.duration, first).unwrap_or(now.local);
+                    watch_at = watch_at.min(due);
+                    policy.is_expired(lock.duration, first, lock.until, now)
                 }
                 None => false,
             };
@@ -517,6 +536,9 @@ impl Consumer {
             ))
         });
         chosen.truncate(max);
+        if watched {
+            self.watch_at = Some(watch_at);
+        }
         let mut sent = 0;
         for stored in chosen {
             let mut message = stored.doc.clone();

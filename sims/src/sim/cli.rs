@@ -110,6 +110,10 @@ pub struct SimArgs {
     /// Queue scenarios: the lock duration of a delivery [default: 30s].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub lock: Option<Millis>,
+    /// Queue scenarios: how often a dequeue reads the locked messages, besides when a
+    /// watched lock is due [default: a quarter of the lock; 0s: every dequeue].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub lock_watch: Option<Millis>,
     /// Queue scenarios: deliveries before a message is dead-lettered [default: 5].
     #[arg(long)]
     pub max_dequeue: Option<u32>,
@@ -145,7 +149,8 @@ pub fn config_of(
     scenario: Scenario,
     strategy: &str,
 ) -> Result<SimConfig, SimError> {
-    let queue_only: [(&'static str, bool); 5] = [
+    let queue_only: [(&'static str, bool); 6] = [
+        ("--lock-watch", args.lock_watch.is_some()),
         ("--messages", args.messages.is_some()),
         ("--backlog", args.backlog.is_some()),
         ("--lock", args.lock.is_some()),

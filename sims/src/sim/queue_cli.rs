@@ -58,6 +58,9 @@ pub fn config_of(args: &SimArgs, scenario: QueueScenario) -> Result<QueueConfig,
     if let Some(v) = args.lock {
         cfg.lock = v;
     }
+    if args.lock_watch.is_some() {
+        cfg.lock_watch = args.lock_watch;
+    }
     if let Some(v) = args.margin {
         cfg.margin = v;
     }

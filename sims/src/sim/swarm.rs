@@ -214,6 +214,11 @@ pub fn draw_queue(seed: u64) -> QueueConfig {
         cfg.lock = Millis::from_secs(rng.random_range(3..=9));
         cfg.poll = Millis(200);
     }
+    // Half the runs read the locks on every dequeue: rivals then see a fresh lock
+    // soonest, where races between a holder and a rival are likeliest.
+    if rng.random_bool(0.5) {
+        cfg.lock_watch = Some(Millis::ZERO);
+    }
     cfg
 }
 

@@ -77,6 +77,10 @@ pub struct QueueConfig {
     pub settle: Millis,
     /// The lock duration of a delivery.
     pub lock: Millis,
+    /// How often a dequeue reads the locked messages; `None`: the engine's default, a
+    /// quarter of the lock.
+    #[serde(serialize_with = "lock_watch_text")]
+    pub lock_watch: Option<Millis>,
     /// Deliveries before a message is dead-lettered.
     pub max_dequeue: u32,
     /// The most messages one consumer holds at once.
@@ -140,6 +144,7 @@ impl QueueConfig {
             duration: Millis::from_secs(600),
             settle: Millis::from_secs(600),
             lock: Millis::from_secs(30),
+            lock_watch: None,
             max_dequeue: 5,
             batch: 8,
             poll: Millis::from_secs(2),
@@ -203,6 +208,7 @@ impl QueueConfig {
             policy,
             max_dequeue_count: self.max_dequeue,
             select: leasehold_model::queue::selector(self.bug),
+            lock_watch: self.lock_watch,
             ..ConsumerConfig::new(QueueName::new("work").expect("a valid name"))
         }
     }
@@ -215,5 +221,12 @@ impl QueueConfig {
     /// The liveness deadline.
     pub fn deadline(&self) -> u64 {
         self.duration.as_millis() + self.settle.as_millis()
+    }
+}
+
+fn lock_watch_text<S: serde::Serializer>(w: &Option<Millis>, s: S) -> Result<S::Ok, S::Error> {
+    match w {
+        Some(m) => s.serialize_some(&(m.as_millis() as f64 / 1e3)),
+        None => s.serialize_none(),
     }
 }

@@ -164,6 +164,9 @@ pub fn replay_command(config: &QueueConfig) -> String {
     flag("duration", ms(config.duration), ms(base.duration));
     flag("settle", ms(config.settle), ms(base.settle));
     flag("lock", ms(config.lock), ms(base.lock));
+    if let Some(watch) = config.lock_watch {
+        flag("lock-watch", ms(watch), String::new());
+    }
     flag(
         "max-dequeue",
         config.max_dequeue.to_string(),
