@@ -47,6 +47,10 @@ pub struct Bounds {
     pub liveness: Option<Liveness>,
     /// A known-bad variant to run instead of the protocol as shipped.
     pub bug: Option<Bug>,
+    /// How much earlier than strictly needed a holder gives up its authority, in
+    /// milliseconds; `None` is none. CFP ships the timestamp rule with no margin, so a
+    /// check of `--expiry timestamp` checks CFP as shipped unless a margin is given.
+    pub margin_ms: Option<u32>,
 }
 
 impl Default for Bounds {
@@ -66,6 +70,7 @@ impl Default for Bounds {
             expiry: ExpiryRule::Observed,
             liveness: None,
             bug: None,
+            margin_ms: None,
         }
     }
 }
@@ -292,18 +297,25 @@ pub fn parse_expiry(s: &str) -> Result<ExpiryRule, BoundsError> {
 }
 
 impl Bounds {
+    /// The holders' safety margin: `margin_ms`, or none.
+    pub fn margin(&self) -> Millis {
+        Millis(self.margin_ms.map_or(0, u64::from))
+    }
+
     /// Checks the bounds and derives the hosts' lease settings.
     ///
     /// Leases last 3 ticks and are renewed every tick: a slow clock's renewal fires
     /// on the second tick boundary after the last, which must come before its
-    /// authority (2.7 s of its own clock) runs out. Under the timestamp rule leases last
-    /// 2 + 2 × skew ticks, since the margin must cover twice the skew. Hosts scan
+    /// authority (2.7 s of its own clock) runs out. Under the timestamp rule leases keep
+    /// CFP's shape: 4 ticks renewed every 2, with no margin, as CFP ships; a margin
+    /// (`margin_ms`, which must cover twice the skew, since pairwise wall clocks
+    /// differ by that much) lengthens the lease by as much. Hosts scan
     /// every 2 ticks. The drift bound the hosts assume is the model's real drift,
     /// except in the `thin-margin` variant.
     ///
-    /// `timestamp-skew` keeps CFP's shape instead: a 4-tick lease renewed every 2
-    /// ticks, no margin. CFP compares `timestamp + D < now` strictly, on whole
-    /// seconds here, so it takes a skew of 2 s between two hosts to break it.
+    /// `timestamp-skew` is CFP's shape with no margin whatever the flags say. CFP
+    /// compares `timestamp + D < now` strictly, on whole seconds here, so it takes a
+    /// skew of 2 s between two hosts to break it.
     pub fn lease_config(&self) -> Result<LeaseConfig, BoundsError> {
         range("hosts", self.hosts.into(), 1, 4)?;
         range("partitions", self.partitions.into(), 1, 4)?;
@@ -313,22 +325,20 @@ impl Bounds {
         range("progress", self.progress.into(), 0, 5)?;
         // The shortest lease that still renews safely: 3 ticks leaves 2.7 s of
         // authority at 10 % drift against a renewal every 2 ticks. The timestamp rule
-        // needs room for a margin of twice the skew.
+        // keeps CFP's shape, a lease twice its renewal interval, lengthened by the
+        // margin if one is given so that the holder's authority is the same.
+        let margin_ticks = self.margin().as_millis().div_ceil(TICK_MS);
         let duration = match (self.bug, self.expiry) {
             (Some(Bug::TimestampSkew), _) => Millis(4 * TICK_MS),
-            (_, ExpiryRule::Timestamp) => Millis((2 + 2 * u64::from(self.skew.max(1))) * TICK_MS),
+            (_, ExpiryRule::Timestamp) => Millis((4 + margin_ticks) * TICK_MS),
             _ => Millis(3 * TICK_MS),
         };
         let drift = Drift::ppm(u32::from(self.drift_ms) * 1_000);
         let (rule, assumed_drift, margin, renew) = match (self.bug, self.expiry) {
             (Some(Bug::TimestampSkew), _) => (ExpiryRule::Timestamp, drift, Millis::ZERO, 2),
             (Some(Bug::ThinMargin), rule) => (rule, Drift::ppm(0), Millis(1), 1),
-            (_, ExpiryRule::Timestamp) => {
-                // Pairwise wall clocks differ by up to twice the skew.
-                let margin = Millis(2 * u64::from(self.skew) * TICK_MS);
-                (ExpiryRule::Timestamp, drift, margin, 1)
-            }
-            (_, ExpiryRule::Observed) => (ExpiryRule::Observed, drift, Millis::ZERO, 1),
+            (_, ExpiryRule::Timestamp) => (ExpiryRule::Timestamp, drift, self.margin(), 2),
+            (_, rule) => (rule, drift, self.margin(), 1),
         };
         let strategy = self.strategy.strategy();
         let config = LeaseConfig {
@@ -448,12 +458,18 @@ mod tests {
     }
 
     #[test]
-    fn the_timestamp_rule_gets_a_margin_of_twice_the_skew() {
+    fn the_timestamp_rule_has_no_margin_unless_one_is_given_as_cfp_ships() {
         let bounds = Bounds {
             expiry: ExpiryRule::Timestamp,
             ..Bounds::default()
         };
         let config = bounds.lease_config().unwrap();
+        assert_eq!(config.expiry.safety_margin, Millis::ZERO);
+        let given = Bounds {
+            margin_ms: Some(2_000),
+            ..bounds
+        };
+        let config = given.lease_config().unwrap();
         assert_eq!(config.expiry.safety_margin, Millis(2_000));
     }
 

@@ -222,10 +222,35 @@ fn timestamp_expiry_with_a_margin_of_twice_the_skew_is_safe() {
     let bounds = Bounds {
         expiry: ExpiryRule::Timestamp,
         horizon: 12,
+        margin_ms: Some(2_000),
         ..skewed(StrategyName::Handoff)
     };
     let report = exhaustive(&model(bounds));
     assert_proven(&report, &[p::TAKEOVER]);
+}
+
+/// CFP as shipped: the timestamp rule with no margin. Two hosts whose wall clocks
+/// are 2 s apart both hold a lease; with a margin of twice that skew it holds.
+#[test]
+fn cfp_as_shipped_gives_two_owners_under_skew_and_a_margin_of_twice_the_skew_prevents_it() {
+    let shipped = Bounds {
+        strategy: StrategyName::Cfp,
+        expiry: ExpiryRule::Timestamp,
+        skew: 2,
+        crashes: 0,
+        lost_replies: 0,
+        delays: 0,
+        horizon: 10,
+        ..Bounds::default()
+    };
+    counterexample(&model(shipped.clone()), p::EXCLUSIVITY);
+    let with_margin = Bounds {
+        margin_ms: Some(4_000),
+        ..shipped
+    };
+    let report = exhaustive(&model(with_margin));
+    let exclusive = report.verdict(p::EXCLUSIVITY).outcome;
+    assert_eq!(exclusive, Outcome::Holds);
 }
 
 #[test]

@@ -63,6 +63,9 @@ pub fn flags(bounds: &Bounds) -> String {
     if let Some(liveness) = bounds.liveness {
         let _ = write!(out, " --liveness {liveness}");
     }
+    if let Some(ms) = bounds.margin_ms {
+        let _ = write!(out, " --margin {ms}ms");
+    }
     if let Some(bug) = bounds.bug {
         let _ = write!(out, " --bug {bug}");
     }
@@ -84,12 +87,13 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
     );
     let _ = writeln!(
         out,
-        "  strategy {}, {} expiry, {} liveness{}; faults: {}, {}, {}",
+        "  strategy {}, {} expiry, margin {} ms, {} liveness{}; faults: {}, {}, {}",
         b.strategy,
         match b.expiry {
             ExpiryRule::Observed => "observed",
             ExpiryRule::Timestamp => "timestamp",
         },
+        model.config.expiry.safety_margin.as_millis(),
         model.config.liveness(),
         b.bug
             .map_or(String::new(), |bug| format!(", KNOWN-BAD VARIANT {bug}")),

@@ -79,6 +79,10 @@ struct ModelArgs {
     /// The expiry rule.
     #[arg(long, value_enum, default_value_t = Expiry::Observed)]
     expiry: Expiry,
+    /// How much earlier than strictly needed a holder gives up its authority, such as
+    /// 4s [default: none; with `--expiry timestamp` that is CFP as shipped].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    margin: Option<Millis>,
     /// Where a holder's authority comes from [default: session for handoff, lease
     /// for the rest]. Session needs handoff.
     #[arg(long, value_enum)]
@@ -340,6 +344,12 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         },
         liveness: args.liveness.map(LivenessArg::engine),
         bug,
+        margin_ms: match args.margin {
+            Some(m) => Some(
+                u32::try_from(m.as_millis()).map_err(|_| "--margin is too large".to_string())?,
+            ),
+            None => None,
+        },
     };
     refuse_unsupported_liveness(&bounds);
     bounds.horizon = match args.horizon {

@@ -95,6 +95,45 @@ fn svg_draws_one_timeline_per_strategy() {
     for strategy in ["cfp", "handoff"] {
         let svg = std::fs::read_to_string(dir.join(format!("timeline-{strategy}.svg"))).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("h00 crashes"));
+        // Every number on the axes is whole: no partition "2.5" nor time "60.0".
+        let labels = svg.split("</text>").filter_map(|t| t.rsplit('>').next());
+        for label in labels.map(str::trim) {
+            assert!(
+                !(label.contains('.') && label.parse::<f64>().is_ok()),
+                "{label}"
+            );
+        }
+        // The owners' legend stands right of every drawn lease, not on them: its
+        // names start right of where any lease's bar ends (its swatches, just left
+        // of the names, aside).
+        let legend_x: Vec<f64> = svg
+            .split("<text ")
+            .filter(|t| {
+                let content = t.split('>').nth(1).unwrap_or("").split('<').next();
+                content.is_some_and(|c| c.trim().starts_with("h0") && !c.contains(' '))
+            })
+            .filter_map(|t| t.split('"').nth(1)?.parse().ok())
+            .collect();
+        let names_from = legend_x.iter().copied().fold(f64::MAX, f64::min);
+        let attr = |tag: &str, name: &str| -> Option<f64> {
+            tag.split(&format!(" {name}=\""))
+                .nth(1)?
+                .split('"')
+                .next()?
+                .parse()
+                .ok()
+        };
+        let bars_to = svg
+            .split("<rect")
+            .skip(1)
+            .filter_map(|r| Some((attr(r, "x")?, attr(r, "width")?)))
+            .filter(|&(x, w)| !(x == 0.0 && w >= 1_400.0) && x < names_from - 20.0)
+            .map(|(x, w)| x + w)
+            .fold(0.0, f64::max);
+        assert!(
+            !legend_x.is_empty() && bars_to < names_from,
+            "legend names from {names_from}, lease bars up to {bars_to}"
+        );
     }
     std::fs::remove_dir_all(&dir).ok();
 }

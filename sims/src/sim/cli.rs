@@ -220,6 +220,11 @@ pub fn config_of(
     if let Some(v) = args.drift_bound {
         cfg.drift_bound_ppm = v;
     }
+    // CFP ships its timestamp rule with no margin: that is what `--expiry timestamp`
+    // runs unless a margin is given.
+    if cfg.expiry == ExpiryRule::Timestamp {
+        cfg.margin = Millis::ZERO;
+    }
     if let Some(v) = args.margin {
         cfg.margin = v;
     }
@@ -317,7 +322,7 @@ fn run_scenario(args: &SimArgs) -> Result<ExitCode, SimError> {
     } else {
         let cfg = &configs[0];
         println!(
-            "leasehold sim {} · seed {} · {} hosts · {} partitions · disturbance at {} · {} until the heal · settle {} · faults {}",
+            "leasehold sim {} · seed {} · {} hosts · {} partitions · disturbance at {} · {} until the heal · settle {} · {} expiry, margin {} · faults {}",
             cfg.scenario,
             cfg.seed,
             cfg.hosts,
@@ -325,6 +330,11 @@ fn run_scenario(args: &SimArgs) -> Result<ExitCode, SimError> {
             cfg.warmup,
             cfg.duration,
             cfg.settle(),
+            match cfg.expiry {
+                ExpiryRule::Observed => "observed",
+                ExpiryRule::Timestamp => "timestamp",
+            },
+            cfg.margin,
             cfg.faults
         );
         print!("{}", table(&reports));

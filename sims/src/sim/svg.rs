@@ -5,6 +5,9 @@ use super::timeline::Timeline;
 use plotters::prelude::*;
 use std::path::Path;
 
+/// Pixels beside the plot for the owners' legend.
+const LEGEND_WIDTH: u32 = 160;
+
 /// Draws `timeline` (of a run that ended at `end_ms`) to an SVG file at `path`.
 pub fn draw(
     timeline: &Timeline,
@@ -19,7 +22,9 @@ pub fn draw(
     let root = SVGBackend::new(path, (1400, height)).into_drawing_area();
     let fail = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| fail(&e))?;
-    let mut chart = ChartBuilder::on(&root)
+    // The legend gets a column of its own, so that it never covers the data.
+    let (plot, legend) = root.split_horizontally(1400 - LEGEND_WIDTH);
+    let mut chart = ChartBuilder::on(&plot)
         .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
@@ -30,7 +35,17 @@ pub fn draw(
         .configure_mesh()
         .disable_mesh()
         .x_desc("true time (s)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .y_desc("partition")
+        .y_labels(partitions.clamp(1, 20) as usize + 1)
+        // Partitions are whole numbers: a tick between two rows is left unlabelled.
+        .y_label_formatter(&|y| {
+            if y.fract() == 0.0 {
+                format!("{}", *y as u64)
+            } else {
+                String::new()
+            }
+        })
         .draw()
         .map_err(|e| fail(&e))?;
     let colour = |host: usize| Palette99::pick(host).mix(0.9);
@@ -66,24 +81,17 @@ pub fn draw(
         .map_err(|e| fail(&e))?;
     if timeline.names.len() <= 24 {
         for (host, name) in timeline.names.iter().enumerate() {
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(0.0, 0.0), (0.0, 0.0)],
+            let y = 48 + 20 * host as i32;
+            legend
+                .draw(&Rectangle::new(
+                    [(8, y - 6), (20, y + 6)],
                     colour(host).filled(),
-                )))
-                .map_err(|e| fail(&e))?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour(host).filled())
-                });
+                ))
+                .map_err(|e| fail(&e))?;
+            legend
+                .draw(&Text::new(name.clone(), (26, y - 7), ("sans-serif", 13)))
+                .map_err(|e| fail(&e))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| fail(&e))?;
     }
     root.present().map_err(|e| fail(&e))?;
     Ok(())
