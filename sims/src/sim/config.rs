@@ -372,10 +372,17 @@ impl SimConfig {
     /// How long after the heal the work must have settled. The default allows two
     /// expirations (a crashed owner's lease expiring, plus the drift allowance and a
     /// lost write), then one acquire interval per lease a host may need to take (the
-    /// change feed processor takes one per cycle), then a few more cycles.
+    /// change feed processor takes one per cycle), then a few more cycles. The share
+    /// is of the hosts that remain: after a scale-in or a crash, the rest take over
+    /// the leavers' leases one per cycle (counting every host here gave cfp too few
+    /// cycles; the long swarm's four cfp liveness violations were that).
     pub fn settle(&self) -> Millis {
         self.settle.unwrap_or_else(|| {
-            let hosts = u64::from(self.hosts.max(1));
+            let leaving = match self.scenario {
+                Scenario::ScaleIn | Scenario::Crash => self.affected.min(self.hosts - 1),
+                _ => 0,
+            };
+            let hosts = u64::from((self.hosts - leaving).max(1));
             let share = u64::from(self.partitions).div_ceil(hosts);
             let expiry = self.expiration.as_millis() * 2 + self.expiration.as_millis() / 10;
             Millis(expiry + self.acquire.as_millis() * (share + 4) + self.renew.as_millis())
