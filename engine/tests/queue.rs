@@ -7,7 +7,7 @@ mod queue_common;
 use leasehold_engine::queue::{
     Consumer, ConsumerConfig, Input, Message, MessageState, Output, QueueError, QueueName,
 };
-use leasehold_engine::store::{Container, Limits};
+use leasehold_engine::store::{Container, Limits, Op};
 use leasehold_engine::{DocId, HostId, Incarnation, LocalTime, Millis, PartitionKey};
 use queue_common::*;
 
@@ -525,40 +525,6 @@ fn a_requeue_moves_a_dead_letter_back_only_while_it_is_as_listed_and_its_name_is
     ));
 }
 
-/// Documents the store returned to one dequeue, and the dequeue's deliveries.
-fn dequeue_reading(
-    c: &mut Consumer,
-    store: &mut Container<Message>,
-    now: leasehold_engine::Now,
-    max: usize,
-    widen: bool,
-) -> (usize, usize) {
-    use leasehold_engine::store::{Op, Reply};
-    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max }]);
-    let (mut read, mut delivered) = (0, 0);
-    while let Some(input) = inputs.pop_front() {
-        c.handle_input(now, input).unwrap();
-        while let Some(out) = c.poll_output() {
-            match out {
-                Output::Request(mut req) => {
-                    // The known-bad sibling: the same reads without their limit.
-                    if let (true, Op::Query(q)) = (widen, &mut req.op) {
-                        q.limit = None;
-                    }
-                    let result = store.execute(req.op);
-                    if let Ok(Reply::Query(found)) = &result {
-                        read += found.len();
-                    }
-                    inputs.push_back(Input::Response { id: req.id, result });
-                }
-                Output::Delivered(_) => delivered += 1,
-                _ => {}
-            }
-        }
-    }
-    (read, delivered)
-}
-
 #[test]
 fn a_dequeue_reads_its_batch_and_the_locks_in_flight_however_long_the_backlog() {
     let mut read_at = Vec::new();
@@ -570,12 +536,21 @@ fn a_dequeue_reads_its_batch_and_the_locks_in_flight_however_long_the_backlog() 
         let mut a = consumer("a");
         // Two deliveries in flight, then a dequeue of three once the locks are due
         // to be read again (a quarter of the 10 s lock).
-        assert_eq!(dequeue_reading(&mut a, &mut store, at(1), 2, false).1, 2);
-        let (read, delivered) = dequeue_reading(&mut a, &mut store, at(2_600), 3, false);
-        assert_eq!(delivered, 3);
-        read_at.push(read);
+        let plain = |_: &mut Op<Message>| {};
+        assert_eq!(
+            observe(&mut a, &mut store, at(1), 2, plain).delivered.len(),
+            2
+        );
+        let seen = observe(&mut a, &mut store, at(2_600), 3, plain);
+        assert_eq!(seen.delivered.len(), 3);
+        read_at.push(seen.documents);
         // The sibling: without the limit, the same dequeue reads the backlog.
-        let (widened, _) = dequeue_reading(&mut a, &mut store, at(5_200), 3, true);
+        let unlimited = |op: &mut Op<Message>| {
+            if let Op::Query(q) = op {
+                q.limit = None;
+            }
+        };
+        let widened = observe(&mut a, &mut store, at(5_200), 3, unlimited).documents;
         assert!(
             widened >= backlog - 5,
             "widened read {widened} of {backlog}"
@@ -588,32 +563,17 @@ fn a_dequeue_reads_its_batch_and_the_locks_in_flight_however_long_the_backlog() 
 /// visibility; `unordered` reads the visible messages in id order, as the model's
 /// `dequeue-unordered` variant does.
 fn first_two_delivered(unordered: bool) -> Vec<String> {
-    use leasehold_engine::store::Op;
     let mut store = Container::new();
     enqueue(&mut store, "a", at(30), Millis::ZERO);
     enqueue(&mut store, "b", at(20), Millis::ZERO);
     enqueue(&mut store, "c", at(10), Millis::ZERO);
     enqueue(&mut store, "d", at(0), Millis::from_secs(60));
-    let mut a = consumer("a");
-    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max: 2 }]);
-    let mut names = Vec::new();
-    while let Some(input) = inputs.pop_front() {
-        a.handle_input(at(40), input).unwrap();
-        while let Some(out) = a.poll_output() {
-            match out {
-                Output::Request(mut req) => {
-                    if let (true, Op::Query(q)) = (unordered, &mut req.op) {
-                        q.order_by = None;
-                    }
-                    let result = store.execute(req.op);
-                    inputs.push_back(Input::Response { id: req.id, result });
-                }
-                Output::Delivered(d) => names.push(d.name.to_string()),
-                _ => {}
-            }
+    let tamper = |op: &mut Op<Message>| {
+        if let (true, Op::Query(q)) = (unordered, op) {
+            q.order_by = None;
         }
-    }
-    names
+    };
+    observe(&mut consumer("a"), &mut store, at(40), 2, tamper).delivered
 }
 
 #[test]
@@ -623,29 +583,14 @@ fn a_dequeue_takes_the_oldest_visible_messages_first() {
     assert_eq!(first_two_delivered(true), ["b", "a"]);
 }
 
-/// Requests one dequeue sends, and the names it delivers.
+/// Reads one dequeue of five sends, and the names it delivers.
 fn dequeue_requests(
     c: &mut Consumer,
     store: &mut Container<Message>,
     now: leasehold_engine::Now,
 ) -> (usize, Vec<String>) {
-    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max: 5 }]);
-    let (mut requests, mut names) = (0, Vec::new());
-    while let Some(input) = inputs.pop_front() {
-        c.handle_input(now, input).unwrap();
-        while let Some(out) = c.poll_output() {
-            match out {
-                Output::Request(req) => {
-                    requests += usize::from(!req.op.is_write());
-                    let result = store.execute(req.op);
-                    inputs.push_back(Input::Response { id: req.id, result });
-                }
-                Output::Delivered(d) => names.push(d.name.to_string()),
-                _ => {}
-            }
-        }
-    }
-    (requests, names)
+    let seen = observe(c, store, now, 5, |_| {});
+    (seen.reads, seen.delivered)
 }
 
 /// The locks are read on a cadence of a quarter of the lock (2.5 s here) and when a

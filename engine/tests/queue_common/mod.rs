@@ -110,3 +110,50 @@ pub fn dead_letters(
         .cloned()
         .collect()
 }
+
+/// What one dequeue sent and got.
+pub struct Observed {
+    /// Reads sent.
+    pub reads: usize,
+    /// Documents the reads returned.
+    pub documents: usize,
+    /// The names delivered.
+    pub delivered: Vec<String>,
+}
+
+/// Runs one dequeue of `max` at `now`, serving each request after `tamper` has had
+/// it (the known-bad siblings change the reads there).
+pub fn observe(
+    c: &mut Consumer,
+    store: &mut Container<Message>,
+    now: Now,
+    max: usize,
+    tamper: impl Fn(&mut leasehold_engine::store::Op<Message>),
+) -> Observed {
+    use leasehold_engine::store::Reply;
+    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max }]);
+    let mut seen = Observed {
+        reads: 0,
+        documents: 0,
+        delivered: Vec::new(),
+    };
+    while let Some(input) = inputs.pop_front() {
+        c.handle_input(now, input).unwrap();
+        while let Some(out) = c.poll_output() {
+            match out {
+                Output::Request(mut req) => {
+                    tamper(&mut req.op);
+                    seen.reads += usize::from(!req.op.is_write());
+                    let result = store.execute(req.op);
+                    if let Ok(Reply::Query(found)) = &result {
+                        seen.documents += found.len();
+                    }
+                    inputs.push_back(Input::Response { id: req.id, result });
+                }
+                Output::Delivered(d) => seen.delivered.push(d.name.to_string()),
+                _ => {}
+            }
+        }
+    }
+    seen
+}
