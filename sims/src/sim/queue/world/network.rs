@@ -79,7 +79,12 @@ impl QueueWorld {
             let before = target(&request.op).and_then(|id| self.current(&id));
             let op = request.op.clone();
             let result = self.store.execute(request.op);
-            if result.is_ok() {
+            // A failed batch is still an answer (207), but nothing of it was applied.
+            let applied = match &result {
+                Ok(Reply::Batch(batch)) => batch.is_success(),
+                other => other.is_ok(),
+            };
+            if applied {
                 self.fence(c, request.lock.as_ref(), &op, before.as_ref());
                 self.observe(&op, before);
             }
