@@ -23,6 +23,8 @@ enum Val {
     B(bool),
     N(i64),
     S(String),
+    A(Vec<i64>),
+    O(std::collections::BTreeMap<String, i64>),
 }
 
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Val>, D::Error> {
@@ -40,7 +42,9 @@ struct Doc {
         deserialize_with = "present"
     )]
     a: Option<Val>,
+    /// Stored as `Value`, an SQL keyword, which the query must still read as a field.
     #[serde(
+        rename = "Value",
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present"
@@ -65,18 +69,20 @@ impl Document for Doc {
 
 /// Few distinct values, so that ties and type mixes are common.
 fn val(rng: &mut ChaCha8Rng) -> Option<Val> {
-    match rng.random_range(0..8) {
+    match rng.random_range(0..10) {
         0 => None,
         1 => Some(Val::Null),
         2 => Some(Val::B(rng.random())),
         3 => Some(Val::S(["x", "y"][rng.random_range(0..2)].into())),
+        4 => Some(Val::A(vec![1])),
+        5 => Some(Val::O([("k".to_string(), 1)].into())),
         _ => Some(Val::N(rng.random_range(-2..3))),
     }
 }
 
 fn value(rng: &mut ChaCha8Rng) -> Value {
     match val(rng) {
-        None | Some(Val::Null) => Value::Null,
+        None | Some(Val::Null | Val::A(_) | Val::O(_)) => Value::Null,
         Some(Val::B(b)) => Value::Bool(b),
         Some(Val::N(n)) => Value::Number(n),
         Some(Val::S(s)) => Value::String(s),
@@ -84,7 +90,7 @@ fn value(rng: &mut ChaCha8Rng) -> Value {
 }
 
 fn field(rng: &mut ChaCha8Rng) -> FieldPath {
-    [FieldPath::from_static("a"), FieldPath::from_static("b")][rng.random_range(0..2)].clone()
+    [FieldPath::from_static("a"), FieldPath::from_static("Value")][rng.random_range(0..2)].clone()
 }
 
 fn random_query(rng: &mut ChaCha8Rng) -> Query {

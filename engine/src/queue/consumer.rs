@@ -1,16 +1,14 @@
 //! The queue consumer state machine.
 
 use super::config::Candidate;
+use super::dead_letter::{self, Failure};
 use super::{
     ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageLock, MessageName,
     MessageState, Output, QueueError, QueueIntent, QueueRequest,
 };
 use crate::ids::{DocId, HostId, Incarnation, PartitionKey, RequestId};
 use crate::lock::{Client, Held, LockToken, Locks};
-use crate::store::{
-    BatchOp, BatchResponse, Compare, Condition, Document, Op, Query, Reply, StatusCode, StoreError,
-    Stored, Value,
-};
+use crate::store::{Compare, Condition, Document, Op, Query, Reply, StoreError, Stored, Value};
 use crate::time::{LocalTime, Millis, Now};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -222,7 +220,8 @@ impl Consumer {
                     return Err(QueueError::NotHeld(message));
                 };
                 self.locks.give_up_authority(&message, self.now.local);
-                let op = self.move_to_dead_letters(doc, &held.token, held.etag, reason.clone());
+                let op =
+                    dead_letter::move_op(self.pk(), doc, &held.token, held.etag, reason.clone());
                 let pending = Pending::DeadLetter {
                     id: message,
                     reason,
@@ -272,50 +271,16 @@ impl Consumer {
         }
     }
 
-    /// One transactional batch that creates `message`'s dead letter under its own id
-    /// and deletes the message if it is still at `etag`: the dead letter leaves the
-    /// messages a dequeue reads, and its name is free for a new message.
-    fn move_to_dead_letters(
-        &self,
-        message: Message,
-        delivery: &LockToken,
-        etag: crate::ids::Etag,
-        reason: String,
-    ) -> Op<Message> {
-        let id = message.id.clone();
-        let dead = message.into_dead_letter(delivery, reason);
-        Op::Batch {
-            pk: self.pk(),
-            ops: vec![
-                BatchOp::Create(dead),
-                BatchOp::Delete {
-                    id,
-                    if_match: Some(etag),
-                },
-            ],
-        }
-    }
-
     fn requeue(&mut self, dead_letter: Stored<Message>) -> Result<(), QueueError> {
-        let Stored { doc, etag } = dead_letter;
+        let doc = &dead_letter.doc;
         if !doc.is_dead_lettered() || doc.queue != self.config.queue {
-            return Err(QueueError::NotADeadLetter(doc.id));
+            return Err(QueueError::NotADeadLetter(doc.id.clone()));
         }
-        let live = doc.requeued(self.now.wall);
         let pending = Pending::Requeue {
             dead_letter: doc.id.clone(),
             name: doc.name.clone(),
         };
-        let op = Op::Batch {
-            pk: self.pk(),
-            ops: vec![
-                BatchOp::Create(live),
-                BatchOp::Delete {
-                    id: doc.id,
-                    if_match: Some(etag),
-                },
-            ],
-        };
+        let op = dead_letter::requeue_op(self.pk(), dead_letter, self.now.wall);
         self.send(QueueIntent::Requeue, None, op, pending);
         Ok(())
     }
@@ -550,8 +515,13 @@ impl Consumer {
                 );
                 let id = message.id.clone();
                 let token = self.client.next_token();
-                let op =
-                    self.move_to_dead_letters(message, &token, stored.etag.clone(), reason.clone());
+                let op = dead_letter::move_op(
+                    self.pk(),
+                    message,
+                    &token,
+                    stored.etag.clone(),
+                    reason.clone(),
+                );
                 // Not a holder's write: the token only names the dead letter.
                 self.send(
                     QueueIntent::Poison,
@@ -702,7 +672,7 @@ impl Consumer {
                 self.claim_answered(delivered, false);
             }
             Pending::Poison { id, reason } => {
-                let done = matches!(batch_outcome(result), Ok(()) | Err(BatchFailure::Created));
+                let done = matches!(dead_letter::outcome(result), Ok(()) | Err(Failure::Created));
                 if done {
                     self.out.push_back(Output::DeadLettered {
                         message: id,
@@ -720,11 +690,11 @@ impl Consumer {
                 self.after_holder_write(id, QueueIntent::Abandon, result, Output::Abandoned)
             }
             Pending::DeadLetter { id, reason } => {
-                let result = match batch_outcome(result) {
+                let result = match dead_letter::outcome(result) {
                     // The dead letter's id is this delivery's own: it exists only if an
                     // earlier attempt of this very move was applied.
-                    Ok(()) | Err(BatchFailure::Created) => Ok(Reply::Deleted),
-                    Err(BatchFailure::Target(e) | BatchFailure::Request(e)) => Err(e),
+                    Ok(()) | Err(Failure::Created) => Ok(Reply::Deleted),
+                    Err(Failure::Target(e) | Failure::Request(e)) => Err(e),
                 };
                 self.after_holder_write(id, QueueIntent::DeadLetter, result, |message| {
                     Output::DeadLettered { message, reason }
@@ -738,25 +708,23 @@ impl Consumer {
                     self.fail(prefix, QueueIntent::ListDeadLetters, QueueError::Store(e));
                 }
             },
-            Pending::Requeue { dead_letter, name } => match batch_outcome(result) {
+            Pending::Requeue { dead_letter, name } => match dead_letter::outcome(result) {
                 Ok(()) => self.out.push_back(Output::Requeued {
                     dead_letter,
                     message: Message::id_for(&self.config.queue, &name),
                 }),
-                Err(BatchFailure::Created) => {
+                Err(Failure::Created) => {
                     self.fail(
                         dead_letter,
                         QueueIntent::Requeue,
                         QueueError::NameTaken(name),
                     );
                 }
-                Err(BatchFailure::Target(
-                    StoreError::PreconditionFailed | StoreError::NotFound,
-                )) => {
+                Err(Failure::Target(StoreError::PreconditionFailed | StoreError::NotFound)) => {
                     let error = QueueError::DeadLetterChanged(dead_letter.clone());
                     self.fail(dead_letter, QueueIntent::Requeue, error);
                 }
-                Err(BatchFailure::Target(e) | BatchFailure::Request(e)) => {
+                Err(Failure::Target(e) | Failure::Request(e)) => {
                     self.fail(dead_letter, QueueIntent::Requeue, QueueError::Store(e));
                 }
             },
@@ -824,35 +792,5 @@ impl Consumer {
             intent,
             error,
         });
-    }
-}
-
-/// How a create-then-delete batch failed.
-enum BatchFailure {
-    /// The create found its id taken (409).
-    Created,
-    /// The delete's target had changed (412) or was gone (404), or it failed so.
-    Target(StoreError),
-    /// The request as a whole failed, or its outcome is unknown.
-    Request(StoreError),
-}
-
-/// Reads the reply to a batch of a create followed by a conditional delete.
-fn batch_outcome(result: Result<Reply<Message>, StoreError>) -> Result<(), BatchFailure> {
-    let response: BatchResponse<Message> = match result {
-        Ok(Reply::Batch(response)) => response,
-        Ok(_) => return Err(BatchFailure::Request(StoreError::Unavailable)),
-        Err(e) => return Err(BatchFailure::Request(e)),
-    };
-    match response.failure() {
-        None => Ok(()),
-        Some((0, StatusCode::Conflict)) => Err(BatchFailure::Created),
-        Some((_, StatusCode::PreconditionFailed)) => {
-            Err(BatchFailure::Target(StoreError::PreconditionFailed))
-        }
-        Some((_, StatusCode::NotFound)) => Err(BatchFailure::Target(StoreError::NotFound)),
-        Some((_, status)) => Err(BatchFailure::Request(StoreError::BadRequest(
-            crate::store::BadRequest::Rejected(format!("batch operation failed with {status:?}")),
-        ))),
     }
 }

@@ -196,7 +196,9 @@ pub enum QueueError {
     Busy,
     /// A requeue was given a document that is not one of this queue's dead letters.
     NotADeadLetter(DocId),
-    /// A requeue found a live message of the same name: nothing was changed.
+    /// A requeue found a live message of the same name, and this request changed
+    /// nothing. The message may be the requeue's own, if an earlier attempt's outcome
+    /// was unknown: list the dead letters to tell.
     NameTaken(MessageName),
     /// A requeue found the dead letter changed or gone since it was listed: nothing
     /// was changed.
@@ -230,7 +232,8 @@ impl fmt::Display for QueueError {
             }
             QueueError::NameTaken(name) => write!(
                 f,
-                "a live message named {name} exists; the dead letter stays where it is"
+                "a live message named {name} exists, so this requeue changed nothing (an \
+                 earlier attempt whose outcome was unknown may have made it)"
             ),
             QueueError::DeadLetterChanged(id) => write!(
                 f,

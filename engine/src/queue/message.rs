@@ -177,6 +177,10 @@ pub struct Message {
     pub payload: String,
 }
 
+/// The most bytes of a holder name a dead letter's id keeps as written: with a queue
+/// and a message name of 200 bytes each, the id stays within Cosmos DB's 1,023.
+const MAX_HOLDER_BYTES: usize = 560;
+
 /// The stored fields a dequeue selects and orders by.
 impl Message {
     /// `Status`: `Pending`, `InProgress` or `DeadLettered`.
@@ -223,6 +227,15 @@ impl Message {
                 }
                 c => holder.push(c),
             }
+        }
+        // Cosmos DB refuses ids over 1,023 bytes. A holder name long enough to pass it
+        // is replaced by `~h` and its hash: 18 bytes, which no name this long escapes
+        // to, so the two forms never meet.
+        if holder.len() > MAX_HOLDER_BYTES {
+            holder = format!(
+                "~h{:016x}",
+                crate::balance::spread(delivery.holder.as_str(), "")
+            );
         }
         DocId::from(format!(
             "{}{}:{holder}.{}.{}",
@@ -391,6 +404,36 @@ mod tests {
                 assert!(msg.field(&path).is_some(), "{path}");
             }
         }
+    }
+
+    #[test]
+    fn a_dead_letter_id_fits_cosmos_whatever_the_holder_is_called() {
+        let long = |c: char| c.to_string().repeat(200);
+        let (queue, name) = (
+            QueueName::new(long('q')).unwrap(),
+            MessageName::new(long('m')).unwrap(),
+        );
+        let token = |holder: String| LockToken {
+            holder: HostId::from(holder),
+            incarnation: Incarnation(u64::MAX),
+            seq: u64::MAX,
+        };
+        let slashes = Message::dead_letter_id(&queue, &name, &token("/".repeat(2_000)));
+        let other = Message::dead_letter_id(&queue, &name, &token("/".repeat(1_999)));
+        assert!(
+            slashes.as_str().len() <= 1_023,
+            "{}",
+            slashes.as_str().len()
+        );
+        assert_ne!(slashes, other);
+        assert!(!slashes.as_str().contains('/'));
+        // A short holder is kept as written, escaped.
+        let short = Message::dead_letter_id(&queue, &name, &token("w/1".into()));
+        assert!(
+            short
+                .as_str()
+                .ends_with(":w%2F1.18446744073709551615.18446744073709551615")
+        );
     }
 
     #[test]

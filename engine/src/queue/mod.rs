@@ -20,6 +20,7 @@
 
 mod config;
 mod consumer;
+mod dead_letter;
 mod io;
 mod message;
 

@@ -4,20 +4,24 @@
 //! This is the reference semantics of a Cosmos DB query of the form
 //! `SELECT TOP @n * FROM c WHERE STARTSWITH(c.id, @prefix) AND c.F1 <= @v1 AND ...
 //! ORDER BY c.F`, run in one logical partition. The rules are chosen so that Cosmos DB
-//! and the reference store can only agree:
+//! and the reference store agree on documents whose compared fields hold integers
+//! (within ±2^53, where Cosmos DB's doubles are exact), strings, booleans, null,
+//! objects or arrays; leasehold's documents hold nothing else:
 //! - a condition holds only if the field is present and holds a value of the same
 //!   type as the one compared with (Cosmos DB's comparisons across types, or with a
 //!   missing field, are undefined, and a filter drops undefined);
-//! - a document without the ordering field is not returned (the Cosmos DB store adds
-//!   `IS_DEFINED` for it), and values of different types order by type first: null,
-//!   booleans, numbers, strings, as Cosmos DB orders them;
+//! - a document whose ordering field is missing, an object or an array is not
+//!   returned (the Cosmos DB store adds a type check for it), and values of different
+//!   types order by type first: null, booleans, numbers, strings, as Cosmos DB orders
+//!   them;
 //! - documents tied on the ordering field come back in an order the store picks (the
 //!   reference store: by id). One ordering field, never two, because Cosmos DB serves
 //!   an `ORDER BY` on two fields only with a composite index the container may lack;
 //! - without an ordering field, documents come back ordered by id.
 //!
 //! Only integers, strings, booleans and null are comparable; a field holding anything
-//! else (an object, an array, a fraction) passes no condition and orders nowhere.
+//! else passes no condition and orders nowhere. (A fraction is where the two stores
+//! part: Cosmos DB compares it as a number.)
 
 use super::{Container, Document, Stored};
 use crate::ids::PartitionKey;

@@ -1,0 +1,113 @@
+//! Moving a message to the dead letters and back: each one transactional batch of a
+//! create and a conditional delete, and how to read its reply.
+
+use super::Message;
+use crate::ids::{Etag, PartitionKey};
+use crate::lock::LockToken;
+use crate::store::{BadRequest, BatchOp, Op, Reply, StatusCode, StoreError, Stored};
+use crate::time::{Millis, WallTime};
+
+/// One batch that creates `message`'s dead letter under its own id and deletes the
+/// message if it is still at `etag`: the dead letter leaves the messages a dequeue
+/// reads, and its name is free for a new message.
+pub(super) fn move_op(
+    pk: PartitionKey,
+    message: Message,
+    delivery: &LockToken,
+    etag: Etag,
+    reason: String,
+) -> Op<Message> {
+    let id = message.id.clone();
+    let dead = message.into_dead_letter(delivery, reason);
+    Op::Batch {
+        pk,
+        ops: vec![
+            BatchOp::Create(dead),
+            BatchOp::Delete {
+                id,
+                if_match: Some(etag),
+            },
+        ],
+    }
+}
+
+/// The write that puts `dead_letter` back as a live message visible at `now`: a batch
+/// that creates the message and deletes the dead letter if unchanged. A dead letter
+/// kept under the live id, as versions before dead letters had ids of their own left
+/// them, is rewritten in place instead: a create would always find it there.
+pub(super) fn requeue_op(
+    pk: PartitionKey,
+    dead_letter: Stored<Message>,
+    now: WallTime,
+) -> Op<Message> {
+    let Stored { doc, etag } = dead_letter;
+    let live = doc.requeued(now);
+    if live.id == doc.id {
+        return Op::Replace {
+            doc: live,
+            if_match: Some(etag),
+        };
+    }
+    Op::Batch {
+        pk,
+        ops: vec![
+            BatchOp::Create(live),
+            BatchOp::Delete {
+                id: doc.id,
+                if_match: Some(etag),
+            },
+        ],
+    }
+}
+
+/// How a move failed.
+pub(super) enum Failure {
+    /// The create found its id taken (409).
+    Created,
+    /// The delete's or rewrite's target had changed (412) or was gone (404).
+    Target(StoreError),
+    /// The request as a whole failed, or its outcome is unknown.
+    Request(StoreError),
+}
+
+/// Reads the reply to a move: a batch of a create and a conditional delete, or the
+/// in-place rewrite of [`requeue_op`].
+pub(super) fn outcome(result: Result<Reply<Message>, StoreError>) -> Result<(), Failure> {
+    let response = match result {
+        Ok(Reply::Batch(response)) => response,
+        Ok(Reply::Replaced(_)) => return Ok(()),
+        Ok(_) => return Err(Failure::Request(StoreError::Unavailable)),
+        Err(e @ (StoreError::PreconditionFailed | StoreError::NotFound)) => {
+            return Err(Failure::Target(e));
+        }
+        Err(e) => return Err(Failure::Request(e)),
+    };
+    if response.is_success() {
+        return Ok(());
+    }
+    match response.failure() {
+        Some((0, StatusCode::Conflict)) => Err(Failure::Created),
+        Some((_, StatusCode::PreconditionFailed)) => {
+            Err(Failure::Target(StoreError::PreconditionFailed))
+        }
+        Some((_, StatusCode::NotFound)) => Err(Failure::Target(StoreError::NotFound)),
+        Some((_, status)) => Err(Failure::Request(error_of(status))),
+        // Refused without saying which operation failed: nothing is known applied.
+        None => Err(Failure::Request(StoreError::Unavailable)),
+    }
+}
+
+/// The error a failed operation's status stands for, keeping whether a retry may help.
+fn error_of(status: StatusCode) -> StoreError {
+    match status {
+        StatusCode::TooManyRequests => StoreError::Throttled {
+            retry_after: Millis::ZERO,
+        },
+        StatusCode::RequestTimeout => StoreError::Timeout,
+        StatusCode::ServiceUnavailable => StoreError::Unavailable,
+        other => StoreError::BadRequest(BadRequest::Rejected(format!(
+            "batch operation failed with {}",
+            other.code()
+        ))),
+    }
+}
