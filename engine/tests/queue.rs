@@ -631,3 +631,49 @@ fn an_idle_consumer_reads_the_locks_on_a_cadence_and_when_one_is_due() {
         .collect();
     assert_eq!(reads, [2, 2, 2, 2]);
 }
+
+/// A dead letter stored under its message's own id, as versions before dead letters
+/// had ids of their own left them, is listed and requeued in place; a stale listing
+/// of it is refused.
+#[test]
+fn a_dead_letter_kept_under_its_live_id_is_requeued_in_place() {
+    let mut store = Container::new();
+    enqueue(&mut store, "old", at(0), Millis::ZERO);
+    let pk = PartitionKey::from("work");
+    let id = Message::id_for(&QueueName::new("work").unwrap(), &name("old"));
+    let stored = store.read(&pk, &id).unwrap();
+    let mut dead = stored.doc.clone();
+    dead.state = MessageState::DeadLettered {
+        reason: "old format".into(),
+    };
+    dead.dequeue_count = 5;
+    store.replace(dead, Some(&stored.etag)).unwrap();
+    let mut a = consumer("a");
+    let listed = run(
+        &mut a,
+        &mut store,
+        at(0),
+        Input::ListDeadLetters { max: 10 },
+    );
+    let [Output::DeadLetters(found)] = &listed[..] else {
+        panic!("{listed:?}")
+    };
+    let mut stale = found[0].clone();
+    let out = run(&mut a, &mut store, at(1), Input::Requeue(found[0].clone()));
+    assert!(matches!(&out[..], [Output::Requeued { .. }]), "{out:?}");
+    let back = store.read(&pk, &id).unwrap().doc;
+    assert_eq!((back.state, back.dequeue_count), (MessageState::Pending, 0));
+    // The same listing again: the document changed since, and nothing is written.
+    stale.doc.payload = "stale".into();
+    let out = run(&mut a, &mut store, at(2), Input::Requeue(stale));
+    assert!(
+        matches!(
+            &out[..],
+            [Output::Failed {
+                error: QueueError::DeadLetterChanged(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+}
