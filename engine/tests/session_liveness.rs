@@ -287,3 +287,70 @@ fn in_steady_state_hosts_read_the_heartbeats_and_the_group_audits_the_table_once
     assert_eq!(sent_by_all(&c, Intent::ReadMembers, from), 0);
     assert!(sent_by_all(&c, Intent::Scan, from) >= 4 * 55);
 }
+
+/// A take sent in one tenure and answered after that tenure ended (the host's
+/// heartbeat was found deleted meanwhile) names the ended tenure: the host must take
+/// the lease back under its new tenure, not hold it with no authority for good. The
+/// simulator's swarm found it stranded so (rolling-restart, seed 20293: the lease
+/// stayed named after its owner's old tenure, processed by nobody, to the deadline).
+#[test]
+fn a_lease_taken_in_a_tenure_that_ended_meanwhile_is_resumed_in_the_next() {
+    let mut c = Cluster::new();
+    c.add("a", session_config(2));
+    c.run_for(1_000);
+    c.add("b", session_config(2));
+    c.run_for(20_000);
+    assert_eq!((c.count("a"), c.count("b")), (1, 1));
+    let lost = if c.lease("0").owner == Some(HostId::from("b")) {
+        "0"
+    } else {
+        "1"
+    };
+    c.crash("b");
+    // a fences b's tenure and sends its take; the take is held on the wire.
+    let mut take = None;
+    'ticks: for _ in 0..600 {
+        c.time += 100;
+        c.input("a", Input::Tick).unwrap();
+        while let Some((_, next)) = c.inflight.front() {
+            if next.intent == Intent::Acquire {
+                take = Some(c.intercept("a", Intent::Acquire));
+                break 'ticks;
+            }
+            c.deliver_next();
+        }
+    }
+    let take = take.expect("a takes b's lease once b's tenure is over");
+    // a's next heartbeat finds its document deleted (retired by a peer that thought
+    // a dead): a's tenure is over.
+    for _ in 0..100 {
+        if c.inflight
+            .iter()
+            .any(|(n, r)| n == "a" && r.intent == Intent::Heartbeat)
+        {
+            break;
+        }
+        c.time += 100;
+        c.input("a", Input::Tick).unwrap();
+    }
+    let beat = c.intercept("a", Intent::Heartbeat);
+    c.answer(
+        "a",
+        &beat,
+        Err(leasehold_engine::store::StoreError::NotFound),
+    );
+    // Now the take lands and is answered, naming the tenure that just ended.
+    let result = c.store.execute(take.op.clone());
+    assert!(result.is_ok(), "{result:?}");
+    c.answer("a", &take, result);
+    c.deliver_all();
+    c.run_for(30_000);
+    c.check_exclusive();
+    assert!(
+        c.nodes["a"]
+            .processing
+            .contains_key(&leasehold_engine::LeaseToken::from(lost)),
+        "lease {lost} is processed by nobody: {:?}",
+        c.lease(lost)
+    );
+}

@@ -70,8 +70,21 @@ impl LeaseHost {
         match result {
             Ok(Reply::Replaced(etag)) => {
                 let epoch = doc.epoch;
+                // A take names the tenure it was sent in. If that tenure ended while
+                // the take was on the wire, the lease is this host's with no
+                // authority, and only a resume naming the next tenure makes it work
+                // again (left as it was, it was held by nobody for good: the
+                // simulator's swarm, rolling-restart seed 20293).
+                let ended = session && !self.held_in_tenure(&doc);
+                let Some(slot) = self.slots.get_mut(&token) else {
+                    return;
+                };
                 slot.update(doc, etag, now.local, learned);
                 self.own(&token, epoch, fence, Some(sent_at));
+                if ended && let Some(own) = self.slots.get_mut(&token).and_then(|s| s.own.as_mut())
+                {
+                    own.resume = true;
+                }
                 if self.phase != Phase::Running {
                     self.request_release(&token, ReleaseTo::Nobody, StopReason::Shutdown);
                 }
