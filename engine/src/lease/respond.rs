@@ -283,9 +283,11 @@ impl LeaseHost {
             && slot.doc.epoch == own.epoch.next()
         {
             // A resume whose outcome was unknown did land: only this host writes its
-            // own name at the next epoch while it owns the lease.
+            // own name at the next epoch while it owns the lease. One that named a
+            // tenure since ended restores nothing: resume again, in the current one
+            // (the swarm's rolling-restart seed 36321 stranded a lease there).
             own.epoch = slot.doc.epoch;
-            own.resume = false;
+            own.resume = !in_tenure;
         }
         let still_ours = slot
             .own
