@@ -354,3 +354,50 @@ fn a_lease_taken_in_a_tenure_that_ended_meanwhile_is_resumed_in_the_next() {
         c.lease(lost)
     );
 }
+
+/// A leave deletes only the heartbeat this life wrote: held on the wire while the host
+/// restarts, it finds the next life's heartbeat and changes nothing (unconditional,
+/// it deleted that heartbeat, and a peer took the new life's leases while they were
+/// processed: the long swarm's seed 100456).
+#[test]
+fn a_late_leave_does_not_delete_the_next_lifes_heartbeat() {
+    let mut c = Cluster::new();
+    c.add("a", session_config(2));
+    c.run_for(5_000);
+    c.input("a", Input::Shutdown).unwrap();
+    let mut leave = None;
+    for _ in 0..300 {
+        if c.inflight
+            .iter()
+            .any(|(n, r)| n == "a" && r.intent == Intent::Leave)
+        {
+            leave = Some(c.intercept("a", Intent::Leave));
+            break;
+        }
+        if !c.deliver_next() {
+            c.time += 100;
+            c.input("a", Input::Tick).unwrap();
+        }
+    }
+    let leave = leave.expect("a leaves at shutdown");
+    assert!(
+        matches!(
+            &leave.op,
+            Op::Delete {
+                if_match: Some(_),
+                ..
+            }
+        ),
+        "{:?}",
+        leave.op
+    );
+    // a comes back as a new life and writes its heartbeat; then the old leave lands.
+    c.restart("a");
+    c.run_for(2_000);
+    let id = leasehold_engine::DocId::from("t.host.a");
+    let pk = leasehold_engine::PartitionKey::new(id.as_str());
+    let before = c.store.read(&pk, &id).expect("the new life's heartbeat");
+    let late = c.store.execute(leave.op.clone());
+    assert!(late.is_err(), "{late:?}");
+    assert_eq!(c.store.read(&pk, &id).map(|s| s.etag), Ok(before.etag));
+}

@@ -162,12 +162,21 @@ impl LeaseHost {
         let pk = PartitionKey::new(id.as_str());
         let (intent, op, step) = match (&self.beat.state, self.phase) {
             (BeatState::Left, _) | (_, Phase::Finished) => return,
-            (_, Phase::ShuttingDown) if leaving => (
+            // Nothing of this life is stored: nothing to take back.
+            (BeatState::Absent, Phase::ShuttingDown) if leaving => {
+                self.beat.state = BeatState::Left;
+                return;
+            }
+            // Only the version this life wrote: a leave that arrives late must not
+            // delete the heartbeat of the host's next life (the swarm's skewed-clocks
+            // seed 100456: a leave held in a latency spike deleted the restarted
+            // host's new heartbeat, and a peer took leases it was processing).
+            (BeatState::Present(etag), Phase::ShuttingDown) if leaving => (
                 Intent::Leave,
                 Op::Delete {
                     pk,
                     id,
-                    if_match: None,
+                    if_match: Some(etag.clone()),
                 },
                 BeatStep::Leave,
             ),
@@ -250,7 +259,12 @@ impl LeaseHost {
                 self.beat.state = BeatState::Present(etag);
                 self.beat.next_at = now.local;
             }
-            (BeatStep::Leave, Ok(_) | Err(StoreError::NotFound)) => {
+            // Gone, or rewritten by someone else (a fencer, or this host's next life):
+            // either way nothing of this life is left to delete.
+            (
+                BeatStep::Leave,
+                Ok(_) | Err(StoreError::NotFound | StoreError::PreconditionFailed),
+            ) => {
                 self.beat.state = BeatState::Left;
             }
             (_, Err(StoreError::NotFound)) => {
