@@ -33,28 +33,7 @@ fn lease(token: &str, owner: Option<&str>, timestamp: &str) -> Value {
 /// Runs `balance` on `leases` (through stdin) and returns the lease tokens taken.
 fn take(strategy: &str, leases: Value, expiration: &str) -> Vec<String> {
     let text = leases.to_string();
-    let out = leasehold(
-        &[
-            "balance",
-            "--strategy",
-            strategy,
-            "--host",
-            "self",
-            "--leases",
-            "-",
-            "--now",
-            NOW,
-            "--expiration",
-            expiration,
-        ],
-        Some(&text),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let answer = answer(&["--strategy", strategy, "--expiration", expiration], &text);
     answer["take"]
         .as_array()
         .unwrap()
@@ -98,21 +77,8 @@ fn cfp_does_not_steal_when_short_by_one_from_an_owner_at_target() {
 fn every_decision_comes_with_its_reason() {
     let leases = [owned("A", 4, "owner 1"), owned("B", 2, "self")].concat();
     let text = Value::from(leases).to_string();
-    let args = [
-        "balance",
-        "--strategy",
-        "cfp",
-        "--host",
-        "self",
-        "--leases",
-        "-",
-        "--now",
-        NOW,
-    ];
-    let out = leasehold(&args, Some(&text));
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
-        answer,
+        answer(&["--strategy", "cfp"], &text),
         json!({"prefix": "p", "skipped": 0,
                "take": [{"lease": "A1", "reason": "steal from owner 1 (4 > target 3)"}]})
     );
@@ -177,6 +143,20 @@ fn the_shipped_sample_gives_the_answer_the_readme_shows() {
     );
 }
 
+/// Runs `balance --host self --leases - --now NOW` plus `extra` on `input`, which
+/// must succeed; returns its JSON answer.
+fn answer(extra: &[&str], input: &str) -> Value {
+    let mut args = vec!["balance", "--host", "self", "--leases", "-", "--now", NOW];
+    args.extend_from_slice(extra);
+    let out = leasehold(&args, Some(input));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Runs `balance` on raw input; returns (exit code, stderr).
 fn fails(input: &str, extra: &[&str]) -> (i32, String) {
     let mut args = vec!["balance", "--host", "self", "--leases", "-", "--now", NOW];
@@ -212,16 +192,7 @@ fn invalid_json_is_reported_with_its_position() {
 #[test]
 fn a_document_without_a_lease_token_is_skipped_and_counted() {
     let input = json!([lease("1", None, FRESH), {"id": "p.info", "timestamp": FRESH}]).to_string();
-    let out = leasehold(
-        &["balance", "--host", "self", "--leases", "-", "--now", NOW],
-        Some(&input),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let answer = answer(&[], &input);
     assert_eq!(answer["skipped"], 1);
     assert_eq!(answer["take"][0]["lease"], "1");
 }
@@ -353,24 +324,7 @@ fn a_container_export_with_the_processors_own_documents_is_answered() {
     ];
     docs.extend(owned("A", 2, "self"));
     let text = Value::from(docs).to_string();
-    let args = [
-        "balance",
-        "--strategy",
-        "cfp",
-        "--host",
-        "self",
-        "--leases",
-        "-",
-        "--now",
-        NOW,
-    ];
-    let out = leasehold(&args, Some(&text));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let answer = answer(&["--strategy", "cfp"], &text);
     assert_eq!(answer["skipped"], 2);
     assert_eq!(answer["take"][0]["lease"], "9");
 }
@@ -390,18 +344,7 @@ fn several_processor_groups_need_a_prefix() {
         err.contains("--prefix") && err.contains("billing, orders"),
         "{err}"
     );
-    let out = leasehold(
-        &[
-            "balance", "--host", "self", "--leases", "-", "--now", NOW, "--prefix", "orders",
-        ],
-        Some(&docs),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let answer = answer(&["--prefix", "orders"], &docs);
     assert_eq!(
         (answer["prefix"].as_str(), answer["skipped"].as_u64()),
         (Some("orders"), Some(1))
