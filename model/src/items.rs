@@ -413,6 +413,10 @@ impl stateright::Model for ItemModel {
         state.time <= self.bounds.horizon
     }
 
+    fn as_svg(&self, path: stateright::Path<ItemsState, ItemAction>) -> Option<String> {
+        Some(crate::svg::sequence_diagram(self, path))
+    }
+
     fn format_action(&self, action: &ItemAction) -> String {
         world::describe_action(action, |choice| match choice {
             ItemChoice::Next => "polls: next_for_state".into(),
@@ -448,8 +452,17 @@ impl crate::trace::Explain for ItemModel {
         ItemModel::explain(self, state, action)
     }
 
+    fn lanes(&self) -> Vec<String> {
+        world::lanes(self.bounds.clients)
+    }
+
+    fn lane(&self, action: &ItemAction) -> crate::trace::Lane {
+        world::lane(action)
+    }
+
     fn facts(&self, state: &ItemsState) -> BTreeMap<String, String> {
         let mut facts = world::lock_facts(&self.bounds.budget(), state);
+        facts.extend(world::wire_facts(state, |req| self.describe(req)));
         for stored in state.store.iter() {
             let lease = match &stored.doc.lease {
                 Some(l) => format!("leased by {}", l.token),

@@ -28,6 +28,7 @@
 pub mod check;
 mod clocks;
 mod config;
+pub mod explore;
 pub mod items;
 mod lock_config;
 mod partitions;
@@ -45,10 +46,3 @@ pub use partitions::{PartitionModel, lease_before};
 pub use queue::QueueModel;
 pub use state::{Action, Fault, Ghost, Host, Rate, State, Work};
 pub use svg::sequence_diagram;
-
-/// Serves stateright's Explorer for `model` on `address` and blocks; each state's
-/// path is drawn as a sequence diagram of hosts and the store.
-pub fn explore(model: PartitionModel, address: std::net::SocketAddr) {
-    use stateright::Model;
-    let _ = model.checker().serve(address);
-}

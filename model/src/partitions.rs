@@ -530,7 +530,7 @@ impl stateright::Model for PartitionModel {
     }
 
     fn as_svg(&self, path: stateright::Path<State, Action>) -> Option<String> {
-        Some(crate::svg::sequence_diagram(self, &path))
+        Some(crate::svg::sequence_diagram(self, path))
     }
 }
 
@@ -577,7 +577,7 @@ fn note(journal: &mut Option<Vec<String>>, line: impl FnOnce() -> String) {
 }
 
 /// A request, briefly: its intent and what it targets.
-fn request(req: &StoreRequest) -> String {
+pub(crate) fn request(req: &StoreRequest) -> String {
     use leasehold_engine::store::Document;
     let target = match &req.op {
         Op::Replace { doc, if_match } => match if_match {

@@ -479,6 +479,10 @@ impl stateright::Model for QueueModel {
         state.time <= self.bounds.horizon
     }
 
+    fn as_svg(&self, path: stateright::Path<QueueState, QueueAction>) -> Option<String> {
+        Some(crate::svg::sequence_diagram(self, path))
+    }
+
     fn format_action(&self, action: &QueueAction) -> String {
         world::describe_action(action, |choice| match choice {
             QueueChoice::Dequeue => "polls: dequeue".into(),
@@ -534,8 +538,17 @@ impl crate::trace::Explain for QueueModel {
         QueueModel::explain(self, state, action)
     }
 
+    fn lanes(&self) -> Vec<String> {
+        world::lanes(self.bounds.clients)
+    }
+
+    fn lane(&self, action: &QueueAction) -> crate::trace::Lane {
+        world::lane(action)
+    }
+
     fn facts(&self, state: &QueueState) -> BTreeMap<String, String> {
         let mut facts = world::lock_facts(&self.bounds.budget(), state);
+        facts.extend(world::wire_facts(state, |req| self.describe(req)));
         for m in 0..self.bounds.docs {
             let id = Self::message_id(m);
             let dead = state

@@ -1,19 +1,21 @@
-//! A sequence diagram of a path for stateright's Explorer: one lifeline per host and
-//! one for the store; requests and replies are arrows, time ticks are rules.
+//! A sequence diagram of a path for stateright's Explorer: one lifeline per host (or
+//! client) and one for the store; requests and replies are arrows, time ticks are
+//! rules. Every model draws through the same function, from what [`Explain`] tells.
 
-use crate::partitions::PartitionModel;
-use crate::state::{Action, State};
-use crate::trace::describe_action;
+use crate::trace::{Explain, Lane};
 use std::fmt::Write;
 
 const COLUMN: usize = 150;
 const ROW: usize = 22;
 
 /// An SVG sequence diagram of `path`.
-pub fn sequence_diagram(model: &PartitionModel, path: &stateright::Path<State, Action>) -> String {
-    let steps: Vec<(State, Option<Action>)> = path.clone().into_vec();
-    let hosts = usize::from(model.bounds.hosts);
-    let store_x = 40 + hosts * COLUMN;
+pub fn sequence_diagram<M: Explain>(
+    model: &M,
+    path: stateright::Path<M::State, M::Action>,
+) -> String {
+    let steps: Vec<(M::State, Option<M::Action>)> = path.into_vec();
+    let lanes = model.lanes();
+    let store_x = 40 + lanes.len() * COLUMN;
     let host_x = |h: u8| 40 + usize::from(h) * COLUMN;
     let width = store_x + 260;
     let lines: usize = steps
@@ -33,12 +35,13 @@ pub fn sequence_diagram(model: &PartitionModel, path: &stateright::Path<State, A
          <defs><marker id='arrow' markerWidth='8' markerHeight='8' refX='8' refY='4' \
          orient='auto'><path d='M0,0 L8,4 L0,8 z'/></marker></defs>"
     );
-    for h in 0..model.bounds.hosts {
-        let x = host_x(h);
+    for (h, name) in lanes.iter().enumerate() {
+        let x = 40 + h * COLUMN;
         let _ = write!(
             svg,
-            "<text x='{x}' y='20' text-anchor='middle'>h{h}</text>\
-             <line x1='{x}' y1='28' x2='{x}' y2='{height}' stroke='#999'/>"
+            "<text x='{x}' y='20' text-anchor='middle'>{}</text>\
+             <line x1='{x}' y1='28' x2='{x}' y2='{height}' stroke='#999'/>",
+            xml_escape(name)
         );
     }
     let _ = write!(
@@ -52,16 +55,13 @@ pub fn sequence_diagram(model: &PartitionModel, path: &stateright::Path<State, A
             continue;
         };
         let (_, journal) = model.explain(before, action);
-        let actor = match action {
-            Action::Step(h, _)
-            | Action::Serve(h, _)
-            | Action::Crash(h)
-            | Action::Restart(h)
-            | Action::Return(h, _) => Some(host_x(*h)),
-            Action::Advance | Action::Late => None,
+        let lane = model.lane(action);
+        let actor = match lane {
+            Lane::Actor(h) | Lane::Crash(h) => Some(host_x(h)),
+            Lane::Time => None,
         };
-        match (action, actor) {
-            (Action::Crash(_), Some(x)) => {
+        match (lane, actor) {
+            (Lane::Crash(_), Some(x)) => {
                 let _ = write!(
                     svg,
                     "<text x='{x}' y='{}' text-anchor='middle' fill='red' font-size='16'>✕</text>",
@@ -84,7 +84,7 @@ pub fn sequence_diagram(model: &PartitionModel, path: &stateright::Path<State, A
             "<text x='{}' y='{}' font-weight='bold'>{}</text>",
             store_x + 10,
             y + 4,
-            xml_escape(&describe_action(action))
+            xml_escape(&model.format_action(action))
         );
         for line in &journal {
             y += ROW;

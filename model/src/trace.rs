@@ -72,6 +72,21 @@ pub trait Explain: stateright::Model<Action: std::fmt::Debug> {
     ) -> (Option<Self::State>, Vec<String>);
     /// Every fact shown in a trace.
     fn facts(&self, state: &Self::State) -> BTreeMap<String, String>;
+    /// The actors' names, one lifeline each in a sequence diagram (`h0`, `c1`).
+    fn lanes(&self) -> Vec<String>;
+    /// Whose lifeline `action` is drawn on.
+    fn lane(&self, action: &Self::Action) -> Lane;
+}
+
+/// Where a step is drawn in a sequence diagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// An actor acts: it steps, its held request is served, it restarts.
+    Actor(u8),
+    /// An actor crashes.
+    Crash(u8),
+    /// Time passes for everyone.
+    Time,
 }
 
 impl Explain for PartitionModel {
@@ -81,6 +96,21 @@ impl Explain for PartitionModel {
 
     fn facts(&self, state: &State) -> BTreeMap<String, String> {
         facts(self, state)
+    }
+
+    fn lanes(&self) -> Vec<String> {
+        (0..self.bounds.hosts).map(|h| format!("h{h}")).collect()
+    }
+
+    fn lane(&self, action: &Action) -> Lane {
+        match *action {
+            Action::Crash(h) => Lane::Crash(h),
+            Action::Step(h, _)
+            | Action::Serve(h, _)
+            | Action::Restart(h)
+            | Action::Return(h, _) => Lane::Actor(h),
+            Action::Advance | Action::Late => Lane::Time,
+        }
     }
 }
 
@@ -144,6 +174,12 @@ fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
                 format!("{:?}, {claims}", stored.etag),
             );
         }
+    }
+    for ((h, id), req) in &state.net {
+        facts.insert(
+            format!("wire h{h} {id}"),
+            format!("held: {}", crate::partitions::request(req)),
+        );
     }
     for lease in leases(state) {
         let owner = lease

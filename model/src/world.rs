@@ -563,6 +563,38 @@ pub fn calm<M: Machine, G>(world: &World<M, G>, ticks: u8) -> bool {
         && world.net.is_empty()
 }
 
+/// The requests held on the wire, as facts, each described by `describe`.
+pub fn wire_facts<M: Machine, G>(
+    world: &World<M, G>,
+    describe: impl Fn(&Request<M::Doc, M::Intent>) -> String,
+) -> BTreeMap<String, String> {
+    world
+        .net
+        .iter()
+        .map(|((c, id), req)| {
+            (
+                format!("wire c{c} {id}"),
+                format!("held: {}", describe(req)),
+            )
+        })
+        .collect()
+}
+
+/// The lifelines of `clients` clients.
+pub fn lanes(clients: u8) -> Vec<String> {
+    (0..clients).map(|c| format!("c{c}")).collect()
+}
+
+/// Whose lifeline a lock model's action is drawn on.
+pub fn lane<C>(action: &Action<C>) -> crate::trace::Lane {
+    use crate::trace::Lane;
+    match *action {
+        Action::Crash(c) => Lane::Crash(c),
+        Action::Step(c, ..) | Action::Serve(c, _) | Action::Restart(c) => Lane::Actor(c),
+        Action::Advance | Action::Late => Lane::Time,
+    }
+}
+
 /// The facts of every client and the locks it holds, with their authority.
 pub fn lock_facts<M: Machine, G>(budget: &Budget, world: &World<M, G>) -> BTreeMap<String, String> {
     client_facts(budget, world, |c, engine, now| {

@@ -4,6 +4,7 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use leasehold_engine::lease::{ConfigError, Liveness};
 use leasehold_engine::{ExpiryRule, Millis, WallTime};
 use leasehold_model::check::{Checkable, Options, Search, Stop};
+use leasehold_model::explore;
 use leasehold_model::trace::Explain;
 use leasehold_model::{Bounds, BoundsError, Bug, PartitionModel};
 use leasehold_model::{ItemModel, LockBounds, LockBug, LockKind, QueueModel};
@@ -36,7 +37,9 @@ enum Command {
     /// Simulate a scenario over virtual time with seeded faults, or a swarm of seeds
     /// (exit 1 on a violation).
     Sim(Box<leasehold_sims::sim::cli::SimArgs>),
-    /// Serve stateright's Explorer for a model on 127.0.0.1, to walk its states by hand.
+    /// Serve stateright's Explorer for a model on 127.0.0.1, to walk its states by hand:
+    /// each state as its facts, each step in the domain's words, each path as a
+    /// sequence diagram.
     Explore(ExploreArgs),
 }
 
@@ -478,19 +481,49 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
 }
 
 fn run_explore(args: ExploreArgs) -> Result<ExitCode, String> {
-    if !matches!(args.model.target, Target::Partitions) {
-        return Err("explore serves the partition model only; use check --replay to walk a queue or items trace".into());
-    }
-    let model = model_of(&args.model)?;
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
     // The Explorer panics on a port in use; ask first, to say so plainly.
     drop(
         std::net::TcpListener::bind(address)
             .map_err(|e| format!("cannot serve on {address}: {e}"))?,
     );
-    print!("{}", check::header(&model, &options_of(&args.model)));
-    println!("serving the Explorer on http://{address}/ (Ctrl-C to stop)");
-    leasehold_model::explore(model, address);
+    let options = options_of(&args.model);
+    let serving = || println!("serving the Explorer on http://{address}/ (Ctrl-C to stop)");
+    let served = match args.model.target {
+        Target::Partitions => {
+            let model = model_of(&args.model)?;
+            print!("{}", check::header(&model, &options));
+            serving();
+            explore::serve(model, address)
+        }
+        Target::Queue => {
+            let model = QueueModel::new(lock_bounds_of(&args.model, LockKind::Queue)?)
+                .map_err(|e| e.to_string())?;
+            let header = check::lock_header(
+                LockKind::Queue,
+                &model.bounds,
+                model.liveness_ticks,
+                &options,
+            );
+            print!("{header}");
+            serving();
+            explore::serve(model, address)
+        }
+        Target::Items => {
+            let model = ItemModel::new(lock_bounds_of(&args.model, LockKind::Items)?)
+                .map_err(|e| e.to_string())?;
+            let header = check::lock_header(
+                LockKind::Items,
+                &model.bounds,
+                model.liveness_ticks,
+                &options,
+            );
+            print!("{header}");
+            serving();
+            explore::serve(model, address)
+        }
+    };
+    served.map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }
 
