@@ -45,6 +45,35 @@ impl fmt::Display for ExpiryRule {
     }
 }
 
+/// Parses `observed` or `timestamp`.
+impl std::str::FromStr for ExpiryRule {
+    type Err = UnknownExpiryRule;
+
+    fn from_str(s: &str) -> Result<ExpiryRule, UnknownExpiryRule> {
+        match s {
+            "observed" => Ok(ExpiryRule::Observed),
+            "timestamp" => Ok(ExpiryRule::Timestamp),
+            other => Err(UnknownExpiryRule(other.to_string())),
+        }
+    }
+}
+
+/// An expiry rule name that does not exist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownExpiryRule(pub String);
+
+impl fmt::Display for UnknownExpiryRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown expiry rule {:?}; the rules are observed and timestamp",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownExpiryRule {}
+
 /// What an observer knows about one version (etag) of a document.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Observation {

@@ -28,7 +28,7 @@ pub mod store;
 mod text;
 mod time;
 
-pub use expiry::{ExpiryPolicy, ExpiryRule, Observation};
+pub use expiry::{ExpiryPolicy, ExpiryRule, Observation, UnknownExpiryRule};
 pub use ids::{
     Checkpoint, DocId, Epoch, Etag, HostId, Incarnation, LeaseToken, PartitionKey, RequestId,
     Session, Tenure,

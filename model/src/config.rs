@@ -1,7 +1,7 @@
 //! What a check covers: the cluster's size, the faults it may suffer, the protocol
 //! settings, and an optional known-bad variant.
 
-use leasehold_engine::balance::{CfpConfig, Strategy};
+use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::{
     ConfigError, Intent, KnownBad, LeaseConfig, LeaseDocument, Liveness, Record, StoreRequest,
 };
@@ -39,7 +39,7 @@ pub struct Bounds {
     /// Checkpoints each handler may report per lease.
     pub progress: u8,
     /// The balancing strategy.
-    pub strategy: StrategyName,
+    pub strategy: Strategy,
     /// The expiry rule.
     pub expiry: ExpiryRule,
     /// Where authority comes from; `None` is the strategy's default (session for
@@ -66,60 +66,12 @@ impl Default for Bounds {
             drift_ms: 100,
             horizon: 8,
             progress: 1,
-            strategy: StrategyName::Handoff,
+            strategy: Strategy::Handoff,
             expiry: ExpiryRule::Observed,
             liveness: None,
             bug: None,
             margin_ms: None,
         }
-    }
-}
-
-/// A strategy, by its command-line name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StrategyName {
-    /// The change feed processor's.
-    Cfp,
-    /// leasehold's cooperative handoff.
-    Handoff,
-    /// The Event Hubs processor's balanced mode (a baseline).
-    EhBalanced,
-    /// The Event Hubs processor's greedy mode (a baseline).
-    EhGreedy,
-    /// The Kinesis Client Library's lease taker (a baseline).
-    Kcl,
-}
-
-impl StrategyName {
-    /// The engine's strategy of this name, with default settings.
-    pub fn strategy(self) -> Strategy {
-        match self {
-            StrategyName::Cfp => Strategy::Cfp(CfpConfig::default()),
-            StrategyName::Handoff => Strategy::Handoff,
-            StrategyName::EhBalanced => Strategy::EventHubsBalanced,
-            StrategyName::EhGreedy => Strategy::EventHubsGreedy,
-            StrategyName::Kcl => Strategy::Kcl(Default::default()),
-        }
-    }
-}
-
-impl FromStr for StrategyName {
-    type Err = BoundsError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "cfp" => Ok(StrategyName::Cfp),
-            "handoff" => Ok(StrategyName::Handoff),
-            "eh-balanced" => Ok(StrategyName::EhBalanced),
-            "eh-greedy" => Ok(StrategyName::EhGreedy),
-            "kcl" => Ok(StrategyName::Kcl),
-            other => Err(BoundsError::UnknownStrategy(other.to_string())),
-        }
-    }
-}
-
-impl fmt::Display for StrategyName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.strategy().name())
     }
 }
 
@@ -254,9 +206,6 @@ pub enum BoundsError {
         /// The largest accepted value.
         max: u64,
     },
-    /// A strategy name that does not exist.
-    #[error("unknown strategy {0:?}: expected cfp or handoff")]
-    UnknownStrategy(String),
     /// A known-bad variant that does not exist.
     #[error("unknown bug {0:?}: expected one of {names}", names = bug_names())]
     UnknownBug(String),
@@ -268,9 +217,6 @@ pub enum BoundsError {
         /// The names this check knows.
         expected: String,
     },
-    /// An expiry rule name that does not exist.
-    #[error("unknown expiry rule {0:?}: expected observed or timestamp")]
-    UnknownExpiry(String),
     /// The lock settings derived from the bounds are inconsistent.
     #[error("the lock settings are inconsistent: {0}")]
     LockSettings(String),
@@ -285,15 +231,6 @@ pub enum BoundsError {
 fn bug_names() -> String {
     let names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
     names.join(", ")
-}
-
-/// Parses `observed` or `timestamp`.
-pub fn parse_expiry(s: &str) -> Result<ExpiryRule, BoundsError> {
-    match s {
-        "observed" => Ok(ExpiryRule::Observed),
-        "timestamp" => Ok(ExpiryRule::Timestamp),
-        other => Err(BoundsError::UnknownExpiry(other.to_string())),
-    }
 }
 
 impl Bounds {
@@ -340,7 +277,7 @@ impl Bounds {
             (_, ExpiryRule::Timestamp) => (ExpiryRule::Timestamp, drift, self.margin(), 2),
             (_, rule) => (rule, drift, self.margin(), 1),
         };
-        let strategy = self.strategy.strategy();
+        let strategy = self.strategy;
         let config = LeaseConfig {
             prefix: "m".into(),
             partitions: (0..self.partitions)
@@ -402,7 +339,7 @@ impl Bounds {
         };
         let wait = real.observer_wait().as_millis();
         let (claim, timers) = match (self.strategy, config.liveness()) {
-            (StrategyName::Handoff, Liveness::Lease) => (wait, 3),
+            (Strategy::Handoff, Liveness::Lease) => (wait, 3),
             // Under session liveness a lease handed to a claimant that crashed lives
             // only as long as the claimant's heartbeat, which it stopped writing
             // before the handoff: no second expiration. The others take by
@@ -481,7 +418,7 @@ mod tests {
         };
         let err = bounds.lease_config().unwrap_err();
         assert_eq!(err.to_string(), "hosts must be between 1 and 4, not 9");
-        assert!("greedy".parse::<StrategyName>().is_err());
+        assert!("greedy".parse::<Strategy>().is_err());
         assert!(
             "nope"
                 .parse::<Bug>()
@@ -496,7 +433,7 @@ mod tests {
         // 2 s acquire + 3 s + 0.3 s allowance = 5.3 s on a clock 10 % slow: 5.9 s,
         // 6 ticks, plus one for each of two timers.
         let cfp = Bounds {
-            strategy: StrategyName::Cfp,
+            strategy: Strategy::CFP,
             ..Bounds::default()
         };
         // 2 s acquire + 3.3 s = 5.3 s on a clock 10 % slow: 5.9 s, 6 ticks, plus one

@@ -39,7 +39,7 @@ mod svg;
 pub mod trace;
 pub mod world;
 
-pub use config::{Bounds, BoundsError, Bug, StrategyName, TICK_MS, parse_expiry};
+pub use config::{Bounds, BoundsError, Bug, TICK_MS};
 pub use items::ItemModel;
 pub use lock_config::{LockBounds, LockBug, LockKind};
 pub use partitions::{PartitionModel, lease_before};

@@ -149,7 +149,7 @@ fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
     let settled = state.time.saturating_sub(state.last_join) >= model.balance_ticks
         && state.time.saturating_sub(state.last_fault) >= model.liveness_ticks
         && state.net.is_empty();
-    if model.bounds.strategy != crate::StrategyName::Handoff || !settled {
+    if model.bounds.strategy != leasehold_engine::balance::Strategy::Handoff || !settled {
         return true;
     }
     let counts: Vec<usize> = (0..state.hosts.len())

@@ -3,9 +3,10 @@
 //! bounds are tight.
 
 use leasehold_engine::ExpiryRule;
+use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::Liveness;
 use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
-use leasehold_model::{Bounds, Bug, PartitionModel, StrategyName, properties as p, trace};
+use leasehold_model::{Bounds, Bug, PartitionModel, properties as p, trace};
 use std::time::Duration;
 
 const ALWAYS: [&str; 8] = [
@@ -86,7 +87,7 @@ fn counterexample(model: &PartitionModel, property: &'static str) -> String {
     text
 }
 
-fn skewed(strategy: StrategyName) -> Bounds {
+fn skewed(strategy: Strategy) -> Bounds {
     Bounds {
         hosts: 2,
         partitions: 2,
@@ -102,7 +103,7 @@ fn skewed(strategy: StrategyName) -> Bounds {
     }
 }
 
-fn three_hosts(strategy: StrategyName) -> Bounds {
+fn three_hosts(strategy: Strategy) -> Bounds {
     Bounds {
         hosts: 3,
         skew: 0,
@@ -122,7 +123,7 @@ fn handoff_two_by_two_is_proven(liveness: Liveness) {
     let report = exhaustive(&model(Bounds {
         horizon: 14,
         liveness: Some(liveness),
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     }));
     assert_proven(
         &report,
@@ -152,7 +153,7 @@ fn two_hosts_two_partitions_one_crash_with_skew_and_drift_are_safe_and_live_unde
 fn two_hosts_two_partitions_one_crash_with_skew_and_drift_are_safe_and_live_under_cfp() {
     let report = exhaustive(&model(Bounds {
         horizon: 12,
-        ..skewed(StrategyName::Cfp)
+        ..skewed(Strategy::CFP)
     }));
     assert_proven(
         &report,
@@ -164,14 +165,14 @@ fn two_hosts_two_partitions_one_crash_with_skew_and_drift_are_safe_and_live_unde
 fn three_hosts_two_partitions_one_crash_are_safe_and_live_under_handoff_with_session_liveness() {
     let report = exhaustive(&model(Bounds {
         liveness: Some(Liveness::Session),
-        ..three_hosts(StrategyName::Handoff)
+        ..three_hosts(Strategy::Handoff)
     }));
     assert_proven(&report, &[p::TAKEOVER, p::REBALANCE, p::CALM_AFTER_CRASH]);
 }
 
 #[test]
 fn three_hosts_two_partitions_one_crash_are_safe_and_live_under_cfp() {
-    let report = exhaustive(&model(three_hosts(StrategyName::Cfp)));
+    let report = exhaustive(&model(three_hosts(Strategy::CFP)));
     assert_proven(
         &report,
         &[p::TAKEOVER, p::REBALANCE, p::LOST, p::CALM_AFTER_CRASH],
@@ -187,7 +188,7 @@ fn lost_replies_pauses_and_late_writes_are_survived() {
         horizon: 8,
         lost_replies: 1,
         pauses: 1,
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     };
     let report = exhaustive(&model(faults.clone()));
     assert_proven(&report, &[p::AMBIGUOUS]);
@@ -212,7 +213,7 @@ fn a_restart_at_the_same_epoch_overlaps_a_lost_call() {
         drift_ms: 0,
         horizon: 8,
         delays: 1,
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     };
     counterexample(&model(bounds), p::SESSIONS);
 }
@@ -223,7 +224,7 @@ fn timestamp_expiry_with_a_margin_of_twice_the_skew_is_safe() {
         expiry: ExpiryRule::Timestamp,
         horizon: 12,
         margin_ms: Some(2_000),
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     };
     let report = exhaustive(&model(bounds));
     assert_proven(&report, &[p::TAKEOVER]);
@@ -234,7 +235,7 @@ fn timestamp_expiry_with_a_margin_of_twice_the_skew_is_safe() {
 #[test]
 fn cfp_as_shipped_gives_two_owners_under_skew_and_a_margin_of_twice_the_skew_prevents_it() {
     let shipped = Bounds {
-        strategy: StrategyName::Cfp,
+        strategy: Strategy::CFP,
         expiry: ExpiryRule::Timestamp,
         skew: 2,
         crashes: 0,
@@ -260,7 +261,7 @@ fn timestamp_expiry_with_skew_beyond_its_margin_gives_two_owners() {
         skew: 2,
         crashes: 0,
         horizon: 10,
-        ..skewed(StrategyName::Cfp)
+        ..skewed(Strategy::CFP)
     };
     counterexample(&model(bounds), p::EXCLUSIVITY);
 }
@@ -274,7 +275,7 @@ fn a_blind_acquire_gives_two_owners() {
         bug: Some(Bug::BlindAcquire),
         horizon: 10,
         liveness: Some(Liveness::Lease),
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     };
     counterexample(&model(bounds), p::EXCLUSIVITY);
 }
@@ -299,7 +300,7 @@ fn session_variant(bug: Bug) -> Bounds {
         drift_ms: 0,
         delays: 1,
         horizon: 12,
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     }
 }
 
@@ -329,7 +330,7 @@ fn a_blind_checkpoint_from_a_late_write_takes_the_checkpoint_back() {
         delays: 1,
         progress: 2,
         horizon: 10,
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     };
     counterexample(&model(bounds), p::CHECKPOINT_MONOTONIC);
 }
@@ -341,7 +342,7 @@ fn a_margin_below_the_drift_allowance_gives_two_owners() {
         crashes: 0,
         pauses: 1,
         horizon: 10,
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     };
     counterexample(&model(bounds.clone()), p::EXCLUSIVITY);
     // The same pause with the drift allowance in place is survived.
@@ -357,7 +358,7 @@ fn takeovers_that_keep_the_epoch_let_a_former_owner_write() {
     let bounds = Bounds {
         bug: Some(Bug::SameEpoch),
         horizon: 10,
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     };
     let model = model(bounds);
     counterexample(&model, p::EPOCHS);
@@ -370,21 +371,21 @@ fn a_blind_acquire_loses_a_confirmed_checkpoint() {
         bug: Some(Bug::BlindAcquire),
         horizon: 10,
         liveness: Some(Liveness::Lease),
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     };
     counterexample(&model(bounds), p::CHECKPOINT_KEPT);
 }
 
 #[test]
 fn the_liveness_bound_is_tight() {
-    let mut model = model(skewed(StrategyName::Cfp));
+    let mut model = model(skewed(Strategy::CFP));
     model.liveness_ticks -= 1;
     counterexample(&model, p::OWNED);
     // Session liveness meets the same bound (a fence and a take add no time here),
     // and no tighter one.
     let mut session = self::model(Bounds {
         liveness: Some(Liveness::Session),
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     });
     assert_eq!(session.liveness_ticks, model.liveness_ticks + 1);
     session.liveness_ticks -= 1;
@@ -398,11 +399,11 @@ fn the_liveness_bound_is_tight() {
 fn a_handoff_to_a_claimant_that_crashed_needs_one_more_expiration() {
     let bounds = Bounds {
         liveness: Some(Liveness::Lease),
-        ..three_hosts(StrategyName::Handoff)
+        ..three_hosts(Strategy::Handoff)
     };
     let mut model = model(bounds.clone());
     model.liveness_ticks = Bounds {
-        strategy: StrategyName::Cfp,
+        strategy: Strategy::CFP,
         ..bounds
     }
     .liveness_ticks();
@@ -413,7 +414,7 @@ fn a_handoff_to_a_claimant_that_crashed_needs_one_more_expiration() {
 fn a_balance_bound_shorter_than_one_acquire_interval_is_broken() {
     let mut model = model(Bounds {
         horizon: 14,
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     });
     assert_eq!(
         model.balance_ticks, 5,
@@ -435,7 +436,7 @@ fn three_hosts_three_partitions_one_crash_with_skew_are_safe_and_live() {
         skew: 1,
         drift_ms: 0,
         horizon: 12,
-        ..skewed(StrategyName::Handoff)
+        ..skewed(Strategy::Handoff)
     };
     let report = exhaustive(&model(bounds));
     assert_proven(&report, &[p::TAKEOVER, p::REBALANCE, p::CALM_AFTER_CRASH]);

@@ -1,6 +1,7 @@
 //! The `leasehold` command line.
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::{ConfigError, Liveness};
 use leasehold_engine::{ExpiryRule, Millis, WallTime};
 use leasehold_model::check::{Checkable, Options, Search, Stop};
@@ -77,19 +78,19 @@ struct ModelArgs {
     #[arg(long, value_name = "SECONDS")]
     horizon: Option<u8>,
     /// The balancing strategy.
-    #[arg(long, value_enum, default_value_t = StrategyName::Handoff)]
-    strategy: StrategyName,
+    #[arg(long, value_parser = flags::strategy_parser(), default_value_t = Strategy::Handoff)]
+    strategy: Strategy,
     /// The expiry rule.
-    #[arg(long, value_enum, default_value_t = Expiry::Observed)]
-    expiry: Expiry,
+    #[arg(long, value_parser = flags::expiry_parser(), default_value_t = ExpiryRule::Observed)]
+    expiry: ExpiryRule,
     /// How much earlier than strictly needed a holder gives up its authority, such as
     /// 4s [default: none; with `--expiry timestamp` that is CFP as shipped].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     margin: Option<Millis>,
     /// Where a holder's authority comes from [default: session for handoff, lease
     /// for the rest]. Session needs handoff.
-    #[arg(long, value_enum)]
-    liveness: Option<LivenessArg>,
+    #[arg(long, value_parser = flags::liveness_parser())]
+    liveness: Option<Liveness>,
     /// Run a known-bad variant. Partitions: timestamp-skew, blind-acquire,
     /// blind-checkpoint, thin-margin, same-epoch, restart-same-epoch, unfenced-takeover,
     /// blind-heartbeat. Queue: dequeue-seed,
@@ -158,34 +159,6 @@ struct ExploreArgs {
     port: u16,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Expiry {
-    /// The holder's authority runs from the send time of its last successful write;
-    /// others wait the duration plus drift on their own clock.
-    Observed,
-    /// CFP's rule: readers compare the owner's wall-clock timestamp with their own.
-    Timestamp,
-}
-
-/// Where a holder's authority comes from.
-#[derive(Clone, Copy, ValueEnum)]
-enum LivenessArg {
-    /// Each lease is renewed on its own (the change feed processor's way).
-    Lease,
-    /// One heartbeat per host renews every lease it holds; a taker fences a dead
-    /// host's session first.
-    Session,
-}
-
-impl LivenessArg {
-    fn engine(self) -> Liveness {
-        match self {
-            LivenessArg::Lease => Liveness::Lease,
-            LivenessArg::Session => Liveness::Session,
-        }
-    }
-}
-
 /// Turns the engine's refusal of session liveness for a strategy without heartbeats
 /// into a usage error (exit 2), before any work starts.
 fn refuse_unsupported_liveness(bounds: &Bounds) {
@@ -202,8 +175,8 @@ fn refuse_unsupported_liveness(bounds: &Bounds) {
 #[derive(clap::Args)]
 struct BalanceArgs {
     /// The balancing strategy.
-    #[arg(long, value_enum, default_value_t = StrategyName::Handoff)]
-    strategy: StrategyName,
+    #[arg(long, value_parser = flags::strategy_parser(), default_value_t = Strategy::Handoff)]
+    strategy: Strategy,
     /// The instance name of the host that decides.
     #[arg(long)]
     host: String,
@@ -231,37 +204,11 @@ struct BalanceArgs {
     max: u32,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum StrategyName {
-    /// The .NET change feed processor's EqualPartitionsBalancingStrategy.
-    Cfp,
-    /// leasehold's cooperative handoff.
-    Handoff,
-    /// The Event Hubs processor's balanced mode: one claim per cycle.
-    EhBalanced,
-    /// The Event Hubs processor's greedy mode: every allowed claim in one cycle.
-    EhGreedy,
-    /// The Kinesis Client Library 2.x lease taker.
-    Kcl,
-}
-
-impl StrategyName {
-    fn model(self) -> leasehold_model::StrategyName {
-        match self {
-            StrategyName::Cfp => leasehold_model::StrategyName::Cfp,
-            StrategyName::Handoff => leasehold_model::StrategyName::Handoff,
-            StrategyName::EhBalanced => leasehold_model::StrategyName::EhBalanced,
-            StrategyName::EhGreedy => leasehold_model::StrategyName::EhGreedy,
-            StrategyName::Kcl => leasehold_model::StrategyName::Kcl,
-        }
-    }
-}
-
 fn parse_now(text: &str) -> Result<WallTime, String> {
     snapshot::parse_time(text)
 }
 
-use leasehold_sims::sim::cli::parse_duration;
+use leasehold_sims::sim::flags::{self, parse_duration};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -286,7 +233,7 @@ fn main() -> ExitCode {
 }
 
 fn run_balance(args: BalanceArgs) -> Result<(), String> {
-    let strategy = args.strategy.model().strategy().name();
+    let strategy = args.strategy.name();
     let now = args
         .now
         .unwrap_or_else(|| WallTime::from_unix_millis(chrono::Utc::now().timestamp_millis()));
@@ -340,12 +287,9 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         drift_ms: args.drift,
         horizon: 1,
         progress: args.progress,
-        strategy: args.strategy.model(),
-        expiry: match args.expiry {
-            Expiry::Observed => ExpiryRule::Observed,
-            Expiry::Timestamp => ExpiryRule::Timestamp,
-        },
-        liveness: args.liveness.map(LivenessArg::engine),
+        strategy: args.strategy,
+        expiry: args.expiry,
+        liveness: args.liveness,
         bug,
         margin_ms: match args.margin {
             Some(m) => Some(

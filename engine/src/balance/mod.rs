@@ -214,6 +214,48 @@ pub enum Strategy {
     Kcl(KclConfig),
 }
 
+/// The name of a strategy: [`Strategy::name`]. Its settings (CFP's bounds, KCL's
+/// limits) are not part of the name.
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parses one of [`STRATEGY_NAMES`], with default settings.
+///
+/// ```
+/// use leasehold_engine::balance::Strategy;
+/// assert_eq!("cfp".parse::<Strategy>(), Ok(Strategy::CFP));
+/// assert_eq!(Strategy::Handoff.to_string(), "handoff");
+/// let refused = "round-robin".parse::<Strategy>().unwrap_err();
+/// assert!(refused.to_string().contains("cfp, handoff, eh-balanced, eh-greedy, kcl"));
+/// ```
+impl std::str::FromStr for Strategy {
+    type Err = UnknownStrategy;
+
+    fn from_str(s: &str) -> Result<Strategy, UnknownStrategy> {
+        Strategy::named(s).ok_or_else(|| UnknownStrategy(s.to_string()))
+    }
+}
+
+/// A strategy name that does not exist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownStrategy(pub String);
+
+impl fmt::Display for UnknownStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown strategy {:?}; the strategies are {}",
+            self.0,
+            STRATEGY_NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownStrategy {}
+
 /// Every strategy's name on the command line, in the order reports list them.
 pub const STRATEGY_NAMES: [&str; 5] = ["cfp", "handoff", "eh-balanced", "eh-greedy", "kcl"];
 
@@ -245,6 +287,33 @@ impl Strategy {
             "kcl" => Strategy::Kcl(KclConfig::default()),
             _ => return None,
         })
+    }
+
+    /// The change feed processor's strategy with its default settings.
+    pub const CFP: Strategy = Strategy::Cfp(CfpConfig {
+        min_leases: 0,
+        max_leases: 0,
+    });
+
+    /// The Kinesis Client Library's lease taker with its default settings.
+    pub const KCL: Strategy = Strategy::Kcl(KclConfig {
+        max_leases_for_worker: 0,
+        max_leases_to_steal_at_one_time: 0,
+    });
+
+    /// One line on where the strategy comes from, for help texts.
+    pub fn about(&self) -> &'static str {
+        match self {
+            Strategy::Cfp(_) => "the .NET change feed processor's EqualPartitionsBalancingStrategy",
+            Strategy::Handoff => "leasehold's cooperative handoff",
+            Strategy::EventHubsBalanced => {
+                "the Event Hubs processor's balanced mode: one claim per cycle"
+            }
+            Strategy::EventHubsGreedy => {
+                "the Event Hubs processor's greedy mode: every allowed claim in one cycle"
+            }
+            Strategy::Kcl(_) => "the Kinesis Client Library 2.x lease taker",
+        }
     }
 
     /// Whether hosts running this strategy must publish heartbeats.

@@ -1,10 +1,15 @@
 //! `leasehold sim`: the simulator's command line.
 
 use super::config::{Scenario, SimConfig, SimError, parse_strategy_spec};
+use super::faults::Faults;
+use super::flags::{self, opt_duration, opt_text};
 use super::queue::QueueScenario;
 use super::report::{RunReport, table};
 use super::{queue_cli, replay_command, simulate, svg, swarm};
+use leasehold_engine::lease::Liveness;
 use leasehold_engine::{ExpiryRule, Millis};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -26,71 +31,69 @@ pub struct SimArgs {
     /// liveness after a colon (`cfp,handoff:lease,handoff:session`).
     #[arg(long, default_value = "cfp,handoff", value_name = "LIST")]
     pub strategy: String,
-    /// Where authority comes from, for every strategy listed: `lease` (each lease
-    /// renewed) or `session` (one heartbeat per host; handoff only) [default:
-    /// session for handoff, lease for the rest].
-    #[arg(long, value_name = "lease|session")]
-    pub liveness: Option<String>,
+    /// Settings of every scenario.
+    #[command(flatten)]
+    pub run: RunFlags,
+    /// Settings of the partition-lease scenarios.
+    #[command(flatten)]
+    pub lease: LeaseFlags,
+    /// Settings of the queue scenarios.
+    #[command(flatten)]
+    pub queue: QueueFlags,
+    /// Print one JSON object with one run per strategy.
+    #[arg(long)]
+    pub json: bool,
+    /// Partition-lease scenarios: draw the ownership timeline to this SVG file (one
+    /// file per strategy when there are several: NAME-STRATEGY.svg).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Swarm: no progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Flags every scenario takes. Each names a setting of the run's configuration
+/// ([`SimConfig`], [`QueueConfig`](super::queue::QueueConfig)) and is laid over the
+/// scenario's default ([`flags::overlay`]).
+#[derive(clap::Args, Debug, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunFlags {
     /// Hosts at full strength [scenario default: 10]; queue scenarios: consumers
     /// [default: 4].
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub hosts: Option<u32>,
-    /// Partitions [scenario default: 100].
-    #[arg(long)]
-    pub partitions: Option<u32>,
     /// Time from the disturbance until faults heal and the source stops [default: 10m].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub duration: Option<Millis>,
+    /// The liveness deadline after the heal [default: computed from the intervals].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub settle: Option<Millis>,
     /// Faults: `none`, or a list such as crash=4,pause=6,throttle=20 (kinds: crash,
     /// shutdown, pause, jump, timeout, partition per host per hour; throttle, spike
     /// windows per hour; skew seconds; drift ppm). Added to the scenario's own.
     #[arg(long, value_name = "LIST")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<String>,
-    /// Scale-out: hosts before the disturbance [default: 1].
-    #[arg(long)]
-    pub from: Option<u32>,
-    /// Scale-in and crash: hosts that leave [defaults: 5 and 3].
-    #[arg(long)]
-    pub affected: Option<u32>,
-    /// Rolling restart: time between replacements; flapping host: between crashes.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub interval: Option<Millis>,
-    /// Time before the disturbance [default: 2m; steady: 0].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub warmup: Option<Millis>,
-    /// The liveness deadline after the heal [default: computed from the intervals].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub settle: Option<Millis>,
-    /// The expiry rule: observed or timestamp (CFP's).
-    #[arg(long, value_name = "RULE")]
-    pub expiry: Option<String>,
-    /// Lease expiration [default: 60s].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub expiration: Option<Millis>,
-    /// Renew interval [default: 17s].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub renew: Option<Millis>,
-    /// Acquire interval [default: 13s].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub acquire: Option<Millis>,
     /// The clock drift the hosts allow for, in ppm [default: 10000, 1%].
     #[arg(long, value_name = "PPM")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub drift_bound: Option<u32>,
     /// How much earlier than strictly needed a host or consumer gives up its authority
-    /// [default: 2s].
+    /// [default: 2s; with `--expiry timestamp`: none, as CFP ships].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub margin: Option<Millis>,
-    /// Events per second per partition [default: 1].
-    #[arg(long)]
-    pub rate: Option<f64>,
-    /// How many times the rate partition 0 gets [default: 1; hot-partition: 50].
-    #[arg(long)]
-    pub hot_factor: Option<f64>,
-    /// How long an idle handler waits before polling again [default: 5s].
+    /// How long an idle handler or consumer waits before polling again [default: 5s].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub poll: Option<Millis>,
-    /// The most events in one batch [default: 100].
+    /// The most events in one batch; queue scenarios: the most messages one consumer
+    /// holds [default: 100].
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_batch: Option<u64>,
     /// Run a known-bad variant of the protocol (the model checker's): timestamp-skew,
     /// blind-acquire, blind-checkpoint, thin-margin, same-epoch, restart-same-epoch,
@@ -99,48 +102,140 @@ pub struct SimArgs {
     /// lock-no-drift.
     /// With swarm, every seed runs the variant (lease or queue runs only).
     #[arg(long, value_name = "NAME")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub bug: Option<String>,
+    /// Trace events shown before a violation [default: 40].
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<usize>,
+}
+
+/// Flags of the partition-lease scenarios only.
+#[derive(clap::Args, Debug, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct LeaseFlags {
+    /// Partitions [scenario default: 100].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<u32>,
+    /// Scale-out: hosts before the disturbance [default: 1].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<u32>,
+    /// Scale-in and crash: hosts that leave [defaults: 5 and 3].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affected: Option<u32>,
+    /// Rolling restart: time between replacements; flapping host: between crashes.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Millis>,
+    /// Time before the disturbance [default: 5m; steady: 0].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Millis>,
+    /// Where authority comes from, for every strategy listed: `lease` (each lease
+    /// renewed) or `session` (one heartbeat per host; handoff only) [default:
+    /// session for handoff, lease for the rest].
+    #[arg(long, value_parser = flags::liveness_parser())]
+    #[serde(with = "opt_text", skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<Liveness>,
+    /// Under session liveness, how often the group reads the whole lease table
+    /// [default: 5m].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub audit: Option<Millis>,
+    /// The expiry rule.
+    #[arg(long, value_parser = flags::expiry_parser())]
+    #[serde(with = "opt_text", skip_serializing_if = "Option::is_none")]
+    pub expiry: Option<ExpiryRule>,
+    /// Lease expiration [default: 60s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub expiration: Option<Millis>,
+    /// Renew interval [default: 17s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub renew: Option<Millis>,
+    /// Acquire interval [default: 13s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub acquire: Option<Millis>,
+    /// Events per second per partition [default: 1].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// How many times the rate partition 0 gets [default: 1; hot-partition: 50].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hot_factor: Option<f64>,
+}
+
+/// Flags of the queue scenarios only.
+#[derive(clap::Args, Debug, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct QueueFlags {
     /// Queue scenarios: messages enqueued over the duration [default: 300].
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub messages: Option<u32>,
     /// Queue scenarios: messages already waiting when the consumers start, besides
     /// those enqueued over the duration [default: 0].
     #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<u32>,
     /// Queue scenarios: the lock duration of a delivery [default: 30s].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub lock: Option<Millis>,
     /// Queue scenarios: how often a dequeue reads the locked messages, besides when a
     /// watched lock is due [default: a quarter of the lock; 0s: every dequeue].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub lock_watch: Option<Millis>,
     /// Queue scenarios: deliveries before a message is dead-lettered [default: 5].
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_dequeue: Option<u32>,
     /// Queue scenarios: every message whose number is a multiple of this is poison
     /// [default: 0, none; queue-poison: 10].
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub poison_every: Option<u32>,
-    /// Trace events shown before a violation.
-    #[arg(long, default_value_t = 40, value_name = "N")]
-    pub trace: usize,
-    /// Print one JSON object with one run per strategy.
-    #[arg(long)]
-    pub json: bool,
-    /// Draw the ownership timeline to this SVG file (one file per strategy when there
-    /// are several: NAME-STRATEGY.svg).
-    #[arg(long, value_name = "FILE")]
-    pub svg: Option<PathBuf>,
-    /// Swarm: no progress bar.
-    #[arg(long)]
-    pub quiet: bool,
+    /// Queue scenarios: one handler run in this many fails and abandons its message
+    /// [default: 0, none].
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fail_one_in: Option<u32>,
 }
 
-/// Reads a duration with a unit, such as `60s` or `10m`, for every `leasehold` flag.
-pub fn parse_duration(text: &str) -> Result<Millis, String> {
-    humantime::parse_duration(text)
-        .map(Millis::from)
-        .map_err(|e| format!("{e} (write a unit, such as 60s or 10m)"))
+pub use super::flags::parse_duration;
+
+/// Refuses the flags of `group` given to a scenario they do not apply to.
+pub(crate) fn refuse(group: &impl Serialize, scenario: &str) -> Result<(), SimError> {
+    match flags::given(group).into_iter().next() {
+        Some(flag) => Err(SimError::NotApplicable {
+            flag: format!("--{flag}"),
+            scenario: scenario.to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The flags every scenario takes, ready to lay over a configuration: `--faults` is
+/// added to the scenario's own faults rather than replacing them.
+pub(crate) fn run_settings(
+    run: &RunFlags,
+    base_faults: Faults,
+) -> Result<Map<String, Value>, SimError> {
+    let mut settings = flags::of(run);
+    if let Some(text) = &run.faults {
+        let faults = base_faults
+            .apply(text)
+            .map_err(|e| SimError::Faults(e.to_string()))?;
+        settings.insert("faults".into(), Value::String(faults.to_string()));
+    }
+    Ok(settings)
 }
 
 /// Builds the run of one strategy from the flags.
@@ -149,102 +244,20 @@ pub fn config_of(
     scenario: Scenario,
     strategy: &str,
 ) -> Result<SimConfig, SimError> {
-    let queue_only: [(&'static str, bool); 6] = [
-        ("--lock-watch", args.lock_watch.is_some()),
-        ("--messages", args.messages.is_some()),
-        ("--backlog", args.backlog.is_some()),
-        ("--lock", args.lock.is_some()),
-        ("--max-dequeue", args.max_dequeue.is_some()),
-        ("--poison-every", args.poison_every.is_some()),
-    ];
-    if let Some((flag, _)) = queue_only.iter().find(|(_, given)| *given) {
-        return Err(SimError::NotApplicable {
-            flag,
-            scenario: scenario.to_string(),
-        });
-    }
-    let mut cfg = SimConfig::scenario(scenario, args.seed);
+    refuse(&args.queue, scenario.name())?;
+    let base = SimConfig::scenario(scenario, args.seed);
     let (strategy, liveness) = parse_strategy_spec(strategy)?;
-    cfg.strategy = strategy;
-    cfg.liveness = match &args.liveness {
-        Some(l) => Some(l.parse()?),
-        None => liveness,
-    };
-    cfg.trace_keep = args.trace;
-    if let Some(v) = args.hosts {
-        cfg.hosts = v;
+    let mut settings = run_settings(&args.run, base.faults)?;
+    settings.extend(flags::of(&args.lease));
+    settings.insert("strategy".into(), Value::String(strategy.to_string()));
+    if let (None, Some(l)) = (args.lease.liveness, liveness) {
+        settings.insert("liveness".into(), Value::String(l.to_string()));
     }
-    if let Some(v) = args.partitions {
-        cfg.partitions = v;
-    }
-    if let Some(v) = args.duration {
-        cfg.duration = v;
-    }
-    if let Some(text) = &args.faults {
-        cfg.faults = cfg
-            .faults
-            .apply(text)
-            .map_err(|e| SimError::Faults(e.to_string()))?;
-    }
-    if let Some(v) = args.from {
-        cfg.from = v;
-    }
-    if let Some(v) = args.affected {
-        cfg.affected = v;
-    }
-    if let Some(v) = args.interval {
-        cfg.interval = v;
-    }
-    if let Some(v) = args.warmup {
-        cfg.warmup = v;
-    }
-    if args.settle.is_some() {
-        cfg.settle = args.settle;
-    }
-    if let Some(rule) = &args.expiry {
-        cfg.expiry = match rule.as_str() {
-            "observed" => ExpiryRule::Observed,
-            "timestamp" => ExpiryRule::Timestamp,
-            other => return Err(SimError::UnknownRule(other.to_string())),
-        };
-    }
-    if let Some(v) = args.expiration {
-        cfg.expiration = v;
-    }
-    if let Some(v) = args.renew {
-        cfg.renew = v;
-    }
-    if let Some(v) = args.acquire {
-        cfg.acquire = v;
-    }
-    if let Some(v) = args.drift_bound {
-        cfg.drift_bound_ppm = v;
-    }
+    let mut cfg = flags::overlay(&base, settings)?;
     // CFP ships its timestamp rule with no margin: that is what `--expiry timestamp`
     // runs unless a margin is given.
-    if cfg.expiry == ExpiryRule::Timestamp {
+    if cfg.expiry == ExpiryRule::Timestamp && args.run.margin.is_none() {
         cfg.margin = Millis::ZERO;
-    }
-    if let Some(v) = args.margin {
-        cfg.margin = v;
-    }
-    if let Some(v) = args.rate {
-        cfg.workload.rate = v;
-    }
-    if let Some(v) = args.hot_factor {
-        cfg.workload.hot_factor = v;
-    }
-    if let Some(v) = args.poll {
-        cfg.workload.poll = v;
-    }
-    if let Some(v) = args.max_batch {
-        cfg.workload.max_batch = v;
-    }
-    if let Some(name) = &args.bug {
-        cfg.bug = Some(
-            name.parse::<leasehold_model::Bug>()
-                .map_err(|e| SimError::UnknownBug(e.to_string()))?,
-        );
     }
     cfg.validate()?;
     Ok(cfg)
@@ -330,10 +343,7 @@ fn run_scenario(args: &SimArgs) -> Result<ExitCode, SimError> {
             cfg.warmup,
             cfg.duration,
             cfg.settle(),
-            match cfg.expiry {
-                ExpiryRule::Observed => "observed",
-                ExpiryRule::Timestamp => "timestamp",
-            },
+            cfg.expiry,
             cfg.margin,
             cfg.faults
         );
@@ -368,7 +378,7 @@ pub fn violation_text(cfg: &SimConfig, report: &RunReport, tail: &[String]) -> S
 
 fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
     let seeds = swarm::parse_seeds(args.seeds.as_deref().unwrap_or("0..100"))?;
-    let variant = match &args.bug {
+    let variant = match &args.run.bug {
         Some(name) => swarm::Variant::parse(name)?,
         None => swarm::Variant::Shipped,
     };

@@ -2,17 +2,18 @@
 //! settings. Every field has a scenario default and can be overridden.
 
 use super::faults::{FaultKind, Faults};
+use super::flags::{duration, opt_duration, opt_text, text};
 use super::workload::Workload;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::{ConfigError, LeaseConfig, Liveness, UnknownLiveness};
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
 use leasehold_model::Bug;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
 /// A named situation, with sensible defaults.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {
     /// All hosts start together and stay; convergence counts from the start.
@@ -117,8 +118,11 @@ impl Default for Network {
     }
 }
 
-/// One run of the simulator.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One run of the simulator. It serializes under the flags' names, each value as its
+/// flag takes it ([`super::flags`]): the command line is laid over a scenario's
+/// defaults through it, and the replay command is read from it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct SimConfig {
     /// The scenario.
     pub scenario: Scenario,
@@ -133,80 +137,62 @@ pub struct SimConfig {
     /// Scale-in and crash: hosts that leave.
     pub affected: u32,
     /// Rolling restart: time between replacements; flapping host: time between crashes.
-    #[serde(serialize_with = "super::report::millis_as_s")]
+    #[serde(with = "duration")]
     pub interval: Millis,
     /// Time before the disturbance, for the initial assignment to settle.
-    #[serde(serialize_with = "super::report::millis_as_s")]
+    #[serde(with = "duration")]
     pub warmup: Millis,
     /// Time from the disturbance until faults heal and the source stops.
-    #[serde(serialize_with = "super::report::millis_as_s")]
+    #[serde(with = "duration")]
     pub duration: Millis,
     /// Time after the heal by which the work must have settled (the liveness
     /// deadline); `None`: a bound computed from the intervals and sizes.
-    #[serde(serialize_with = "super::report::opt_millis_as_s")]
+    #[serde(with = "opt_duration")]
     pub settle: Option<Millis>,
     /// The balancing strategy.
-    #[serde(serialize_with = "strategy_name")]
+    #[serde(with = "text")]
     pub strategy: Strategy,
     /// Where authority comes from; `None` is the strategy's default.
-    #[serde(serialize_with = "liveness_name")]
+    #[serde(with = "opt_text")]
     pub liveness: Option<Liveness>,
     /// Under session liveness, how often the group reads the whole table.
-    #[serde(serialize_with = "super::report::millis_as_s")]
+    #[serde(with = "duration")]
     pub audit: Millis,
     /// The expiry rule.
-    #[serde(serialize_with = "rule_name")]
+    #[serde(with = "text")]
     pub expiry: ExpiryRule,
     /// Lease expiration.
-    #[serde(serialize_with = "super::report::millis_as_s")]
+    #[serde(with = "duration")]
     pub expiration: Millis,
     /// Renew interval.
-    #[serde(serialize_with = "super::report::millis_as_s")]
+    #[serde(with = "duration")]
     pub renew: Millis,
     /// Acquire (scan) interval.
-    #[serde(serialize_with = "super::report::millis_as_s")]
+    #[serde(with = "duration")]
     pub acquire: Millis,
     /// The drift bound the hosts assume (ppm); clocks drifting beyond it break the
     /// protocol's assumption.
+    #[serde(rename = "drift-bound")]
     pub drift_bound_ppm: u32,
     /// How much earlier than strictly needed a host gives up its authority.
-    #[serde(serialize_with = "super::report::millis_as_s")]
+    #[serde(with = "duration")]
     pub margin: Millis,
     /// Faults and their rates.
-    #[serde(serialize_with = "faults_text")]
+    #[serde(with = "text")]
     pub faults: Faults,
     /// The source and the handler's costs.
+    #[serde(flatten)]
     pub workload: Workload,
-    /// The network.
+    /// The network; no flag sets it.
+    #[serde(skip)]
     pub network: Network,
     /// How many trace events a violation report shows.
+    #[serde(rename = "trace")]
     pub trace_keep: usize,
     /// A known-bad variant of the protocol (the model checker's), to show that the
     /// checks catch what it breaks.
-    #[serde(serialize_with = "bug_name")]
+    #[serde(with = "opt_text")]
     pub bug: Option<Bug>,
-}
-
-fn bug_name<S: serde::Serializer>(b: &Option<Bug>, ser: S) -> Result<S::Ok, S::Error> {
-    match b {
-        Some(b) => ser.serialize_str(b.name()),
-        None => ser.serialize_none(),
-    }
-}
-
-fn strategy_name<S: serde::Serializer>(s: &Strategy, ser: S) -> Result<S::Ok, S::Error> {
-    ser.serialize_str(s.name())
-}
-
-fn rule_name<S: serde::Serializer>(r: &ExpiryRule, ser: S) -> Result<S::Ok, S::Error> {
-    ser.serialize_str(match r {
-        ExpiryRule::Observed => "observed",
-        ExpiryRule::Timestamp => "timestamp",
-    })
-}
-
-pub(crate) fn faults_text<S: serde::Serializer>(f: &Faults, ser: S) -> Result<S::Ok, S::Error> {
-    ser.serialize_str(&f.to_string())
 }
 
 /// Parses a strategy name: `cfp` or `handoff`.
@@ -225,13 +211,6 @@ pub fn parse_strategy_spec(spec: &str) -> Result<(Strategy, Option<Liveness>), S
     let strategy = parse_strategy(name)?;
     let liveness = liveness.map(|l| l.trim().parse::<Liveness>()).transpose()?;
     Ok((strategy, liveness))
-}
-
-fn liveness_name<S: serde::Serializer>(l: &Option<Liveness>, s: S) -> Result<S::Ok, S::Error> {
-    match l {
-        Some(l) => s.serialize_str(l.name()),
-        None => s.serialize_none(),
-    }
 }
 
 impl SimConfig {
@@ -476,10 +455,13 @@ pub enum SimError {
     #[error("{flag} does not apply to {scenario}")]
     NotApplicable {
         /// The flag.
-        flag: &'static str,
+        flag: String,
         /// The scenario.
         scenario: String,
     },
+    /// A setting the run's configuration refuses: a value its flag cannot take.
+    #[error("{0}")]
+    Setting(String),
     /// A `--seeds` range that cannot be read.
     #[error("--seeds {0:?}: write a range such as 0..500 (end excluded)")]
     Seeds(String),

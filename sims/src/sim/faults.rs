@@ -236,6 +236,15 @@ impl Faults {
     }
 }
 
+/// A fault list on its own, as `--faults` writes it (`none`, or `crash=4,pause=6`).
+impl std::str::FromStr for Faults {
+    type Err = FaultsError;
+
+    fn from_str(text: &str) -> Result<Faults, FaultsError> {
+        Faults::NONE.apply(text)
+    }
+}
+
 impl fmt::Display for Faults {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<String> = self.enabled().map(|(k, v)| format!("{k}={v}")).collect();

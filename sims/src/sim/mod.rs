@@ -31,6 +31,7 @@ pub mod clock;
 pub mod config;
 pub mod cost;
 pub mod faults;
+pub mod flags;
 pub mod queue;
 pub mod queue_cli;
 pub mod report;
@@ -46,7 +47,6 @@ pub use config::{Scenario, SimConfig, SimError, parse_strategy};
 pub use faults::{FaultKind, Faults, FaultsError};
 pub use report::RunReport;
 
-use leasehold_engine::Millis;
 use std::time::Instant;
 
 /// A finished run: its report, and what the report came from.
@@ -69,76 +69,15 @@ pub fn simulate(config: &SimConfig, timeline: bool) -> Result<Run, SimError> {
     })
 }
 
-/// The command that replays `config` exactly.
+/// The command that replays `config` exactly: every setting that differs from its
+/// scenario's defaults, as a flag, and the strategy always (the command line's
+/// default runs two).
 pub fn replay_command(config: &SimConfig) -> String {
-    let base = SimConfig::scenario(config.scenario, config.seed);
-    let mut cmd = format!(
-        "leasehold sim {} --seed {} --strategy {}",
-        config.scenario,
-        config.seed,
-        config.label()
-    );
-    let mut flag = |name: &str, value: String, default: String| {
-        if value != default {
-            cmd.push_str(&format!(" --{name} {value}"));
-        }
-    };
-    let secs = |m: Millis| format!("{}ms", m.as_millis());
-    flag("hosts", config.hosts.to_string(), base.hosts.to_string());
-    flag(
-        "partitions",
-        config.partitions.to_string(),
-        base.partitions.to_string(),
-    );
-    flag("from", config.from.to_string(), base.from.to_string());
-    flag(
-        "affected",
-        config.affected.to_string(),
-        base.affected.to_string(),
-    );
-    flag("interval", secs(config.interval), secs(base.interval));
-    flag("warmup", secs(config.warmup), secs(base.warmup));
-    flag("duration", secs(config.duration), secs(base.duration));
-    flag(
-        "settle",
-        config.settle.map(secs).unwrap_or_default(),
-        base.settle.map(secs).unwrap_or_default(),
-    );
-    flag(
-        "faults",
-        format!("{}", config.faults),
-        format!("{}", base.faults),
-    );
-    let rule = |r| match r {
-        leasehold_engine::ExpiryRule::Observed => "observed".to_string(),
-        leasehold_engine::ExpiryRule::Timestamp => "timestamp".to_string(),
-    };
-    flag("expiry", rule(config.expiry), rule(base.expiry));
-    flag("expiration", secs(config.expiration), secs(base.expiration));
-    flag("renew", secs(config.renew), secs(base.renew));
-    flag("acquire", secs(config.acquire), secs(base.acquire));
-    flag(
-        "drift-bound",
-        config.drift_bound_ppm.to_string(),
-        base.drift_bound_ppm.to_string(),
-    );
-    flag("margin", secs(config.margin), secs(base.margin));
-    let w = &config.workload;
-    let b = &base.workload;
-    flag("rate", w.rate.to_string(), b.rate.to_string());
-    flag(
-        "hot-factor",
-        w.hot_factor.to_string(),
-        b.hot_factor.to_string(),
-    );
-    flag("poll", secs(w.poll), secs(b.poll));
-    flag(
-        "max-batch",
-        w.max_batch.to_string(),
-        b.max_batch.to_string(),
-    );
-    if let Some(bug) = config.bug {
-        cmd.push_str(&format!(" --bug {}", bug.name()));
-    }
-    cmd
+    flags::command(
+        format!("leasehold sim {} --seed {}", config.scenario, config.seed),
+        config,
+        &SimConfig::scenario(config.scenario, config.seed),
+        &["strategy"],
+        &["scenario", "seed"],
+    )
 }

@@ -3,22 +3,10 @@
 use super::checker::{Violation, ViolationKind};
 use super::config::SimConfig;
 use super::world::Finished;
-use leasehold_engine::Millis;
 use leasehold_engine::lease::Purpose;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-pub(crate) fn millis_as_s<S: Serializer>(m: &Millis, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(m.as_millis() as f64 / 1_000.0)
-}
-
-pub(crate) fn opt_millis_as_s<S: Serializer>(m: &Option<Millis>, s: S) -> Result<S::Ok, S::Error> {
-    match m {
-        Some(m) => millis_as_s(m, s),
-        None => s.serialize_none(),
-    }
-}
 
 /// The measures of one run of one strategy. The field names are the `--json` format.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -5,11 +5,13 @@
 //! how many events exist at any moment is a formula. That keeps 10,000 partitions
 //! cheap.
 
+use super::flags::duration;
 use leasehold_engine::Millis;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What the partitions receive and what processing costs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Workload {
     /// Events per second each partition receives.
     pub rate: f64,
@@ -17,10 +19,12 @@ pub struct Workload {
     pub hot_factor: f64,
     /// How long an idle handler waits before reading its partition again (CFP's
     /// feed poll delay).
+    #[serde(with = "duration")]
     pub poll: Millis,
     /// The most events one batch takes.
     pub max_batch: u64,
     /// Fixed cost of one batch.
+    #[serde(with = "duration")]
     pub per_batch: Millis,
     /// Cost of each event in a batch, in microseconds.
     pub per_event_us: u64,

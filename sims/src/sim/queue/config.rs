@@ -2,14 +2,15 @@
 
 use crate::sim::config::Network;
 use crate::sim::faults::{FaultKind, Faults};
+use crate::sim::flags::{duration, opt_duration, text};
 use leasehold_engine::Millis;
 use leasehold_model::LockBug;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
 /// A named queue scenario.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum QueueScenario {
     /// Competing consumers drain a steady stream of messages; one in 20 handler runs
@@ -59,33 +60,40 @@ impl FromStr for QueueScenario {
 /// One queue run: a producer enqueues `messages` over `duration` while `consumers`
 /// compete for them under `faults`; then every fault heals and the queue must drain
 /// by `settle` later.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct QueueConfig {
     /// The scenario.
     pub scenario: QueueScenario,
     /// Every random choice comes from it.
     pub seed: u64,
-    /// Competing consumers.
+    /// Competing consumers (`--hosts`).
+    #[serde(rename = "hosts")]
     pub consumers: u32,
     /// Messages enqueued, spread over `duration`.
     pub messages: u32,
     /// Messages already waiting when the consumers start.
     pub backlog: u32,
     /// The time faults run; the heal comes at its end.
+    #[serde(with = "duration")]
     pub duration: Millis,
     /// How long after the heal every message must be completed or dead-lettered.
+    #[serde(with = "duration")]
     pub settle: Millis,
     /// The lock duration of a delivery.
+    #[serde(with = "duration")]
     pub lock: Millis,
     /// How often a dequeue reads the locked messages; `None`: the engine's default, a
     /// quarter of the lock.
-    #[serde(serialize_with = "lock_watch_text")]
+    #[serde(with = "opt_duration")]
     pub lock_watch: Option<Millis>,
     /// Deliveries before a message is dead-lettered.
     pub max_dequeue: u32,
-    /// The most messages one consumer holds at once.
+    /// The most messages one consumer holds at once (`--max-batch`).
+    #[serde(rename = "max-batch")]
     pub batch: u32,
     /// How long an idle consumer waits before its next dequeue.
+    #[serde(with = "duration")]
     pub poll: Millis,
     /// A handler run takes this long, drawn uniformly (ms).
     pub work_ms: (u64, u64),
@@ -94,20 +102,45 @@ pub struct QueueConfig {
     /// Every message whose number is a multiple of this is poison (0: none).
     pub poison_every: u32,
     /// The faults and their rates.
-    #[serde(serialize_with = "crate::sim::config::faults_text")]
+    #[serde(with = "text")]
     pub faults: Faults,
     /// The clock drift the consumers allow for, in ppm.
+    #[serde(rename = "drift-bound")]
     pub drift_bound_ppm: u32,
     /// How much earlier than strictly needed a consumer gives up its authority.
-    #[serde(serialize_with = "crate::sim::report::millis_as_s")]
+    #[serde(with = "duration")]
     pub margin: Millis,
     /// A known-bad variant of the queue (the model checker's).
-    #[serde(skip)]
+    #[serde(with = "queue_bug")]
     pub bug: Option<LockBug>,
-    /// Latencies and the request timeout.
+    /// Latencies and the request timeout; no flag sets them.
+    #[serde(skip)]
     pub network: Network,
     /// Trace events kept for a violation report.
+    #[serde(rename = "trace")]
     pub trace_keep: usize,
+}
+
+/// Serde for a queue's known-bad variant: its name, parsed among the queue's.
+mod queue_bug {
+    use leasehold_model::{LockBug, LockKind};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bug: &Option<LockBug>, s: S) -> Result<S::Ok, S::Error> {
+        match bug {
+            Some(b) => s.serialize_str(b.name()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LockBug>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            Some(name) => LockBug::parse(&name, LockKind::Queue)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
+    }
 }
 
 /// Settings a queue run refuses.
@@ -221,12 +254,5 @@ impl QueueConfig {
     /// The liveness deadline.
     pub fn deadline(&self) -> u64 {
         self.duration.as_millis() + self.settle.as_millis()
-    }
-}
-
-fn lock_watch_text<S: serde::Serializer>(w: &Option<Millis>, s: S) -> Result<S::Ok, S::Error> {
-    match w {
-        Some(m) => s.serialize_some(&(m.as_millis() as f64 / 1e3)),
-        None => s.serialize_none(),
     }
 }

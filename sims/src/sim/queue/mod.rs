@@ -136,64 +136,16 @@ pub fn simulate_queue(config: &QueueConfig) -> Result<QueueRun, QueueConfigError
     })
 }
 
-/// The command that replays `config` exactly.
+/// The command that replays `config` exactly: every setting that differs from its
+/// scenario's defaults, as a flag.
 pub fn replay_command(config: &QueueConfig) -> String {
-    let base = QueueConfig::scenario(config.scenario, config.seed);
-    let mut cmd = format!("leasehold sim {} --seed {}", config.scenario, config.seed);
-    let ms = |m: leasehold_engine::Millis| format!("{}ms", m.as_millis());
-    let mut flag = |name: &str, value: String, default: String| {
-        if value != default {
-            cmd.push_str(&format!(" --{name} {value}"));
-        }
-    };
-    flag(
-        "hosts",
-        config.consumers.to_string(),
-        base.consumers.to_string(),
-    );
-    flag(
-        "messages",
-        config.messages.to_string(),
-        base.messages.to_string(),
-    );
-    flag(
-        "backlog",
-        config.backlog.to_string(),
-        base.backlog.to_string(),
-    );
-    flag("duration", ms(config.duration), ms(base.duration));
-    flag("settle", ms(config.settle), ms(base.settle));
-    flag("lock", ms(config.lock), ms(base.lock));
-    if let Some(watch) = config.lock_watch {
-        flag("lock-watch", ms(watch), String::new());
-    }
-    flag(
-        "max-dequeue",
-        config.max_dequeue.to_string(),
-        base.max_dequeue.to_string(),
-    );
-    flag(
-        "max-batch",
-        config.batch.to_string(),
-        base.batch.to_string(),
-    );
-    flag("poll", ms(config.poll), ms(base.poll));
-    flag(
-        "poison-every",
-        config.poison_every.to_string(),
-        base.poison_every.to_string(),
-    );
-    flag(
-        "drift-bound",
-        config.drift_bound_ppm.to_string(),
-        base.drift_bound_ppm.to_string(),
-    );
-    flag("margin", ms(config.margin), ms(base.margin));
-    flag("faults", config.faults.to_string(), base.faults.to_string());
-    if let Some(bug) = config.bug {
-        cmd.push_str(&format!(" --bug {}", bug.name()));
-    }
-    cmd
+    crate::sim::flags::command(
+        format!("leasehold sim {} --seed {}", config.scenario, config.seed),
+        config,
+        &QueueConfig::scenario(config.scenario, config.seed),
+        &[],
+        &["scenario", "seed"],
+    )
 }
 
 /// The human-readable report.
