@@ -199,7 +199,7 @@ fn consumers_that_assume_perfect_clocks_break_exclusivity_under_drift() {
     let bad = |seed| with_bug(drifting(seed), LockBug::LockNoDrift);
     let cfg = assert_caught(bad, ViolationKind::Exclusivity);
     let replay = replay_command(&cfg);
-    assert!(replay.contains("--margin 0ms"), "{replay}");
+    assert!(replay.contains("--margin 0s"), "{replay}");
     assert!(replay.contains("--faults drift=100000"), "{replay}");
     assert!(replay.contains("--bug lock-no-drift"), "{replay}");
 }
