@@ -432,38 +432,36 @@ fn run_explore(args: ExploreArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("cannot serve on {address}: {e}"))?,
     );
     let options = options_of(&args.model);
-    let serving = || println!("serving the Explorer on http://{address}/ (Ctrl-C to stop)");
+    let announce = |header: String| {
+        print!("{header}");
+        println!("serving the Explorer on http://{address}/ (Ctrl-C to stop)");
+    };
+    let lock_header =
+        |kind, bounds: &LockBounds, ticks| check::lock_header(kind, bounds, ticks, &options);
     let served = match args.model.target {
         Target::Partitions => {
             let model = model_of(&args.model)?;
-            print!("{}", check::header(&model, &options));
-            serving();
+            announce(check::header(&model, &options));
             explore::serve(model, address)
         }
         Target::Queue => {
-            let model = QueueModel::new(lock_bounds_of(&args.model, LockKind::Queue)?)
-                .map_err(|e| e.to_string())?;
-            let header = check::lock_header(
+            let bounds = lock_bounds_of(&args.model, LockKind::Queue)?;
+            let model = QueueModel::new(bounds).map_err(|e| e.to_string())?;
+            announce(lock_header(
                 LockKind::Queue,
                 &model.bounds,
                 model.liveness_ticks,
-                &options,
-            );
-            print!("{header}");
-            serving();
+            ));
             explore::serve(model, address)
         }
         Target::Items => {
-            let model = ItemModel::new(lock_bounds_of(&args.model, LockKind::Items)?)
-                .map_err(|e| e.to_string())?;
-            let header = check::lock_header(
+            let bounds = lock_bounds_of(&args.model, LockKind::Items)?;
+            let model = ItemModel::new(bounds).map_err(|e| e.to_string())?;
+            announce(lock_header(
                 LockKind::Items,
                 &model.bounds,
                 model.liveness_ticks,
-                &options,
-            );
-            print!("{header}");
-            serving();
+            ));
             explore::serve(model, address)
         }
     };
