@@ -137,24 +137,44 @@ fn section<'a>(dom: &'a str, from: &str, end: &str) -> &'a str {
     &rest[..rest.find(end).unwrap_or(rest.len())]
 }
 
+/// What the Explorer page shows once the first initial state's first step is
+/// selected: the state list, the sequence diagram and the current state.
+struct Page {
+    choices: String,
+    svg: String,
+    state: String,
+}
+
+/// `leasehold explore TARGET` at `/#/steps/0/0`, or `None` when the test is skipped.
+fn first_step(target: &str, test: &str) -> Option<Page> {
+    let browser = browser_or_skip(test)?;
+    let (_served, address) = serve(target);
+    let dom = rendered(&browser, &format!("http://{address}/#/steps/0/0"));
+    Some(Page {
+        choices: section(&dom, "Next Action Choices", "</ul>").to_string(),
+        svg: section(&dom, "<svg", "</svg>").to_string(),
+        state: section(&dom, "main-flex-right", "</section>").to_string(),
+    })
+}
+
 #[test]
 fn the_partition_explorer_renders_states_view_and_sequence_diagram() {
-    let Some(browser) = browser_or_skip("the_partition_explorer_renders") else {
+    // The first initial state, then its first step: h0's timers fire.
+    let Some(Page {
+        choices,
+        svg,
+        state,
+    }) = first_step("partitions", "the_partition_explorer_renders")
+    else {
         return;
     };
-    let (_served, address) = serve("partitions");
-    // The first initial state, then its first step: h0's timers fire.
-    let dom = rendered(&browser, &format!("http://{address}/#/steps/0/0"));
-    let choices = section(&dom, "Next Action Choices", "</ul>");
     assert!(choices.contains("timers fire"), "state list: {choices}");
-    let svg = section(&dom, "<svg", "</svg>");
     for lane in [">h0<", ">h1<", ">store<", "timers fire"] {
         assert!(
             svg.contains(lane),
             "no {lane} in the sequence diagram: {svg}"
         );
     }
-    let state = section(&dom, "main-flex-right", "</section>");
     assert!(
         state.contains("lease 0: owner h0, e1"),
         "the domain view: {state}"
@@ -167,15 +187,15 @@ fn the_partition_explorer_renders_states_view_and_sequence_diagram() {
 
 #[test]
 fn the_queue_explorer_renders_in_the_domains_words() {
-    let Some(browser) = browser_or_skip("the_queue_explorer_renders") else {
+    let Some(Page {
+        choices,
+        svg,
+        state,
+    }) = first_step("queue", "the_queue_explorer_renders")
+    else {
         return;
     };
-    let (_served, address) = serve("queue");
-    let dom = rendered(&browser, &format!("http://{address}/#/steps/0/0"));
-    let choices = section(&dom, "Next Action Choices", "</ul>");
     assert!(choices.contains("polls: dequeue"), "state list: {choices}");
-    let svg = section(&dom, "<svg", "</svg>");
     assert!(svg.contains(">c0<") && svg.contains(">store<"), "{svg}");
-    let state = section(&dom, "main-flex-right", "</section>");
     assert!(state.contains("message q:m0: locked by c0"), "{state}");
 }

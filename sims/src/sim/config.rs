@@ -4,7 +4,7 @@
 use super::faults::{FaultKind, Faults};
 use super::flags::{duration, opt_duration, opt_text, text};
 use super::workload::Workload;
-use leasehold_engine::balance::Strategy;
+use leasehold_engine::balance::{Strategy, UnknownStrategy};
 use leasehold_engine::lease::{ConfigError, LeaseConfig, Liveness, UnknownLiveness};
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
 use leasehold_model::Bug;
@@ -195,10 +195,10 @@ pub struct SimConfig {
     pub bug: Option<Bug>,
 }
 
-/// Parses a strategy name: `cfp` or `handoff`.
+/// Parses a strategy name, one of the engine's (`cfp`, `handoff`, ...).
 pub fn parse_strategy(name: &str) -> Result<Strategy, SimError> {
     let name = name.trim();
-    Strategy::named(name).ok_or_else(|| SimError::UnknownStrategy(name.to_string()))
+    Ok(name.parse::<Strategy>()?)
 }
 
 /// Parses one entry of a strategy list: a strategy, optionally with its liveness
@@ -423,10 +423,8 @@ pub enum SimError {
     )]
     UnknownScenario(String),
     /// No such strategy.
-    #[error(
-        "unknown strategy {0:?}; the strategies are cfp, handoff, eh-balanced, eh-greedy and kcl"
-    )]
-    UnknownStrategy(String),
+    #[error(transparent)]
+    UnknownStrategy(#[from] UnknownStrategy),
     /// A liveness name that does not exist.
     #[error(transparent)]
     Liveness(#[from] UnknownLiveness),
@@ -436,9 +434,6 @@ pub enum SimError {
     /// The lease settings are refused by the engine.
     #[error("invalid lease settings: {0}")]
     Lease(ConfigError),
-    /// No such expiry rule.
-    #[error("unknown expiry rule {0:?}; the rules are observed and timestamp")]
-    UnknownRule(String),
     /// A `--faults` list that cannot be read.
     #[error("{0}")]
     Faults(String),
