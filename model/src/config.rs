@@ -3,7 +3,7 @@
 
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::{
-    ConfigError, Intent, KnownBad, LeaseConfig, LeaseDocument, Liveness, Record, StoreRequest,
+    ConfigError, Intent, KnownBad, LeaseConfig, LeaseDocument, Liveness, Record,
 };
 use leasehold_engine::store::Op;
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
@@ -105,19 +105,19 @@ pub enum Bug {
 }
 
 impl Bug {
-    /// Rewrites `req` on the wire as the wire-level variants do (the others change the
-    /// hosts' settings instead); `before` is the lease it would replace, as the store
-    /// holds it. Every driver (the model checker and the simulator) injects a variant
-    /// through this one function.
-    pub fn tamper(self, req: &mut StoreRequest, before: Option<&LeaseDocument>) {
-        let taking = matches!(req.intent, Intent::Acquire | Intent::Steal);
+    /// Rewrites a request's `op`, sent for `intent`, on the wire as the wire-level
+    /// variants do (the others change the hosts' settings instead); `before` is the
+    /// lease it would replace, as the store holds it. Every driver (the model checker
+    /// and the simulator) injects a variant through this one function.
+    pub fn tamper(self, intent: Intent, op: &mut Op<Record>, before: Option<&LeaseDocument>) {
+        let taking = matches!(intent, Intent::Acquire | Intent::Steal);
         let strip = match self {
             Bug::BlindAcquire => taking,
-            Bug::BlindCheckpoint => req.intent == Intent::Checkpoint,
-            Bug::BlindHeartbeat => req.intent == Intent::Heartbeat,
+            Bug::BlindCheckpoint => intent == Intent::Checkpoint,
+            Bug::BlindHeartbeat => intent == Intent::Heartbeat,
             _ => false,
         };
-        if let (true, Op::Replace { if_match, .. }) = (strip, &mut req.op) {
+        if let (true, Op::Replace { if_match, .. }) = (strip, &mut *op) {
             *if_match = None;
         }
         if let (
@@ -128,7 +128,7 @@ impl Bug {
                 doc: Record::Lease(doc),
                 ..
             },
-        ) = (self, taking, before, &mut req.op)
+        ) = (self, taking, before, op)
         {
             doc.epoch = before.epoch;
         }

@@ -5,7 +5,7 @@ use crate::clocks::WALL_BASE;
 use crate::config::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::state::Fault;
-use crate::world::{self, Action, Answer, Budget, Machine, Request, Rules, World, note};
+use crate::world::{self, Action, Answer, Budget, Locking, Machine, Request, Rules, World, note};
 use leasehold_engine::item_lease::{
     Candidate, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig,
     Output, Selector,
@@ -35,7 +35,9 @@ impl Machine for Leaser {
     fn response(id: RequestId, result: Answer<Item>) -> Input {
         Input::Response { id, result }
     }
+}
 
+impl Locking for Leaser {
     fn locks(&self) -> &Locks {
         Leaser::locks(self)
     }
@@ -231,12 +233,13 @@ pub type ItemAction = Action<ItemChoice>;
 impl Rules for ItemModel {
     type M = Leaser;
     type Ghost = ItemGhost;
+    type Handler = ();
 
     fn budget(&self) -> Budget {
         self.bounds.budget()
     }
 
-    fn tamper(&self, req: &mut Request<Item, ItemIntent>) {
+    fn tamper(&self, req: &mut Request<Item, ItemIntent>, _: Option<&Item>) {
         if self.bounds.bug == Some(LockBug::BlindLease)
             && req.intent == ItemIntent::Lease
             && let Op::Replace { if_match, .. } = &mut req.op
@@ -289,7 +292,7 @@ impl Rules for ItemModel {
         c: u8,
         output: Output,
         journal: &mut Option<Vec<String>>,
-    ) {
+    ) -> Option<Input> {
         if let Output::Failed {
             error: ItemError::LeaseHeld { .. },
             ..
@@ -312,6 +315,7 @@ impl Rules for ItemModel {
             } => format!("c{c}: {intent:?} of {item} failed: {error}"),
             other => format!("c{c}: {other:?}"),
         });
+        None
     }
 
     fn describe(&self, req: &Request<Item, ItemIntent>) -> String {
@@ -453,7 +457,7 @@ impl crate::trace::Explain for ItemModel {
     }
 
     fn lanes(&self) -> Vec<String> {
-        world::lanes(self.bounds.clients)
+        world::lanes(self.bounds.clients, Self::ACTOR)
     }
 
     fn lane(&self, action: &ItemAction) -> crate::trace::Lane {
@@ -462,7 +466,9 @@ impl crate::trace::Explain for ItemModel {
 
     fn facts(&self, state: &ItemsState) -> BTreeMap<String, String> {
         let mut facts = world::lock_facts(&self.bounds.budget(), state);
-        facts.extend(world::wire_facts(state, |req| self.describe(req)));
+        facts.extend(world::wire_facts(state, Self::ACTOR, |req| {
+            self.describe(req)
+        }));
         for stored in state.store.iter() {
             let lease = match &stored.doc.lease {
                 Some(l) => format!("leased by {}", l.token),

@@ -2,18 +2,15 @@
 //! [`LeaseHost`] against the engine's reference store.
 
 use crate::config::{Bounds, BoundsError};
-use crate::state::{Action, Fault, Ghost, Host, Rate, State, Work};
+use crate::state::{Action, Calls, Fault, Ghost, Host, MAX_PARTITIONS, State, Work};
+use crate::world::{self, Answer, Budget, Request, Rules, note};
 use leasehold_engine::lease::{
     Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, LossCause, Output, Record, StopReason,
-    StoreRequest,
 };
-use leasehold_engine::store::{Container, Op, StoreError};
+use leasehold_engine::store::{Container, Op};
 use leasehold_engine::{
     Checkpoint, HostId, Incarnation, LeaseToken, Now, PartitionKey, RequestId, WallTime,
 };
-use std::collections::{BTreeMap, VecDeque};
-
-type Answer = Result<leasehold_engine::store::Reply<Record>, StoreError>;
 
 /// Faults can hit any of a step's first few writes.
 const MAX_FAULT_INDEX: u8 = 3;
@@ -72,10 +69,6 @@ impl PartitionModel {
         .expect("bounds produce a valid configuration")
     }
 
-    fn clock_setups(&self) -> Vec<Vec<(Rate, i8)>> {
-        crate::clocks::setups(self.bounds.hosts, self.bounds.drift_ms, self.bounds.skew)
-    }
-
     /// The lease container as hosts find it: every lease exists, unowned. Creating
     /// leases (and racing to create them) is covered by the engine's host tests;
     /// leaving it out of the model keeps the cold start small.
@@ -90,9 +83,22 @@ impl PartitionModel {
         store
     }
 
+    /// The fault budget, in the shared world's terms.
+    pub fn budget(&self) -> Budget {
+        let b = &self.bounds;
+        Budget {
+            crashes: b.crashes,
+            pauses: b.pauses,
+            lost_replies: b.lost_replies,
+            delays: b.delays,
+            horizon: b.horizon,
+            drift_ms: b.drift_ms,
+        }
+    }
+
     /// Whether host `h` has timers due.
     fn due(&self, state: &State, h: usize) -> bool {
-        let host = &state.hosts[h];
+        let host = &state.clients[h];
         let local = self.now(host, state.time).local;
         host.engine
             .as_ref()
@@ -103,11 +109,11 @@ impl PartitionModel {
     /// timers due, and every lost call has ended (the driver's grace period is
     /// shorter than a tick). Held requests may stay on the wire across ticks.
     pub(crate) fn quiescent(&self, state: &State) -> bool {
-        (0..state.hosts.len()).all(|h| !self.due(state, h))
+        (0..state.clients.len()).all(|h| !self.due(state, h))
             && state
-                .hosts
+                .clients
                 .iter()
-                .all(|host| host.lingering.iter().all(Option::is_none))
+                .all(|host| host.handler.lingering.iter().all(Option::is_none))
     }
 
     /// A lost call on host `h` ends; the driver reports its session stopped.
@@ -118,7 +124,7 @@ impl PartitionModel {
         p: u8,
         journal: &mut Option<Vec<String>>,
     ) -> Option<()> {
-        let call = state.hosts[usize::from(h)].lingering[usize::from(p)].take()?;
+        let call = state.clients[usize::from(h)].handler.lingering[usize::from(p)].take()?;
         note(journal, || {
             format!("h{h}'s lost call for lease {p} ends (returned or aborted)")
         });
@@ -126,144 +132,7 @@ impl PartitionModel {
             lease: Self::token(p),
             session: call.session,
         };
-        self.run(state, h, vec![stopped], None, journal)
-    }
-
-    /// Runs host `h` on `input` until it has nothing left to do: every request it
-    /// sends is served at once, in order, and its reply fed straight back, except the
-    /// write `fault` names. Returns `None` if the step sent fewer writes than the
-    /// fault needs, so that every action that exists changes the world.
-    fn run(
-        &self,
-        state: &mut State,
-        h: u8,
-        first: Vec<Input>,
-        fault: Option<Fault>,
-        journal: &mut Option<Vec<String>>,
-    ) -> Option<()> {
-        let mut inputs = VecDeque::from(first);
-        let mut writes = 0;
-        let mut hit = fault.is_none();
-        while let Some(input) = inputs.pop_front() {
-            let host = &mut state.hosts[usize::from(h)];
-            let now = self.now(host, state.time);
-            let engine = host.engine.as_mut()?;
-            // The model only produces inputs the host accepts; a refused one is a
-            // no-op, as it is for the engine.
-            let _ = engine.handle_input(now, input);
-            let mut requests = Vec::new();
-            while let Some(output) = engine.poll_output() {
-                match output {
-                    Output::Request(req) => requests.push(req),
-                    Output::Start {
-                        lease,
-                        session,
-                        checkpoint,
-                        epoch,
-                    } => {
-                        let progress = number(checkpoint.as_ref());
-                        let p = index(&lease);
-                        host.work[p] = Some(Work {
-                            session,
-                            epoch: epoch.0,
-                            progress,
-                        });
-                        if state.ghost.lapsed & lapse_bit(h, p) != 0 {
-                            state.ghost.restart_after_lapse = true;
-                        }
-                        note(journal, || {
-                            format!("h{h} starts processing lease {lease} at e{}", epoch.0)
-                        });
-                    }
-                    Output::Stop {
-                        lease,
-                        session,
-                        reason,
-                        ..
-                    } => {
-                        let p = index(&lease);
-                        let call = host.work[p].take_if(|w| w.session == session);
-                        note(journal, || {
-                            format!("h{h} stops processing lease {lease}: {reason}")
-                        });
-                        match reason {
-                            // The call is cancelled but runs on until it returns or is
-                            // aborted (Action::Return), as the tokio worker's does.
-                            StopReason::Lost(cause) => {
-                                state.ghost.lost_lease = true;
-                                if cause == LossCause::AuthorityLapsed {
-                                    state.ghost.lapsed |= lapse_bit(h, p);
-                                }
-                                if call.is_some() {
-                                    host.lingering[p] = call;
-                                }
-                            }
-                            // The handler finishes at once and acknowledges.
-                            StopReason::Released | StopReason::Shutdown => {
-                                inputs.push_back(Input::Stopped { lease, session });
-                            }
-                        }
-                    }
-                    Output::Checkpointed {
-                        lease, checkpoint, ..
-                    } => {
-                        let p = index(&lease);
-                        let n = number(Some(&checkpoint));
-                        state.ghost.confirmed[p] = state.ghost.confirmed[p].max(n);
-                        note(journal, || {
-                            format!("h{h}'s checkpoint {checkpoint} of lease {lease} is confirmed")
-                        });
-                    }
-                    Output::CheckpointRejected { .. } | Output::ShutdownComplete => {}
-                }
-            }
-            for mut req in requests {
-                let nth = if req.op.is_write() {
-                    writes += 1;
-                    Some(writes - 1)
-                } else {
-                    None
-                };
-                let id = req.id;
-                match (fault, nth) {
-                    (Some(Fault::Hold(n)), Some(i)) if n == i => {
-                        hit = true;
-                        state.delays += 1;
-                        state.last_fault = state.time;
-                        note(journal, || {
-                            format!("h{h} sends {}: HELD on the wire", request(&req))
-                        });
-                        state.net.insert((h, id), req);
-                    }
-                    (Some(Fault::LoseReply(n)), Some(i)) if n == i => {
-                        hit = true;
-                        let applied = self.apply(state, h, &mut req);
-                        if applied.is_ok() {
-                            state.ghost.ambiguous_write = true;
-                        }
-                        note(journal, || {
-                            let outcome = answer(&applied);
-                            format!(
-                                "h{h} sends {}: {outcome}, but the REPLY IS LOST",
-                                request(&req)
-                            )
-                        });
-                        state.lost_replies += 1;
-                        state.last_fault = state.time;
-                        let result = Err(StoreError::Timeout);
-                        inputs.push_back(Input::Response { id, result });
-                    }
-                    _ => {
-                        let result = self.apply(state, h, &mut req);
-                        note(journal, || {
-                            format!("h{h} sends {}: {}", request(&req), answer(&result))
-                        });
-                        inputs.push_back(Input::Response { id, result });
-                    }
-                }
-            }
-        }
-        hit.then_some(())
+        world::run(self, state, h, vec![stopped], None, journal)
     }
 
     /// Handlers process one more batch of every lease they hold each time their
@@ -278,7 +147,8 @@ impl PartitionModel {
         journal: &mut Option<Vec<String>>,
     ) -> Vec<Input> {
         let mut inputs = Vec::new();
-        for (p, work) in state.hosts[usize::from(h)].work.iter_mut().enumerate() {
+        let calls = &mut state.clients[usize::from(h)].handler;
+        for (p, work) in calls.work.iter_mut().enumerate() {
             let Some(work) = work.as_mut().filter(|w| w.progress < self.bounds.progress) else {
                 continue;
             };
@@ -298,55 +168,6 @@ impl PartitionModel {
         inputs
     }
 
-    /// The store applies a request, recording what the properties need to know.
-    fn apply(&self, state: &mut State, h: u8, req: &mut StoreRequest) -> Answer {
-        self.inject_bug(state, req);
-        let before = lease_before(&state.store, &req.op);
-        let result = state.store.execute(req.op.clone());
-        if result.is_ok() {
-            self.record_write(state, h, req, before);
-        }
-        result
-    }
-
-    /// The store serves a request that was held on the wire; its reply reaches the
-    /// sender at once if the sender is still the same life of the host.
-    fn serve_held(
-        &self,
-        state: &mut State,
-        h: u8,
-        id: RequestId,
-        journal: &mut Option<Vec<String>>,
-    ) -> Option<()> {
-        let mut req = state.net.remove(&(h, id))?;
-        // The network's fault lasts until the late request arrives.
-        state.last_fault = state.time;
-        let result = self.apply(state, h, &mut req);
-        note(journal, || {
-            format!(
-                "the store serves h{h}'s held {}: {}",
-                request(&req),
-                answer(&result)
-            )
-        });
-        let host = &state.hosts[usize::from(h)];
-        let current = host.engine.is_some() && id.incarnation.0 == u64::from(host.incarnation);
-        if current {
-            self.run(
-                state,
-                h,
-                vec![Input::Response { id, result }],
-                None,
-                journal,
-            )?;
-        } else {
-            note(journal, || {
-                format!("the reply is lost: h{h} is no longer the life that sent it")
-            });
-        }
-        Some(())
-    }
-
     /// Takes `action` from `state`, telling what happened inside the step.
     pub fn explain(&self, state: &State, action: &Action) -> (Option<State>, Vec<String>) {
         let mut journal = Some(Vec::new());
@@ -354,21 +175,85 @@ impl PartitionModel {
         (next, journal.unwrap_or_default())
     }
 
-    /// The known-bad variants that live on the wire.
-    fn inject_bug(&self, state: &State, req: &mut StoreRequest) {
-        if let Some(bug) = self.bounds.bug {
-            bug.tamper(req, lease_before(&state.store, &req.op).as_ref());
+    /// What a handler does with the host's outputs other than requests.
+    fn handle(
+        &self,
+        state: &mut State,
+        h: u8,
+        output: Output,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<Input> {
+        let host = &mut state.clients[usize::from(h)];
+        match output {
+            Output::Request(_) => unreachable!("the world routes requests"),
+            Output::Start {
+                lease,
+                session,
+                checkpoint,
+                epoch,
+            } => {
+                let progress = number(checkpoint.as_ref());
+                let p = index(&lease);
+                host.handler.work[p] = Some(Work {
+                    session,
+                    epoch: epoch.0,
+                    progress,
+                });
+                if state.ghost.lapsed & lapse_bit(h, p) != 0 {
+                    state.ghost.restart_after_lapse = true;
+                }
+                note(journal, || {
+                    format!("h{h} starts processing lease {lease} at e{}", epoch.0)
+                });
+                None
+            }
+            Output::Stop {
+                lease,
+                session,
+                reason,
+                ..
+            } => {
+                let p = index(&lease);
+                let call = host.handler.work[p].take_if(|w| w.session == session);
+                note(journal, || {
+                    format!("h{h} stops processing lease {lease}: {reason}")
+                });
+                match reason {
+                    // The call is cancelled but runs on until it returns or is
+                    // aborted (Action::Return), as the tokio worker's does.
+                    StopReason::Lost(cause) => {
+                        state.ghost.lost_lease = true;
+                        if cause == LossCause::AuthorityLapsed {
+                            state.ghost.lapsed |= lapse_bit(h, p);
+                        }
+                        if call.is_some() {
+                            host.handler.lingering[p] = call;
+                        }
+                        None
+                    }
+                    // The handler finishes at once and acknowledges.
+                    StopReason::Released | StopReason::Shutdown => {
+                        Some(Input::Stopped { lease, session })
+                    }
+                }
+            }
+            Output::Checkpointed {
+                lease, checkpoint, ..
+            } => {
+                let p = index(&lease);
+                let n = number(Some(&checkpoint));
+                state.ghost.confirmed[p] = state.ghost.confirmed[p].max(n);
+                note(journal, || {
+                    format!("h{h}'s checkpoint {checkpoint} of lease {lease} is confirmed")
+                });
+                None
+            }
+            Output::CheckpointRejected { .. } | Output::ShutdownComplete => None,
         }
     }
 
     /// Records what an applied write means for the properties.
-    fn record_write(
-        &self,
-        state: &mut State,
-        h: u8,
-        req: &StoreRequest,
-        before: Option<LeaseDocument>,
-    ) {
+    fn record_write(&self, state: &mut State, h: u8, req: &Req, before: Option<LeaseDocument>) {
         let Op::Replace {
             doc: Record::Lease(after),
             ..
@@ -379,6 +264,7 @@ impl PartitionModel {
         let Some(before) = before else {
             return;
         };
+        let crashed = state.crashed;
         let ghost = &mut state.ghost;
         if after.epoch < before.epoch
             || (after.owner != before.owner && after.epoch <= before.epoch)
@@ -409,7 +295,7 @@ impl PartitionModel {
             && *previous != writer
         {
             let previous_index = previous.as_str()[1..].parse::<u8>().unwrap_or(u8::MAX);
-            if ghost.crashed & (1 << previous_index) != 0 {
+            if crashed & (1 << previous_index) != 0 {
                 ghost.takeover_after_crash = true;
             }
             if req.intent == Intent::Steal {
@@ -420,16 +306,89 @@ impl PartitionModel {
             ghost.rebalance_move = true;
         }
     }
+}
 
-    fn crash(&self, state: &mut State, h: u8) {
-        let host = &mut state.hosts[usize::from(h)];
-        host.engine = None;
-        host.work.iter_mut().for_each(|w| *w = None);
-        host.lingering.iter_mut().for_each(|w| *w = None);
-        // Its held requests stay on the wire: they may still arrive.
-        state.crashes += 1;
-        state.ghost.crashed |= 1 << h;
-        state.last_fault = state.time;
+/// A store request in the shared world's terms.
+type Req = Request<Record, Intent>;
+
+impl world::Machine for LeaseHost {
+    type Doc = Record;
+    type Intent = Intent;
+
+    fn request(output: Output) -> Result<Req, Output> {
+        match output {
+            Output::Request(r) => Ok(Request {
+                id: r.id,
+                intent: r.intent,
+                lock: None,
+                op: r.op,
+            }),
+            other => Err(other),
+        }
+    }
+
+    fn response(id: RequestId, result: Answer<Record>) -> Input {
+        Input::Response { id, result }
+    }
+}
+
+impl Rules for PartitionModel {
+    type M = LeaseHost;
+    type Ghost = Ghost;
+    type Handler = Calls;
+    const ACTOR: char = 'h';
+
+    fn budget(&self) -> Budget {
+        PartitionModel::budget(self)
+    }
+
+    /// The known-bad variants that live on the wire.
+    fn tamper(&self, req: &mut Req, before: Option<&Record>) {
+        let Some(bug) = self.bounds.bug else {
+            return;
+        };
+        let before = match before {
+            Some(Record::Lease(doc)) => Some(doc),
+            _ => None,
+        };
+        bug.tamper(req.intent, &mut req.op, before);
+    }
+
+    fn record(
+        &self,
+        state: &mut State,
+        h: u8,
+        req: &Req,
+        before: Option<Record>,
+        result: &Answer<Record>,
+    ) {
+        if result.is_ok() {
+            let before = match before {
+                Some(Record::Lease(doc)) => Some(doc),
+                _ => None,
+            };
+            self.record_write(state, h, req, before);
+        }
+    }
+
+    fn output(
+        &self,
+        state: &mut State,
+        h: u8,
+        output: Output,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<Input> {
+        self.handle(state, h, output, journal)
+    }
+
+    fn reply_lost(&self, state: &mut State, applied: &Answer<Record>) {
+        if applied.is_ok() {
+            state.ghost.ambiguous_write = true;
+        }
+    }
+
+    fn describe(&self, req: &Req) -> String {
+        request(req)
     }
 }
 
@@ -438,37 +397,15 @@ impl stateright::Model for PartitionModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let partitions = usize::from(self.bounds.partitions);
-        self.clock_setups()
-            .into_iter()
-            .map(|clocks| State {
-                time: 0,
-                hosts: clocks
-                    .into_iter()
-                    .enumerate()
-                    .map(|(h, (rate, wall_offset))| Host {
-                        engine: Some(self.engine(h as u8, 0)),
-                        incarnation: 0,
-                        rate,
-                        wall_offset,
-                        work: vec![None; partitions],
-                        lingering: vec![None; partitions],
-                    })
-                    .collect(),
-                store: self.initial_store(),
-                net: BTreeMap::new(),
-                crashes: 0,
-                pauses: 0,
-                delays: 0,
-                lost_replies: 0,
-                last_fault: 0,
-                last_join: 0,
-                ghost: Ghost {
-                    confirmed: vec![0; partitions],
-                    ..Ghost::default()
-                },
-            })
-            .collect()
+        let ghost = Ghost::default();
+        world::initial(
+            self.bounds.hosts,
+            self.bounds.skew,
+            &self.budget(),
+            &self.initial_store(),
+            &ghost,
+            |h| self.engine(h, 0),
+        )
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
@@ -482,7 +419,7 @@ impl stateright::Model for PartitionModel {
             }
         }
         let quiescent = self.quiescent(state);
-        for (h, host) in state.hosts.iter().enumerate() {
+        for (h, host) in state.clients.iter().enumerate() {
             let h = h as u8;
             if host.engine.is_none() {
                 // A crashed host restarts at a tick boundary, or stays down.
@@ -494,7 +431,7 @@ impl stateright::Model for PartitionModel {
             if self.due(state, usize::from(h)) {
                 actions.extend(faults.iter().map(|f| Action::Step(h, *f)));
             }
-            for (p, call) in host.lingering.iter().enumerate() {
+            for (p, call) in host.handler.lingering.iter().enumerate() {
                 if call.is_some() {
                     actions.push(Action::Return(h, p as u8));
                 }
@@ -546,38 +483,25 @@ impl PartitionModel {
             Action::Step(h, fault) => {
                 let mut inputs = self.handler_progress(&mut state, h, journal);
                 inputs.push(Input::Tick);
-                self.run(&mut state, h, inputs, fault, journal)?;
+                world::run(self, &mut state, h, inputs, fault, journal)?;
             }
-            Action::Serve(h, id) => self.serve_held(&mut state, h, id, journal)?,
-            Action::Crash(h) => self.crash(&mut state, h),
+            Action::Serve(h, id) => world::serve_held(self, &mut state, h, id, journal)?,
+            Action::Crash(h) => world::crash(&mut state, h),
             Action::Return(h, p) => self.call_returns(&mut state, h, p, journal)?,
             Action::Restart(h) => {
-                let host = &mut state.hosts[usize::from(h)];
-                host.incarnation += 1;
-                host.engine = Some(self.engine(h, host.incarnation));
+                world::restart(&mut state, h, |h, life| self.engine(h, life));
                 // A restart adds a member; it orphans nothing, so it is not a fault.
-                state.last_join = state.time;
+                state.ghost.last_join = state.time;
             }
-            Action::Advance => state.time += 1,
-            Action::Late => {
-                state.time += 1;
-                state.pauses += 1;
-                state.last_fault = state.time;
-            }
+            Action::Advance => world::advance(&mut state, false),
+            Action::Late => world::advance(&mut state, true),
         }
         Some(state)
     }
 }
 
-/// Appends to the journal, formatting only when one is kept.
-fn note(journal: &mut Option<Vec<String>>, line: impl FnOnce() -> String) {
-    if let Some(lines) = journal {
-        lines.push(line());
-    }
-}
-
 /// A request, briefly: its intent and what it targets.
-pub(crate) fn request(req: &StoreRequest) -> String {
+pub(crate) fn request(req: &Req) -> String {
     use leasehold_engine::store::Document;
     let target = match &req.op {
         Op::Replace { doc, if_match } => match if_match {
@@ -592,20 +516,9 @@ pub(crate) fn request(req: &StoreRequest) -> String {
     format!("{:?} {target}", req.intent)
 }
 
-/// A store answer, briefly.
-fn answer(result: &Answer) -> String {
-    use leasehold_engine::store::Reply;
-    match result {
-        Ok(Reply::Replaced(e) | Reply::Created(e)) => format!("ok, now {e:?}"),
-        Ok(Reply::Deleted) => "deleted".into(),
-        Ok(Reply::Read(_) | Reply::ReadAll(_) | Reply::Query(_) | Reply::Batch(_)) => "read".into(),
-        Err(e) => e.status().to_string(),
-    }
-}
-
 /// The ghost bit of host `h`'s lapse on partition `p`.
 fn lapse_bit(h: u8, p: usize) -> u16 {
-    1 << (usize::from(h) * 4 + p)
+    1 << (usize::from(h) * MAX_PARTITIONS + p)
 }
 
 /// The partition index of a lease token.
@@ -620,7 +533,6 @@ pub(crate) fn number(checkpoint: Option<&Checkpoint>) -> u8 {
         .unwrap_or(0)
 }
 
-/// The stored version of the lease a write is about to change.
 /// The lease a replace would overwrite, as the store holds it.
 pub fn lease_before(store: &Container<Record>, op: &Op<Record>) -> Option<LeaseDocument> {
     let Op::Replace {

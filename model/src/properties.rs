@@ -65,11 +65,11 @@ pub fn all() -> Vec<Property<PartitionModel>> {
             s.crashes > 0 && s.time.saturating_sub(s.last_fault) >= m.liveness_ticks
         }),
         Property::sometimes(SETTLED_AFTER_RESTART, |m, s: &State| {
-            let all_up = s.hosts.iter().all(|h| h.engine.is_some());
-            let restarted = s.hosts.iter().any(|h| h.incarnation > 0);
+            let all_up = s.clients.iter().all(|h| h.engine.is_some());
+            let restarted = s.clients.iter().any(|h| h.incarnation > 0);
             restarted
                 && all_up
-                && s.time.saturating_sub(s.last_join) == m.balance_ticks
+                && s.time.saturating_sub(s.ghost.last_join) == m.balance_ticks
                 && s.time.saturating_sub(s.last_fault) >= m.liveness_ticks
         }),
     ]
@@ -84,7 +84,7 @@ pub fn broken(model: &PartitionModel, state: &State) -> Vec<&'static str> {
 pub fn holders(model: &PartitionModel, state: &State, p: u8) -> usize {
     let token = PartitionModel::token(p);
     state
-        .hosts
+        .clients
         .iter()
         .filter(|host| {
             let local = model.now(host, state.time).local;
@@ -105,8 +105,8 @@ fn exclusive(model: &PartitionModel, state: &State) -> bool {
 fn sessions_apart(model: &PartitionModel, state: &State) -> bool {
     (0..usize::from(model.bounds.partitions)).all(|p| {
         let mut epochs = Vec::new();
-        for host in &state.hosts {
-            let calls = [&host.work[p], &host.lingering[p]];
+        for host in &state.clients {
+            let calls = [&host.handler.work[p], &host.handler.lingering[p]];
             let calls: Vec<u64> = calls.into_iter().flatten().map(|w| w.epoch).collect();
             if calls.len() > 1 {
                 return false;
@@ -135,7 +135,7 @@ fn owned_when_calm(model: &PartitionModel, state: &State) -> bool {
     }
     crate::trace::leases(state).iter().all(|lease| {
         lease.owner.as_ref().is_some_and(|owner| {
-            state.hosts.iter().enumerate().any(|(h, host)| {
+            state.clients.iter().enumerate().any(|(h, host)| {
                 host.engine.is_some() && PartitionModel::host_name(h as u8) == *owner
             })
         })
@@ -146,14 +146,14 @@ fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
     // Membership has been stable for the balance bound, and every fault is far enough
     // back for its leases to be owned again: a crash, a pause or a lost reply can
     // orphan leases, which only expiry frees.
-    let settled = state.time.saturating_sub(state.last_join) >= model.balance_ticks
+    let settled = state.time.saturating_sub(state.ghost.last_join) >= model.balance_ticks
         && state.time.saturating_sub(state.last_fault) >= model.liveness_ticks
         && state.net.is_empty();
     if model.bounds.strategy != leasehold_engine::balance::Strategy::Handoff || !settled {
         return true;
     }
-    let counts: Vec<usize> = (0..state.hosts.len())
-        .filter(|&h| state.hosts[h].engine.is_some())
+    let counts: Vec<usize> = (0..state.clients.len())
+        .filter(|&h| state.clients[h].engine.is_some())
         .map(|h| {
             let name = PartitionModel::host_name(h as u8);
             crate::trace::leases(state)

@@ -6,7 +6,7 @@ use crate::clocks::WALL_BASE;
 use crate::config::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::state::Fault;
-use crate::world::{self, Action, Answer, Budget, Machine, Request, Rules, World, note};
+use crate::world::{self, Action, Answer, Budget, Locking, Machine, Request, Rules, World, note};
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
     Candidate, Consumer, ConsumerConfig, Input, Message, MessageName, MessageState, Output,
@@ -36,7 +36,9 @@ impl Machine for Consumer {
     fn response(id: RequestId, result: Answer<Message>) -> Input {
         Input::Response { id, result }
     }
+}
 
+impl Locking for Consumer {
     fn locks(&self) -> &Locks {
         Consumer::locks(self)
     }
@@ -275,12 +277,13 @@ pub type QueueAction = Action<QueueChoice>;
 impl Rules for QueueModel {
     type M = Consumer;
     type Ghost = QueueGhost;
+    type Handler = ();
 
     fn budget(&self) -> Budget {
         self.bounds.budget()
     }
 
-    fn tamper(&self, req: &mut Request<Message, QueueIntent>) {
+    fn tamper(&self, req: &mut Request<Message, QueueIntent>, _: Option<&Message>) {
         tamper(self.bounds.bug, req.intent, &mut req.op);
     }
 
@@ -348,7 +351,7 @@ impl Rules for QueueModel {
         c: u8,
         output: Output,
         journal: &mut Option<Vec<String>>,
-    ) {
+    ) -> Option<Input> {
         note(journal, || match &output {
             Output::Delivered(d) => format!(
                 "c{c} gets {} (delivery {}) under lock {}",
@@ -363,6 +366,7 @@ impl Rules for QueueModel {
             }
             other => format!("c{c}: {other:?}"),
         });
+        None
     }
 
     fn describe(&self, req: &Request<Message, QueueIntent>) -> String {
@@ -539,7 +543,7 @@ impl crate::trace::Explain for QueueModel {
     }
 
     fn lanes(&self) -> Vec<String> {
-        world::lanes(self.bounds.clients)
+        world::lanes(self.bounds.clients, Self::ACTOR)
     }
 
     fn lane(&self, action: &QueueAction) -> crate::trace::Lane {
@@ -548,7 +552,9 @@ impl crate::trace::Explain for QueueModel {
 
     fn facts(&self, state: &QueueState) -> BTreeMap<String, String> {
         let mut facts = world::lock_facts(&self.bounds.budget(), state);
-        facts.extend(world::wire_facts(state, |req| self.describe(req)));
+        facts.extend(world::wire_facts(state, Self::ACTOR, |req| {
+            self.describe(req)
+        }));
         for m in 0..self.bounds.docs {
             let id = Self::message_id(m);
             let dead = state

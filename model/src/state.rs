@@ -1,56 +1,30 @@
-//! The state of the modelled world: hosts running the engine, the reference store,
-//! the messages between them, true time, and what the properties need of the past.
+//! The state of the partition model: the shared [`World`] (hosts running the engine,
+//! the reference store, requests held on the wire, true time and the fault counts),
+//! each host's handler calls, and what the properties need of the past.
 
-use leasehold_engine::lease::{LeaseHost, Record, StoreRequest};
-use leasehold_engine::store::Container;
+use crate::world::{Client, World};
+use leasehold_engine::lease::LeaseHost;
 use leasehold_engine::{RequestId, Session};
-use std::collections::BTreeMap;
 
-/// A whole world at one instant.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct State {
-    /// True time, in ticks.
-    pub time: u8,
-    /// Every host, up or down.
-    pub hosts: Vec<Host>,
-    /// The lease container.
-    pub store: Container<Record>,
-    /// Requests held on the wire, by sender and request id. Everything else a host
-    /// sends is served within its step.
-    pub net: BTreeMap<(u8, RequestId), StoreRequest>,
-    /// Crashes so far.
-    pub crashes: u8,
-    /// Late ticks so far.
-    pub pauses: u8,
-    /// Requests held on the wire so far.
-    pub delays: u8,
-    /// Replies lost so far.
-    pub lost_replies: u8,
-    /// True time of the last fault: a crash, late tick, lost reply, or a
-    /// request held or delivered late (0: the cold start).
-    pub last_fault: u8,
-    /// True time a host last joined, by restarting (0: the cold start).
-    pub last_join: u8,
-    /// What the properties need to know of the past.
-    pub ghost: Ghost,
-}
+/// The most partitions a bound may have.
+pub const MAX_PARTITIONS: usize = 4;
 
-/// One host: its engine while it is up, its clocks, and its handler.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Host {
-    /// The engine; `None` while the host is down.
-    pub engine: Option<LeaseHost>,
-    /// Which life of the host this is.
-    pub incarnation: u8,
-    /// How fast its clock runs.
-    pub rate: Rate,
-    /// How far its wall clock is off true time, in ticks.
-    pub wall_offset: i8,
+/// A whole world at one instant. Everything a host sends is served within its step,
+/// except a request a fault holds on the wire.
+pub type State = World<LeaseHost, Ghost, Calls>;
+
+/// One host: its engine while it is up, its clocks, and its handler calls.
+pub type Host = Client<LeaseHost, Calls>;
+
+/// The handler calls a host's driver runs, by partition. Fixed arrays, not vectors:
+/// they are copied with every state, and a copy then allocates nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Calls {
     /// Per partition: the session the handler is processing and how far it got.
-    pub work: Vec<Option<Work>>,
+    pub work: [Option<Work>; MAX_PARTITIONS],
     /// Per partition: a handler call told that its lease is lost, still running
     /// until it returns or the driver aborts it.
-    pub lingering: Vec<Option<Work>>,
+    pub lingering: [Option<Work>; MAX_PARTITIONS],
 }
 
 /// A handler processing one lease.
@@ -86,7 +60,9 @@ pub struct Ghost {
     /// A stored checkpoint went backwards.
     pub checkpoint_went_back: bool,
     /// Per partition, the highest checkpoint confirmed to a handler.
-    pub confirmed: Vec<u8>,
+    pub confirmed: [u8; MAX_PARTITIONS],
+    /// True time a host last joined, by restarting (0: the cold start).
+    pub last_join: u8,
     /// A host took over a lease whose owner had crashed.
     pub takeover_after_crash: bool,
     /// A lease moved between live hosts (a handoff or a steal).
@@ -95,8 +71,6 @@ pub struct Ghost {
     pub lost_lease: bool,
     /// A write was applied but its reply was lost.
     pub ambiguous_write: bool,
-    /// Hosts that have crashed at least once, as a bit set.
-    pub crashed: u8,
     /// Which (host, partition) pairs lost authority by a lapse, as a bit set indexed
     /// by `host * 4 + partition`.
     pub lapsed: u16,

@@ -2,6 +2,7 @@
 
 use crate::partitions::{PartitionModel, index};
 use crate::state::{Action, Fault, State};
+use crate::world;
 use leasehold_engine::HostId;
 use leasehold_engine::lease::Record;
 use std::collections::BTreeMap;
@@ -99,7 +100,7 @@ impl Explain for PartitionModel {
     }
 
     fn lanes(&self) -> Vec<String> {
-        (0..self.bounds.hosts).map(|h| format!("h{h}")).collect()
+        world::lanes(self.bounds.hosts, 'h')
     }
 
     fn lane(&self, action: &Action) -> Lane {
@@ -116,23 +117,8 @@ impl Explain for PartitionModel {
 
 /// Every fact shown in a trace, keyed so that steps can print only what changed.
 fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
-    let mut facts = BTreeMap::new();
-    facts.insert(" time".into(), format!("{} s", state.time));
-    for (h, host) in state.hosts.iter().enumerate() {
-        let now = model.now(host, state.time);
-        let clock = format!(
-            "local {:.1} s, wall {:+} s",
-            now.local.as_millis() as f64 / 1000.0,
-            host.wall_offset
-        );
-        let Some(engine) = &host.engine else {
-            facts.insert(format!("h{h}"), format!("down ({clock})"));
-            continue;
-        };
-        facts.insert(
-            format!("h{h}"),
-            format!("up, life {} ({clock})", host.incarnation),
-        );
+    let mut facts = world::client_facts(&model.budget(), state, 'h', |h, engine, now| {
+        let mut facts = Vec::new();
         for lease in engine.leases() {
             let p = index(&lease.doc.token);
             let belief = match (lease.owned, lease.processing) {
@@ -150,17 +136,19 @@ fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
                     None => "sees it unowned".into(),
                 },
             };
-            facts.insert(format!("h{h} lease {p}"), belief);
+            facts.push((format!("h{h} lease {p}"), belief));
         }
-        for (p, call) in host.lingering.iter().enumerate() {
+        let calls = &state.clients[usize::from(h)].handler;
+        for (p, call) in calls.lingering.iter().enumerate() {
             if let Some(call) = call {
-                facts.insert(
+                facts.push((
                     format!("h{h} lost call {p}"),
                     format!("still running at e{} (told to stop)", call.epoch),
-                );
+                ));
             }
         }
-    }
+        facts
+    });
     for stored in state.store.iter() {
         if let Record::Host(doc) = &stored.doc {
             let claims: Vec<&str> = doc.claims.iter().map(|c| c.as_str()).collect();
@@ -175,12 +163,7 @@ fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
             );
         }
     }
-    for ((h, id), req) in &state.net {
-        facts.insert(
-            format!("wire h{h} {id}"),
-            format!("held: {}", crate::partitions::request(req)),
-        );
-    }
+    facts.extend(world::wire_facts(state, 'h', crate::partitions::request));
     for lease in leases(state) {
         let owner = lease
             .owner

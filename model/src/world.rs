@@ -1,12 +1,14 @@
-//! The world shared by the queue and item-lease models: clients running an engine
-//! state machine against the reference store, with the partition model's clocks,
-//! crashes, pauses and write faults.
+//! The world every model shares: clients running an engine state machine against the
+//! reference store, with clocks, crashes, pauses and write faults.
 //!
-//! Each client acts once per tick (its poll loop), atomically: its requests are served
-//! in order and the replies come straight back, except one write a fault may hold on
-//! the wire (served later, even after its sender crashed) or apply with its reply lost.
-//! True time moves on once every live client has acted, or, as a bounded fault (a
-//! pause), while one still has not.
+//! A client acts atomically: its requests are served in order and the replies come
+//! straight back, except one write a fault may hold on the wire (served later, even
+//! after its sender crashed) or apply with its reply lost. The lock models (queue,
+//! items) let each client act once per tick (its poll loop), and true time moves on
+//! once every live client has acted, or, as a bounded fault (a pause), while one still
+//! has not. The partition model steps a host when its timers are due instead, and adds
+//! its handler calls to each client ([`Client::handler`]); it shares everything else
+//! here.
 
 use crate::state::{Fault, Rate};
 use leasehold_engine::Machine as _;
@@ -16,12 +18,16 @@ use leasehold_engine::{DocId, Now, RequestId};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::sync::Arc;
 
 /// A store answer.
 pub type Answer<D> = Result<Reply<D>, StoreError>;
 
 /// An engine state machine a client runs: the engine's [`leasehold_engine::Machine`]
 /// contract, plus what the shared world needs to route its requests.
+///
+/// The world shares the engines of the clients a step leaves alone with the state it
+/// came from (they sit behind an `Arc`), so a step clones only the engine it runs.
 pub trait Machine:
     leasehold_engine::Machine + Clone + Debug + PartialEq + Eq + Hash + Send + Sync + 'static
 {
@@ -33,6 +39,10 @@ pub trait Machine:
     fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output>;
     /// The input that carries a store answer.
     fn response(id: RequestId, result: Answer<Self::Doc>) -> Self::Input;
+}
+
+/// A machine that holds document locks (the queue consumer, the item leaser).
+pub trait Locking: Machine {
     /// The locks it holds.
     fn locks(&self) -> &Locks;
 }
@@ -50,28 +60,32 @@ pub struct Request<D, I> {
     pub op: Op<D>,
 }
 
-/// One client: its engine while it is up, and its clocks.
+/// One client: its engine while it is up, its clocks, and what the model runs beside
+/// the engine (`X`: the partition model's handler calls; nothing for the others).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Client<M> {
-    /// The engine; `None` while the client is down.
-    pub engine: Option<M>,
+pub struct Client<M, X = ()> {
+    /// The engine; `None` while the client is down. Shared with the states that have
+    /// the same engine: a step clones only the engine it changes.
+    pub engine: Option<Arc<M>>,
     /// Which life of the client this is.
     pub incarnation: u8,
     /// How fast its clock runs.
     pub rate: Rate,
     /// How far its wall clock is off true time, in ticks.
     pub wall_offset: i8,
-    /// Whether it has acted in this tick.
+    /// Whether it has acted in this tick (lock models).
     pub acted: bool,
+    /// What runs beside the engine; reset by a crash.
+    pub handler: X,
 }
 
 /// A whole world at one instant.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct World<M: Machine, G> {
+pub struct World<M: Machine, G, X = ()> {
     /// True time, in ticks.
     pub time: u8,
     /// Every client, up or down.
-    pub clients: Vec<Client<M>>,
+    pub clients: Vec<Client<M, X>>,
     /// The container.
     pub store: Container<M::Doc>,
     /// Requests held on the wire, by sender and request id.
@@ -84,7 +98,8 @@ pub struct World<M: Machine, G> {
     pub delays: u8,
     /// Replies lost so far.
     pub lost_replies: u8,
-    /// True time of the last fault or restart (0: the cold start).
+    /// True time of the last fault (0: the cold start). The lock models count a
+    /// restart as one; the partition model counts it as a join.
     pub last_fault: u8,
     /// Clients that crashed at least once, as a bit set.
     pub crashed: u8,
@@ -115,28 +130,41 @@ pub trait Rules: Sized {
     type M: Machine;
     /// The history the properties need.
     type Ghost: Clone + Debug + PartialEq + Eq + Hash;
+    /// What runs beside each client's engine; a crash resets it to its default.
+    type Handler: Clone + Debug + Default + PartialEq + Eq + Hash;
+    /// How traces name a client: `c0` or `h0`.
+    const ACTOR: char = 'c';
     /// The fault budget.
     fn budget(&self) -> Budget;
-    /// A known-bad variant may rewrite a request on the wire.
-    fn tamper(&self, _req: &mut Request<<Self::M as Machine>::Doc, <Self::M as Machine>::Intent>) {}
+    /// A known-bad variant may rewrite a request on the wire; `before` is the document
+    /// it targets as stored.
+    fn tamper(
+        &self,
+        _req: &mut Request<<Self::M as Machine>::Doc, <Self::M as Machine>::Intent>,
+        _before: Option<&<Self::M as Machine>::Doc>,
+    ) {
+    }
     /// Records what an applied request means; `before` is the document it targets as
     /// stored just before.
     fn record(
         &self,
-        world: &mut World<Self::M, Self::Ghost>,
+        world: &mut State<Self>,
         client: u8,
         req: &Request<<Self::M as Machine>::Doc, <Self::M as Machine>::Intent>,
         before: Option<<Self::M as Machine>::Doc>,
         result: &Answer<<Self::M as Machine>::Doc>,
     );
-    /// Handles an output other than a request.
+    /// Handles an output other than a request; it may answer with an input for the
+    /// engine (a handler that stops at once reports it).
     fn output(
         &self,
-        world: &mut World<Self::M, Self::Ghost>,
+        world: &mut State<Self>,
         client: u8,
         output: <Self::M as leasehold_engine::Machine>::Output,
         journal: &mut Option<Vec<String>>,
-    );
+    ) -> Option<<Self::M as leasehold_engine::Machine>::Input>;
+    /// A write was applied (or refused) but its reply is lost.
+    fn reply_lost(&self, _world: &mut State<Self>, _applied: &Answer<<Self::M as Machine>::Doc>) {}
     /// A short description of a request, for traces.
     fn describe(
         &self,
@@ -144,8 +172,11 @@ pub trait Rules: Sized {
     ) -> String;
 }
 
+/// The world of a model's rules.
+pub type State<R> = World<<R as Rules>::M, <R as Rules>::Ghost, <R as Rules>::Handler>;
+
 /// Client `c`'s clocks now.
-pub fn now<M: Machine, G>(budget: &Budget, world: &World<M, G>, c: u8) -> Now {
+pub fn now<M: Machine, G, X>(budget: &Budget, world: &World<M, G, X>, c: u8) -> Now {
     let client = &world.clients[usize::from(c)];
     crate::clocks::now(budget.drift_ms, client.rate, client.wall_offset, world.time)
 }
@@ -157,7 +188,8 @@ pub fn note(journal: &mut Option<Vec<String>>, line: impl FnOnce() -> String) {
     }
 }
 
-fn answer<D>(result: &Answer<D>) -> String {
+/// A store answer, briefly.
+pub fn answer<D>(result: &Answer<D>) -> String {
     match result {
         Ok(Reply::Replaced(e) | Reply::Created(e)) => format!("ok, now {e:?}"),
         Ok(Reply::Deleted) => "deleted".into(),
@@ -178,12 +210,12 @@ fn target<D: Document>(store: &Container<D>, op: &Op<D>) -> Option<D> {
 
 fn apply<R: Rules>(
     rules: &R,
-    world: &mut World<R::M, R::Ghost>,
+    world: &mut State<R>,
     c: u8,
     req: &mut Request<<R::M as Machine>::Doc, <R::M as Machine>::Intent>,
 ) -> Answer<<R::M as Machine>::Doc> {
-    rules.tamper(req);
     let before = target(&world.store, &req.op);
+    rules.tamper(req, before.as_ref());
     let result = world.store.execute(req.op.clone());
     rules.record(world, c, req, before, &result);
     result
@@ -194,33 +226,37 @@ fn apply<R: Rules>(
 /// the fault needs, so that every action that exists changes the world.
 pub fn run<R: Rules>(
     rules: &R,
-    world: &mut World<R::M, R::Ghost>,
+    world: &mut State<R>,
     c: u8,
     first: Vec<<R::M as leasehold_engine::Machine>::Input>,
     fault: Option<Fault>,
     journal: &mut Option<Vec<String>>,
 ) -> Option<()> {
     let budget = rules.budget();
+    let who = R::ACTOR;
     let mut inputs = std::collections::VecDeque::from(first);
     let mut writes = 0u8;
     let mut hit = fault.is_none();
     while let Some(input) = inputs.pop_front() {
         let now = now(&budget, world, c);
-        let engine = world.clients[usize::from(c)].engine.as_mut()?;
+        let engine = Arc::make_mut(world.clients[usize::from(c)].engine.as_mut()?);
         // Refused inputs are no-ops, as for the engine.
         let _ = engine.handle_input(now, input);
-        let mut outputs = Vec::new();
+        // What the engine tells its driver is handled before its requests go out, as a
+        // driver that reacts to each output at once would: a handler that stops at once
+        // reports it before the replies come back.
+        let mut requests = Vec::new();
+        let mut others = Vec::new();
         while let Some(output) = engine.poll_output() {
-            outputs.push(output);
+            match R::M::request(output) {
+                Ok(req) => requests.push(req),
+                Err(other) => others.push(other),
+            }
         }
-        for output in outputs {
-            let mut req = match R::M::request(output) {
-                Ok(req) => req,
-                Err(other) => {
-                    rules.output(world, c, other, journal);
-                    continue;
-                }
-            };
+        for other in others {
+            inputs.extend(rules.output(world, c, other, journal));
+        }
+        for mut req in requests {
             let nth = req.op.is_write().then(|| {
                 writes += 1;
                 writes - 1
@@ -232,16 +268,17 @@ pub fn run<R: Rules>(
                     world.delays += 1;
                     world.last_fault = world.time;
                     note(journal, || {
-                        format!("c{c} sends {}: HELD on the wire", rules.describe(&req))
+                        format!("{who}{c} sends {}: HELD on the wire", rules.describe(&req))
                     });
                     world.net.insert((c, id), req);
                 }
                 (Some(Fault::LoseReply(n)), Some(i)) if n == i => {
                     hit = true;
                     let applied = apply(rules, world, c, &mut req);
+                    rules.reply_lost(world, &applied);
                     note(journal, || {
                         format!(
-                            "c{c} sends {}: {}, but the REPLY IS LOST",
+                            "{who}{c} sends {}: {}, but the REPLY IS LOST",
                             rules.describe(&req),
                             answer(&applied)
                         )
@@ -253,7 +290,11 @@ pub fn run<R: Rules>(
                 _ => {
                     let result = apply(rules, world, c, &mut req);
                     note(journal, || {
-                        format!("c{c} sends {}: {}", rules.describe(&req), answer(&result))
+                        format!(
+                            "{who}{c} sends {}: {}",
+                            rules.describe(&req),
+                            answer(&result)
+                        )
                     });
                     inputs.push_back(R::M::response(id, result));
                 }
@@ -267,17 +308,19 @@ pub fn run<R: Rules>(
 /// sender is still the same life.
 pub fn serve_held<R: Rules>(
     rules: &R,
-    world: &mut World<R::M, R::Ghost>,
+    world: &mut State<R>,
     c: u8,
     id: RequestId,
     journal: &mut Option<Vec<String>>,
 ) -> Option<()> {
+    let who = R::ACTOR;
     let mut req = world.net.remove(&(c, id))?;
+    // The network's fault lasts until the late request arrives.
     world.last_fault = world.time;
     let result = apply(rules, world, c, &mut req);
     note(journal, || {
         format!(
-            "the store serves c{c}'s held {}: {}",
+            "the store serves {who}{c}'s held {}: {}",
             rules.describe(&req),
             answer(&result)
         )
@@ -294,14 +337,14 @@ pub fn serve_held<R: Rules>(
         )?;
     } else {
         note(journal, || {
-            format!("the reply is lost: c{c} is no longer the life that sent it")
+            format!("the reply is lost: {who}{c} is no longer the life that sent it")
         });
     }
     Some(())
 }
 
 /// Whether time may move on without a pause: every live client has acted.
-pub fn settled<M: Machine, G>(world: &World<M, G>) -> bool {
+pub fn settled<M: Machine, G, X>(world: &World<M, G, X>) -> bool {
     world.clients.iter().all(|c| c.engine.is_none() || c.acted)
 }
 
@@ -371,35 +414,54 @@ pub enum Action<C> {
 }
 
 /// Applies the shared actions; `Step` is the model's own.
-pub fn shared_step<M: Machine, G, C>(
-    world: &mut World<M, G>,
+pub fn shared_step<M: Machine, G, X: Default, C>(
+    world: &mut World<M, G, X>,
     action: &Action<C>,
     engine: impl FnOnce(u8, u8) -> M,
 ) {
     match *action {
-        Action::Crash(c) => {
-            world.clients[usize::from(c)].engine = None;
-            world.crashes += 1;
-            world.crashed |= 1 << c;
-            world.last_fault = world.time;
-        }
+        Action::Crash(c) => crash(world, c),
         Action::Restart(c) => {
-            let client = &mut world.clients[usize::from(c)];
-            client.incarnation += 1;
-            client.engine = Some(engine(c, client.incarnation));
-            client.acted = true;
+            restart(world, c, engine);
+            world.clients[usize::from(c)].acted = true;
             world.last_fault = world.time;
         }
-        Action::Advance | Action::Late => {
-            if matches!(action, Action::Late) {
-                world.pauses += 1;
-                world.last_fault = world.time + 1;
-            }
-            world.time += 1;
-            world.clients.iter_mut().for_each(|c| c.acted = false);
-        }
+        Action::Advance => advance(world, false),
+        Action::Late => advance(world, true),
         Action::Step(..) | Action::Serve(..) => {}
     }
+}
+
+/// Client `c` crashes: its engine and what ran beside it are gone; the requests it
+/// left on the wire stay there and may still arrive.
+pub fn crash<M: Machine, G, X: Default>(world: &mut World<M, G, X>, c: u8) {
+    let client = &mut world.clients[usize::from(c)];
+    client.engine = None;
+    client.handler = X::default();
+    world.crashes += 1;
+    world.crashed |= 1 << c;
+    world.last_fault = world.time;
+}
+
+/// Client `c` starts again as its next life.
+pub fn restart<M: Machine, G, X>(
+    world: &mut World<M, G, X>,
+    c: u8,
+    engine: impl FnOnce(u8, u8) -> M,
+) {
+    let client = &mut world.clients[usize::from(c)];
+    client.incarnation += 1;
+    client.engine = Some(Arc::new(engine(c, client.incarnation)));
+}
+
+/// One tick passes; `late` if some client still had work due (a pause).
+pub fn advance<M: Machine, G, X>(world: &mut World<M, G, X>, late: bool) {
+    world.time += 1;
+    if late {
+        world.pauses += 1;
+        world.last_fault = world.time;
+    }
+    world.clients.iter_mut().for_each(|c| c.acted = false);
 }
 
 /// Describes a shared action; `choice` names a step's choice.
@@ -421,9 +483,10 @@ pub fn describe_action<C>(action: &Action<C>, choice: impl Fn(&C) -> String) -> 
 
 /// The facts every lock model shows about its clients: time, each client's state and
 /// clocks, and the lines `held` gives for an up client's engine.
-pub fn client_facts<M: Machine, G>(
+pub fn client_facts<M: Machine, G, X>(
     budget: &Budget,
-    world: &World<M, G>,
+    world: &World<M, G, X>,
+    who: char,
     held: impl Fn(u8, &M, Now) -> Vec<(String, String)>,
 ) -> BTreeMap<String, String> {
     let mut facts = BTreeMap::new();
@@ -438,11 +501,11 @@ pub fn client_facts<M: Machine, G>(
         );
         match &client.engine {
             None => {
-                facts.insert(format!("c{c}"), format!("down ({clock})"));
+                facts.insert(format!("{who}{c}"), format!("down ({clock})"));
             }
             Some(engine) => {
                 facts.insert(
-                    format!("c{c}"),
+                    format!("{who}{c}"),
                     format!("up, life {} ({clock})", client.incarnation),
                 );
                 facts.extend(held(c, engine, now));
@@ -454,14 +517,14 @@ pub fn client_facts<M: Machine, G>(
 
 /// The initial worlds: one per clock set-up, every client up in its first life, the
 /// given store and ghost.
-pub fn initial<M: Machine, G: Clone>(
+pub fn initial<M: Machine, G: Clone, X: Default>(
     clients: u8,
     skew: u8,
     budget: &Budget,
     store: &Container<M::Doc>,
     ghost: &G,
     engine: impl Fn(u8) -> M,
-) -> Vec<World<M, G>> {
+) -> Vec<World<M, G, X>> {
     crate::clocks::setups(clients, budget.drift_ms, skew)
         .into_iter()
         .map(|clocks| World {
@@ -470,11 +533,12 @@ pub fn initial<M: Machine, G: Clone>(
                 .into_iter()
                 .enumerate()
                 .map(|(c, (rate, wall_offset))| Client {
-                    engine: Some(engine(c as u8)),
+                    engine: Some(Arc::new(engine(c as u8))),
                     incarnation: 0,
                     rate,
                     wall_offset,
                     acted: false,
+                    handler: X::default(),
                 })
                 .collect(),
             store: store.clone(),
@@ -494,18 +558,12 @@ pub fn initial<M: Machine, G: Clone>(
 /// shared.
 pub fn step<R: Rules, C: Copy>(
     rules: &R,
-    last: &World<R::M, R::Ghost>,
+    last: &State<R>,
     action: &Action<C>,
     journal: &mut Option<Vec<String>>,
-    poll: impl FnOnce(
-        &mut World<R::M, R::Ghost>,
-        u8,
-        C,
-        Option<Fault>,
-        &mut Option<Vec<String>>,
-    ) -> Option<()>,
+    poll: impl FnOnce(&mut State<R>, u8, C, Option<Fault>, &mut Option<Vec<String>>) -> Option<()>,
     engine: impl FnOnce(u8, u8) -> R::M,
-) -> Option<World<R::M, R::Ghost>> {
+) -> Option<State<R>> {
     let mut world = last.clone();
     match *action {
         Action::Step(c, choice, fault) => {
@@ -520,9 +578,9 @@ pub fn step<R: Rules, C: Copy>(
 
 /// How many up clients other than `except` hold authority over `id` now, by their
 /// own clocks.
-pub fn holders<M: Machine, G>(
+pub fn holders<M: Locking, G, X>(
     budget: &Budget,
-    world: &World<M, G>,
+    world: &World<M, G, X>,
     id: &DocId,
     except: Option<u8>,
 ) -> usize {
@@ -539,7 +597,7 @@ pub fn holders<M: Machine, G>(
 }
 
 /// Whether client `c` is up and holds some lock.
-pub fn holds_any<M: Machine, G>(world: &World<M, G>, c: u8) -> bool {
+pub fn holds_any<M: Locking, G, X>(world: &World<M, G, X>, c: u8) -> bool {
     world.clients[usize::from(c)]
         .engine
         .as_ref()
@@ -547,7 +605,7 @@ pub fn holds_any<M: Machine, G>(world: &World<M, G>, c: u8) -> bool {
 }
 
 /// The documents client `c` holds, if it is up.
-pub fn held<M: Machine, G>(world: &World<M, G>, c: u8) -> Vec<DocId> {
+pub fn held<M: Locking, G, X>(world: &World<M, G, X>, c: u8) -> Vec<DocId> {
     world.clients[usize::from(c)]
         .engine
         .as_ref()
@@ -557,15 +615,16 @@ pub fn held<M: Machine, G>(world: &World<M, G>, c: u8) -> Vec<DocId> {
 
 /// Whether the liveness guard applies: `ticks` since the last fault, a client up,
 /// nothing on the wire.
-pub fn calm<M: Machine, G>(world: &World<M, G>, ticks: u8) -> bool {
+pub fn calm<M: Machine, G, X>(world: &World<M, G, X>, ticks: u8) -> bool {
     world.time.saturating_sub(world.last_fault) >= ticks
         && world.clients.iter().any(|c| c.engine.is_some())
         && world.net.is_empty()
 }
 
 /// The requests held on the wire, as facts, each described by `describe`.
-pub fn wire_facts<M: Machine, G>(
-    world: &World<M, G>,
+pub fn wire_facts<M: Machine, G, X>(
+    world: &World<M, G, X>,
+    who: char,
     describe: impl Fn(&Request<M::Doc, M::Intent>) -> String,
 ) -> BTreeMap<String, String> {
     world
@@ -573,7 +632,7 @@ pub fn wire_facts<M: Machine, G>(
         .iter()
         .map(|((c, id), req)| {
             (
-                format!("wire c{c} {id}"),
+                format!("wire {who}{c} {id}"),
                 format!("held: {}", describe(req)),
             )
         })
@@ -581,8 +640,8 @@ pub fn wire_facts<M: Machine, G>(
 }
 
 /// The lifelines of `clients` clients.
-pub fn lanes(clients: u8) -> Vec<String> {
-    (0..clients).map(|c| format!("c{c}")).collect()
+pub fn lanes(clients: u8, who: char) -> Vec<String> {
+    (0..clients).map(|c| format!("{who}{c}")).collect()
 }
 
 /// Whose lifeline a lock model's action is drawn on.
@@ -596,8 +655,11 @@ pub fn lane<C>(action: &Action<C>) -> crate::trace::Lane {
 }
 
 /// The facts of every client and the locks it holds, with their authority.
-pub fn lock_facts<M: Machine, G>(budget: &Budget, world: &World<M, G>) -> BTreeMap<String, String> {
-    client_facts(budget, world, |c, engine, now| {
+pub fn lock_facts<M: Locking, G, X>(
+    budget: &Budget,
+    world: &World<M, G, X>,
+) -> BTreeMap<String, String> {
+    client_facts(budget, world, 'c', |c, engine, now| {
         engine
             .locks()
             .all_held()

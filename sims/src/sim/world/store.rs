@@ -60,7 +60,7 @@ impl World {
     pub(super) fn arrive(&mut self, host: usize, life: u64, mut request: StoreRequest, sent: u64) {
         if let Some(bug) = self.cfg.bug {
             let before = leasehold_model::lease_before(&self.store, &request.op);
-            bug.tamper(&mut request, before.as_ref());
+            bug.tamper(request.intent, &mut request.op, before.as_ref());
         }
         let StoreRequest { id, intent, op } = request;
         let result = if self.weather.throttling(self.now) && self.rng.random_bool(0.5) {
