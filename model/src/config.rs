@@ -51,6 +51,10 @@ pub struct Bounds {
     /// milliseconds; `None` is none. CFP ships the timestamp rule with no margin, so a
     /// check of `--expiry timestamp` checks CFP as shipped unless a margin is given.
     pub margin_ms: Option<u32>,
+    /// Explores every wall-clock set-up even where the expiry rule never reads a wall
+    /// clock. By default the observed rule's check folds them into one
+    /// ([`PartitionModel::fold_wall_clocks`](crate::PartitionModel::fold_wall_clocks)).
+    pub unreduced: bool,
 }
 
 impl Default for Bounds {
@@ -71,6 +75,7 @@ impl Default for Bounds {
             liveness: None,
             bug: None,
             margin_ms: None,
+            unreduced: false,
         }
     }
 }

@@ -28,6 +28,7 @@
 pub mod check;
 mod clocks;
 mod config;
+mod engine;
 pub mod explore;
 pub mod items;
 mod lock_config;

@@ -4,8 +4,10 @@
 //! `always` property on the timed state: once no fault has happened for long enough,
 //! the goal must hold.
 
-use crate::partitions::PartitionModel;
+use crate::partitions::{PartitionModel, index, number};
 use crate::state::State;
+use leasehold_engine::HostId;
+use leasehold_engine::lease::{LeaseDocument, Record};
 use stateright::Property;
 
 /// Exclusivity.
@@ -118,10 +120,25 @@ fn sessions_apart(model: &PartitionModel, state: &State) -> bool {
     })
 }
 
+/// The stored leases. Properties run on every state, so they read the documents as
+/// they are instead of formatting trace lines.
+fn stored(state: &State) -> impl Iterator<Item = &LeaseDocument> {
+    state.store.iter().filter_map(|stored| match &stored.doc {
+        Record::Lease(doc) => Some(doc),
+        Record::Host(_) => None,
+    })
+}
+
+/// The index of the live host named `owner`, if it is up.
+fn live_host(state: &State, owner: &HostId) -> Option<usize> {
+    let h: usize = owner.as_str().strip_prefix('h')?.parse().ok()?;
+    state.clients.get(h)?.engine.as_ref().map(|_| h)
+}
+
 fn confirmed_kept(_: &PartitionModel, state: &State) -> bool {
-    crate::trace::leases(state)
-        .iter()
-        .all(|l| l.checkpoint >= state.ghost.confirmed[l.partition])
+    stored(state).all(|doc| {
+        number(doc.checkpoint.as_ref()) >= state.ghost.confirmed[index(&doc.token)]
+    })
 }
 
 /// Owned, not processing: a lease moved between live hosts (a steal, or a handoff)
@@ -133,13 +150,7 @@ fn owned_when_calm(model: &PartitionModel, state: &State) -> bool {
     if state.time.saturating_sub(state.last_fault) < model.liveness_ticks || !state.net.is_empty() {
         return true;
     }
-    crate::trace::leases(state).iter().all(|lease| {
-        lease.owner.as_ref().is_some_and(|owner| {
-            state.clients.iter().enumerate().any(|(h, host)| {
-                host.engine.is_some() && PartitionModel::host_name(h as u8) == *owner
-            })
-        })
-    })
+    stored(state).all(|doc| doc.owner.as_ref().is_some_and(|o| live_host(state, o).is_some()))
 }
 
 fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
@@ -152,16 +163,15 @@ fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
     if model.bounds.strategy != leasehold_engine::balance::Strategy::Handoff || !settled {
         return true;
     }
-    let counts: Vec<usize> = (0..state.clients.len())
+    let mut owned = vec![0usize; state.clients.len()];
+    for owner in stored(state).filter_map(|doc| doc.owner.as_ref()) {
+        if let Some(h) = live_host(state, owner) {
+            owned[h] += 1;
+        }
+    }
+    let counts = (0..state.clients.len())
         .filter(|&h| state.clients[h].engine.is_some())
-        .map(|h| {
-            let name = PartitionModel::host_name(h as u8);
-            crate::trace::leases(state)
-                .iter()
-                .filter(|l| l.owner.as_ref() == Some(&name))
-                .count()
-        })
-        .collect();
-    let (max, min) = (counts.iter().max(), counts.iter().min());
-    matches!((max, min), (Some(a), Some(b)) if a - b <= 1) || counts.is_empty()
+        .map(|h| owned[h]);
+    let (max, min) = (counts.clone().max(), counts.min());
+    matches!((max, min), (Some(a), Some(b)) if a - b <= 1) || max.is_none()
 }

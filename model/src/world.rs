@@ -18,7 +18,8 @@ use leasehold_engine::{DocId, Now, RequestId};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::Arc;
+
+pub use crate::engine::Engine;
 
 /// A store answer.
 pub type Answer<D> = Result<Reply<D>, StoreError>;
@@ -27,7 +28,8 @@ pub type Answer<D> = Result<Reply<D>, StoreError>;
 /// contract, plus what the shared world needs to route its requests.
 ///
 /// The world shares the engines of the clients a step leaves alone with the state it
-/// came from (they sit behind an `Arc`), so a step clones only the engine it runs.
+/// came from, and keeps each engine's digest ([`Engine`]): a step clones and hashes
+/// only the engine it runs.
 pub trait Machine:
     leasehold_engine::Machine + Clone + Debug + PartialEq + Eq + Hash + Send + Sync + 'static
 {
@@ -66,7 +68,7 @@ pub struct Request<D, I> {
 pub struct Client<M, X = ()> {
     /// The engine; `None` while the client is down. Shared with the states that have
     /// the same engine: a step clones only the engine it changes.
-    pub engine: Option<Arc<M>>,
+    pub engine: Option<Engine<M>>,
     /// Which life of the client this is.
     pub incarnation: u8,
     /// How fast its clock runs.
@@ -239,7 +241,7 @@ pub fn run<R: Rules>(
     let mut hit = fault.is_none();
     while let Some(input) = inputs.pop_front() {
         let now = now(&budget, world, c);
-        let engine = Arc::make_mut(world.clients[usize::from(c)].engine.as_mut()?);
+        let engine = world.clients[usize::from(c)].engine.as_mut()?.get_mut();
         // Refused inputs are no-ops, as for the engine.
         let _ = engine.handle_input(now, input);
         // What the engine tells its driver is handled before its requests go out, as a
@@ -300,6 +302,9 @@ pub fn run<R: Rules>(
                 }
             }
         }
+    }
+    if let Some(engine) = world.clients[usize::from(c)].engine.as_mut() {
+        engine.seal();
     }
     hit.then_some(())
 }
@@ -451,7 +456,7 @@ pub fn restart<M: Machine, G, X>(
 ) {
     let client = &mut world.clients[usize::from(c)];
     client.incarnation += 1;
-    client.engine = Some(Arc::new(engine(c, client.incarnation)));
+    client.engine = Some(Engine::new(engine(c, client.incarnation)));
 }
 
 /// One tick passes; `late` if some client still had work due (a pause).
@@ -533,7 +538,7 @@ pub fn initial<M: Machine, G: Clone, X: Default>(
                 .into_iter()
                 .enumerate()
                 .map(|(c, (rate, wall_offset))| Client {
-                    engine: Some(Arc::new(engine(c as u8))),
+                    engine: Some(Engine::new(engine(c as u8))),
                     incarnation: 0,
                     rate,
                     wall_offset,

@@ -1,6 +1,10 @@
 //! The Explorer's view: the domain's facts, short enough to walk by hand, over exactly
 //! the states and properties the checker has.
 
+/// The checks allocate and free states at a high rate; the CLI uses the same allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use leasehold_model::check::{self, Options, Outcome, Search, Stop};
 use leasehold_model::explore::{Explored, step_view, view};
 use leasehold_model::trace::Explain;

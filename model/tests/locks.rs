@@ -1,6 +1,10 @@
 //! Model checks of the work queue and item leases at the bounds `cargo test` can
 //! afford, and the known-bad variants, each of which must yield a counterexample.
 
+/// The checks allocate and free states at a high rate; the CLI uses the same allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
 use leasehold_model::trace::{self, Explain};
 use leasehold_model::{ItemModel, LockBounds, LockBug, LockKind, QueueModel, items, queue};

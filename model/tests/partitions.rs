@@ -2,6 +2,10 @@
 //! afford, the known-bad variants that must break it, and checks that the liveness
 //! bounds are tight.
 
+/// The checks allocate and free states at a high rate; the CLI uses the same allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use leasehold_engine::ExpiryRule;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::Liveness;

@@ -69,6 +69,9 @@ pub fn flags(bounds: &Bounds) -> String {
     if let Some(bug) = bounds.bug {
         let _ = write!(out, " --bug {bug}");
     }
+    if bounds.unreduced {
+        out.push_str(" --unreduced");
+    }
     out
 }
 
@@ -106,6 +109,14 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
         "  liveness checked {} s after the last fault; balance {} s after the last join",
         model.liveness_ticks, model.balance_ticks
     );
+    let setups = (2 * u32::from(b.skew) + 1).pow(u32::from(b.hosts.saturating_sub(1)));
+    if model.fold_wall_clocks && setups > 1 {
+        let _ = writeln!(
+            out,
+            "  wall clocks: {setups} skew set-ups checked as one (observed expiry never reads a \
+             wall clock; --unreduced explores each)"
+        );
+    }
     let _ = writeln!(
         out,
         "  {} search on {} thread{}{}",

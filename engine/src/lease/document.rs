@@ -152,6 +152,22 @@ impl HostDocument {
     pub fn id_prefix(prefix: &str) -> String {
         format!("{prefix}.host.")
     }
+
+    /// Whether this document's id is the one [`id_for`](Self::id_for) gives its host
+    /// in group `prefix`; it allocates nothing, as every scan checks every heartbeat.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::HostDocument;
+    /// use leasehold_engine::{HostId, WallTime};
+    ///
+    /// let doc = HostDocument::new("orders", HostId::from("h1"), WallTime(0));
+    /// assert!(doc.has_own_id("orders"));
+    /// assert!(!doc.has_own_id("order"));
+    /// ```
+    pub fn has_own_id(&self, prefix: &str) -> bool {
+        let rest = self.id.as_bytes().strip_prefix(prefix.as_bytes());
+        rest.and_then(|r| r.strip_prefix(b".host.")) == Some(self.host.as_bytes())
+    }
 }
 
 /// A document of the lease container.

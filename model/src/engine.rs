@@ -1,0 +1,89 @@
+//! A client's engine as the world holds it: shared between the states that have it,
+//! and hashed once per change instead of once per state.
+//!
+//! A step changes one engine at most, yet stateright hashes every state it makes,
+//! whole. Sharing the engines a step leaves alone saves cloning them, and keeping
+//! each engine's digest saves hashing them again. Before, cloning, dropping and
+//! hashing states took about 40 % of the 3 × 3 × 1 partition check's time (perf;
+//! BENCHMARKS.md, issue 23).
+
+use fnv::FnvHasher;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// An engine, shared and with its digest kept.
+///
+/// Change it only through [`Engine::get_mut`], then [`Engine::seal`] it; the world's
+/// `run` does both. An engine left unsealed still hashes correctly, only slower.
+///
+/// ```
+/// use leasehold_model::world::Engine;
+///
+/// let mut a = Engine::new(vec![1, 2]);
+/// let b = a.clone();
+/// assert_eq!(a, b);
+/// a.get_mut().push(3);
+/// a.seal();
+/// assert_ne!(a, b);
+/// assert_eq!(*b, [1, 2]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Engine<M> {
+    machine: Arc<M>,
+    /// The machine's hash; `None` while it may have changed since.
+    digest: Option<u64>,
+}
+
+fn digest_of<M: Hash>(machine: &M) -> u64 {
+    // Unkeyed, so the same machine gives the same digest in every state.
+    let mut hasher = FnvHasher::default();
+    machine.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl<M: Hash + Clone> Engine<M> {
+    /// A sealed engine.
+    pub fn new(machine: M) -> Engine<M> {
+        let digest = Some(digest_of(&machine));
+        Engine {
+            machine: Arc::new(machine),
+            digest,
+        }
+    }
+
+    /// The machine, to change: a copy of its own if another state shares it.
+    pub fn get_mut(&mut self) -> &mut M {
+        self.digest = None;
+        Arc::make_mut(&mut self.machine)
+    }
+
+    /// Records the digest after a change.
+    pub fn seal(&mut self) {
+        if self.digest.is_none() {
+            self.digest = Some(digest_of(&*self.machine));
+        }
+    }
+}
+
+impl<M> Deref for Engine<M> {
+    type Target = M;
+
+    fn deref(&self) -> &M {
+        &self.machine
+    }
+}
+
+impl<M: Hash> Hash for Engine<M> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.digest.unwrap_or_else(|| digest_of(&*self.machine)));
+    }
+}
+
+impl<M: PartialEq> PartialEq for Engine<M> {
+    fn eq(&self, other: &Engine<M>) -> bool {
+        Arc::ptr_eq(&self.machine, &other.machine) || *self.machine == *other.machine
+    }
+}
+
+impl<M: Eq> Eq for Engine<M> {}
