@@ -9,8 +9,7 @@ use leasehold_engine::lease::{
 };
 use leasehold_engine::store::{Container, Op};
 use leasehold_engine::{
-    ExpiryRule,
-    Checkpoint, HostId, Incarnation, LeaseToken, Now, PartitionKey, RequestId, WallTime,
+    Checkpoint, ExpiryRule, HostId, Incarnation, LeaseToken, Now, PartitionKey, RequestId, WallTime,
 };
 
 /// Faults can hit any of a step's first few writes.

@@ -136,9 +136,8 @@ fn live_host(state: &State, owner: &HostId) -> Option<usize> {
 }
 
 fn confirmed_kept(_: &PartitionModel, state: &State) -> bool {
-    stored(state).all(|doc| {
-        number(doc.checkpoint.as_ref()) >= state.ghost.confirmed[index(&doc.token)]
-    })
+    stored(state)
+        .all(|doc| number(doc.checkpoint.as_ref()) >= state.ghost.confirmed[index(&doc.token)])
 }
 
 /// Owned, not processing: a lease moved between live hosts (a steal, or a handoff)
@@ -150,7 +149,11 @@ fn owned_when_calm(model: &PartitionModel, state: &State) -> bool {
     if state.time.saturating_sub(state.last_fault) < model.liveness_ticks || !state.net.is_empty() {
         return true;
     }
-    stored(state).all(|doc| doc.owner.as_ref().is_some_and(|o| live_host(state, o).is_some()))
+    stored(state).all(|doc| {
+        doc.owner
+            .as_ref()
+            .is_some_and(|o| live_host(state, o).is_some())
+    })
 }
 
 fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {

@@ -58,7 +58,10 @@ fn assert_fold_is_exact(bounds: Bounds) {
     let (folded, unreduced) = folded_and_unreduced(bounds);
     let small = exhaustive(&folded);
     let full = exhaustive(&unreduced);
-    assert_eq!(full.progress.unique, small.progress.unique * setups as usize);
+    assert_eq!(
+        full.progress.unique,
+        small.progress.unique * setups as usize
+    );
     for (a, b) in small.verdicts.iter().zip(&full.verdicts) {
         assert_eq!((a.property, a.outcome), (b.property, b.outcome));
     }
@@ -117,7 +120,10 @@ fn a_known_bad_variant_is_found_as_soon_with_the_wall_clocks_folded() {
         assert_eq!(verdict.outcome, Outcome::Counterexample);
         verdict.path.as_ref().map(Vec::len)
     };
-    assert_eq!(steps(&run(&folded, &first)), steps(&run(&unreduced, &first)));
+    assert_eq!(
+        steps(&run(&folded, &first)),
+        steps(&run(&unreduced, &first))
+    );
 }
 
 /// The sibling: under the timestamp rule wall clocks are compared, so folding them
@@ -136,7 +142,10 @@ fn folding_the_wall_clocks_under_the_timestamp_rule_would_hide_a_skew_bug() {
         ..Bounds::default()
     };
     let mut model = PartitionModel::new(bounds).expect("valid bounds");
-    assert!(!model.fold_wall_clocks, "the timestamp rule reads wall clocks");
+    assert!(
+        !model.fold_wall_clocks,
+        "the timestamp rule reads wall clocks"
+    );
     let found = exhaustive(&model);
     assert_eq!(
         found.verdict(p::EXCLUSIVITY).outcome,

@@ -1,6 +1,5 @@
 //! The `leasehold` command line.
 
-
 /// The model checker allocates and frees small states at a high rate; mimalloc does
 /// that faster than the system allocator (BENCHMARKS.md, model checking).
 #[global_allocator]

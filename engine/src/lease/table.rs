@@ -194,9 +194,7 @@ impl LeaseHost {
         items
             .iter()
             .filter_map(|Stored { doc, etag }| match doc {
-                Record::Host(doc) if doc.has_own_id(prefix) => {
-                    Some((doc.clone(), etag.clone()))
-                }
+                Record::Host(doc) if doc.has_own_id(prefix) => Some((doc.clone(), etag.clone())),
                 _ => None,
             })
             .collect()
