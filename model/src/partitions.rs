@@ -183,83 +183,6 @@ impl PartitionModel {
         (next, journal.unwrap_or_default())
     }
 
-    /// What a handler does with the host's outputs other than requests.
-    fn handle(
-        &self,
-        state: &mut State,
-        h: u8,
-        output: Output,
-        journal: &mut Option<Vec<String>>,
-    ) -> Option<Input> {
-        let host = &mut state.clients[usize::from(h)];
-        match output {
-            Output::Request(_) => unreachable!("the world routes requests"),
-            Output::Start {
-                lease,
-                session,
-                checkpoint,
-                epoch,
-            } => {
-                let progress = number(checkpoint.as_ref());
-                let p = index(&lease);
-                host.handler.work[p] = Some(Work {
-                    session,
-                    epoch: epoch.0,
-                    progress,
-                });
-                if state.ghost.lapsed & lapse_bit(h, p) != 0 {
-                    state.ghost.restart_after_lapse = true;
-                }
-                note(journal, || {
-                    format!("h{h} starts processing lease {lease} at e{}", epoch.0)
-                });
-                None
-            }
-            Output::Stop {
-                lease,
-                session,
-                reason,
-                ..
-            } => {
-                let p = index(&lease);
-                let call = host.handler.work[p].take_if(|w| w.session == session);
-                note(journal, || {
-                    format!("h{h} stops processing lease {lease}: {reason}")
-                });
-                match reason {
-                    // The call is cancelled but runs on until it returns or is
-                    // aborted (Action::Return), as the tokio worker's does.
-                    StopReason::Lost(cause) => {
-                        state.ghost.lost_lease = true;
-                        if cause == LossCause::AuthorityLapsed {
-                            state.ghost.lapsed |= lapse_bit(h, p);
-                        }
-                        if call.is_some() {
-                            host.handler.lingering[p] = call;
-                        }
-                        None
-                    }
-                    // The handler finishes at once and acknowledges.
-                    StopReason::Released | StopReason::Shutdown => {
-                        Some(Input::Stopped { lease, session })
-                    }
-                }
-            }
-            Output::Checkpointed {
-                lease, checkpoint, ..
-            } => {
-                let p = index(&lease);
-                let n = number(Some(&checkpoint));
-                state.ghost.confirmed[p] = state.ghost.confirmed[p].max(n);
-                note(journal, || {
-                    format!("h{h}'s checkpoint {checkpoint} of lease {lease} is confirmed")
-                });
-                None
-            }
-            Output::CheckpointRejected { .. } | Output::ShutdownComplete => None,
-        }
-    }
-
     /// Records what an applied write means for the properties.
     fn record_write(&self, state: &mut State, h: u8, req: &Req, before: Option<LeaseDocument>) {
         let Op::Replace {
@@ -379,6 +302,7 @@ impl Rules for PartitionModel {
         }
     }
 
+    /// What a handler does with the host's outputs other than requests.
     fn output(
         &self,
         state: &mut State,
@@ -386,7 +310,73 @@ impl Rules for PartitionModel {
         output: Output,
         journal: &mut Option<Vec<String>>,
     ) -> Option<Input> {
-        self.handle(state, h, output, journal)
+        let host = &mut state.clients[usize::from(h)];
+        match output {
+            Output::Request(_) => unreachable!("the world routes requests"),
+            Output::Start {
+                lease,
+                session,
+                checkpoint,
+                epoch,
+            } => {
+                let progress = number(checkpoint.as_ref());
+                let p = index(&lease);
+                host.handler.work[p] = Some(Work {
+                    session,
+                    epoch: epoch.0,
+                    progress,
+                });
+                if state.ghost.lapsed & lapse_bit(h, p) != 0 {
+                    state.ghost.restart_after_lapse = true;
+                }
+                note(journal, || {
+                    format!("h{h} starts processing lease {lease} at e{}", epoch.0)
+                });
+                None
+            }
+            Output::Stop {
+                lease,
+                session,
+                reason,
+                ..
+            } => {
+                let p = index(&lease);
+                let call = host.handler.work[p].take_if(|w| w.session == session);
+                note(journal, || {
+                    format!("h{h} stops processing lease {lease}: {reason}")
+                });
+                match reason {
+                    // The call is cancelled but runs on until it returns or is
+                    // aborted (Action::Return), as the tokio worker's does.
+                    StopReason::Lost(cause) => {
+                        state.ghost.lost_lease = true;
+                        if cause == LossCause::AuthorityLapsed {
+                            state.ghost.lapsed |= lapse_bit(h, p);
+                        }
+                        if call.is_some() {
+                            host.handler.lingering[p] = call;
+                        }
+                        None
+                    }
+                    // The handler finishes at once and acknowledges.
+                    StopReason::Released | StopReason::Shutdown => {
+                        Some(Input::Stopped { lease, session })
+                    }
+                }
+            }
+            Output::Checkpointed {
+                lease, checkpoint, ..
+            } => {
+                let p = index(&lease);
+                let n = number(Some(&checkpoint));
+                state.ghost.confirmed[p] = state.ghost.confirmed[p].max(n);
+                note(journal, || {
+                    format!("h{h}'s checkpoint {checkpoint} of lease {lease} is confirmed")
+                });
+                None
+            }
+            Output::CheckpointRejected { .. } | Output::ShutdownComplete => None,
+        }
     }
 
     fn reply_lost(&self, state: &mut State, applied: &Answer<Record>) {
