@@ -1,6 +1,7 @@
 //! What a check covers: the cluster's size, the faults it may suffer, the protocol
 //! settings, and an optional known-bad variant.
 
+use crate::world::Budget;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::{
     ConfigError, Intent, KnownBad, LeaseConfig, LeaseDocument, Liveness, Record,
@@ -55,6 +56,20 @@ pub struct Bounds {
     /// clock. By default the observed rule's check folds them into one
     /// ([`PartitionModel::fold_wall_clocks`](crate::PartitionModel::fold_wall_clocks)).
     pub unreduced: bool,
+}
+
+impl Bounds {
+    /// The fault budget, in the shared world's terms.
+    pub fn budget(&self) -> Budget {
+        Budget {
+            crashes: self.crashes,
+            pauses: self.pauses,
+            lost_replies: self.lost_replies,
+            delays: self.delays,
+            horizon: self.horizon,
+            drift_ms: self.drift_ms,
+        }
+    }
 }
 
 impl Default for Bounds {

@@ -91,19 +91,6 @@ impl PartitionModel {
         store
     }
 
-    /// The fault budget, in the shared world's terms.
-    pub fn budget(&self) -> Budget {
-        let b = &self.bounds;
-        Budget {
-            crashes: b.crashes,
-            pauses: b.pauses,
-            lost_replies: b.lost_replies,
-            delays: b.delays,
-            horizon: b.horizon,
-            drift_ms: b.drift_ms,
-        }
-    }
-
     /// Whether host `h` has timers due.
     fn due(&self, state: &State, h: usize) -> bool {
         let host = &state.clients[h];
@@ -184,7 +171,7 @@ impl PartitionModel {
     }
 
     /// Records what an applied write means for the properties.
-    fn record_write(&self, state: &mut State, h: u8, req: &Req, before: Option<LeaseDocument>) {
+    fn record_write(&self, state: &mut State, h: u8, req: &Req, before: Option<&LeaseDocument>) {
         let Op::Replace {
             doc: Record::Lease(after),
             ..
@@ -270,7 +257,7 @@ impl Rules for PartitionModel {
     const ACTOR: char = 'h';
 
     fn budget(&self) -> Budget {
-        PartitionModel::budget(self)
+        self.bounds.budget()
     }
 
     /// The known-bad variants that live on the wire.
@@ -278,11 +265,7 @@ impl Rules for PartitionModel {
         let Some(bug) = self.bounds.bug else {
             return;
         };
-        let before = match before {
-            Some(Record::Lease(doc)) => Some(doc),
-            _ => None,
-        };
-        bug.tamper(req.intent, &mut req.op, before);
+        bug.tamper(req.intent, &mut req.op, before.and_then(Record::as_lease));
     }
 
     fn record(
@@ -294,11 +277,7 @@ impl Rules for PartitionModel {
         result: &Answer<Record>,
     ) {
         if result.is_ok() {
-            let before = match before {
-                Some(Record::Lease(doc)) => Some(doc),
-                _ => None,
-            };
-            self.record_write(state, h, req, before);
+            self.record_write(state, h, req, before.as_ref().and_then(Record::as_lease));
         }
     }
 
@@ -404,7 +383,7 @@ impl stateright::Model for PartitionModel {
         world::initial(
             self.bounds.hosts,
             skew,
-            &self.budget(),
+            &self.bounds.budget(),
             &self.initial_store(),
             &ghost,
             |h| self.engine(h, 0),
@@ -545,11 +524,8 @@ pub fn lease_before(store: &Container<Record>, op: &Op<Record>) -> Option<LeaseD
     else {
         return None;
     };
-    match store.read(&PartitionKey::new(doc.id.as_str()), &doc.id) {
-        Ok(stored) => match stored.doc {
-            Record::Lease(d) => Some(d),
-            Record::Host(_) => None,
-        },
-        Err(_) => None,
-    }
+    let stored = store
+        .read(&PartitionKey::new(doc.id.as_str()), &doc.id)
+        .ok()?;
+    stored.doc.as_lease().cloned()
 }

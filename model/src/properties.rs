@@ -7,7 +7,7 @@
 use crate::partitions::{PartitionModel, index, number};
 use crate::state::State;
 use leasehold_engine::HostId;
-use leasehold_engine::lease::{LeaseDocument, Record};
+use leasehold_engine::lease::LeaseDocument;
 use stateright::Property;
 
 /// Exclusivity.
@@ -123,10 +123,10 @@ fn sessions_apart(model: &PartitionModel, state: &State) -> bool {
 /// The stored leases. Properties run on every state, so they read the documents as
 /// they are instead of formatting trace lines.
 fn stored(state: &State) -> impl Iterator<Item = &LeaseDocument> {
-    state.store.iter().filter_map(|stored| match &stored.doc {
-        Record::Lease(doc) => Some(doc),
-        Record::Host(_) => None,
-    })
+    state
+        .store
+        .iter()
+        .filter_map(|stored| stored.doc.as_lease())
 }
 
 /// The index of the live host named `owner`, if it is up.

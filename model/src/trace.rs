@@ -117,7 +117,7 @@ impl Explain for PartitionModel {
 
 /// Every fact shown in a trace, keyed so that steps can print only what changed.
 fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
-    let mut facts = world::client_facts(&model.budget(), state, 'h', |h, engine, now| {
+    let mut facts = world::client_facts(&model.bounds.budget(), state, 'h', |h, engine, now| {
         let mut facts = Vec::new();
         for lease in engine.leases() {
             let p = index(&lease.doc.token);

@@ -180,6 +180,24 @@ pub enum Record {
     Host(HostDocument),
 }
 
+impl Record {
+    /// The lease, if this is one.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::{LeaseDocument, Record};
+    /// use leasehold_engine::{LeaseToken, WallTime};
+    ///
+    /// let doc = LeaseDocument::new("orders", LeaseToken::from("3"), WallTime(0));
+    /// assert_eq!(Record::Lease(doc.clone()).as_lease(), Some(&doc));
+    /// ```
+    pub fn as_lease(&self) -> Option<&LeaseDocument> {
+        match self {
+            Record::Lease(doc) => Some(doc),
+            Record::Host(_) => None,
+        }
+    }
+}
+
 impl Document for Record {
     fn id(&self) -> &DocId {
         match self {

@@ -109,10 +109,7 @@ impl World {
                     .store
                     .read(&PartitionKey::new(doc.id.as_str()), &doc.id)
                     .ok()
-                    .and_then(|s| match s.doc {
-                        Record::Lease(d) => Some(d),
-                        Record::Host(_) => None,
-                    });
+                    .and_then(|s| s.doc.as_lease().cloned());
                 Some((doc.clone(), before))
             }
             _ => None,
