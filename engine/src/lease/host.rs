@@ -1,7 +1,9 @@
 //! The partition-lease host state machine.
 
 use super::agenda::Agenda;
-use super::membership::{BeatState, BeatStep, Heartbeat, Member};
+use super::heartbeat::BeatStep;
+use super::membership::Membership;
+use super::phase::Phase;
 use super::reads::TableReads;
 use super::session::Sessions;
 use super::slot::{Own, ReleaseTo, Slot};
@@ -84,16 +86,12 @@ pub struct LeaseHost {
     /// The latest time seen; inputs never move the clock backwards.
     pub(super) now: Now,
     pub(super) slots: BTreeMap<LeaseToken, Slot>,
-    /// The leases this host owns or must re-read: the only ones an ordinary input can
-    /// concern. A host sees every lease of the table, and visiting them all on every
-    /// input made large tables quadratic. Exactly those slots after every input.
-    pub(super) active: BTreeSet<LeaseToken>,
-    /// Which of those the next input must look at.
+    /// Which leases an input can concern: those this host owns or must re-read, and
+    /// which of them the next input must look at. A host sees every lease of the
+    /// table, and visiting them all on every input made large tables quadratic.
     pub(super) agenda: Agenda,
-    pub(super) members: BTreeMap<HostId, Member>,
-    pub(super) beat: Heartbeat,
-    /// Hosts whose tenure this host is fencing (session liveness).
-    pub(super) fencing: BTreeSet<HostId>,
+    /// Its own heartbeat and the other hosts'.
+    pub(super) membership: Membership,
     pub(super) pending: BTreeMap<RequestId, Pending>,
     pub(super) issued: u64,
     /// Leases this host is creating.
@@ -108,8 +106,8 @@ pub struct LeaseHost {
     out: VecDeque<Output>,
 }
 
-/// The host's state as the model checker sees it: everything but the indexes derived
-/// from it (`active` and the agenda), which say where to look, not what is there.
+/// The host's state as the model checker sees it: everything but the index derived
+/// from it (the agenda), which says where to look, not what is there.
 /// Destructured in full, so that a new field must be placed on one side or the other.
 /// The configuration comes apart from the rest: equality compares it, but hashing
 /// skips it (see the `Hash` impl).
@@ -123,11 +121,8 @@ macro_rules! hashed_state {
             phase,
             now,
             slots,
-            active: _,
             agenda: _,
-            members,
-            beat,
-            fencing,
+            membership,
             pending,
             issued,
             creating,
@@ -141,7 +136,7 @@ macro_rules! hashed_state {
             config,
             (
                 (me, incarnation, sessions, phase, now, slots),
-                (members, beat, fencing, pending, issued, creating),
+                (membership, pending, issued, creating),
                 (next_scan, scanning, table, replan_at, out),
             ),
         )
@@ -163,13 +158,6 @@ impl std::hash::Hash for LeaseHost {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         hashed_state!(self).1.hash(state);
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Phase {
-    Running,
-    ShuttingDown,
-    Finished,
 }
 
 /// A request in flight, and what its answer means.
@@ -256,11 +244,8 @@ impl LeaseHost {
             phase: Phase::Running,
             now: Now::default(),
             slots: BTreeMap::new(),
-            active: BTreeSet::new(),
             agenda,
-            members: BTreeMap::new(),
-            beat: Heartbeat::new(),
-            fencing: BTreeSet::new(),
+            membership: Membership::new(),
             pending: BTreeMap::new(),
             issued: 0,
             creating: BTreeSet::new(),
@@ -396,12 +381,10 @@ impl LeaseHost {
         if let (Phase::Running, Some(t)) = (self.phase, self.replan_at) {
             at(t);
         }
-        let beat_pending = !matches!(self.beat.state, BeatState::Left);
-        if self.uses_heartbeats() && self.beat.op.is_none() && beat_pending {
-            at(self
-                .beat
-                .next_at
-                .max(self.beat.retry_at.unwrap_or(LocalTime::ZERO)));
+        if self.uses_heartbeats()
+            && let Some(t) = self.membership.beat.wake()
+        {
+            at(t);
         }
         if let Some(t) = self.agenda_wake() {
             at(t);
@@ -453,7 +436,7 @@ impl LeaseHost {
         if self.phase == Phase::Finished {
             return;
         }
-        let scope = self.scope(now.local);
+        let scope = self.agenda.scope(now.local);
         let full = self.full_passes_for_check(now);
         self.run_passes(now, &scope);
         if let Some(full) = full {
@@ -602,7 +585,7 @@ impl LeaseHost {
             return;
         }
         self.phase = Phase::ShuttingDown;
-        self.beat.next_at = self.now.local;
+        self.membership.beat.hurry(self.now.local);
         let owned: Vec<LeaseToken> = self
             .slots
             .iter()
@@ -619,7 +602,8 @@ impl LeaseHost {
     /// scan that finds a lease a previous life of this host left behind.
     fn shutdown_done(&self) -> bool {
         let holds_leases = self
-            .active
+            .agenda
+            .active()
             .iter()
             .filter_map(|t| self.slots.get(t))
             .any(|s| s.own.is_some() || s.stale);
@@ -627,13 +611,14 @@ impl LeaseHost {
             .pending
             .values()
             .any(|p| !matches!(p.what, What::Beat(_) | What::Retire(_)));
-        let heartbeat_gone = !self.uses_heartbeats() || matches!(self.beat.state, BeatState::Left);
+        let heartbeat_gone = !self.uses_heartbeats() || self.membership.beat.has_left();
         !holds_leases && !may_gain_lease && heartbeat_gone
     }
 
     /// Whether this host owns any lease.
     pub(super) fn holds_leases(&self) -> bool {
-        self.active
+        self.agenda
+            .active()
             .iter()
             .filter_map(|t| self.slots.get(t))
             .any(|s| s.own.is_some())
@@ -669,7 +654,7 @@ impl LeaseHost {
         fence: Option<Observation>,
         sent_at: Option<LocalTime>,
     ) {
-        self.table.settled = false;
+        self.table.unsettle();
         let deadline = if self.session_liveness() {
             self.slots
                 .get(token)

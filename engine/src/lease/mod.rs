@@ -4,17 +4,21 @@
 //! The host is sans-IO: see [`LeaseHost`] for the driving loop.
 
 mod agenda;
+mod beat;
 mod config;
 mod document;
+mod heartbeat;
 mod host;
 mod io;
 mod membership;
+mod phase;
 mod reads;
 mod respond;
 mod session;
 mod slot;
 mod table;
 mod tenure;
+mod wake;
 mod write;
 
 pub use config::{ConfigError, KnownBad, LeaseConfig, Liveness, UnknownLiveness};

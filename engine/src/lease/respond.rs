@@ -3,7 +3,8 @@
 //! A reply of the wrong kind for its request (a driver bug) is treated like an
 //! unknown outcome: the host re-reads, which is always safe.
 
-use super::host::{LeaseHost, Pending, Phase, What};
+use super::host::{LeaseHost, Pending, What};
+use super::phase::Phase;
 use super::slot::{ReleaseTo, Slot};
 use super::{LeaseDocument, LossCause, Output, Record, StopReason};
 use crate::expiry::Observation;
@@ -28,7 +29,7 @@ impl LeaseHost {
             What::Read(token) => self.on_read(now, token, result),
             What::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
             What::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
-            What::Retire(host) => self.on_retire_response(host),
+            What::Retire(host) => self.membership.retired(&host),
             What::Fence { doc, seq } => self.on_fence_response(now, doc, seq, result),
         }
     }
@@ -262,7 +263,7 @@ impl LeaseHost {
         etag: Etag,
     ) {
         // News of a lease: the next read of the heartbeats plans again.
-        self.table.settled = false;
+        self.table.unsettle();
         let learned = self.issued;
         // Under session liveness a lease named after this host holds authority only
         // in the current tenure; one from an ended tenure or an earlier life is taken
@@ -320,7 +321,7 @@ impl LeaseHost {
     /// Forgets ownership of `token` and tells its session, if any, to stop at once.
     /// The session stays until the driver reports it stopped.
     pub(super) fn lose(&mut self, token: &LeaseToken, cause: LossCause) {
-        self.table.settled = false;
+        self.table.unsettle();
         if self
             .slots
             .get_mut(token)

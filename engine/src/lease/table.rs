@@ -1,9 +1,10 @@
 //! The acquire cycle: read the lease table, judge it, plan, act.
 
-use super::host::{LeaseHost, Phase, What};
+use super::host::{LeaseHost, What};
 use super::membership::Member;
-use super::slot::ReleaseTo;
-use super::slot::Slot;
+use super::phase::Phase;
+use super::reads::{Group, Why};
+use super::slot::{ReleaseTo, Slot};
 use super::tenure::TenureVerdict;
 use super::{HostDocument, Intent, KnownBad, LeaseDocument, Record, StopReason};
 use crate::balance::{Action, LeaseStatus, LeaseView, Reason, TableView};
@@ -16,6 +17,52 @@ use std::collections::BTreeMap;
 type Listing = Vec<(LeaseDocument, Etag)>;
 
 impl LeaseHost {
+    /// Sends the interval's read: the heartbeats alone, or the whole table.
+    pub(super) fn send_scan(&mut self, now: Now) {
+        self.scanning = true;
+        let seq = self.issued;
+        let group = Group {
+            me: &self.me,
+            session: self.session_liveness(),
+            claiming: !self.membership.beat.published().is_empty(),
+            claimed_from: self.is_claimed_from(),
+            hosts: self.live_members(now).count() as u64 + 1,
+            audit_interval: self.config.audit_interval,
+            lease_duration: self.config.expiry.duration,
+        };
+        let (intent, prefix, table) = match self.table.choose(now, &group) {
+            Some(Why::Needed) => (Intent::Scan, self.config.prefix.clone(), true),
+            Some(Why::Audit) => (Intent::Audit, self.config.prefix.clone(), true),
+            None => (
+                Intent::ReadMembers,
+                HostDocument::id_prefix(&self.config.prefix),
+                false,
+            ),
+        };
+        self.send(
+            now,
+            intent,
+            Op::ReadAll { prefix },
+            What::Scan { seq, table },
+        );
+    }
+
+    /// Whether another host claims a lease this host holds.
+    fn is_claimed_from(&self) -> bool {
+        self.membership.members().any(|m| {
+            m.claimed
+                .iter()
+                .any(|t| self.slots.get(t).is_some_and(|s| s.own.is_some()))
+        })
+    }
+
+    /// Something happened that only the table can tell the whole of: read it at
+    /// the next scan, which is now.
+    pub(super) fn need_table(&mut self, now: Now) {
+        self.table.need();
+        self.next_scan = self.next_scan.min(now.local);
+    }
+
     pub(super) fn on_scan(
         &mut self,
         now: Now,
@@ -28,7 +75,7 @@ impl LeaseHost {
         self.next_scan = now.local + self.config.acquire_interval;
         let read = matches!(result, Ok(Reply::ReadAll(_)));
         if table {
-            self.table_read(sent_at, read);
+            self.table.answered(sent_at, read);
         }
         match result {
             Ok(Reply::ReadAll(items)) if table => {
@@ -43,7 +90,7 @@ impl LeaseHost {
             }
             Ok(Reply::ReadAll(items)) => {
                 let beats = self.heartbeats_of(&items);
-                let changes = self.integrate_members(now, seq, beats);
+                let changes = self.membership.integrate(&self.me, now, seq, beats);
                 if changes.ended {
                     // The ended tenure's leases are free, and only the table says
                     // which they are.
@@ -54,7 +101,7 @@ impl LeaseHost {
                 // a plan reads, or the last plan is not done. Expiries replan at
                 // their own time (`replan_at`).
                 if self.phase == Phase::Running {
-                    if changes.changed || !self.table.settled {
+                    if changes.changed || !self.table.is_settled() {
                         self.rebalance(now);
                     }
                     self.retire_dead_members(now);
@@ -95,7 +142,7 @@ impl LeaseHost {
         }
         if self.uses_heartbeats() {
             let beats = self.heartbeats_of(&items);
-            self.integrate_members(now, seq, beats);
+            self.membership.integrate(&self.me, now, seq, beats);
             self.touch_handoffs();
         }
         let leases =
@@ -250,7 +297,7 @@ impl LeaseHost {
             .filter(|t| *t > now.local)
             .min();
         let mut published = HostDocument::new("", self.me.clone(), now.wall);
-        published.claims = self.beat.published.clone();
+        published.claims = self.membership.beat.published().to_vec();
         let mut all: Vec<&HostDocument> = live.iter().map(|m| &m.doc).collect();
         let at = all.partition_point(|d| d.host < self.me);
         all.insert(at, &published);
@@ -312,7 +359,7 @@ impl LeaseHost {
         #[cfg(debug_assertions)]
         assert_eq!(next, self.next_expiry(now), "one walk judges as two did");
         let plan = self.config.strategy.plan(&view, &self.me);
-        self.table.settled = plan.actions.is_empty();
+        self.table.planned(plan.actions.is_empty());
         let mut claims = Vec::new();
         for action in plan.actions {
             match action {
@@ -329,7 +376,7 @@ impl LeaseHost {
             }
         }
         claims.sort();
-        self.beat.claims = claims;
+        self.membership.beat.set_claims(claims);
     }
 
     /// Whether another host's lease expires by its own document's observation: under
@@ -384,7 +431,7 @@ impl LeaseHost {
             // A lease is taken only in a tenure of this host's own, and only once the
             // tenure it hangs on is over: a dead host's is ended (fenced) first, so
             // that a renewal it still has in flight fails instead of extending it.
-            let Some(tenure) = self.beat.tenure else {
+            let Some(tenure) = self.membership.beat.tenure() else {
                 return;
             };
             let bad = self.config.known_bad == Some(KnownBad::UnfencedTakeover);

@@ -5,14 +5,13 @@
 //! it. A fence is a conditional write to the dead host's heartbeat: the dead host's
 //! next renewal then fails on the changed etag, and it stops everything at once.
 
-use super::host::{LeaseHost, Phase, What};
-use super::membership::Member;
+use super::host::{LeaseHost, What};
+use super::phase::Phase;
 use super::slot::Slot;
-use super::{HostDocument, Intent, LeaseDocument, Liveness, LossCause, Record};
+use super::{HostDocument, Intent, LeaseDocument, Liveness, Record};
 use crate::ids::{Etag, HostId, LeaseToken, Tenure};
 use crate::store::{Op, Reply, StoreError};
 use crate::time::{LocalTime, Now};
-use std::collections::BTreeSet;
 
 /// Under session liveness, what a taker must do about the tenure a lease hangs on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +40,7 @@ impl LeaseHost {
     pub(super) fn held_in_tenure(&self, doc: &LeaseDocument) -> bool {
         doc.is_owned_by(&self.me)
             && doc.owner_tenure.is_some()
-            && doc.owner_tenure == self.beat.tenure
+            && doc.owner_tenure == self.membership.beat.tenure()
     }
 
     /// Under session liveness, the state of the tenure `slot`'s owner holds it under,
@@ -59,7 +58,7 @@ impl LeaseHost {
             });
         }
         let tenure = doc.owner_tenure?;
-        Some(match self.members.get(owner) {
+        Some(match self.membership.member(owner) {
             None => TenureVerdict::Expired(None),
             // A tenure's heartbeat is written before any lease names it, and a
             // tenure, once replaced or fenced, never comes back. So a heartbeat read
@@ -81,16 +80,13 @@ impl LeaseHost {
     /// Ends `host`'s `tenure` with a conditional write of a fenced heartbeat, once: a
     /// take of its leases waits for the answer.
     pub(super) fn fence(&mut self, now: Now, host: &HostId, tenure: Tenure, etag: Option<Etag>) {
-        if self.fencing.contains(host) {
+        let prefix = &self.config.prefix;
+        let Some(doc) = self
+            .membership
+            .begin_fence(prefix, &self.me, host, tenure, now)
+        else {
             return;
-        }
-        let mut doc = HostDocument::new(&self.config.prefix, host.clone(), now.wall);
-        if let Some(m) = self.members.get(host) {
-            doc.claims = m.doc.claims.clone();
-            doc.timestamp = m.doc.timestamp;
-        }
-        doc.tenure = Some(tenure);
-        doc.fenced_by = Some(self.me.clone());
+        };
         let op = match etag {
             Some(etag) => Op::Replace {
                 doc: Record::Host(doc.clone()),
@@ -100,7 +96,6 @@ impl LeaseHost {
             // heartbeat exists after all.
             None => Op::Create(Record::Host(doc.clone())),
         };
-        self.fencing.insert(host.clone());
         let seq = self.issued;
         self.send(now, Intent::Fence, op, What::Fence { doc, seq });
     }
@@ -112,18 +107,14 @@ impl LeaseHost {
         seq: u64,
         result: Result<Reply<Record>, StoreError>,
     ) {
-        self.fencing.remove(&doc.host);
+        let landed = match &result {
+            Ok(Reply::Created(etag) | Reply::Replaced(etag)) => Some(etag.clone()),
+            _ => None,
+        };
+        let fenced = landed.is_some();
+        self.membership.fence_answered(now, doc, seq, landed);
         match result {
-            Ok(Reply::Created(etag) | Reply::Replaced(etag)) => {
-                let member = Member {
-                    claimed: BTreeSet::new(),
-                    doc,
-                    etag,
-                    seen: now.local,
-                    read: seq,
-                    retiring: false,
-                };
-                self.members.insert(member.doc.host.clone(), member);
+            _ if fenced => {
                 self.touch_handoffs();
                 // The leases of the fenced tenure are free now: read where they are
                 // (the heartbeats alone do not say) and take them.
@@ -139,31 +130,12 @@ impl LeaseHost {
         }
     }
 
-    /// This host's tenure is over (fenced, deleted, or replaced): every lease held
-    /// under it is lost at once, and the next heartbeat write starts a new tenure.
-    pub(super) fn end_tenure(&mut self) {
-        self.beat.authority_until = None;
-        if self.beat.tenure.take().is_none() {
-            return;
-        }
-        let held: Vec<LeaseToken> = self
-            .active
-            .iter()
-            .filter(|t| self.slots.get(*t).is_some_and(|s| s.own.is_some()))
-            .cloned()
-            .collect();
-        // They stay named after this host until someone takes them; its own plans
-        // see them as free, like everyone else's.
-        for token in held {
-            self.lose(&token, LossCause::SessionFenced);
-        }
-    }
-
     /// Gives every lease held in the current tenure the heartbeat's authority.
     pub(super) fn grant_session_authority(&mut self) {
-        let until = self.beat.authority_until;
+        let until = self.membership.beat.authority_until();
         let held: Vec<LeaseToken> = self
-            .active
+            .agenda
+            .active()
             .iter()
             .filter(|t| {
                 self.slots
@@ -189,7 +161,7 @@ impl LeaseHost {
     /// The authority a lease held under the current tenure has: the heartbeat's.
     pub(super) fn session_authority(&self, doc: &LeaseDocument) -> Option<LocalTime> {
         self.held_in_tenure(doc)
-            .then_some(self.beat.authority_until)
+            .then_some(self.membership.beat.authority_until())
             .flatten()
     }
 }

@@ -1,7 +1,8 @@
 //! The owner's writes: which one a lease needs now (a re-read, a claimant check, a
 //! release, a resume at a new epoch, a checkpoint, a renewal), and sending it.
 
-use super::host::{LeaseHost, Phase, What};
+use super::host::{LeaseHost, What};
+use super::phase::Phase;
 use super::slot::{ReleaseTo, Slot};
 use super::{HostDocument, Intent, Record};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
@@ -82,7 +83,7 @@ impl LeaseHost {
         }
         let session = self.session_liveness();
         // A resume names the tenure it is held in: it waits for one.
-        if own.resume && (!session || self.beat.tenure.is_some()) {
+        if own.resume && (!session || self.membership.beat.tenure().is_some()) {
             return Some(Due::Write(Intent::Resume));
         }
         if own.checkpoint.is_some() {
@@ -133,7 +134,7 @@ impl LeaseHost {
             // The recipient's tenure as last seen: if it has a newer one by the time
             // it reads the lease, the lease is free, and it takes it like any other.
             if session {
-                let theirs = doc.owner.as_ref().and_then(|o| self.members.get(o));
+                let theirs = doc.owner.as_ref().and_then(|o| self.membership.member(o));
                 doc.owner_tenure = theirs.and_then(|m| m.doc.tenure);
             }
             // A lease released before its fence passed carries the fence on.
@@ -151,7 +152,7 @@ impl LeaseHost {
             doc.epoch = doc.epoch.next();
         }
         if intent == Intent::Resume && session {
-            doc.owner_tenure = self.beat.tenure;
+            doc.owner_tenure = self.membership.beat.tenure();
         }
         let op = Op::Replace {
             doc: Record::Lease(doc.clone()),
@@ -178,7 +179,7 @@ impl LeaseHost {
                     Some(ReleaseTo::Successor(to)) => (to, false),
                     _ => return None,
                 };
-                let waiting = self.members.get(claimant).is_some_and(|m| {
+                let waiting = self.membership.member(claimant).is_some_and(|m| {
                     self.is_alive(m, now) && (!needs_claim || m.claimed.contains(token))
                 });
                 (!waiting).then(|| token.clone())

@@ -1,0 +1,136 @@
+//! The host's side of membership: it sends the heartbeat requests the membership asks
+//! for, acts on the leases when a tenure begins or ends, and deletes the heartbeats of
+//! hosts that stopped.
+
+use super::LossCause;
+use super::heartbeat::{BeatPlan, BeatRules, BeatStep};
+use super::host::{LeaseHost, What};
+use super::membership::Member;
+use super::phase::Phase;
+use super::{HostDocument, Intent};
+use crate::ids::{HostId, LeaseToken, PartitionKey};
+use crate::store::{Op, Reply, StoreError};
+use crate::time::{LocalTime, Now};
+use std::collections::BTreeSet;
+
+impl LeaseHost {
+    pub(super) fn uses_heartbeats(&self) -> bool {
+        self.config.strategy.needs_membership()
+    }
+
+    /// Whether the heartbeat of `member` is live at `now`: not fenced, not expired.
+    pub(super) fn is_alive(&self, member: &Member, now: Now) -> bool {
+        member.is_alive(&self.config.expiry, now)
+    }
+
+    /// Live members other than this host, sorted by id.
+    pub(super) fn live_members(&self, now: Now) -> impl Iterator<Item = &Member> {
+        self.membership.live(&self.me, &self.config.expiry, now)
+    }
+
+    pub(super) fn drive_heartbeat(&mut self, now: Now) {
+        if !self.uses_heartbeats() {
+            return;
+        }
+        // Under session liveness the heartbeat vouches for the leases still being
+        // released: it is renewed until the last is gone, and only then deleted.
+        let leaving =
+            self.phase == Phase::ShuttingDown && !(self.session_liveness() && self.holds_leases());
+        let plan = BeatPlan {
+            me: &self.me,
+            incarnation: self.incarnation(),
+            prefix: &self.config.prefix,
+            phase: self.phase,
+            session: self.session_liveness(),
+            leaving,
+        };
+        let Some((intent, op, step)) = self.membership.beat.next(now, &plan) else {
+            return;
+        };
+        let id = self.send(now, intent, op, What::Beat(step));
+        self.membership.beat.sent(id);
+    }
+
+    pub(super) fn on_heartbeat_response(
+        &mut self,
+        now: Now,
+        sent_at: LocalTime,
+        step: BeatStep,
+        result: Result<Reply<super::Record>, StoreError>,
+    ) {
+        let rules = BeatRules {
+            policy: self.config.expiry,
+            renew: self.config.renew_interval,
+            backoff: self.backoff(),
+            session: self.session_liveness(),
+        };
+        let news = self
+            .membership
+            .beat
+            .answered(now, sent_at, step, result, &rules);
+        if news.ended {
+            self.lose_tenure();
+        }
+        if news.began {
+            self.table.unsettle();
+            // Resumes wait for a tenure to name.
+            let held: Vec<LeaseToken> = self.agenda.active().iter().cloned().collect();
+            held.iter().for_each(|t| self.touch(t));
+        }
+        if news.renewed {
+            self.grant_session_authority();
+        }
+        // Takes wait for a tenure to hold the leases in: plan now.
+        if news.began && self.phase == Phase::Running && !self.slots.is_empty() {
+            self.rebalance(now);
+        }
+    }
+
+    /// Deletes heartbeats of hosts that stopped, so that restarted hosts with new
+    /// identities do not pile up. Conditional, so a host that just came back wins.
+    ///
+    /// Under session liveness a heartbeat some lease still names stays: deleting it
+    /// would end that tenure without the fence its taker writes, and a fenced one
+    /// tells everyone the tenure is over. It goes once no lease names the host.
+    pub(super) fn retire_dead_members(&mut self, now: Now) {
+        // Walking the slots costs O(partitions): only when there is someone to retire.
+        if !self.membership.any_dead(&self.config.expiry, now) {
+            return;
+        }
+        let named: BTreeSet<&HostId> = if self.session_liveness() {
+            self.slots
+                .values()
+                .filter_map(|s| s.doc.owner.as_ref())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        let dead = self.membership.retire(&self.config.expiry, now, &named);
+        for (host, etag) in dead {
+            let id = HostDocument::id_for(&self.config.prefix, &host);
+            let op = Op::Delete {
+                pk: PartitionKey::new(id.as_str()),
+                id,
+                if_match: Some(etag),
+            };
+            self.send(now, Intent::Retire, op, What::Retire(host));
+        }
+    }
+
+    /// This host's tenure is over (fenced, deleted, or replaced): every lease held
+    /// under it is lost at once, and the next heartbeat write starts a new tenure.
+    fn lose_tenure(&mut self) {
+        let held: Vec<LeaseToken> = self
+            .agenda
+            .active()
+            .iter()
+            .filter(|t| self.slots.get(*t).is_some_and(|s| s.own.is_some()))
+            .cloned()
+            .collect();
+        // They stay named after this host until someone takes them; its own plans
+        // see them as free, like everyone else's.
+        for token in held {
+            self.lose(&token, LossCause::SessionFenced);
+        }
+    }
+}

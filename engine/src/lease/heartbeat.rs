@@ -1,0 +1,300 @@
+//! This host's own heartbeat: the document that tells the group it is alive, carries
+//! its claims and, under session liveness, vouches for its tenure.
+
+use super::phase::Phase;
+use super::{HostDocument, Intent, Record};
+use crate::expiry::ExpiryPolicy;
+use crate::ids::{Etag, HostId, Incarnation, LeaseToken, PartitionKey, RequestId, Tenure};
+use crate::store::{Op, Reply, StoreError, Stored};
+use crate::time::{LocalTime, Millis, Now};
+
+/// This host's own heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Heartbeat {
+    state: BeatState,
+    op: Option<RequestId>,
+    next_at: LocalTime,
+    /// Throttled: nothing is sent before this time, whatever else changed.
+    retry_at: Option<LocalTime>,
+    /// The claims this host wants published.
+    claims: Vec<LeaseToken>,
+    /// The claims in the stored heartbeat.
+    published: Vec<LeaseToken>,
+    /// Session liveness: the tenure the stored heartbeat vouches for, once a write
+    /// of it has succeeded; `None` between tenures.
+    tenure: Option<Tenure>,
+    /// Session liveness: how many tenures this life has proposed, so a new one never
+    /// repeats an old one (a proposal whose outcome was unknown may have landed).
+    proposed: u64,
+    /// Session liveness: authority over every lease held in `tenure` lasts while
+    /// `now <` this, counted from the last successful write's send time.
+    authority_until: Option<LocalTime>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum BeatState {
+    /// Not stored (yet, or any more): create it.
+    Absent,
+    /// Stored with this etag.
+    Present(Etag),
+    /// Unknown after a conflict or an unknown outcome: read it.
+    Unknown,
+    /// Deleted at shutdown.
+    Left,
+}
+
+/// What the heartbeat request in flight does.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum BeatStep {
+    Write {
+        claims: Vec<LeaseToken>,
+        tenure: Option<Tenure>,
+    },
+    Read,
+    Leave,
+}
+
+/// What the host's heartbeat may do next, as the host sees it.
+pub(super) struct BeatPlan<'a> {
+    pub me: &'a HostId,
+    pub incarnation: Incarnation,
+    pub prefix: &'a str,
+    pub phase: Phase,
+    pub session: bool,
+    /// Shutting down, and nothing is left for the heartbeat to vouch for: delete it.
+    pub leaving: bool,
+}
+
+/// How the host's settings bear on a heartbeat's answer.
+pub(super) struct BeatRules {
+    pub policy: ExpiryPolicy,
+    pub renew: Millis,
+    pub backoff: Millis,
+    pub session: bool,
+}
+
+/// What a heartbeat's answer means for the leases, which the host must act on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct BeatNews {
+    /// The tenure this host held is over: every lease held under it is lost.
+    pub ended: bool,
+    /// A new tenure began: leases waiting for one to name can go on.
+    pub began: bool,
+    /// The tenure's authority was extended: every lease held in it shares it.
+    pub renewed: bool,
+}
+
+impl Heartbeat {
+    pub fn new() -> Heartbeat {
+        Heartbeat {
+            state: BeatState::Absent,
+            op: None,
+            next_at: LocalTime::ZERO,
+            retry_at: None,
+            claims: Vec::new(),
+            published: Vec::new(),
+            tenure: None,
+            proposed: 0,
+            authority_until: None,
+        }
+    }
+
+    /// The tenure this host's stored heartbeat vouches for, if any.
+    pub fn tenure(&self) -> Option<Tenure> {
+        self.tenure
+    }
+
+    /// Until when the current tenure holds authority.
+    pub fn authority_until(&self) -> Option<LocalTime> {
+        self.authority_until
+    }
+
+    /// The claims in this host's stored heartbeat.
+    pub fn published(&self) -> &[LeaseToken] {
+        &self.published
+    }
+
+    /// The claims this host wants published, in token order.
+    pub fn set_claims(&mut self, claims: Vec<LeaseToken>) {
+        self.claims = claims;
+    }
+
+    /// When the heartbeat next needs a request, if one is not in flight.
+    pub fn wake(&self) -> Option<LocalTime> {
+        if self.op.is_some() || self.has_left() {
+            return None;
+        }
+        Some(self.next_at.max(self.retry_at.unwrap_or(LocalTime::ZERO)))
+    }
+
+    /// Shutting down: the heartbeat's next step is due now.
+    pub fn hurry(&mut self, now: LocalTime) {
+        self.next_at = now;
+    }
+
+    /// Whether this life's heartbeat is gone (deleted, or never stored) at shutdown.
+    pub fn has_left(&self) -> bool {
+        matches!(self.state, BeatState::Left)
+    }
+
+    /// Ends this host's tenure: its authority is over. Whether there was one.
+    pub fn end_tenure(&mut self) -> bool {
+        self.authority_until = None;
+        self.tenure.take().is_some()
+    }
+
+    /// The heartbeat request due at `now`, if any: a write (which also proposes a new
+    /// tenure between tenures), a read after an unknown outcome, or the leave.
+    pub fn next(
+        &mut self,
+        now: Now,
+        plan: &BeatPlan<'_>,
+    ) -> Option<(Intent, Op<Record>, BeatStep)> {
+        if self.op.is_some() || self.retry_at.is_some_and(|t| now.local < t) {
+            return None;
+        }
+        self.retry_at = None;
+        let claims_changed = self.claims != self.published
+            && matches!(self.state, BeatState::Present(_) | BeatState::Absent);
+        if now.local < self.next_at && !(claims_changed && plan.phase == Phase::Running) {
+            return None;
+        }
+        // A write between tenures proposes a new one, never used before in this life.
+        let tenure = match (plan.session, self.tenure) {
+            (false, _) => None,
+            (true, Some(tenure)) => Some(tenure),
+            (true, None) => Some(Tenure {
+                incarnation: plan.incarnation,
+                seq: self.proposed,
+            }),
+        };
+        let id = HostDocument::id_for(plan.prefix, plan.me);
+        let pk = PartitionKey::new(id.as_str());
+        let (intent, op, step) = match (&self.state, plan.phase) {
+            (BeatState::Left, _) | (_, Phase::Finished) => return None,
+            // Nothing of this life is stored: nothing to take back.
+            (BeatState::Absent, Phase::ShuttingDown) if plan.leaving => {
+                self.state = BeatState::Left;
+                return None;
+            }
+            // Only the version this life wrote: a leave that arrives late must not
+            // delete the heartbeat of the host's next life (the swarm's skewed-clocks
+            // seed 100456: a leave held in a latency spike deleted the restarted
+            // host's new heartbeat, and a peer took leases it was processing).
+            (BeatState::Present(etag), Phase::ShuttingDown) if plan.leaving => (
+                Intent::Leave,
+                Op::Delete {
+                    pk,
+                    id,
+                    if_match: Some(etag.clone()),
+                },
+                BeatStep::Leave,
+            ),
+            (BeatState::Unknown, _) => (Intent::Heartbeat, Op::Read { pk, id }, BeatStep::Read),
+            (state, _) => {
+                let mut doc = HostDocument::new(plan.prefix, plan.me.clone(), now.wall);
+                doc.claims = self.claims.clone();
+                doc.tenure = tenure;
+                let step = BeatStep::Write {
+                    claims: doc.claims.clone(),
+                    tenure: doc.tenure,
+                };
+                let op = match state {
+                    BeatState::Present(etag) => Op::Replace {
+                        doc: Record::Host(doc),
+                        if_match: Some(etag.clone()),
+                    },
+                    _ => Op::Create(Record::Host(doc)),
+                };
+                (Intent::Heartbeat, op, step)
+            }
+        };
+        if matches!(step, BeatStep::Write { .. }) && self.tenure.is_none() && tenure.is_some() {
+            self.proposed += 1;
+        }
+        Some((intent, op, step))
+    }
+
+    /// The heartbeat request [`next`](Self::next) asked for went out as `id`.
+    pub fn sent(&mut self, id: RequestId) {
+        self.op = Some(id);
+    }
+
+    /// Folds in the answer to the heartbeat request sent at `sent_at`.
+    pub fn answered(
+        &mut self,
+        now: Now,
+        sent_at: LocalTime,
+        step: BeatStep,
+        result: Result<Reply<Record>, StoreError>,
+        rules: &BeatRules,
+    ) -> BeatNews {
+        self.op = None;
+        let mut news = BeatNews::default();
+        match (step, result) {
+            (
+                BeatStep::Write { claims, tenure },
+                Ok(Reply::Created(etag) | Reply::Replaced(etag)),
+            ) => {
+                self.state = BeatState::Present(etag);
+                self.published = claims;
+                self.next_at = sent_at + rules.renew;
+                if rules.session {
+                    news.began = self.tenure != tenure;
+                    if news.began {
+                        news.ended = self.end_tenure();
+                        self.tenure = tenure;
+                    }
+                    let deadline = rules.policy.holder_deadline(sent_at);
+                    let until = self.authority_until.map_or(deadline, |d| d.max(deadline));
+                    self.authority_until = Some(until);
+                    news.renewed = true;
+                }
+            }
+            (BeatStep::Read, Ok(Reply::Read(Stored { doc, etag }))) => {
+                // Only an unfenced heartbeat of this very tenure still vouches for
+                // it; anything else means the tenure is over.
+                let ours = matches!(&doc, Record::Host(d)
+                    if d.fenced_by.is_none() && d.tenure.is_some() && d.tenure == self.tenure);
+                if rules.session && !ours {
+                    news.ended = self.end_tenure();
+                }
+                self.state = BeatState::Present(etag);
+                self.next_at = now.local;
+            }
+            // Gone, or rewritten by someone else (a fencer, or this host's next life):
+            // either way nothing of this life is left to delete.
+            (
+                BeatStep::Leave,
+                Ok(_) | Err(StoreError::NotFound | StoreError::PreconditionFailed),
+            ) => {
+                self.state = BeatState::Left;
+            }
+            (_, Err(StoreError::NotFound)) => {
+                // Deleted by another host, which judged it expired: as good as fenced.
+                if rules.session {
+                    news.ended = self.end_tenure();
+                }
+                self.state = BeatState::Absent;
+            }
+            (_, Err(StoreError::Throttled { retry_after })) => {
+                self.retry_at = Some(now.local + retry_after);
+            }
+            (BeatStep::Leave, Err(_)) => self.next_at = now.local + rules.backoff,
+            (step, Err(StoreError::PreconditionFailed)) => {
+                // Only a fencer writes another host's heartbeat: the tenure is over.
+                // (The blind variant never gets here: its renewal wins.)
+                if rules.session && matches!(step, BeatStep::Write { .. }) {
+                    news.ended = self.end_tenure();
+                }
+                self.state = BeatState::Unknown;
+            }
+            (_, Err(StoreError::Conflict)) => self.state = BeatState::Unknown,
+            (_, _) => {
+                self.state = BeatState::Unknown;
+                self.next_at = now.local + rules.backoff;
+            }
+        }
+        news
+    }
+}
