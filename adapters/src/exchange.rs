@@ -3,24 +3,15 @@
 //! their answers come back as inputs, until nothing is outstanding.
 
 use crate::clock::Clock;
-use crate::store::{Store, execute_within};
-use futures::stream::{FuturesUnordered, StreamExt};
-use leasehold_engine::store::{Document, Op, Reply, StoreError};
-use leasehold_engine::{RequestId, item_lease, queue};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use crate::drive::{Driven, Hands, Link, Seat, drive};
+use crate::store::Store;
+use leasehold_engine::store::StoreError;
+use leasehold_engine::{item_lease, queue};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// What the exchange needs of an engine client.
-pub(crate) trait Machine:
-    leasehold_engine::Machine<Input: Send + 'static, Output: Send + 'static, Error: Send + 'static>
-    + Send
-    + 'static
-{
-    type Doc: Document + Send + Sync + 'static;
-
-    /// The request an output carries, or the output itself if it is not one.
-    fn request(output: Self::Output) -> Result<(RequestId, Op<Self::Doc>), Self::Output>;
-    fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input;
+/// What the exchange needs of an engine client besides what the loop needs.
+pub(crate) trait Client: Driven {
     /// The error of a command whose task was cancelled (the runtime shutting down):
     /// its outcome is unknown.
     fn cancelled() -> Self::Error;
@@ -46,7 +37,7 @@ impl<M, St: Clone> Clone for Exchange<M, St> {
     }
 }
 
-impl<M: Machine, St: Store<M::Doc>> Exchange<M, St> {
+impl<M: Client, St: Store<M::Doc>> Exchange<M, St> {
     pub(crate) fn new(machine: M, store: St, clock: Clock, timeout: Duration) -> Self {
         Exchange {
             machine: Arc::new(Mutex::new(machine)),
@@ -57,7 +48,7 @@ impl<M: Machine, St: Store<M::Doc>> Exchange<M, St> {
     }
 
     pub(crate) fn with_machine<R>(&self, f: impl FnOnce(&M) -> R) -> R {
-        f(&self.lock())
+        self.machine.clone().with(|m| f(m))
     }
 
     /// Runs `input` to the end and returns every output it led to, requests aside.
@@ -95,95 +86,41 @@ impl<M: Machine, St: Store<M::Doc>> Exchange<M, St> {
     }
 
     async fn run(&self, input: M::Input) -> Result<Vec<M::Output>, M::Error> {
-        let mut outputs = Vec::new();
-        let mut requests = Vec::new();
-        {
-            let mut machine = self.lock();
-            machine.handle_input(self.clock.now(), input)?;
-            drain(&mut *machine, &mut outputs, &mut requests);
-        }
-        let mut in_flight = FuturesUnordered::new();
-        loop {
-            for (id, op) in requests.drain(..) {
-                let store = self.store.clone();
-                let timeout = self.timeout;
-                in_flight.push(async move {
-                    let response = execute_within(&store, op, timeout).await;
-                    (id, response.result)
-                });
-            }
-            let Some((id, result)) = in_flight.next().await else {
-                return Ok(outputs);
-            };
-            let mut machine = self.lock();
-            // Every id answered here was issued by this very call, so the engine
-            // knows it; a refusal could only be a bug, and changes nothing.
-            if machine
-                .handle_input(self.clock.now(), M::response(id, result))
-                .is_err()
-            {
-                tracing::error!(%id, "the engine refused its own request's answer");
-            }
-            drain(&mut *machine, &mut outputs, &mut requests);
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, M> {
-        // The engine's handle_input changes nothing when it refuses, and never panics
-        // half-way, so a poisoned lock still guards a consistent machine.
-        self.machine.lock().unwrap_or_else(PoisonError::into_inner)
+        let mut machine = self.machine.clone();
+        machine.with(|m| m.handle_input(self.clock.now(), input))?;
+        let link = Link {
+            store: self.store.clone(),
+            clock: self.clock,
+            timeout: self.timeout,
+        };
+        let mut outputs = Collect(Vec::new());
+        drive(machine, &link, futures::stream::empty(), &mut outputs).await;
+        Ok(outputs.0)
     }
 }
 
-fn drain<M: Machine>(
-    machine: &mut M,
-    outputs: &mut Vec<M::Output>,
-    requests: &mut Vec<(RequestId, Op<M::Doc>)>,
-) {
-    while let Some(out) = machine.poll_output() {
-        match M::request(out) {
-            Ok(request) => requests.push(request),
-            Err(out) => outputs.push(out),
-        }
+/// A command's outputs, requests aside.
+struct Collect<O>(Vec<O>);
+
+impl<M: Driven> Hands<M> for Collect<M::Output> {
+    fn output(&mut self, output: M::Output) {
+        self.0.push(output);
+    }
+
+    fn refused(&mut self, error: M::Error) {
+        // Every answer fed here was to a request of this very command, so the engine
+        // knows it; a refusal could only be a bug, and changes nothing.
+        tracing::error!(%error, "the engine refused its own request's answer");
     }
 }
 
-impl Machine for queue::Consumer {
-    type Doc = queue::Message;
-    fn request(output: queue::Output) -> Result<(RequestId, Op<queue::Message>), queue::Output> {
-        match output {
-            queue::Output::Request(r) => Ok((r.id, r.op)),
-            other => Err(other),
-        }
-    }
-
-    fn response(id: RequestId, result: Result<Reply<queue::Message>, StoreError>) -> queue::Input {
-        queue::Input::Response { id, result }
-    }
-
+impl Client for queue::Consumer {
     fn cancelled() -> queue::QueueError {
         queue::QueueError::Store(StoreError::Unavailable)
     }
 }
 
-impl Machine for item_lease::Leaser {
-    type Doc = item_lease::Item;
-    fn request(
-        output: item_lease::Output,
-    ) -> Result<(RequestId, Op<item_lease::Item>), item_lease::Output> {
-        match output {
-            item_lease::Output::Request(r) => Ok((r.id, r.op)),
-            other => Err(other),
-        }
-    }
-
-    fn response(
-        id: RequestId,
-        result: Result<Reply<item_lease::Item>, StoreError>,
-    ) -> item_lease::Input {
-        item_lease::Input::Response { id, result }
-    }
-
+impl Client for item_lease::Leaser {
     fn cancelled() -> item_lease::ItemError {
         item_lease::ItemError::Store(StoreError::Unavailable)
     }

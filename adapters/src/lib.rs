@@ -36,6 +36,7 @@
 mod charge;
 mod clock;
 pub mod cosmos;
+mod drive;
 mod exchange;
 mod item_lease;
 mod memory;

@@ -33,5 +33,5 @@ pub use ids::{
     Checkpoint, DocId, Epoch, Etag, HostId, Incarnation, LeaseToken, PartitionKey, RequestId,
     Session, Tenure,
 };
-pub use machine::Machine;
+pub use machine::{Machine, Request, StoreClient};
 pub use time::{Drift, LocalTime, Millis, Now, WallTime};

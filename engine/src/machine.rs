@@ -2,6 +2,9 @@
 //! (the model checker, the simulator, the async runtime), in the manner of
 //! quinn-proto's `Connection`: inputs in, outputs out, and when to wake it next.
 
+use crate::ids::RequestId;
+use crate::lock::LockToken;
+use crate::store::{Document, Op, Reply, StoreError};
 use crate::time::{LocalTime, Now};
 
 /// A sans-IO state machine.
@@ -45,6 +48,58 @@ pub trait Machine {
     /// When it next needs a tick, on its local clock; `None` if only an input can
     /// give it something to do.
     fn poll_timeout(&self) -> Option<LocalTime>;
+}
+
+/// A store request, whatever the machine that sends it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Request<D, I> {
+    /// Echo this in the answer.
+    pub id: RequestId,
+    /// Why it is sent.
+    pub intent: I,
+    /// The lock it acts under, for writes by a lock holder.
+    pub lock: Option<LockToken>,
+    /// The operation.
+    pub op: Op<D>,
+}
+
+/// A [`Machine`] whose effects are store requests: which of its outputs are requests,
+/// and the input that carries a store's answer back. Every driver routes requests
+/// through this, so none restates it.
+///
+/// ```
+/// use leasehold_engine::queue::{Consumer, ConsumerConfig, Input, QueueName};
+/// use leasehold_engine::store::Container;
+/// use leasehold_engine::{HostId, Incarnation, LocalTime, Machine, Now, StoreClient, WallTime};
+///
+/// let config = ConsumerConfig::new(QueueName::new("orders").unwrap());
+/// let mut consumer = Consumer::new(HostId::from("c"), Incarnation(0), config).unwrap();
+/// let mut store = Container::new();
+/// let now = Now::new(LocalTime::ZERO, WallTime(0));
+/// let mut input = Some(Input::Dequeue { max: 10 });
+/// let mut requests = 0;
+/// while let Some(next) = input.take() {
+///     consumer.handle_input(now, next).unwrap();
+///     while let Some(output) = consumer.poll_output() {
+///         if let Ok(request) = Consumer::request(output) {
+///             requests += 1;
+///             input = Some(Consumer::response(request.id, store.execute(request.op)));
+///         }
+///     }
+/// }
+/// assert!(requests > 0);
+/// ```
+pub trait StoreClient: Machine {
+    /// The documents it works on.
+    type Doc: Document;
+    /// Why it sends a request.
+    type Intent;
+
+    /// The request `output` carries, or the output back if it is something else.
+    fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output>;
+
+    /// The input that carries the store's answer to request `id`.
+    fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input;
 }
 
 impl Machine for crate::lease::LeaseHost {
@@ -100,5 +155,68 @@ impl Machine for crate::item_lease::Leaser {
     /// The leaser acts only when asked.
     fn poll_timeout(&self) -> Option<LocalTime> {
         None
+    }
+}
+
+impl StoreClient for crate::lease::LeaseHost {
+    type Doc = crate::lease::Record;
+    type Intent = crate::lease::Intent;
+
+    fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output> {
+        match output {
+            crate::lease::Output::Request(r) => Ok(Request {
+                id: r.id,
+                intent: r.intent,
+                lock: None,
+                op: r.op,
+            }),
+            other => Err(other),
+        }
+    }
+
+    fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input {
+        crate::lease::Input::Response { id, result }
+    }
+}
+
+impl StoreClient for crate::queue::Consumer {
+    type Doc = crate::queue::Message;
+    type Intent = crate::queue::QueueIntent;
+
+    fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output> {
+        match output {
+            crate::queue::Output::Request(r) => Ok(Request {
+                id: r.id,
+                intent: r.intent,
+                lock: r.lock,
+                op: r.op,
+            }),
+            other => Err(other),
+        }
+    }
+
+    fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input {
+        crate::queue::Input::Response { id, result }
+    }
+}
+
+impl StoreClient for crate::item_lease::Leaser {
+    type Doc = crate::item_lease::Item;
+    type Intent = crate::item_lease::ItemIntent;
+
+    fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output> {
+        match output {
+            crate::item_lease::Output::Request(r) => Ok(Request {
+                id: r.id,
+                intent: r.intent,
+                lock: r.lock,
+                op: r.op,
+            }),
+            other => Err(other),
+        }
+    }
+
+    fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input {
+        crate::item_lease::Input::Response { id, result }
     }
 }

@@ -5,37 +5,16 @@ use crate::clocks::WALL_BASE;
 use crate::config::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::state::Fault;
-use crate::world::{self, Action, Answer, Budget, Locking, Machine, Request, Rules, World, note};
+use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::item_lease::{
     Candidate, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig,
     Output, Selector,
 };
 use leasehold_engine::lock::Locks;
 use leasehold_engine::store::{Container, Document, Op};
-use leasehold_engine::{DocId, HostId, Incarnation, PartitionKey, RequestId, WallTime};
+use leasehold_engine::{DocId, HostId, Incarnation, PartitionKey, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
-
-impl Machine for Leaser {
-    type Doc = Item;
-    type Intent = ItemIntent;
-
-    fn request(output: Output) -> Result<Request<Item, ItemIntent>, Output> {
-        match output {
-            Output::Request(r) => Ok(Request {
-                id: r.id,
-                intent: r.intent,
-                lock: r.lock,
-                op: r.op,
-            }),
-            other => Err(other),
-        }
-    }
-
-    fn response(id: RequestId, result: Answer<Item>) -> Input {
-        Input::Response { id, result }
-    }
-}
 
 impl Locking for Leaser {
     fn locks(&self) -> &Locks {

@@ -9,7 +9,7 @@ use leasehold_engine::lease::{
 };
 use leasehold_engine::store::{Container, Op};
 use leasehold_engine::{
-    Checkpoint, ExpiryRule, HostId, Incarnation, LeaseToken, Now, PartitionKey, RequestId, WallTime,
+    Checkpoint, ExpiryRule, HostId, Incarnation, LeaseToken, Now, PartitionKey, WallTime,
 };
 
 /// Faults can hit any of a step's first few writes.
@@ -228,27 +228,6 @@ impl PartitionModel {
 
 /// A store request in the shared world's terms.
 type Req = Request<Record, Intent>;
-
-impl world::Machine for LeaseHost {
-    type Doc = Record;
-    type Intent = Intent;
-
-    fn request(output: Output) -> Result<Req, Output> {
-        match output {
-            Output::Request(r) => Ok(Request {
-                id: r.id,
-                intent: r.intent,
-                lock: None,
-                op: r.op,
-            }),
-            other => Err(other),
-        }
-    }
-
-    fn response(id: RequestId, result: Answer<Record>) -> Input {
-        Input::Response { id, result }
-    }
-}
 
 impl Rules for PartitionModel {
     type M = LeaseHost;

@@ -6,37 +6,16 @@ use crate::clocks::WALL_BASE;
 use crate::config::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::state::Fault;
-use crate::world::{self, Action, Answer, Budget, Locking, Machine, Request, Rules, World, note};
+use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
     Candidate, Consumer, ConsumerConfig, Input, Message, MessageName, MessageState, Output,
     QueueIntent, QueueName, Selector,
 };
 use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
-use leasehold_engine::{DocId, HostId, Incarnation, Millis, RequestId, WallTime};
+use leasehold_engine::{DocId, HostId, Incarnation, Millis, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
-
-impl Machine for Consumer {
-    type Doc = Message;
-    type Intent = QueueIntent;
-
-    fn request(output: Output) -> Result<Request<Message, QueueIntent>, Output> {
-        match output {
-            Output::Request(r) => Ok(Request {
-                id: r.id,
-                intent: r.intent,
-                lock: r.lock,
-                op: r.op,
-            }),
-            other => Err(other),
-        }
-    }
-
-    fn response(id: RequestId, result: Answer<Message>) -> Input {
-        Input::Response { id, result }
-    }
-}
 
 impl Locking for Consumer {
     fn locks(&self) -> &Locks {

@@ -12,7 +12,7 @@
 
 use crate::state::{Fault, Rate};
 use leasehold_engine::Machine as _;
-use leasehold_engine::lock::{LockToken, Locks};
+use leasehold_engine::lock::Locks;
 use leasehold_engine::store::{Container, Document, Op, Reply, StoreError};
 use leasehold_engine::{DocId, Now, RequestId};
 use std::collections::BTreeMap;
@@ -20,6 +20,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 
 pub use crate::engine::Engine;
+pub use leasehold_engine::{Request, StoreClient};
 
 /// A store answer.
 pub type Answer<D> = Result<Reply<D>, StoreError>;
@@ -31,35 +32,39 @@ pub type Answer<D> = Result<Reply<D>, StoreError>;
 /// came from, and keeps each engine's digest ([`Engine`]): a step clones and hashes
 /// only the engine it runs.
 pub trait Machine:
-    leasehold_engine::Machine + Clone + Debug + PartialEq + Eq + Hash + Send + Sync + 'static
+    leasehold_engine::StoreClient<
+        Doc: Send + Sync + 'static,
+        Intent: Copy + Debug + PartialEq + Eq + Hash + Send + Sync + 'static,
+    > + Clone
+    + Debug
+    + PartialEq
+    + Eq
+    + Hash
+    + Send
+    + Sync
+    + 'static
 {
-    /// The documents it works on.
-    type Doc: Document + Send + Sync + 'static;
-    /// Why it sends a request.
-    type Intent: Copy + Debug + PartialEq + Eq + Hash + Send + Sync + 'static;
-    /// A store request, or the output back if it is something else.
-    fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output>;
-    /// The input that carries a store answer.
-    fn response(id: RequestId, result: Answer<Self::Doc>) -> Self::Input;
+}
+
+impl<M> Machine for M where
+    M: leasehold_engine::StoreClient<
+            Doc: Send + Sync + 'static,
+            Intent: Copy + Debug + PartialEq + Eq + Hash + Send + Sync + 'static,
+        > + Clone
+        + Debug
+        + PartialEq
+        + Eq
+        + Hash
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// A machine that holds document locks (the queue consumer, the item leaser).
 pub trait Locking: Machine {
     /// The locks it holds.
     fn locks(&self) -> &Locks;
-}
-
-/// A store request, whatever the engine.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Request<D, I> {
-    /// Its id.
-    pub id: RequestId,
-    /// Why it is sent.
-    pub intent: I,
-    /// The lock it acts under.
-    pub lock: Option<LockToken>,
-    /// The operation.
-    pub op: Op<D>,
 }
 
 /// One client: its engine while it is up, its clocks, and what the model runs beside
@@ -142,8 +147,8 @@ pub trait Rules: Sized {
     /// it targets as stored.
     fn tamper(
         &self,
-        _req: &mut Request<<Self::M as Machine>::Doc, <Self::M as Machine>::Intent>,
-        _before: Option<&<Self::M as Machine>::Doc>,
+        _req: &mut Request<<Self::M as StoreClient>::Doc, <Self::M as StoreClient>::Intent>,
+        _before: Option<&<Self::M as StoreClient>::Doc>,
     ) {
     }
     /// Records what an applied request means; `before` is the document it targets as
@@ -152,9 +157,9 @@ pub trait Rules: Sized {
         &self,
         world: &mut State<Self>,
         client: u8,
-        req: &Request<<Self::M as Machine>::Doc, <Self::M as Machine>::Intent>,
-        before: Option<<Self::M as Machine>::Doc>,
-        result: &Answer<<Self::M as Machine>::Doc>,
+        req: &Request<<Self::M as StoreClient>::Doc, <Self::M as StoreClient>::Intent>,
+        before: Option<<Self::M as StoreClient>::Doc>,
+        result: &Answer<<Self::M as StoreClient>::Doc>,
     );
     /// Handles an output other than a request; it may answer with an input for the
     /// engine (a handler that stops at once reports it).
@@ -166,11 +171,16 @@ pub trait Rules: Sized {
         journal: &mut Option<Vec<String>>,
     ) -> Option<<Self::M as leasehold_engine::Machine>::Input>;
     /// A write was applied (or refused) but its reply is lost.
-    fn reply_lost(&self, _world: &mut State<Self>, _applied: &Answer<<Self::M as Machine>::Doc>) {}
+    fn reply_lost(
+        &self,
+        _world: &mut State<Self>,
+        _applied: &Answer<<Self::M as StoreClient>::Doc>,
+    ) {
+    }
     /// A short description of a request, for traces.
     fn describe(
         &self,
-        req: &Request<<Self::M as Machine>::Doc, <Self::M as Machine>::Intent>,
+        req: &Request<<Self::M as StoreClient>::Doc, <Self::M as StoreClient>::Intent>,
     ) -> String;
 }
 
@@ -214,8 +224,8 @@ fn apply<R: Rules>(
     rules: &R,
     world: &mut State<R>,
     c: u8,
-    req: &mut Request<<R::M as Machine>::Doc, <R::M as Machine>::Intent>,
-) -> Answer<<R::M as Machine>::Doc> {
+    req: &mut Request<<R::M as StoreClient>::Doc, <R::M as StoreClient>::Intent>,
+) -> Answer<<R::M as StoreClient>::Doc> {
     let before = target(&world.store, &req.op);
     rules.tamper(req, before.as_ref());
     let result = world.store.execute(req.op.clone());

@@ -70,6 +70,18 @@ pub(super) struct Crew<S, H> {
     pub metrics: Arc<Metrics>,
 }
 
+impl<S: Clone, H> Clone for Crew<S, H> {
+    fn clone(&self) -> Self {
+        Crew {
+            source: self.source.clone(),
+            handler: Arc::clone(&self.handler),
+            intake: self.intake,
+            tx: self.tx.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
 pub(super) async fn work<S, H>(
     lease: Lease,
     stop: CancellationToken,

@@ -1,0 +1,191 @@
+//! The one loop that drives an engine machine on tokio, for the processor and the
+//! clients alike: inputs go in with the time they happened, the machine's store
+//! requests go out concurrently (each within the request timeout), their answers come
+//! back as inputs, other outputs go to the driver's [`Hands`], and the machine is
+//! ticked at its [`poll_timeout`](leasehold_engine::Machine::poll_timeout).
+
+use crate::clock::Clock;
+use crate::store::{Response, Store, execute_within};
+use futures::stream::{FuturesUnordered, Stream, StreamExt};
+use leasehold_engine::{Request, RequestId, StoreClient, item_lease, lease, queue};
+use std::fmt::{Debug, Display};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// What the loop needs of an engine machine besides the engine's
+/// [`StoreClient`] contract: whether it keeps timers, and whether it has finished.
+pub(crate) trait Driven:
+    StoreClient<
+        Input: Send + 'static,
+        Output: Send + 'static,
+        Error: Display + Send + 'static,
+        Doc: Send + Sync + 'static,
+        Intent: Debug + Send + 'static,
+    > + Send
+    + 'static
+{
+    /// The input that tells it time has passed, if it keeps timers.
+    fn tick() -> Option<Self::Input>;
+    /// Whether it has nothing more to do, ever (a host that has shut down).
+    fn is_finished(&self) -> bool {
+        false
+    }
+}
+
+/// Where the driven machine lives: owned by the loop's caller, or shared by the
+/// clones of a client.
+pub(crate) trait Seat<M> {
+    /// Runs `f` on the machine.
+    fn with<R>(&mut self, f: impl FnOnce(&mut M) -> R) -> R;
+}
+
+impl<M> Seat<M> for &mut M {
+    fn with<R>(&mut self, f: impl FnOnce(&mut M) -> R) -> R {
+        f(self)
+    }
+}
+
+impl<M> Seat<M> for Arc<Mutex<M>> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut M) -> R) -> R {
+        // The engine's handle_input changes nothing when it refuses, and never panics
+        // half-way, so a poisoned lock still guards a consistent machine.
+        f(&mut self.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// What a driver does besides carrying store requests.
+pub(crate) trait Hands<M: Driven> {
+    /// Acts on an output that is not a store request.
+    fn output(&mut self, output: M::Output);
+    /// Sees an input before the machine does.
+    fn input(&mut self, _input: &M::Input) {}
+    /// Counts what an answered request cost.
+    fn answered(&mut self, _intent: &M::Intent, _charge: f64) {}
+    /// Hears that the machine refused an input, which changed nothing.
+    fn refused(&mut self, error: M::Error) {
+        tracing::debug!(%error, "input refused");
+    }
+}
+
+/// The store the loop sends requests to, and how it tells time.
+pub(crate) struct Link<St> {
+    pub store: St,
+    pub clock: Clock,
+    /// How long a request may take before its outcome counts as unknown.
+    pub timeout: Duration,
+}
+
+type Answer<M> = (
+    RequestId,
+    <M as StoreClient>::Intent,
+    Response<<M as StoreClient>::Doc>,
+);
+type InFlight<M> = Pin<Box<dyn Future<Output = Answer<M>> + Send>>;
+
+/// Drives the machine in `seat` until nothing can wake it again or it has finished:
+/// whatever it has to say now goes out first, then each input from `events`, each
+/// answer and each due tick goes in.
+///
+/// Nothing can wake it again when no request is in flight, `events` has ended and it
+/// keeps no timer: that is how a client's command ends. A processor's events never
+/// end, so it runs until its host has finished.
+pub(crate) async fn drive<M, St, H>(
+    mut seat: impl Seat<M>,
+    link: &Link<St>,
+    mut events: impl Stream<Item = M::Input> + Unpin,
+    hands: &mut H,
+) where
+    M: Driven,
+    St: Store<M::Doc>,
+    H: Hands<M>,
+{
+    let mut wire: FuturesUnordered<InFlight<M>> = FuturesUnordered::new();
+    let mut events_open = true;
+    let mut input: Option<M::Input> = None;
+    loop {
+        let (finished, wake) = seat.with(|machine| {
+            if let Some(input) = input.take() {
+                hands.input(&input);
+                if let Err(error) = machine.handle_input(link.clock.now(), input) {
+                    hands.refused(error);
+                }
+            }
+            while let Some(output) = machine.poll_output() {
+                match M::request(output) {
+                    Ok(request) => wire.push(send::<M, St>(link, request)),
+                    Err(output) => hands.output(output),
+                }
+            }
+            let wake = M::tick().and(machine.poll_timeout());
+            (machine.is_finished(), wake)
+        });
+        if finished || (wire.is_empty() && !events_open && wake.is_none()) {
+            return;
+        }
+        let wake = wake.map(|at| link.clock.instant_of(at));
+        input = tokio::select! {
+            Some((id, intent, response)) = wire.next(), if !wire.is_empty() => {
+                hands.answered(&intent, response.charge);
+                Some(M::response(id, response.result))
+            }
+            event = events.next(), if events_open => {
+                events_open = event.is_some();
+                event
+            }
+            () = sleep_until(wake) => M::tick(),
+        };
+    }
+}
+
+/// One request on its way to the store, within the request timeout.
+fn send<M: Driven, St: Store<M::Doc>>(
+    link: &Link<St>,
+    request: Request<M::Doc, M::Intent>,
+) -> InFlight<M> {
+    let Request { id, intent, op, .. } = request;
+    let store = link.store.clone();
+    let timeout = link.timeout;
+    let span = tracing::debug_span!("request", ?intent, %id);
+    Box::pin(
+        async move {
+            let response = execute_within(&store, op, timeout).await;
+            (id, intent, response)
+        }
+        .instrument(span),
+    )
+}
+
+async fn sleep_until(wake: Option<Instant>) {
+    match wake {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Driven for lease::LeaseHost {
+    fn tick() -> Option<lease::Input> {
+        Some(lease::Input::Tick)
+    }
+
+    fn is_finished(&self) -> bool {
+        lease::LeaseHost::is_finished(self)
+    }
+}
+
+/// The consumer acts only when asked.
+impl Driven for queue::Consumer {
+    fn tick() -> Option<queue::Input> {
+        None
+    }
+}
+
+/// The leaser acts only when asked.
+impl Driven for item_lease::Leaser {
+    fn tick() -> Option<item_lease::Input> {
+        None
+    }
+}
