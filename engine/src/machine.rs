@@ -102,121 +102,82 @@ pub trait StoreClient: Machine {
     fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input;
 }
 
-impl Machine for crate::lease::LeaseHost {
-    type Input = crate::lease::Input;
-    type Output = crate::lease::Output;
-    type Error = crate::lease::InputError;
+/// Every machine of the engine keeps the contract the same way: its own methods do
+/// the work, one output variant carries its requests and one input variant their
+/// answers.
+macro_rules! machine {
+    (
+        $machine:ty, $module:ident, doc: $doc:ty, intent: $intent:ty, error: $error:ty,
+        timeout: |$me:pat_param| $timeout:expr, lock: |$request:ident| $lock:expr $(,)?
+    ) => {
+        impl Machine for $machine {
+            type Input = crate::$module::Input;
+            type Output = crate::$module::Output;
+            type Error = $error;
 
-    fn handle_input(&mut self, now: Now, input: Self::Input) -> Result<(), Self::Error> {
-        crate::lease::LeaseHost::handle_input(self, now, input)
-    }
+            fn handle_input(&mut self, now: Now, input: Self::Input) -> Result<(), Self::Error> {
+                <$machine>::handle_input(self, now, input)
+            }
 
-    fn poll_output(&mut self) -> Option<Self::Output> {
-        crate::lease::LeaseHost::poll_output(self)
-    }
+            fn poll_output(&mut self) -> Option<Self::Output> {
+                <$machine>::poll_output(self)
+            }
 
-    fn poll_timeout(&self) -> Option<LocalTime> {
-        crate::lease::LeaseHost::poll_timeout(self)
-    }
-}
-
-impl Machine for crate::queue::Consumer {
-    type Input = crate::queue::Input;
-    type Output = crate::queue::Output;
-    type Error = crate::queue::QueueError;
-
-    fn handle_input(&mut self, now: Now, input: Self::Input) -> Result<(), Self::Error> {
-        crate::queue::Consumer::handle_input(self, now, input)
-    }
-
-    fn poll_output(&mut self) -> Option<Self::Output> {
-        crate::queue::Consumer::poll_output(self)
-    }
-
-    /// The consumer acts only when asked: locks are renewed by explicit commands.
-    fn poll_timeout(&self) -> Option<LocalTime> {
-        None
-    }
-}
-
-impl Machine for crate::item_lease::Leaser {
-    type Input = crate::item_lease::Input;
-    type Output = crate::item_lease::Output;
-    type Error = crate::item_lease::ItemError;
-
-    fn handle_input(&mut self, now: Now, input: Self::Input) -> Result<(), Self::Error> {
-        crate::item_lease::Leaser::handle_input(self, now, input)
-    }
-
-    fn poll_output(&mut self) -> Option<Self::Output> {
-        crate::item_lease::Leaser::poll_output(self)
-    }
-
-    /// The leaser acts only when asked.
-    fn poll_timeout(&self) -> Option<LocalTime> {
-        None
-    }
-}
-
-impl StoreClient for crate::lease::LeaseHost {
-    type Doc = crate::lease::Record;
-    type Intent = crate::lease::Intent;
-
-    fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output> {
-        match output {
-            crate::lease::Output::Request(r) => Ok(Request {
-                id: r.id,
-                intent: r.intent,
-                lock: None,
-                op: r.op,
-            }),
-            other => Err(other),
+            fn poll_timeout(&self) -> Option<LocalTime> {
+                let $me = self;
+                $timeout
+            }
         }
-    }
 
-    fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input {
-        crate::lease::Input::Response { id, result }
-    }
-}
+        impl StoreClient for $machine {
+            type Doc = $doc;
+            type Intent = $intent;
 
-impl StoreClient for crate::queue::Consumer {
-    type Doc = crate::queue::Message;
-    type Intent = crate::queue::QueueIntent;
+            fn request(
+                output: Self::Output,
+            ) -> Result<Request<Self::Doc, Self::Intent>, Self::Output> {
+                match output {
+                    crate::$module::Output::Request($request) => Ok(Request {
+                        id: $request.id,
+                        intent: $request.intent,
+                        lock: $lock,
+                        op: $request.op,
+                    }),
+                    other => Err(other),
+                }
+            }
 
-    fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output> {
-        match output {
-            crate::queue::Output::Request(r) => Ok(Request {
-                id: r.id,
-                intent: r.intent,
-                lock: r.lock,
-                op: r.op,
-            }),
-            other => Err(other),
+            fn response(
+                id: RequestId,
+                result: Result<Reply<Self::Doc>, StoreError>,
+            ) -> Self::Input {
+                crate::$module::Input::Response { id, result }
+            }
         }
-    }
-
-    fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input {
-        crate::queue::Input::Response { id, result }
-    }
+    };
 }
 
-impl StoreClient for crate::item_lease::Leaser {
-    type Doc = crate::item_lease::Item;
-    type Intent = crate::item_lease::ItemIntent;
+machine!(
+    crate::lease::LeaseHost, lease,
+    doc: crate::lease::Record, intent: crate::lease::Intent, error: crate::lease::InputError,
+    timeout: |host| host.poll_timeout(),
+    // Leases are fenced by etag and epoch, not by a lock.
+    lock: |request| None,
+);
 
-    fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output> {
-        match output {
-            crate::item_lease::Output::Request(r) => Ok(Request {
-                id: r.id,
-                intent: r.intent,
-                lock: r.lock,
-                op: r.op,
-            }),
-            other => Err(other),
-        }
-    }
+machine!(
+    crate::queue::Consumer, queue,
+    doc: crate::queue::Message, intent: crate::queue::QueueIntent, error: crate::queue::QueueError,
+    // The consumer acts only when asked: locks are renewed by explicit commands.
+    timeout: |_| None,
+    lock: |request| request.lock,
+);
 
-    fn response(id: RequestId, result: Result<Reply<Self::Doc>, StoreError>) -> Self::Input {
-        crate::item_lease::Input::Response { id, result }
-    }
-}
+machine!(
+    crate::item_lease::Leaser, item_lease,
+    doc: crate::item_lease::Item, intent: crate::item_lease::ItemIntent,
+    error: crate::item_lease::ItemError,
+    // The leaser acts only when asked.
+    timeout: |_| None,
+    lock: |request| request.lock,
+);

@@ -16,6 +16,8 @@ use leasehold_engine::{DocId, HostId, Incarnation, PartitionKey, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
 
+impl world::Machine for Leaser {}
+
 impl Locking for Leaser {
     fn locks(&self) -> &Locks {
         Leaser::locks(self)

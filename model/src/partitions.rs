@@ -229,6 +229,8 @@ impl PartitionModel {
 /// A store request in the shared world's terms.
 type Req = Request<Record, Intent>;
 
+impl world::Machine for LeaseHost {}
+
 impl Rules for PartitionModel {
     type M = LeaseHost;
     type Ghost = Ghost;

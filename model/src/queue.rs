@@ -17,6 +17,8 @@ use leasehold_engine::{DocId, HostId, Incarnation, Millis, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
 
+impl world::Machine for Consumer {}
+
 impl Locking for Consumer {
     fn locks(&self) -> &Locks {
         Consumer::locks(self)

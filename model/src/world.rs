@@ -25,8 +25,9 @@ pub use leasehold_engine::{Request, StoreClient};
 /// A store answer.
 pub type Answer<D> = Result<Reply<D>, StoreError>;
 
-/// An engine state machine a client runs: the engine's [`leasehold_engine::Machine`]
-/// contract, plus what the shared world needs to route its requests.
+/// An engine state machine a client runs: the engine's
+/// [`StoreClient`] contract, which routes its requests, and what a model
+/// checker's state needs (clone, compare, hash).
 ///
 /// The world shares the engines of the clients a step leaves alone with the state it
 /// came from, and keeps each engine's digest ([`Engine`]): a step clones and hashes
@@ -43,21 +44,6 @@ pub trait Machine:
     + Send
     + Sync
     + 'static
-{
-}
-
-impl<M> Machine for M where
-    M: leasehold_engine::StoreClient<
-            Doc: Send + Sync + 'static,
-            Intent: Copy + Debug + PartialEq + Eq + Hash + Send + Sync + 'static,
-        > + Clone
-        + Debug
-        + PartialEq
-        + Eq
-        + Hash
-        + Send
-        + Sync
-        + 'static
 {
 }
 
