@@ -101,7 +101,7 @@ async fn steady(
         let processor = Processor::builder()
             .instance(format!("h{h:02}"))
             .processor_name("cost")
-            .strategy(protocol.strategy.clone())
+            .strategy(protocol.strategy)
             .liveness(protocol.liveness)
             .source(feed.clone())
             .store(store.clone())
