@@ -87,18 +87,25 @@ type Answer<M> = (
 type InFlight<M> = Pin<Box<dyn Future<Output = Answer<M>> + Send>>;
 
 /// Drives the machine in `seat` until nothing can wake it again or it has finished:
-/// whatever it has to say now goes out first, then each input from `events`, each
-/// answer and each due tick goes in.
+/// `first` goes in (a client's command), whatever the machine has to say goes out,
+/// then each input from `events`, each answer and each due tick goes in.
 ///
-/// Nothing can wake it again when no request is in flight, `events` has ended and it
-/// keeps no timer: that is how a client's command ends. A processor's events never
-/// end, so it runs until its host has finished.
+/// A refusal of `first` ends the drive at once with its error, having changed
+/// nothing; later refusals go to the hands. Nothing can wake the machine again when
+/// no request is in flight, `events` has ended and it keeps no timer: that is how a
+/// client's command ends. A processor's events never end, so it runs until its host
+/// has finished and the requests still in flight have been answered.
+///
+/// Each input and the outputs it leads to are handled under one hold of the seat,
+/// so that clones of a client running commands at once never take each other's.
 pub(crate) async fn drive<M, St, H>(
     mut seat: impl Seat<M>,
     link: &Link<St>,
+    first: Option<M::Input>,
     mut events: impl Stream<Item = M::Input> + Unpin,
     hands: &mut H,
-) where
+) -> Result<(), M::Error>
+where
     M: Driven,
     St: Store<M::Doc>,
     H: Hands<M>,
@@ -106,8 +113,13 @@ pub(crate) async fn drive<M, St, H>(
     let mut wire: FuturesUnordered<InFlight<M>> = FuturesUnordered::new();
     let mut events_open = true;
     let mut input: Option<M::Input> = None;
+    let mut first = first;
     loop {
-        let (finished, wake) = seat.with(|machine| {
+        let step = seat.with(|machine| {
+            if let Some(first) = first.take() {
+                hands.input(&first);
+                machine.handle_input(link.clock.now(), first)?;
+            }
             if let Some(input) = input.take() {
                 hands.input(&input);
                 if let Err(error) = machine.handle_input(link.clock.now(), input) {
@@ -121,10 +133,12 @@ pub(crate) async fn drive<M, St, H>(
                 }
             }
             let wake = M::tick().and(machine.poll_timeout());
-            (machine.is_finished(), wake)
+            Ok((machine.is_finished(), wake))
         });
-        if finished || (wire.is_empty() && !events_open && wake.is_none()) {
-            return;
+        let (finished, wake) = step?;
+        // A finished host ignores its answers, but the requests run to the end.
+        if wire.is_empty() && (finished || (!events_open && wake.is_none())) {
+            return Ok(());
         }
         let wake = wake.map(|at| link.clock.instant_of(at));
         input = tokio::select! {

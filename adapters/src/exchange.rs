@@ -86,15 +86,14 @@ impl<M: Client, St: Store<M::Doc>> Exchange<M, St> {
     }
 
     async fn run(&self, input: M::Input) -> Result<Vec<M::Output>, M::Error> {
-        let mut machine = self.machine.clone();
-        machine.with(|m| m.handle_input(self.clock.now(), input))?;
         let link = Link {
             store: self.store.clone(),
             clock: self.clock,
             timeout: self.timeout,
         };
         let mut outputs = Collect(Vec::new());
-        drive(machine, &link, futures::stream::empty(), &mut outputs).await;
+        let (machine, none) = (self.machine.clone(), futures::stream::empty());
+        drive(machine, &link, Some(input), none, &mut outputs).await?;
         Ok(outputs.0)
     }
 }

@@ -285,6 +285,42 @@ async fn bad_input_gets_a_typed_error_and_writes_nothing() {
 
 /// A dequeue whose caller gives up still finishes inside the client, so the next
 /// dequeue is not refused as busy.
+/// Clones of one client share one consumer. Commands running at once on several
+/// threads each get their own outcome: none is taken by another command's loop (when
+/// a command's input went in under one hold of the consumer and its outputs were
+/// collected under another, a command running meanwhile took them, and enqueues
+/// that had stored their message answered `NoOutcome`). Real threads, so a real
+/// monotonic clock; nothing asserted depends on it.
+#[test]
+fn commands_running_at_once_on_clones_each_get_their_own_outcome() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store = MemoryStore::new();
+        let queue = QueueClient::new(store.clone(), "c", config(5)).unwrap();
+        for round in 0..100 {
+            let calls: Vec<_> = (0..32)
+                .map(|i| {
+                    let queue = queue.clone();
+                    let name = format!("m-{round}-{i}");
+                    tokio::spawn(async move { queue.enqueue(&name, "x", Duration::ZERO).await })
+                })
+                .collect();
+            for call in calls {
+                let outcome = call.await.expect("no panic");
+                assert!(
+                    matches!(outcome, Ok(Enqueued::Stored)),
+                    "round {round}: {outcome:?}"
+                );
+            }
+        }
+        assert_eq!(store.snapshot("").len(), 3_200);
+    });
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_dropped_dequeue_does_not_wedge_the_client() {
     let store = Racing::new(MemoryStore::new(), 2);

@@ -62,7 +62,9 @@ where
         running: HashMap::new(),
         life: CancellationToken::new(),
     };
-    drive(&mut host, &link, events, &mut workers).await;
+    // Without a first input nothing ends the drive with an error: later refusals (a
+    // checkpoint racing a stop) go to the hands, which log them.
+    let _ = drive(&mut host, &link, None, events, &mut workers).await;
     Ok(())
 }
 

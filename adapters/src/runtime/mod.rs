@@ -1,9 +1,10 @@
 //! The tokio runtime: a [`Processor`] drives the engine's partition-lease host with
 //! real monotonic time, a store, a partition source and your handler.
 //!
-//! One task owns the engine. Store requests run as their own tasks and come back as
-//! inputs; each lease the engine starts gets a worker task that reads the source,
-//! calls the handler and reports checkpoints; the engine's wake-up time is a sleep.
+//! One task owns the engine and runs the adapters' one driving loop (`drive`): store
+//! requests run concurrently inside it and come back as inputs; each lease the engine
+//! starts gets a worker task that reads the source, calls the handler and reports
+//! checkpoints; the engine's wake-up time is a sleep.
 
 mod builder;
 mod context;
