@@ -65,7 +65,7 @@ pub struct Request<D, I> {
 
 /// A [`Machine`] whose effects are store requests: which of its outputs are requests,
 /// and the input that carries a store's answer back. The model checker's world and
-/// the tokio driving loop route requests through this rather than restating it.
+/// the adapters' driving loop route requests through this rather than restating it.
 ///
 /// ```
 /// use leasehold_engine::queue::{Consumer, ConsumerConfig, Input, QueueName};
