@@ -101,7 +101,7 @@ type InFlight<M> = Pin<Box<dyn Future<Output = Answer<M>> + Send>>;
 pub(crate) async fn drive<M, St, H>(
     mut seat: impl Seat<M>,
     link: &Link<St>,
-    first: Option<M::Input>,
+    mut first: Option<M::Input>,
     mut events: impl Stream<Item = M::Input> + Unpin,
     hands: &mut H,
 ) -> Result<(), M::Error>
@@ -113,7 +113,6 @@ where
     let mut wire: FuturesUnordered<InFlight<M>> = FuturesUnordered::new();
     let mut events_open = true;
     let mut input: Option<M::Input> = None;
-    let mut first = first;
     loop {
         let step = seat.with(|machine| {
             if let Some(first) = first.take() {
