@@ -18,6 +18,7 @@
 
 pub mod balance;
 pub mod expiry;
+pub mod feed;
 mod ids;
 pub mod item_lease;
 pub mod lease;

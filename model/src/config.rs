@@ -56,6 +56,10 @@ pub struct Bounds {
     /// clock. By default the observed rule's check folds them into one
     /// ([`PartitionModel::fold_wall_clocks`](crate::PartitionModel::fold_wall_clocks)).
     pub unreduced: bool,
+    /// Splits of the feed allowed (0 or 1): partition 0's range may split into two
+    /// children, partitions `partitions` and `partitions + 1`, which needs at most
+    /// 2 partitions. A split counts as a fault for liveness.
+    pub splits: u8,
 }
 
 impl Bounds {
@@ -91,6 +95,7 @@ impl Default for Bounds {
             bug: None,
             margin_ms: None,
             unreduced: false,
+            splits: 0,
         }
     }
 }
@@ -122,6 +127,10 @@ pub enum Bug {
     /// Session liveness with heartbeats written without if-match (the network strips
     /// it), so a fenced host renews its tenure anyway.
     BlindHeartbeat,
+    /// A split range's lease is deleted before its children's leases exist (an
+    /// engine switch: the order is the owner's own), so a failure in between loses
+    /// the range's checkpoint and another host can recreate the range whole.
+    DeleteParentFirst,
 }
 
 impl Bug {
@@ -155,7 +164,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 8] = [
+    pub const ALL: [Bug; 9] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -164,6 +173,7 @@ impl Bug {
         Bug::RestartSameEpoch,
         Bug::UnfencedTakeover,
         Bug::BlindHeartbeat,
+        Bug::DeleteParentFirst,
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
@@ -176,6 +186,7 @@ impl Bug {
         match self {
             Bug::RestartSameEpoch => Some(KnownBad::RestartSameEpoch),
             Bug::UnfencedTakeover => Some(KnownBad::UnfencedTakeover),
+            Bug::DeleteParentFirst => Some(KnownBad::DeleteParentFirst),
             _ => None,
         }
     }
@@ -191,6 +202,7 @@ impl Bug {
             Bug::RestartSameEpoch => "restart-same-epoch",
             Bug::UnfencedTakeover => "unfenced-takeover",
             Bug::BlindHeartbeat => "blind-heartbeat",
+            Bug::DeleteParentFirst => "delete-parent-first",
         }
     }
 }
@@ -280,6 +292,11 @@ impl Bounds {
         range("skew", self.skew.into(), 0, 3)?;
         range("drift", self.drift_ms.into(), 0, 200)?;
         range("progress", self.progress.into(), 0, 5)?;
+        range("splits", self.splits.into(), 0, 1)?;
+        if self.splits > 0 {
+            // A split adds two leases, and the model has room for 4.
+            range("partitions with --splits", self.partitions.into(), 1, 2)?;
+        }
         // The shortest lease that still renews safely: 3 ticks leaves 2.7 s of
         // authority at 10 % drift against a renewal every 2 ticks. The timestamp rule
         // keeps CFP's shape, a lease twice its renewal interval, lengthened by the

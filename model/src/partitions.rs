@@ -4,6 +4,7 @@
 use crate::config::{Bounds, BoundsError};
 use crate::state::{Action, Calls, Fault, Ghost, Host, MAX_PARTITIONS, State, Work};
 use crate::world::{self, Answer, Budget, Request, Rules, note};
+use leasehold_engine::feed::Read;
 use leasehold_engine::lease::{
     Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, LossCause, Output, Record, StopReason,
 };
@@ -61,6 +62,18 @@ impl PartitionModel {
     /// The token of partition `p`.
     pub fn token(p: u8) -> LeaseToken {
         LeaseToken::from(p.to_string())
+    }
+
+    /// How many leases there can be: the partitions and, if the feed may split,
+    /// partition 0's two children.
+    pub fn leases(&self) -> u8 {
+        self.bounds.partitions + 2 * self.bounds.splits
+    }
+
+    /// The children partition 0 splits into.
+    pub fn children(&self) -> [LeaseToken; 2] {
+        let p = self.bounds.partitions;
+        [Self::token(p), Self::token(p + 1)]
     }
 
     /// Host `h`'s clocks at true time `time`.
@@ -144,6 +157,20 @@ impl PartitionModel {
         let mut inputs = Vec::new();
         let calls = &mut state.clients[usize::from(h)].handler;
         for (p, work) in calls.work.iter_mut().enumerate() {
+            let lease = Self::token(p as u8);
+            if let (Some(work), Read::Gone(children)) =
+                (work.as_ref(), state.ghost.feed.read(&lease))
+            {
+                note(journal, || {
+                    format!("h{h}'s handler finds lease {p}'s range split")
+                });
+                inputs.push(Input::Split {
+                    lease,
+                    session: work.session,
+                    children: children.to_vec(),
+                });
+                continue;
+            }
             let Some(work) = work.as_mut().filter(|w| w.progress < self.bounds.progress) else {
                 continue;
             };
@@ -207,6 +234,9 @@ impl PartitionModel {
         }
         if number(after.checkpoint.as_ref()) < number(before.checkpoint.as_ref()) {
             ghost.checkpoint_went_back = true;
+        }
+        if index(&after.token) == 0 {
+            ghost.parent_stored = ghost.parent_stored.max(number(after.checkpoint.as_ref()));
         }
         let taking = matches!(req.intent, Intent::Acquire | Intent::Steal);
         if let (true, Some(previous)) = (taking, &before.owner)
@@ -318,8 +348,9 @@ impl Rules for PartitionModel {
                         }
                         None
                     }
-                    // The handler finishes at once and acknowledges.
-                    StopReason::Released | StopReason::Shutdown => {
+                    // The handler finishes at once and acknowledges; after a split it
+                    // had stopped reading already.
+                    StopReason::Released | StopReason::Shutdown | StopReason::Split => {
                         Some(Input::Stopped { lease, session })
                     }
                 }
@@ -404,6 +435,9 @@ impl stateright::Model for PartitionModel {
             }
         }
         actions.extend(state.net.keys().map(|(h, id)| Action::Serve(*h, *id)));
+        if quiescent && self.bounds.splits > 0 && !state.ghost.feed.has_split() {
+            actions.push(Action::Split);
+        }
         if state.time < self.bounds.horizon {
             if quiescent {
                 actions.push(Action::Advance);
@@ -458,6 +492,11 @@ impl PartitionModel {
             }
             Action::Advance => world::advance(&mut state, false),
             Action::Late => world::advance(&mut state, true),
+            Action::Split => {
+                let children = self.children().to_vec();
+                state.ghost.feed.split(&Self::token(0), children).ok()?;
+                state.last_fault = state.time;
+            }
         }
         Some(state)
     }

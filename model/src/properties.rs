@@ -27,6 +27,13 @@ pub const SESSIONS: &str =
 pub const OWNED: &str = "liveness: every partition owned by a live host once faults stop";
 /// Bounded liveness of the handoff strategy.
 pub const BALANCED: &str = "liveness: owned counts differ by at most 1 once membership settles";
+/// Splits, part one.
+pub const SPLIT_APART: &str = "split: no two hosts process overlapping ranges at once";
+/// Splits, part two.
+pub const CHILD_CHECKPOINT: &str =
+    "split: a child's stored checkpoint never goes behind its parent's";
+/// Non-vacuity of the split properties.
+pub const SPLIT_DONE: &str = "sometimes: a split range's children are processed";
 /// Non-vacuity.
 pub const TAKEOVER: &str = "sometimes: a takeover after a crash";
 /// Non-vacuity.
@@ -56,6 +63,14 @@ pub fn all() -> Vec<Property<PartitionModel>> {
         Property::always(SESSIONS, sessions_apart),
         Property::always(OWNED, owned_when_calm),
         Property::always(BALANCED, balanced_when_settled),
+        Property::always(SPLIT_APART, split_apart),
+        Property::always(CHILD_CHECKPOINT, children_not_behind),
+        Property::sometimes(SPLIT_DONE, |m, s: &State| {
+            m.bounds.splits == 0
+                || m.children()
+                    .iter()
+                    .all(|c| holders(m, s, index(c) as u8) > 0)
+        }),
         Property::sometimes(TAKEOVER, |_, s: &State| s.ghost.takeover_after_crash),
         Property::sometimes(REBALANCE, |_, s: &State| s.ghost.rebalance_move),
         Property::sometimes(LOST, |_, s: &State| s.ghost.lost_lease),
@@ -98,14 +113,33 @@ pub fn holders(model: &PartitionModel, state: &State, p: u8) -> usize {
 }
 
 fn exclusive(model: &PartitionModel, state: &State) -> bool {
-    (0..model.bounds.partitions).all(|p| holders(model, state, p) <= 1)
+    (0..model.leases()).all(|p| holders(model, state, p) <= 1)
+}
+
+/// Partition 0 and its children are never processed at once, by any hosts.
+fn split_apart(model: &PartitionModel, state: &State) -> bool {
+    model.bounds.splits == 0
+        || holders(model, state, 0) == 0
+        || model
+            .children()
+            .iter()
+            .all(|c| holders(model, state, index(c) as u8) == 0)
+}
+
+/// Every child's stored checkpoint is at least the highest its parent ever stored.
+fn children_not_behind(model: &PartitionModel, state: &State) -> bool {
+    let children = model.children();
+    model.bounds.splits == 0
+        || stored(state)
+            .filter(|doc| children.contains(&doc.token))
+            .all(|doc| number(doc.checkpoint.as_ref()) >= state.ghost.parent_stored)
 }
 
 /// Every handler call of one lease, running or lost but not yet ended: on one host
 /// at most one, and across hosts no two at the same epoch, since a downstream system
 /// fencing by epoch could not tell them apart.
 fn sessions_apart(model: &PartitionModel, state: &State) -> bool {
-    (0..usize::from(model.bounds.partitions)).all(|p| {
+    (0..usize::from(model.leases())).all(|p| {
         let mut epochs = Vec::new();
         for host in &state.clients {
             let calls = [&host.handler.work[p], &host.handler.lingering[p]];

@@ -3,6 +3,7 @@
 //! each host's handler calls, and what the properties need of the past.
 
 use crate::world::{Client, World};
+use leasehold_engine::feed::FeedRanges;
 use leasehold_engine::lease::LeaseHost;
 use leasehold_engine::{RequestId, Session};
 
@@ -76,6 +77,12 @@ pub struct Ghost {
     pub lapsed: u16,
     /// A host started a lease again after its authority over it had lapsed.
     pub restart_after_lapse: bool,
+    /// The monitored feed's ranges: not history, but the model's source, which
+    /// handlers read.
+    pub feed: FeedRanges,
+    /// The highest checkpoint ever stored in partition 0's lease, the one that may
+    /// split: no child may start behind it.
+    pub parent_stored: u8,
 }
 
 /// One step of the world.
@@ -102,6 +109,8 @@ pub enum Action {
     Advance,
     /// One tick passes while some host still had due work (a pause).
     Late,
+    /// Partition 0's range splits in the feed.
+    Split,
 }
 
 /// A fault injected into one write of a host's step, counted in the order the host

@@ -59,6 +59,7 @@ pub fn describe_action(action: &Action) -> String {
         Action::Return(h, p) => format!("h{h}'s lost call for lease {p} ends"),
         Action::Advance => "1 s passes".into(),
         Action::Late => "1 s passes while work is overdue (a PAUSE)".into(),
+        Action::Split => "partition 0's range SPLITS in the feed".into(),
     }
 }
 
@@ -110,7 +111,7 @@ impl Explain for PartitionModel {
             | Action::Serve(h, _)
             | Action::Restart(h)
             | Action::Return(h, _) => Lane::Actor(h),
-            Action::Advance | Action::Late => Lane::Time,
+            Action::Advance | Action::Late | Action::Split => Lane::Time,
         }
     }
 }

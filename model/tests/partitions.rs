@@ -13,7 +13,7 @@ use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
 use leasehold_model::{Bounds, Bug, PartitionModel, properties as p, trace};
 use std::time::Duration;
 
-const ALWAYS: [&str; 8] = [
+const ALWAYS: [&str; 10] = [
     p::EXCLUSIVITY,
     p::EPOCHS,
     p::STALE_WRITES,
@@ -22,6 +22,8 @@ const ALWAYS: [&str; 8] = [
     p::SESSIONS,
     p::OWNED,
     p::BALANCED,
+    p::SPLIT_APART,
+    p::CHILD_CHECKPOINT,
 ];
 
 fn exhaustive(model: &PartitionModel) -> Report {
@@ -444,4 +446,59 @@ fn three_hosts_three_partitions_one_crash_with_skew_are_safe_and_live() {
     };
     let report = exhaustive(&model(bounds));
     assert_proven(&report, &[p::TAKEOVER, p::REBALANCE, p::CALM_AFTER_CRASH]);
+}
+
+/// Partition 0's range splits at any moment, around a crash: its lease is replaced by
+/// its children's, no range is left unowned once faults stop, no two hosts process
+/// overlapping ranges, and no child starts behind its parent.
+#[test]
+fn a_split_around_a_crash_leaves_every_range_owned_apart_and_no_child_behind() {
+    let report = exhaustive(&model(Bounds {
+        splits: 1,
+        horizon: 11,
+        ..skewed(Strategy::Handoff)
+    }));
+    assert_proven(&report, &[p::SPLIT_DONE, p::TAKEOVER, p::CALM_AFTER_CRASH]);
+}
+
+/// Deleting the split lease first opens a gap with neither the parent nor its
+/// children stored: a scan in it creates the configured partition again from no
+/// checkpoint, so the confirmed one is lost.
+#[test]
+fn deleting_a_split_lease_before_its_children_exist_loses_its_checkpoint() {
+    let bounds = Bounds {
+        splits: 1,
+        horizon: 11,
+        bug: Some(Bug::DeleteParentFirst),
+        ..skewed(Strategy::Handoff)
+    };
+    counterexample(&model(bounds), p::CHECKPOINT_KEPT);
+}
+
+/// The same gap, and the recreated partition is processed again beside its
+/// children.
+#[test]
+fn deleting_a_split_lease_before_its_children_exist_lets_two_hosts_process_one_range() {
+    let bounds = Bounds {
+        splits: 1,
+        horizon: 11,
+        bug: Some(Bug::DeleteParentFirst),
+        ..skewed(Strategy::Handoff)
+    };
+    counterexample(&model(bounds), p::SPLIT_APART);
+}
+
+/// A delete whose reply is lost leaves the owner unsure, so it never creates the
+/// children; the recreated partition splits again from nothing, behind the
+/// checkpoint its first lease had stored.
+#[test]
+fn deleting_a_split_lease_first_lets_a_child_start_behind_it() {
+    let bounds = Bounds {
+        splits: 1,
+        horizon: 11,
+        lost_replies: 1,
+        bug: Some(Bug::DeleteParentFirst),
+        ..skewed(Strategy::Handoff)
+    };
+    counterexample(&model(bounds), p::CHILD_CHECKPOINT);
 }

@@ -81,6 +81,10 @@ struct ModelArgs {
     /// all of them (README, "Reductions").
     #[arg(long)]
     unreduced: bool,
+    /// Partitions: splits of the feed allowed (0-1). Partition 0's range may split
+    /// into two children, so at most 2 partitions.
+    #[arg(long, default_value_t = 0)]
+    splits: u8,
     /// Each clock gains or loses up to this many milliseconds per second (0-200).
     #[arg(long, default_value_t = 100, value_name = "MS_PER_S")]
     drift: u16,
@@ -308,6 +312,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
             None => None,
         },
         unreduced: args.unreduced,
+        splits: args.splits,
     };
     refuse_unsupported_liveness(&bounds);
     bounds.horizon = match args.horizon {

@@ -63,6 +63,9 @@ pub enum KnownBad {
     /// Under session liveness, a dead host's leases are taken without first fencing
     /// its session, so a renewal it had in flight can keep it processing.
     UnfencedTakeover,
+    /// A split range's lease is deleted before its children's leases are created, so
+    /// a crash or a failed create in between loses the range's checkpoint.
+    DeleteParentFirst,
 }
 
 /// Where a holder's authority over its leases comes from, and so what it must write

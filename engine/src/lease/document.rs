@@ -44,6 +44,16 @@ pub struct LeaseDocument {
         skip_serializing_if = "Option::is_none"
     )]
     pub owner_tenure: Option<Tenure>,
+    /// Set by the owner once the partition's range has split: the children that
+    /// replace it. A lease so marked is never processed again; whoever owns it
+    /// creates the children, each from this lease's checkpoint, and then deletes it.
+    #[serde(rename = "SplitInto", default, skip_serializing_if = "Vec::is_empty")]
+    pub split_into: Vec<LeaseToken>,
+    /// The leases this one descends from by splits, oldest first: a host never
+    /// recreates a configured partition named here, whose range its descendants
+    /// cover.
+    #[serde(rename = "SplitFrom", default, skip_serializing_if = "Vec::is_empty")]
+    pub split_from: Vec<LeaseToken>,
 }
 
 impl LeaseDocument {
@@ -82,7 +92,38 @@ impl LeaseDocument {
             timestamp: now,
             fenced: false,
             owner_tenure: None,
+            split_into: Vec::new(),
+            split_from: Vec::new(),
         }
+    }
+
+    /// The unowned lease of `child`, one of the ranges this (marked) lease split
+    /// into: it resumes from this lease's checkpoint and keeps its properties.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::LeaseDocument;
+    /// use leasehold_engine::{Checkpoint, LeaseToken, WallTime};
+    ///
+    /// let mut parent = LeaseDocument::new("g", LeaseToken::from("0"), WallTime(0));
+    /// parent.checkpoint = Some(Checkpoint::from("42"));
+    /// let child = parent.child(LeaseToken::from("0a"), WallTime(5));
+    /// assert_eq!(child.checkpoint, parent.checkpoint);
+    /// assert_eq!(child.split_from, [LeaseToken::from("0")]);
+    /// assert!(child.owner.is_none());
+    /// ```
+    pub fn child(&self, child: LeaseToken, now: WallTime) -> LeaseDocument {
+        let prefix = self
+            .id
+            .as_str()
+            .strip_suffix(self.token.as_str())
+            .and_then(|p| p.strip_suffix(".."))
+            .unwrap_or_default();
+        let mut doc = LeaseDocument::new(prefix, child, now);
+        doc.checkpoint = self.checkpoint.clone();
+        doc.properties = self.properties.clone();
+        doc.split_from = self.split_from.clone();
+        doc.split_from.push(self.token.clone());
+        doc
     }
 
     /// Whether `host` owns this lease.
@@ -117,6 +158,15 @@ pub struct HostDocument {
     /// tenure is over, and its host's next renewal fails on the changed etag.
     #[serde(rename = "FencedBy", default, skip_serializing_if = "Option::is_none")]
     pub fenced_by: Option<HostId>,
+    /// How many splits this life of the host has finished. A change tells the other
+    /// hosts to read the lease table, where the children's leases are: under session
+    /// liveness they read only the heartbeats otherwise.
+    #[serde(rename = "Splits", default, skip_serializing_if = "is_zero")]
+    pub splits: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl HostDocument {
@@ -129,6 +179,7 @@ impl HostDocument {
             claims: Vec::new(),
             tenure: None,
             fenced_by: None,
+            splits: 0,
         }
     }
 }

@@ -20,6 +20,9 @@ pub(super) struct Heartbeat {
     claims: Vec<LeaseToken>,
     /// The claims in the stored heartbeat.
     published: Vec<LeaseToken>,
+    /// Splits this life finished, and how many the stored heartbeat tells.
+    splits: u64,
+    published_splits: u64,
     /// Session liveness: the tenure the stored heartbeat vouches for, once a write
     /// of it has succeeded; `None` between tenures.
     tenure: Option<Tenure>,
@@ -49,6 +52,7 @@ pub(super) enum BeatStep {
     Write {
         claims: Vec<LeaseToken>,
         tenure: Option<Tenure>,
+        splits: u64,
     },
     Read,
     Leave,
@@ -93,6 +97,8 @@ impl Heartbeat {
             retry_at: None,
             claims: Vec::new(),
             published: Vec::new(),
+            splits: 0,
+            published_splits: 0,
             tenure: None,
             proposed: 0,
             authority_until: None,
@@ -112,6 +118,11 @@ impl Heartbeat {
     /// The claims in this host's stored heartbeat.
     pub fn published(&self) -> &[LeaseToken] {
         &self.published
+    }
+
+    /// This host finished a split: its next heartbeat tells the others, at once.
+    pub fn split_done(&mut self) {
+        self.splits += 1;
     }
 
     /// The claims this host wants published, in token order.
@@ -154,7 +165,8 @@ impl Heartbeat {
             return None;
         }
         self.retry_at = None;
-        let claims_changed = self.claims != self.published
+        let claims_changed = (self.claims != self.published
+            || self.splits != self.published_splits)
             && matches!(self.state, BeatState::Present(_) | BeatState::Absent);
         if now.local < self.next_at && !(claims_changed && plan.phase == Phase::Running) {
             return None;
@@ -195,9 +207,11 @@ impl Heartbeat {
                 let mut doc = HostDocument::new(plan.prefix, plan.me.clone(), now.wall);
                 doc.claims = self.claims.clone();
                 doc.tenure = tenure;
+                doc.splits = self.splits;
                 let step = BeatStep::Write {
                     claims: doc.claims.clone(),
                     tenure: doc.tenure,
+                    splits: doc.splits,
                 };
                 let op = match state {
                     BeatState::Present(etag) => Op::Replace {
@@ -233,11 +247,16 @@ impl Heartbeat {
         let mut news = BeatNews::default();
         match (step, result) {
             (
-                BeatStep::Write { claims, tenure },
+                BeatStep::Write {
+                    claims,
+                    tenure,
+                    splits,
+                },
                 Ok(Reply::Created(etag) | Reply::Replaced(etag)),
             ) => {
                 self.state = BeatState::Present(etag);
                 self.published = claims;
+                self.published_splits = splits;
                 self.next_at = sent_at + rules.renew;
                 if rules.session {
                     news.began = self.tenure != tenure;

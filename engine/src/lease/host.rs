@@ -199,6 +199,11 @@ pub(super) enum What {
         doc: HostDocument,
         seq: u64,
     },
+    /// Deletes a split lease; the known-bad order creates its children only then.
+    DeleteParent {
+        token: LeaseToken,
+        then_create: Vec<LeaseDocument>,
+    },
 }
 
 /// A read-only view of one lease as a host knows it.
@@ -347,6 +352,11 @@ impl LeaseHost {
                 own.checkpoint = Some(checkpoint);
                 self.touch(&lease);
             }
+            Input::Split {
+                lease,
+                session,
+                children,
+            } => self.on_split(lease, session, children)?,
             Input::Stopped { lease, session } => {
                 // Idempotent: a late or duplicate acknowledgement changes nothing.
                 if self.sessions.stopped(&lease, session) {
@@ -521,6 +531,8 @@ impl LeaseHost {
                 && !self.sessions.is_live(token)
                 && own.release.is_none()
                 && !own.resume
+                && own.split.is_none()
+                && slot.doc.split_into.is_empty()
                 && own.has_authority(now.local)
                 && own.fence_passed(&policy, now)
             {

@@ -28,6 +28,18 @@ pub enum Input {
         /// How far it got.
         checkpoint: Checkpoint,
     },
+    /// The handler found that the partition's range has split into `children` (the
+    /// source's "partition gone"): it reads no more of it. The host stops the
+    /// session, marks the lease with its children once the call has ended, creates
+    /// one lease per child from the lease's checkpoint, and only then deletes it.
+    Split {
+        /// The partition that split.
+        lease: LeaseToken,
+        /// The session the handler was started with.
+        session: Session,
+        /// The ranges that replace it, each a partition of its own from now on.
+        children: Vec<LeaseToken>,
+    },
     /// The handler's call for `session` has ended (returned, or been aborted) after an
     /// [`Output::Stop`], whatever its reason. Until then the session is stopping: the
     /// host does not start the lease again, nor take it back, and a release or a
@@ -110,6 +122,9 @@ pub enum StopReason {
     Released,
     /// The host is shutting down.
     Shutdown,
+    /// The handler reported that the partition split ([`Input::Split`]); its
+    /// children take over.
+    Split,
 }
 
 /// How a lease was lost.
@@ -135,6 +150,7 @@ impl fmt::Display for StopReason {
             StopReason::Lost(LossCause::SessionFenced) => f.write_str("lost (session fenced)"),
             StopReason::Released => f.write_str("released"),
             StopReason::Shutdown => f.write_str("shutdown"),
+            StopReason::Split => f.write_str("split"),
         }
     }
 }
@@ -194,6 +210,12 @@ pub enum Intent {
     /// Under session liveness, end a dead host's tenure with a conditional write to
     /// its heartbeat, before taking its leases.
     Fence,
+    /// Mark an owned lease whose range split with the children that replace it.
+    Split,
+    /// Create the lease of one child of a split, from its parent's checkpoint.
+    CreateChild,
+    /// Delete the lease of a split range once every child's lease exists.
+    DeleteParent,
 }
 
 /// What a store request is spent on, for cost accounting: the split the simulator's
@@ -208,7 +230,8 @@ pub enum Purpose {
     Renew,
     /// Storing progress.
     Checkpoint,
-    /// Creating and taking leases, and fencing a dead host's tenure first.
+    /// Creating and taking leases, fencing a dead host's tenure first, and replacing
+    /// a split range's lease with its children's.
     Takeover,
     /// Moving a live lease between hosts: claims, their confirmation, the handoff or
     /// release itself.
@@ -263,9 +286,13 @@ impl Intent {
             Intent::Scan | Intent::ReadMembers => Purpose::Scan,
             Intent::Renew | Intent::Resume | Intent::Reread => Purpose::Renew,
             Intent::Checkpoint => Purpose::Checkpoint,
-            Intent::CreateLease | Intent::Acquire | Intent::Steal | Intent::Fence => {
-                Purpose::Takeover
-            }
+            Intent::CreateLease
+            | Intent::Acquire
+            | Intent::Steal
+            | Intent::Fence
+            | Intent::Split
+            | Intent::CreateChild
+            | Intent::DeleteParent => Purpose::Takeover,
             Intent::Claim | Intent::ConfirmClaim | Intent::Handoff | Intent::Release => {
                 Purpose::Handoff
             }
@@ -277,7 +304,12 @@ impl Intent {
     pub fn is_owner_write(self) -> bool {
         matches!(
             self,
-            Intent::Renew | Intent::Resume | Intent::Checkpoint | Intent::Release | Intent::Handoff
+            Intent::Renew
+                | Intent::Resume
+                | Intent::Checkpoint
+                | Intent::Release
+                | Intent::Handoff
+                | Intent::Split
         )
     }
 }
@@ -296,6 +328,11 @@ pub enum InputError {
         /// The session the caller gave.
         session: Session,
     },
+    /// A split that names no child, or names the lease itself or a child twice.
+    InvalidSplit {
+        /// The partition.
+        lease: LeaseToken,
+    },
 }
 
 impl fmt::Display for InputError {
@@ -305,6 +342,10 @@ impl fmt::Display for InputError {
             InputError::NotProcessing { lease, session } => write!(
                 f,
                 "lease {lease} is not being processed in session {session}; the checkpoint is refused"
+            ),
+            InputError::InvalidSplit { lease } => write!(
+                f,
+                "a split of lease {lease} must name at least one child, each once, none the lease itself"
             ),
         }
     }

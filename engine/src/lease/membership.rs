@@ -51,6 +51,8 @@ pub(super) struct MemberChanges {
     pub ended: bool,
     /// Membership, a tenure or a claim changed: plans made before may be wrong.
     pub changed: bool,
+    /// A member finished a split: the table has new leases.
+    pub split: bool,
 }
 
 impl Member {
@@ -118,6 +120,7 @@ impl Membership {
         let mut next = BTreeMap::new();
         let mut ended = false;
         let mut changed = false;
+        let mut split = false;
         for (doc, etag) in beats {
             if doc.host == *me {
                 continue;
@@ -127,6 +130,7 @@ impl Membership {
                     ended |= m.doc.tenure.is_some()
                         && (m.doc.tenure != doc.tenure
                             || (!m.is_fenced() && doc.fenced_by.is_some()));
+                    split |= m.doc.splits != doc.splits;
                     changed |= m.doc.tenure != doc.tenure
                         || m.doc.fenced_by != doc.fenced_by
                         || m.doc.claims != doc.claims;
@@ -142,6 +146,9 @@ impl Membership {
                 }
                 None => {
                     changed = true;
+                    // Splits made before this host first saw the member may have
+                    // changed the table since this host last read it.
+                    split |= doc.splits > 0;
                     Member {
                         claimed: doc.claims.iter().cloned().collect(),
                         doc,
@@ -159,7 +166,8 @@ impl Membership {
         self.members = next;
         MemberChanges {
             ended,
-            changed: changed || ended,
+            changed: changed || ended || split,
+            split,
         }
     }
 

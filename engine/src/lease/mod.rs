@@ -16,6 +16,7 @@ mod reads;
 mod respond;
 mod session;
 mod slot;
+mod split;
 mod table;
 mod tenure;
 mod wake;

@@ -31,11 +31,15 @@ impl LeaseHost {
             What::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
             What::Retire(host) => self.membership.retired(&host),
             What::Fence { doc, seq } => self.on_fence_response(now, doc, seq, result),
+            What::DeleteParent { token, then_create } => {
+                self.on_parent_deleted(now, token, then_create, result);
+            }
         }
     }
 
     fn on_create(&mut self, now: Now, doc: LeaseDocument, result: Answer) {
         self.creating.remove(&doc.token);
+        self.on_child_answer(now, &doc, &result);
         if let Ok(Reply::Created(etag)) = result {
             let token = doc.token.clone();
             // Any version already known came from a read that saw this create
@@ -102,6 +106,11 @@ impl LeaseHost {
             }
             Err(StoreError::NotFound) => {
                 self.slots.remove(&token);
+                // Deleted since this host last read the table: a split replaced it,
+                // and under session liveness only the table tells with what.
+                if session {
+                    self.need_table(now);
+                }
             }
             // Applied or not? Only a read can tell whether this host owns the lease.
             Err(_) | Ok(_) => slot.stale = true,

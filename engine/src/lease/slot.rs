@@ -2,7 +2,7 @@
 
 use super::LeaseDocument;
 use crate::expiry::{ExpiryPolicy, Observation};
-use crate::ids::{Checkpoint, Epoch, Etag, HostId, RequestId};
+use crate::ids::{Checkpoint, Epoch, Etag, HostId, LeaseToken, RequestId};
 use crate::time::{LocalTime, Now};
 
 /// One lease as this host last saw it.
@@ -90,6 +90,12 @@ pub(super) struct Own {
     pub checkpoint: Option<Checkpoint>,
     /// Where the lease goes once the handler has stopped.
     pub release: Option<ReleaseTo>,
+    /// The children the handler reported the range split into, to be written into
+    /// the lease once its session has ended.
+    pub split: Option<Vec<LeaseToken>>,
+    /// Children of a marked lease whose leases are known to exist (this host created
+    /// them, or found them created).
+    pub children_made: Vec<LeaseToken>,
 }
 
 impl Own {
@@ -102,6 +108,8 @@ impl Own {
             next_renew: now,
             checkpoint: None,
             release: None,
+            split: None,
+            children_made: Vec::new(),
         }
     }
 

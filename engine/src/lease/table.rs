@@ -91,9 +91,9 @@ impl LeaseHost {
             Ok(Reply::ReadAll(items)) => {
                 let beats = self.heartbeats_of(&items);
                 let changes = self.membership.integrate(&self.me, now, seq, beats);
-                if changes.ended {
-                    // The ended tenure's leases are free, and only the table says
-                    // which they are.
+                if changes.ended || changes.split {
+                    // The ended tenure's leases are free, or a split made new ones,
+                    // and only the table says which they are.
                     self.need_table(now);
                 }
                 self.touch_handoffs();
@@ -261,11 +261,16 @@ impl LeaseHost {
         if absent.is_empty() {
             return;
         }
+        let replaced = self.replaced_by_splits();
         let missing: Vec<LeaseToken> = self
             .config
             .partitions
             .iter()
-            .filter(|t| absent.binary_search(t).is_ok() && !self.creating.contains(*t))
+            .filter(|t| {
+                absent.binary_search(t).is_ok()
+                    && !self.creating.contains(*t)
+                    && !replaced.contains(t)
+            })
             .cloned()
             .collect();
         for token in missing {

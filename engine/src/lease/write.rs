@@ -4,6 +4,7 @@
 use super::host::{LeaseHost, What};
 use super::phase::Phase;
 use super::slot::{ReleaseTo, Slot};
+use super::split::SplitStep;
 use super::{HostDocument, Intent, Record};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
 use crate::store::Op;
@@ -17,6 +18,10 @@ enum Due {
     Confirm(HostId),
     /// Write it.
     Write(Intent),
+    /// Create the leases of its children (it split).
+    Children,
+    /// Delete it: it split, and its children's leases exist.
+    DeleteParent,
 }
 
 impl LeaseHost {
@@ -55,6 +60,14 @@ impl LeaseHost {
                     Some(id) => id,
                     None => continue,
                 },
+                Some(Due::Children) => {
+                    self.create_children(now, token);
+                    continue;
+                }
+                Some(Due::DeleteParent) => match self.delete_parent(now, token) {
+                    Some(id) => id,
+                    None => continue,
+                },
             };
             self.mark_in_flight(token, id);
         }
@@ -80,6 +93,13 @@ impl LeaseHost {
                 return Some(Due::Write(Intent::Handoff));
             }
             _ => {}
+        }
+        match self.split_step(token, slot) {
+            Some(SplitStep::Mark) => return Some(Due::Write(Intent::Split)),
+            Some(SplitStep::CreateChildren) => return Some(Due::Children),
+            Some(SplitStep::DeleteParent) => return Some(Due::DeleteParent),
+            Some(SplitStep::Wait) => return None,
+            None => {}
         }
         let session = self.session_liveness();
         // A resume names the tenure it is held in: it waits for one.
@@ -122,6 +142,9 @@ impl LeaseHost {
             doc.fenced = false;
         }
         let checkpoint = own.checkpoint.take();
+        if intent == Intent::Split {
+            doc.split_into = own.split.clone().unwrap_or_default();
+        }
         if let Some(cp) = &checkpoint {
             doc.checkpoint = Some(cp.clone());
         }
