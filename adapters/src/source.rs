@@ -42,10 +42,26 @@ pub trait PartitionSource: Clone + Send + Sync + 'static {
         from: Option<&Checkpoint>,
         max: usize,
     ) -> impl Future<Output = Result<Batch<Self::Item>, SourceError>> + Send;
+
+    /// The ranges `partition` split into, if it split (the change feed's "partition
+    /// gone"). Each child must read on from `partition`'s checkpoints: the processor
+    /// replaces the lease with one lease per child, each from the last checkpoint.
+    /// Asked before every read, so it should be cheap. The default: never.
+    fn split_of(
+        &self,
+        partition: &LeaseToken,
+    ) -> impl Future<Output = Result<Option<Vec<LeaseToken>>, SourceError>> + Send {
+        let _ = partition;
+        async { Ok(None) }
+    }
 }
 
 /// An in-memory partitioned feed of strings, for the quickstart and the tests. A
-/// checkpoint is the count of items consumed.
+/// checkpoint is a position in the partition's log.
+///
+/// A partition can [`split`](Self::split): its children start with its log, each
+/// keeping the items that hash to it, so that a child reads on from the parent's
+/// checkpoint; items pushed to the parent afterwards go to the child they hash to.
 ///
 /// ```
 /// use leasehold_adapters::{MemoryFeed, PartitionSource};
@@ -61,7 +77,15 @@ pub trait PartitionSource: Clone + Send + Sync + 'static {
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct MemoryFeed {
-    partitions: Arc<Mutex<BTreeMap<LeaseToken, Vec<String>>>>,
+    partitions: Arc<Mutex<BTreeMap<LeaseToken, Range>>>,
+}
+
+/// One partition's log. A position holds `None` where a split routed the parent's
+/// item to a sibling: positions stay those of the parent, so its checkpoints hold.
+#[derive(Clone, Debug, Default)]
+struct Range {
+    items: Vec<Option<String>>,
+    children: Option<Vec<LeaseToken>>,
 }
 
 impl MemoryFeed {
@@ -73,7 +97,7 @@ impl MemoryFeed {
     {
         let map = partitions
             .into_iter()
-            .map(|p| (p.into(), Vec::new()))
+            .map(|p| (p.into(), Range::default()))
             .collect();
         MemoryFeed {
             partitions: Arc::new(Mutex::new(map)),
@@ -81,26 +105,114 @@ impl MemoryFeed {
     }
 
     /// Appends `item` to `partition` (created if new; a processor only leases the
-    /// partitions it saw when it was built).
+    /// partitions it saw when it was built, and the children of their splits).
     pub fn push(&self, partition: impl Into<LeaseToken>, item: impl Into<String>) {
-        self.lock()
-            .entry(partition.into())
-            .or_default()
-            .push(item.into());
+        let mut map = self.lock();
+        let item = item.into();
+        let mut at = partition.into();
+        while let Some(children) = map.get(&at).and_then(|r| r.children.clone()) {
+            at = children[route(&item, children.len())].clone();
+        }
+        map.entry(at).or_default().items.push(Some(item));
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<LeaseToken, Vec<String>>> {
+    /// Splits `partition` into `children`, which must be new. Each child starts with
+    /// the parent's log, keeping the items that hash to it.
+    ///
+    /// ```
+    /// use leasehold_adapters::{MemoryFeed, PartitionSource};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let feed = MemoryFeed::new(["0"]);
+    /// for i in 0..10 {
+    ///     feed.push("0", format!("item-{i}"));
+    /// }
+    /// feed.split("0", ["0a", "0b"]).unwrap();
+    /// assert_eq!(feed.split_of(&"0".into()).await.unwrap().unwrap().len(), 2);
+    /// // Each child reads on from the parent's checkpoint 4: together, items 4 to 9.
+    /// let from = leasehold_engine::Checkpoint::from("4");
+    /// let a = feed.read(&"0a".into(), Some(&from), 100).await.unwrap();
+    /// let b = feed.read(&"0b".into(), Some(&from), 100).await.unwrap();
+    /// assert_eq!(a.items.len() + b.items.len(), 6);
+    /// # }
+    /// ```
+    pub fn split<I, S>(
+        &self,
+        partition: impl Into<LeaseToken>,
+        children: I,
+    ) -> Result<(), SourceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<LeaseToken>,
+    {
+        let partition = partition.into();
+        let children: Vec<LeaseToken> = children.into_iter().map(Into::into).collect();
+        let mut map = self.lock();
+        let Some(parent) = map.get(&partition) else {
+            return Err(SourceError::new(format!("no partition {partition}")));
+        };
+        if parent.children.is_some() {
+            return Err(SourceError::new(format!(
+                "partition {partition} split already"
+            )));
+        }
+        let mut distinct = children.clone();
+        distinct.sort();
+        distinct.dedup();
+        if children.len() < 2
+            || distinct.len() != children.len()
+            || children.iter().any(|c| map.contains_key(c))
+        {
+            return Err(SourceError::new(format!(
+                "partition {partition} cannot split into {children:?}: at least two new, distinct children"
+            )));
+        }
+        let log = parent.items.clone();
+        for (i, child) in children.iter().enumerate() {
+            let items = log
+                .iter()
+                .map(|item| item.clone().filter(|it| route(it, children.len()) == i))
+                .collect();
+            map.insert(
+                child.clone(),
+                Range {
+                    items,
+                    children: None,
+                },
+            );
+        }
+        if let Some(parent) = map.get_mut(&partition) {
+            parent.children = Some(children);
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<LeaseToken, Range>> {
         self.partitions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
+/// Which of `n` children an item goes to: a stable hash, as a partition key's.
+fn route(item: &str, n: usize) -> usize {
+    let hash = item.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash % n as u64) as usize
+}
+
 impl PartitionSource for MemoryFeed {
     type Item = String;
 
+    /// The partitions that have not split.
     async fn partitions(&self) -> Result<Vec<LeaseToken>, SourceError> {
-        Ok(self.lock().keys().cloned().collect())
+        Ok(self
+            .lock()
+            .iter()
+            .filter(|(_, r)| r.children.is_none())
+            .map(|(t, _)| t.clone())
+            .collect())
     }
 
     async fn read(
@@ -117,12 +229,26 @@ impl PartitionSource for MemoryFeed {
                 .map_err(|_| SourceError::new(format!("not a memory-feed checkpoint: {c:?}")))?,
         };
         let map = self.lock();
-        let items = map.get(partition).map_or(&[][..], Vec::as_slice);
-        let start = start.min(items.len());
-        let end = (start + max).min(items.len());
+        let log = map.get(partition).map_or(&[][..], |r| r.items.as_slice());
+        let mut end = start.min(log.len());
+        let mut items = Vec::new();
+        // Positions a split gave to a sibling are skipped, however many.
+        while end < log.len() && items.len() < max {
+            if let Some(item) = &log[end] {
+                items.push(item.clone());
+            }
+            end += 1;
+        }
         Ok(Batch {
-            items: items[start..end].to_vec(),
+            items,
             checkpoint: Checkpoint::from(end.to_string()),
         })
+    }
+
+    async fn split_of(
+        &self,
+        partition: &LeaseToken,
+    ) -> Result<Option<Vec<LeaseToken>>, SourceError> {
+        Ok(self.lock().get(partition).and_then(|r| r.children.clone()))
     }
 }

@@ -13,12 +13,17 @@ use serde_json::Value;
 /// beginning (or from the checkpoint), latest version of each item.
 ///
 /// A lease token is the feed range itself (its string form), so a lease names exactly
-/// what it covers. The set of ranges is read once, when the processor is built. After
-/// a split of the monitored container, a lease keeps covering its whole range: the
-/// SDK reads the children of the split range round-robin under the one continuation,
-/// and [`read`](PartitionSource::read) counts them so that it reports "caught up" only
-/// after every child came back empty. Splits therefore lose nothing, but do not yield
-/// finer leases (see the README's limits).
+/// what it covers. The set of ranges is read once, when the processor is built.
+///
+/// After a split of the monitored container, [`split_of`](PartitionSource::split_of)
+/// names the parts of the lease's range that lie in each new physical partition, and
+/// the processor replaces the lease with one lease per part, each resuming from the
+/// lease's continuation (the SDK narrows a continuation to the range it is read
+/// with). Until the SDK's routing map shows the split (it refreshes it when a read
+/// meets the gone partition), the lease reads the children round-robin under its one
+/// continuation, and [`read`](PartitionSource::read) counts them so that it reports
+/// "caught up" only after every child came back empty. After a merge a lease keeps
+/// its range and reads it from its own continuation.
 #[derive(Clone)]
 pub struct ChangeFeedSource {
     container: ContainerClient,
@@ -51,8 +56,47 @@ impl ChangeFeedSource {
     }
 }
 
+/// The parts of `lease` that lie in each of `ranges` it overlaps.
+fn parts_of(lease: &FeedRange, ranges: &[FeedRange]) -> Result<Vec<FeedRange>, SourceError> {
+    ranges
+        .iter()
+        .filter(|r| r.overlaps(lease))
+        .map(|r| {
+            let min = r.min_inclusive().clone().max(lease.min_inclusive().clone());
+            let max = r.max_exclusive().clone().min(lease.max_exclusive().clone());
+            FeedRange::new(min, max).map_err(SourceError::new)
+        })
+        .collect()
+}
+
 impl PartitionSource for ChangeFeedSource {
     type Item = Value;
+
+    /// From the SDK's cached routing map: no request unless the cache is empty.
+    async fn split_of(
+        &self,
+        partition: &LeaseToken,
+    ) -> Result<Option<Vec<LeaseToken>>, SourceError> {
+        let lease: FeedRange = partition
+            .as_str()
+            .parse()
+            .map_err(|e| SourceError::new(format!("lease {partition} is not a feed range: {e}")))?;
+        let ranges = self
+            .container
+            .read_feed_ranges(None)
+            .await
+            .map_err(SourceError::new)?;
+        let parts = parts_of(&lease, &ranges)?;
+        if parts.len() < 2 {
+            return Ok(None);
+        }
+        Ok(Some(
+            parts
+                .iter()
+                .map(|r| LeaseToken::from(r.to_string()))
+                .collect(),
+        ))
+    }
 
     async fn partitions(&self) -> Result<Vec<LeaseToken>, SourceError> {
         let ranges = self

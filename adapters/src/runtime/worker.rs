@@ -82,6 +82,34 @@ impl<S: Clone, H> Clone for Crew<S, H> {
     }
 }
 
+/// The partition split: tells the engine, which stops the session (the children's
+/// leases take over), and waits for that stop. The report is repeated each poll
+/// interval until the stop comes: a report the engine refused (the lease was being
+/// lost meanwhile) is followed by that loss's stop anyway.
+async fn report_split(
+    token: &LeaseToken,
+    session: Session,
+    children: Vec<LeaseToken>,
+    stop: &CancellationToken,
+    tx: &UnboundedSender<Input>,
+    every: Duration,
+) {
+    tracing::info!(
+        ?children,
+        "the partition split; handing over to its children"
+    );
+    loop {
+        let split = Input::Split {
+            lease: token.clone(),
+            session,
+            children: children.clone(),
+        };
+        if tx.send(split).is_err() || pause(stop, every).await {
+            return;
+        }
+    }
+}
+
 pub(super) async fn work<S, H>(
     lease: Lease,
     stop: CancellationToken,
@@ -109,6 +137,14 @@ pub(super) async fn work<S, H>(
     async move {
         let mut backoff = intake.retry_min;
         'intake: while !stop.is_cancelled() {
+            match source.split_of(&token).await {
+                Ok(Some(children)) => {
+                    report_split(&token, session, children, &stop, &tx, intake.poll_interval).await;
+                    break;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(%e, "asking the source whether the partition split failed"),
+            }
             let read = tokio::select! {
                 () = stop.cancelled() => break,
                 read = source.read(&token, from.as_ref(), intake.max_batch) => read,

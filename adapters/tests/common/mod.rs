@@ -116,4 +116,14 @@ impl Emulator {
         }
         panic!("partition {partition} of {name} did not split");
     }
+
+    /// Merges adjacent physical partitions `a` and `b` of container `name`; returns
+    /// the merged partition's id.
+    pub async fn merge(&self, name: &str, a: u32, b: u32) -> u32 {
+        self.http
+            .store()
+            .merge_partitions_and_wait(DB, name, a, b, std::time::Duration::from_millis(100))
+            .await
+            .expect("adjacent partitions merge")
+    }
 }
