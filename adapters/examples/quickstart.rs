@@ -1,6 +1,6 @@
 //! Three hosts on the in-memory store process a synthetic partitioned feed, and print
-//! ownership changes as they happen. One host leaves midway; the others take over its
-//! leases by handoff.
+//! ownership changes as they happen, and the estimator's lag once a minute. One host
+//! leaves midway; the others take over its leases by handoff.
 //!
 //! ```sh
 //! cargo run -p leasehold-adapters --example quickstart
@@ -38,6 +38,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let stop = processor.cancellation();
         hosts.push((name, stop, tokio::spawn(processor.run())));
     }
+    let estimator = Processor::builder()
+        .processor_name("quickstart")
+        .source(feed.clone())
+        .store(store.clone())
+        .build_estimator()?;
     let mut owners: BTreeMap<String, Option<String>> = BTreeMap::new();
     for second in 0..300u32 {
         if second % 10 == 0 {
@@ -50,6 +55,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             hosts[0].1.cancel();
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+        if second % 60 == 59 {
+            let estimate = estimator.estimate().await?;
+            let lags: Vec<String> = estimate
+                .leases
+                .iter()
+                .map(|l| format!("{}:{}", l.lease, l.items))
+                .collect();
+            println!(
+                "t={second:>3}s lag {} in all (lease:items {})",
+                estimate.total(),
+                lags.join(" ")
+            );
+        }
         for stored in store.snapshot("quickstart..") {
             if let Record::Lease(lease) = stored.doc {
                 let owner = lease.owner.map(|o| o.to_string());

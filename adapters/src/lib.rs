@@ -53,8 +53,8 @@ pub use leasehold_engine as engine;
 pub use memory::MemoryStore;
 pub use queue::{Dequeued, Enqueued, QueueClient, QueueClientError};
 pub use runtime::{
-    BuildError, Handler, HandlerError, LeaseContext, Metrics, MetricsSnapshot, Processor,
-    ProcessorBuilder, RunError,
+    BuildError, Estimate, EstimateError, Estimator, Handler, HandlerError, LeaseContext, LeaseLag,
+    Metrics, MetricsSnapshot, Processor, ProcessorBuilder, RunError,
 };
-pub use source::{Batch, MemoryFeed, PartitionSource, SourceError};
+pub use source::{Backlog, Batch, MemoryFeed, PartitionSource, SourceError};
 pub use store::{Response, Store};

@@ -4,6 +4,7 @@ use leasehold_engine::{Checkpoint, LeaseToken};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 /// Why a source could not be read. The processor retries with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +27,18 @@ pub struct Batch<T> {
     pub checkpoint: Checkpoint,
 }
 
+/// How much of a partition lies after a checkpoint: what a lag estimate reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Backlog {
+    /// Changes not yet processed (an estimate where the source counts positions, as
+    /// the change feed's log sequence numbers, which overwrites leave gaps in).
+    pub items: u64,
+    /// When the oldest unprocessed change was made, where the source can tell.
+    pub oldest: Option<SystemTime>,
+    /// Request units the estimate cost, where the source charges them.
+    pub request_units: f64,
+}
+
 /// Any partitioned stream: a fixed set of partitions, each read from a checkpoint.
 pub trait PartitionSource: Clone + Send + Sync + 'static {
     /// An item of the stream (cloned when a failed batch is retried).
@@ -42,6 +55,32 @@ pub trait PartitionSource: Clone + Send + Sync + 'static {
         from: Option<&Checkpoint>,
         max: usize,
     ) -> impl Future<Output = Result<Batch<Self::Item>, SourceError>> + Send;
+
+    /// How much of `partition` lies after `from`. The default reads it through and
+    /// counts, in batches of 1,000, up to 1,000,000 items: exact, and as costly as
+    /// processing the backlog; sources that can estimate cheaply override it.
+    fn backlog(
+        &self,
+        partition: &LeaseToken,
+        from: Option<&Checkpoint>,
+    ) -> impl Future<Output = Result<Backlog, SourceError>> + Send {
+        async move {
+            let mut at = from.cloned();
+            let mut items = 0u64;
+            while items < 1_000_000 {
+                let batch = self.read(partition, at.as_ref(), 1_000).await?;
+                if batch.items.is_empty() {
+                    break;
+                }
+                items += batch.items.len() as u64;
+                at = Some(batch.checkpoint);
+            }
+            Ok(Backlog {
+                items,
+                ..Backlog::default()
+            })
+        }
+    }
 
     /// The ranges `partition` split into, if it split (the change feed's "partition
     /// gone"). Each child must read on from `partition`'s checkpoints: the processor

@@ -503,6 +503,55 @@ async fn after_a_merge_each_lease_reads_on_from_its_own_continuation() {
     }
 }
 
+/// The estimator on the emulator's change feed, with a known backlog: 25 documents
+/// written after every lease caught up and its host left. It reads one change per
+/// lease from the checkpoint; the lag is the partition's latest log sequence number
+/// less the first unread change's, plus one.
+#[tokio::test(start_paused = true)]
+async fn the_estimator_reports_a_known_backlog_on_the_change_feed() {
+    let (_emulator, monitored, store, source) = change_feed_rig(2).await;
+    let seen = Seen::default();
+    write(&monitored, 11, 0..30).await;
+    let a = start("a", source.clone(), store.clone(), seen.clone()).await;
+    settle(60).await;
+    assert_eq!(seen.document_ids().len(), 30);
+    let estimator = Processor::builder()
+        .processor_name("test")
+        .source(source.clone())
+        .store(store.clone())
+        .build_estimator()
+        .unwrap();
+    let caught_up = estimator.estimate().await.unwrap();
+    assert_eq!(caught_up.leases.len(), 2);
+    assert_eq!(caught_up.total(), 0, "{caught_up:?}");
+    assert!(
+        caught_up
+            .leases
+            .iter()
+            .all(|l| l.owner.as_ref().map(|o| o.as_str()) == Some("a"))
+    );
+    a.stop.cancel();
+    a.run.await.unwrap();
+    write(&monitored, 11, 30..55).await;
+    let behind = estimator.estimate().await.unwrap();
+    assert_eq!(behind.total(), 25, "{behind:?}");
+    assert!(behind.leases.iter().all(|l| l.owner.is_none()), "released");
+    assert!(
+        behind
+            .leases
+            .iter()
+            .all(|l| l.items == 0 || l.oldest.is_some()),
+        "the age of the oldest change is known"
+    );
+    println!(
+        "estimator: 2 leases, backlog {} ({:?}); {:.1} RU per call caught up, {:.1} RU behind",
+        behind.total(),
+        behind.leases.iter().map(|l| l.items).collect::<Vec<_>>(),
+        caught_up.request_units,
+        behind.request_units
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn throttled_lease_writes_are_retried_and_no_checkpoint_is_lost() {
     use azure_data_cosmos::fault_injection::{

@@ -1,9 +1,9 @@
 //! The Cosmos DB change feed as a partition source: one lease per feed range, the
 //! continuation token checkpointed in the lease.
 
-use crate::source::{Batch, PartitionSource, SourceError};
+use crate::source::{Backlog, Batch, PartitionSource, SourceError};
 use azure_data_cosmos::feed::{ContinuationToken, FeedRange};
-use azure_data_cosmos::options::{ChangeFeedOptions, ChangeFeedStartFrom};
+use azure_data_cosmos::options::{ChangeFeedOptions, ChangeFeedStartFrom, MaxItemCountHint};
 use azure_data_cosmos::{ContainerClient, FeedScope};
 use futures::StreamExt;
 use leasehold_engine::{Checkpoint, LeaseToken};
@@ -69,8 +69,82 @@ fn parts_of(lease: &FeedRange, ranges: &[FeedRange]) -> Result<Vec<FeedRange>, S
         .collect()
 }
 
+/// The log sequence number a change feed page's etag names: the last change the
+/// page returned. The service writes it as a quoted number; the in-memory emulator
+/// writes a cursor whose `lsn` field carries it.
+fn etag_lsn(etag: &str) -> Option<u64> {
+    let bare = etag.trim_matches('"');
+    bare.parse().ok().or_else(|| {
+        let cursor: Value = serde_json::from_str(etag).ok()?;
+        cursor["lsn"].as_u64()
+    })
+}
+
+/// When a change was made, from its `_ts` (seconds since the Unix epoch).
+fn made_at(change: &Value) -> Option<std::time::SystemTime> {
+    let seconds = change["_ts"].as_u64()?;
+    std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(seconds))
+}
+
 impl PartitionSource for ChangeFeedSource {
     type Item = Value;
+
+    /// As the .NET estimator does: one page of at most one change from the
+    /// checkpoint, per physical partition under the lease's range. The lag is the
+    /// partition's latest log sequence number less the first unread change's, plus
+    /// one (overwritten documents leave gaps, so it can overcount); the age is that
+    /// change's `_ts`. An empty page means no lag.
+    async fn backlog(
+        &self,
+        partition: &LeaseToken,
+        from: Option<&Checkpoint>,
+    ) -> Result<Backlog, SourceError> {
+        let range: FeedRange = partition
+            .as_str()
+            .parse()
+            .map_err(|e| SourceError::new(format!("lease {partition} is not a feed range: {e}")))?;
+        let children = self.physical_ranges_under(&range).await?;
+        let one = MaxItemCountHint::Limit(std::num::NonZeroU32::MIN);
+        let mut options = ChangeFeedOptions::default().with_max_item_count(one);
+        if let Some(c) = from {
+            options = options
+                .with_continuation_token(ContinuationToken::from_string(c.as_str().to_string()));
+        }
+        let mut pages = self
+            .container
+            .query_change_feed::<Value>(
+                FeedScope::range(range),
+                ChangeFeedStartFrom::Beginning,
+                Some(options),
+            )
+            .await
+            .map_err(SourceError::new)?;
+        let mut backlog = Backlog::default();
+        for _ in 0..children {
+            let page = match pages.next().await {
+                Some(Ok(page)) => page,
+                Some(Err(e)) => return Err(SourceError::new(e)),
+                None => break,
+            };
+            let headers = page.headers();
+            backlog.request_units += headers.request_charge().map_or(0.0, |c| c.value());
+            let Some(first) = page.items().first().and_then(|c| c.current()) else {
+                continue;
+            };
+            let first_lsn = first["_lsn"]
+                .as_u64()
+                .or_else(|| headers.etag().and_then(|e| etag_lsn(e.as_ref())));
+            backlog.items += match (headers.lsn(), first_lsn) {
+                (Some(latest), Some(first)) => latest.saturating_sub(first) + 1,
+                _ => page.items().len() as u64,
+            };
+            backlog.oldest = match (backlog.oldest, made_at(first)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(backlog)
+    }
 
     /// From the SDK's cached routing map: no request unless the cache is empty.
     async fn split_of(

@@ -254,6 +254,22 @@ fn checked_name(which: &'static str, name: String) -> Result<String, BuildError>
     Ok(name)
 }
 
+impl<S, St, H> ProcessorBuilder<S, St, H> {
+    /// The checked processor name, the source and the store.
+    pub(super) fn into_estimator_parts(self) -> Result<(String, S, St), BuildError> {
+        let name = self
+            .settings
+            .name
+            .filter(|n| !n.trim().is_empty())
+            .ok_or(BuildError::MissingProcessorName)?;
+        Ok((
+            checked_name("processor name", name)?,
+            self.source,
+            self.store,
+        ))
+    }
+}
+
 fn millis(d: Duration) -> Millis {
     Millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
@@ -326,6 +342,7 @@ where
         if config.partitions.is_empty() {
             return Err(BuildError::NoPartitions);
         }
+        let metrics = Arc::new(Metrics::named(&config.prefix, &instance));
         Ok(Processor {
             me: HostId::from(instance),
             config,
@@ -334,7 +351,7 @@ where
             store: self.store,
             handler: Arc::new(self.handler),
             cancel: settings.cancel,
-            metrics: Arc::new(Metrics::default()),
+            metrics,
         })
     }
 }

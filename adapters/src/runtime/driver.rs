@@ -2,6 +2,7 @@
 //! worker for each lease the host starts, stops it when the host says so, and feeds
 //! the workers' checkpoints and stops back in.
 
+use super::metrics::Ended;
 use super::worker::{self, Crew, Lease, Stopper};
 use super::{Handler, Processor, RunError};
 use crate::clock::{Clock, fresh_incarnation};
@@ -125,7 +126,11 @@ where
                 tracing::info!(%lease, epoch = epoch.0, %reason, "lease stopping");
                 if let Some(stopper) = self.running.get(&session) {
                     if stopper.reason.borrow().is_none() {
-                        metrics.stopped(matches!(reason, StopReason::Lost(_)));
+                        metrics.stopped(match reason {
+                            StopReason::Lost(_) => Ended::Lost,
+                            StopReason::Split => Ended::Split,
+                            StopReason::Released | StopReason::Shutdown => Ended::Released,
+                        });
                     }
                     stopper.stop(reason);
                 }

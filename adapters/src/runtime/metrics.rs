@@ -1,12 +1,84 @@
-//! Counters a running processor keeps, for dashboards and tests.
+//! Counters a running processor keeps, for dashboards and tests, also emitted through
+//! the `metrics` facade (names in [`METRIC_NAMES`]).
 
+use super::estimator::LeaseLag;
 use leasehold_engine::lease::Intent;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Every name the processor and the estimator emit through the `metrics` facade,
+/// with its kind and labels. Every series carries `group` (the processor name); a
+/// processor's also carry `instance`.
+///
+/// ```
+/// use leasehold_adapters::runtime::METRIC_NAMES;
+/// assert!(METRIC_NAMES.iter().all(|(name, ..)| name.starts_with("leasehold_")));
+/// ```
+pub const METRIC_NAMES: [(&str, &str, &str); 13] = [
+    ("leasehold_leases_owned", "gauge", "leases being processed"),
+    (
+        "leasehold_lease_acquisitions_total",
+        "counter",
+        "leases started",
+    ),
+    ("leasehold_lease_losses_total", "counter", "leases lost"),
+    (
+        "leasehold_lease_releases_total",
+        "counter",
+        "leases released (handoff or shutdown)",
+    ),
+    (
+        "leasehold_lease_splits_total",
+        "counter",
+        "leases whose range split",
+    ),
+    (
+        "leasehold_handler_failures_total",
+        "counter",
+        "handler errors and panics",
+    ),
+    (
+        "leasehold_handler_cancellations_total",
+        "counter",
+        "calls whose lease stopped while they ran",
+    ),
+    (
+        "leasehold_handler_aborts_total",
+        "counter",
+        "calls of a lost lease aborted after the grace",
+    ),
+    (
+        "leasehold_checkpoints_total",
+        "counter",
+        "checkpoints the store confirmed",
+    ),
+    (
+        "leasehold_requests_total",
+        "counter",
+        "store requests, by purpose and intent",
+    ),
+    (
+        "leasehold_request_units",
+        "histogram",
+        "request units per store request, by purpose and intent",
+    ),
+    (
+        "leasehold_lease_lag_items",
+        "gauge",
+        "the estimator's lag per lease, in changes",
+    ),
+    (
+        "leasehold_lease_lag_oldest_seconds",
+        "gauge",
+        "age of a lease's oldest unprocessed change, where known",
+    ),
+];
+
 /// Live counters of one processor.
 #[derive(Debug, Default)]
 pub struct Metrics {
+    group: String,
+    instance: String,
     owned: AtomicU64,
     acquisitions: AtomicU64,
     losses: AtomicU64,
@@ -28,7 +100,7 @@ pub struct MetricsSnapshot {
     pub acquisitions: u64,
     /// Leases lost to another host, a deletion or a lapse of authority.
     pub losses: u64,
-    /// Leases released (handoff or shutdown).
+    /// Leases released (handoff or shutdown), or given up because their range split.
     pub releases: u64,
     /// Batches handled successfully.
     pub batches: u64,
@@ -54,16 +126,52 @@ impl MetricsSnapshot {
     }
 }
 
+/// How a session ended, for the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    Lost,
+    Released,
+    Split,
+}
+
 impl Metrics {
-    pub(crate) fn started(&self) {
-        self.owned.fetch_add(1, Ordering::Relaxed);
-        self.acquisitions.fetch_add(1, Ordering::Relaxed);
+    /// Counters of processor `instance` in group `group`.
+    pub(crate) fn named(group: &str, instance: &str) -> Metrics {
+        describe();
+        Metrics {
+            group: group.to_string(),
+            instance: instance.to_string(),
+            ..Metrics::default()
+        }
     }
 
-    pub(crate) fn stopped(&self, lost: bool) {
-        self.owned.fetch_sub(1, Ordering::Relaxed);
-        let counter = if lost { &self.losses } else { &self.releases };
+    fn count(&self, name: &'static str) {
+        metrics::counter!(name, "group" => self.group.clone(), "instance" => self.instance.clone())
+            .increment(1);
+    }
+
+    fn owned_now(&self, owned: u64) {
+        metrics::gauge!("leasehold_leases_owned", "group" => self.group.clone(), "instance" => self.instance.clone())
+            .set(owned as f64);
+    }
+
+    pub(crate) fn started(&self) {
+        let owned = self.owned.fetch_add(1, Ordering::Relaxed) + 1;
+        self.acquisitions.fetch_add(1, Ordering::Relaxed);
+        self.owned_now(owned);
+        self.count("leasehold_lease_acquisitions_total");
+    }
+
+    pub(crate) fn stopped(&self, ended: Ended) {
+        let owned = self.owned.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+        self.owned_now(owned);
+        let (counter, name) = match ended {
+            Ended::Lost => (&self.losses, "leasehold_lease_losses_total"),
+            Ended::Released => (&self.releases, "leasehold_lease_releases_total"),
+            Ended::Split => (&self.releases, "leasehold_lease_splits_total"),
+        };
         counter.fetch_add(1, Ordering::Relaxed);
+        self.count(name);
     }
 
     pub(crate) fn batch(&self) {
@@ -72,21 +180,33 @@ impl Metrics {
 
     pub(crate) fn handler_failed(&self) {
         self.handler_failures.fetch_add(1, Ordering::Relaxed);
+        self.count("leasehold_handler_failures_total");
     }
 
     pub(crate) fn call_cancelled(&self) {
         self.cancelled_calls.fetch_add(1, Ordering::Relaxed);
+        self.count("leasehold_handler_cancellations_total");
     }
 
     pub(crate) fn call_aborted(&self) {
         self.aborted_calls.fetch_add(1, Ordering::Relaxed);
+        self.count("leasehold_handler_aborts_total");
     }
 
     pub(crate) fn checkpointed(&self) {
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        self.count("leasehold_checkpoints_total");
     }
 
     pub(crate) fn request(&self, intent: Intent, units: f64) {
+        let labels = [
+            ("group", self.group.clone()),
+            ("instance", self.instance.clone()),
+            ("purpose", intent.purpose().name().to_string()),
+            ("intent", format!("{intent:?}")),
+        ];
+        metrics::counter!("leasehold_requests_total", &labels).increment(1);
+        metrics::histogram!("leasehold_request_units", &labels).record(units);
         let mut all = self
             .by_intent
             .lock()
@@ -119,6 +239,33 @@ impl Metrics {
             cancelled_calls: self.cancelled_calls.load(Ordering::Relaxed),
             aborted_calls: self.aborted_calls.load(Ordering::Relaxed),
             requests,
+        }
+    }
+}
+
+/// Emits the estimator's lag per lease of group `group`.
+pub(crate) fn record_lag(group: &str, leases: &[LeaseLag]) {
+    describe();
+    let now = std::time::SystemTime::now();
+    for lag in leases {
+        let labels = [
+            ("group", group.to_string()),
+            ("lease", lag.lease.to_string()),
+        ];
+        metrics::gauge!("leasehold_lease_lag_items", &labels).set(lag.items as f64);
+        if let Some(age) = lag.oldest.and_then(|t| now.duration_since(t).ok()) {
+            metrics::gauge!("leasehold_lease_lag_oldest_seconds", &labels).set(age.as_secs_f64());
+        }
+    }
+}
+
+/// Gives every name its help text, for exporters that print it.
+pub(crate) fn describe() {
+    for (name, kind, help) in METRIC_NAMES {
+        match kind {
+            "counter" => metrics::describe_counter!(name, help),
+            "gauge" => metrics::describe_gauge!(name, help),
+            _ => metrics::describe_histogram!(name, help),
         }
     }
 }

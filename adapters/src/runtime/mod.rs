@@ -9,12 +9,14 @@
 mod builder;
 mod context;
 mod driver;
+mod estimator;
 mod metrics;
 mod worker;
 
 pub use builder::{BuildError, ProcessorBuilder};
 pub use context::LeaseContext;
-pub use metrics::{Metrics, MetricsSnapshot};
+pub use estimator::{Estimate, EstimateError, Estimator, LeaseLag};
+pub use metrics::{METRIC_NAMES, Metrics, MetricsSnapshot};
 
 use crate::source::{Batch, PartitionSource};
 use crate::store::Store;
