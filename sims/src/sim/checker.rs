@@ -85,6 +85,9 @@ struct Partition {
     last_host: Option<usize>,
     /// Since when two or more handlers run at once.
     overlap_since: Option<u64>,
+    /// Its range split: its children's leases replace its own, and it no longer
+    /// counts for coverage or balance.
+    gone: bool,
 }
 
 /// The online checker and the run's measures.
@@ -95,8 +98,10 @@ pub struct Checker {
     counts: Vec<u32>,
     /// Which host slots count for balance: up and not shutting down.
     live: Vec<bool>,
-    /// Partitions with exactly one running handler.
+    /// Partitions with exactly one running handler, of those not gone.
     covered: usize,
+    /// Partitions whose range split.
+    gone: usize,
     violations: Vec<Violation>,
     /// Violations beyond this many are counted, not kept.
     keep: usize,
@@ -137,6 +142,7 @@ impl Checker {
             counts: Vec::new(),
             live: Vec::new(),
             covered: 0,
+            gone: 0,
             violations: Vec::new(),
             keep: 20,
             dropped: BTreeMap::new(),
@@ -266,6 +272,9 @@ impl Checker {
         if before == 1 {
             p.overlap_since = Some(now);
         }
+        if p.gone {
+            return;
+        }
         self.covered = match before {
             0 => self.covered + 1,
             1 => self.covered - 1,
@@ -287,6 +296,9 @@ impl Checker {
             && let Some(since) = p.overlap_since.take()
         {
             self.duplicate_ms += now - since;
+        }
+        if p.gone {
+            return;
         }
         self.covered = match after {
             0 => self.covered - 1,
@@ -342,12 +354,46 @@ impl Checker {
     /// Whether every partition is run by exactly one live host, and the live hosts'
     /// loads differ by at most one.
     pub fn balanced(&self) -> bool {
-        self.covered == self.partitions.len() && self.spread() <= 1 && self.all_on_live()
+        self.covered() && self.spread() <= 1
     }
 
     /// Whether every partition is run by exactly one live host.
     pub fn covered(&self) -> bool {
-        self.covered == self.partitions.len() && self.all_on_live()
+        self.covered == self.partitions.len() - self.gone && self.all_on_live()
+    }
+
+    /// Partition `partition`'s range split at `now` into new partitions, which
+    /// inherit everything it committed so far. It no longer counts for coverage or
+    /// balance; handlers still running it stop counting too. Returns the children's
+    /// numbers.
+    pub fn split(&mut self, partition: u32, children: usize, now: u64) -> Vec<u32> {
+        let p = &mut self.partitions[partition as usize];
+        p.gone = true;
+        self.gone += 1;
+        let running = p.running.clone();
+        let committed = p.committed;
+        if running.len() == 1 {
+            self.covered -= 1;
+        }
+        for r in running {
+            self.counts[r.host] -= 1;
+        }
+        let first = self.partitions.len() as u32;
+        for _ in 0..children {
+            self.partitions.push(Partition {
+                committed,
+                ..Partition::default()
+            });
+        }
+        self.changed(now);
+        (first..first + children as u32).collect()
+    }
+
+    /// `child` inherits whatever its parent committed since the split (a batch that
+    /// was in flight then).
+    pub fn inherit(&mut self, child: u32, committed: u64) {
+        let c = &mut self.partitions[child as usize];
+        c.committed = c.committed.max(committed);
     }
 
     fn all_on_live(&self) -> bool {

@@ -33,11 +33,14 @@ pub enum FaultKind {
     Timeout,
     /// A host cannot reach the store for 5–90 s: nothing it sends is applied.
     Partition,
+    /// A partition's range splits in two: its feed ends, and two child ranges go on
+    /// at half its rate each, both starting with its events so far.
+    Split,
 }
 
 impl FaultKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::Crash,
         FaultKind::Shutdown,
         FaultKind::Pause,
@@ -48,6 +51,7 @@ impl FaultKind {
         FaultKind::Spike,
         FaultKind::Timeout,
         FaultKind::Partition,
+        FaultKind::Split,
     ];
 
     /// The name on the command line.
@@ -63,6 +67,7 @@ impl FaultKind {
             FaultKind::Spike => "spike",
             FaultKind::Timeout => "timeout",
             FaultKind::Partition => "partition",
+            FaultKind::Split => "split",
         }
     }
 
@@ -72,6 +77,7 @@ impl FaultKind {
             FaultKind::Skew => "largest wall-clock offset, seconds",
             FaultKind::Drift => "largest clock drift, ppm",
             FaultKind::Throttle | FaultKind::Spike => "windows per hour",
+            FaultKind::Split => "splits per hour",
             _ => "per host per hour",
         }
     }
@@ -108,7 +114,7 @@ impl FaultKind {
             FaultKind::Spike => secs(5, 30),
             FaultKind::Timeout => secs(1, 20),
             FaultKind::Partition => secs(5, 90),
-            FaultKind::Skew | FaultKind::Drift => 0,
+            FaultKind::Skew | FaultKind::Drift | FaultKind::Split => 0,
         }
     }
 }

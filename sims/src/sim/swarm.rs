@@ -50,6 +50,12 @@ pub fn draw(seed: u64) -> SimConfig {
             Liveness::Lease
         });
     }
+    // Splits, drawn last for the same reason: one seed in four splits ranges, 10 to
+    // 60 times an hour.
+    if rng.random_bool(0.25) {
+        cfg.faults
+            .set(FaultKind::Split, rng.random_range(10..=60) as f64);
+    }
     cfg
 }
 
@@ -66,7 +72,11 @@ fn widen_drift(faults: &mut Faults) -> u32 {
 
 /// Each fault kind on with probability 0.4, at a random rate.
 fn draw_faults(rng: &mut ChaCha8Rng, mut faults: Faults) -> Faults {
-    for kind in FaultKind::ALL {
+    // Splits are drawn apart, after everything else (see `draw`).
+    for kind in FaultKind::ALL
+        .into_iter()
+        .filter(|k| *k != FaultKind::Split)
+    {
         if !rng.random_bool(0.4) {
             continue;
         }

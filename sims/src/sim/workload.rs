@@ -71,6 +71,11 @@ impl Feed {
         }
     }
 
+    /// A feed that produces no events from true time `at` on (its range split).
+    pub fn end_at(&mut self, at: u64) {
+        self.stop = self.stop.min(at);
+    }
+
     /// How many events have arrived by true time `t`.
     pub fn produced(&self, t: u64) -> u64 {
         let t = t.min(self.stop);

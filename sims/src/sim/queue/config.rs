@@ -195,6 +195,11 @@ impl QueueConfig {
 
     /// Checks that the run can work.
     pub fn validate(&self) -> Result<(), QueueConfigError> {
+        if self.faults.get(FaultKind::Split) > 0.0 {
+            return Err(QueueConfigError::Invalid(
+                "a queue has no ranges to split: the split fault is for lease runs",
+            ));
+        }
         if self.consumers == 0 || self.consumers > 1_000 {
             return Err(QueueConfigError::Invalid("consumers must be 1 to 1000"));
         }

@@ -102,6 +102,12 @@ impl World {
                 ),
             );
         }
+        if let Some(other) = self.overlapping_run(partition) {
+            self.violate(
+                ViolationKind::Exclusivity,
+                format!("{name} starts partition {partition} ({lease}) while {other}, an overlapping range"),
+            );
+        }
         if let Some(clash) = self.checker.clash(partition, host, epoch.0) {
             self.violate(ViolationKind::Session, format!("{name}: {clash}"));
         }
@@ -150,7 +156,14 @@ impl World {
     }
 
     pub(super) fn poll(&mut self, host: usize, life: u64, partition: u32, session: Session) {
-        let produced = self.feeds[partition as usize].produced(self.now);
+        let idle = self.hosts[host]
+            .handlers
+            .get(&partition)
+            .is_some_and(|h| h.session == session && h.batch.is_none() && !h.draining);
+        if idle && self.found_split(host, partition, session) {
+            return;
+        }
+        let produced = self.produced(partition, self.now);
         let w = &self.cfg.workload;
         let (max_batch, poll) = (w.max_batch, w.poll.as_millis());
         let Some(handler) = self.hosts[host].handlers.get_mut(&partition) else {
@@ -249,13 +262,14 @@ impl World {
             );
         }
         let to = from + n;
-        let arrival = self.feeds[partition as usize].arrival(from);
+        let arrival = self.arrival(partition, from);
         if let Err((kind, detail)) = self
             .checker
             .commit(partition, epoch.0, from, to, arrival, self.now)
         {
             self.violate(kind, detail);
         }
+        self.pass_down(partition);
         self.note(TraceEvent::Commit {
             host: name,
             partition,

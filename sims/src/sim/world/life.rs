@@ -205,6 +205,7 @@ impl World {
                 self.hosts[host].clock.offset_ms += step;
                 Some((Some(host), step))
             }
+            FaultKind::Split => self.split_some_partition(),
             FaultKind::Throttle | FaultKind::Spike => {
                 let window = kind.draw_size(&mut self.rng);
                 let window_ms = u64::try_from(window).unwrap_or(0);
@@ -271,11 +272,15 @@ impl World {
         }
         let mut behind = Vec::new();
         for p in 0..self.feeds.len() {
-            let produced = self.feeds[p].produced(self.now);
+            // A range that split is its children's to finish.
+            if self.children.contains_key(&(p as u32)) {
+                continue;
+            }
+            let produced = self.produced(p as u32, self.now);
             let committed = self.checker.committed(p as u32);
             if committed < produced {
                 behind.push((p, committed, produced));
-                let waited = self.now - self.feeds[p].arrival(committed);
+                let waited = self.now - self.arrival(p as u32, committed);
                 self.checker.max_lag_ms = self.checker.max_lag_ms.max(waited);
             }
         }

@@ -14,6 +14,7 @@ use super::faults::{FaultKind, StoreWeather};
 use super::timeline::Timeline;
 use super::trace::{Trace, TraceEvent};
 use super::workload::Feed;
+use leasehold_engine::feed::FeedRanges;
 use leasehold_engine::lease::{
     Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Purpose, Record, StopReason,
     StoreRequest,
@@ -28,6 +29,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 mod handlers;
 mod life;
+mod split;
 mod store;
 
 #[derive(Debug)]
@@ -206,6 +208,16 @@ pub struct World {
     hosts: Vec<Host>,
     store: Container<Record>,
     feeds: Vec<Feed>,
+    /// Per partition: its feed's rate, the events it inherited from the range it
+    /// split from, that range, and its token.
+    rates: Vec<f64>,
+    bases: Vec<u64>,
+    parents: Vec<Option<u32>>,
+    tokens: Vec<LeaseToken>,
+    /// The ranges each split partition split into.
+    children: HashMap<u32, Vec<u32>>,
+    /// Which ranges have split: the engine's reference feed.
+    ranges: FeedRanges,
     index: HashMap<LeaseToken, u32>,
     checker: Checker,
     trace: Trace,
@@ -230,13 +242,18 @@ impl World {
     pub fn new(cfg: &SimConfig, timeline: bool) -> Result<World, SimError> {
         cfg.validate()?;
         let lease = cfg.lease_config()?;
+        let tokens = lease.partitions.clone();
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let heal = cfg.heal_at().as_millis();
-        let feeds = (0..cfg.partitions)
+        let rates: Vec<f64> = (0..cfg.partitions)
             .map(|p| {
                 let hot = if p == 0 { cfg.workload.hot_factor } else { 1.0 };
-                Feed::new(cfg.workload.rate * hot, rng.random_range(0..SECOND), heal)
+                cfg.workload.rate * hot
             })
+            .collect();
+        let feeds = rates
+            .iter()
+            .map(|rate| Feed::new(*rate, rng.random_range(0..SECOND), heal))
             .collect();
         let index = lease
             .partitions
@@ -258,6 +275,12 @@ impl World {
             hosts: Vec::new(),
             store: Container::new(),
             feeds,
+            bases: vec![0; rates.len()],
+            parents: vec![None; rates.len()],
+            tokens,
+            rates,
+            children: HashMap::new(),
+            ranges: FeedRanges::default(),
             index,
             weather: StoreWeather::default(),
             healed: false,
@@ -400,7 +423,7 @@ impl World {
 
     fn fault_gap(&mut self, kind: FaultKind) -> u64 {
         let per_hour = match kind {
-            FaultKind::Throttle | FaultKind::Spike => self.cfg.faults.get(kind),
+            FaultKind::Throttle | FaultKind::Spike | FaultKind::Split => self.cfg.faults.get(kind),
             _ => self.cfg.faults.get(kind) * f64::from(self.cfg.hosts),
         };
         let mean = (3_600_000.0 / per_hour).clamp(1.0, 1e15) as u64;
@@ -691,6 +714,7 @@ impl World {
         }
         let mut faults: Vec<(FaultKind, u64)> = self.fault_counts.into_iter().collect();
         faults.sort_unstable();
+        // Each feed's own events: a child's inherited ones are its parent's.
         let events_produced = self.feeds.iter().map(|f| f.produced(now)).sum();
         Finished {
             trace_hash: self.trace.hash(),

@@ -73,7 +73,7 @@ impl QueueWorld {
                 self.clients[c].cut_until = now + window;
                 Some((Some(c), window as i64))
             }
-            FaultKind::Skew | FaultKind::Drift => None,
+            FaultKind::Skew | FaultKind::Drift | FaultKind::Split => None,
         }
     }
 
