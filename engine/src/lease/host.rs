@@ -475,6 +475,10 @@ impl LeaseHost {
     fn run_passes(&mut self, now: Now, scope: &[LeaseToken]) {
         self.enforce_deadlines(now, scope);
         self.give_up_stuck(now, scope);
+        // Before the starts: a handoff abandoned here leaves a lease to start again,
+        // and nothing else would bring it back to a pass (the model found a lease
+        // owned under a live session and processed by nobody).
+        self.recheck_handoffs(now, scope);
         self.start_ready(now, scope);
         self.write_due(now, scope);
         if self.phase == Phase::Running && self.replan_at.is_some_and(|t| now.local >= t) {

@@ -28,7 +28,6 @@ impl LeaseHost {
     /// Sends re-reads and owner writes (renew, resume, checkpoint, release) that are
     /// due.
     pub(super) fn write_due(&mut self, now: Now, scope: &[LeaseToken]) {
-        self.recheck_handoffs(now, scope);
         for token in scope {
             let Some(slot) = self.slots.get(token).filter(|s| s.can_send(now.local)) else {
                 continue;
@@ -192,7 +191,7 @@ impl LeaseHost {
     /// A handoff goes ahead only if its claimant is still alive and still claims the
     /// lease when the handler has stopped. Otherwise a running host keeps the lease
     /// (and starts it again); a host shutting down releases it to nobody.
-    fn recheck_handoffs(&mut self, now: Now, scope: &[LeaseToken]) {
+    pub(super) fn recheck_handoffs(&mut self, now: Now, scope: &[LeaseToken]) {
         let abandoned: Vec<LeaseToken> = scope
             .iter()
             .filter_map(|token| {
@@ -215,6 +214,7 @@ impl LeaseHost {
         for token in abandoned {
             if let Some(own) = self.slots.get_mut(&token).and_then(|s| s.own.as_mut()) {
                 own.release = fallback.clone();
+                self.touch(&token);
             }
         }
     }
