@@ -114,3 +114,51 @@ fn an_estimator_needs_a_processor_name() {
         .build_estimator();
     assert!(built.is_err());
 }
+
+/// While a split is being finished, the marked lease and its children overlap: only
+/// the children are counted.
+#[tokio::test(start_paused = true)]
+async fn the_estimator_leaves_out_a_lease_being_replaced_by_its_children() {
+    use leasehold_adapters::{PartitionSource, Store};
+    use leasehold_engine::lease::LeaseDocument;
+    use leasehold_engine::store::Op;
+    use leasehold_engine::{LeaseToken, WallTime};
+    let feed = MemoryFeed::new(["0"]);
+    for i in 0..6 {
+        feed.push("0", format!("item-{i}"));
+    }
+    feed.split("0", ["0a", "0b"]).unwrap();
+    let store: MemoryStore<Record> = MemoryStore::new();
+    let mut parent = LeaseDocument::new("obs", LeaseToken::from("0"), WallTime(0));
+    parent.split_into = vec![LeaseToken::from("0a"), LeaseToken::from("0b")];
+    let child = parent.child(LeaseToken::from("0a"), WallTime(0));
+    for doc in [parent, child] {
+        store
+            .execute(Op::Create(Record::Lease(doc)))
+            .await
+            .result
+            .unwrap();
+    }
+    let estimate = Processor::builder()
+        .processor_name("obs")
+        .source(feed.clone())
+        .store(store)
+        .build_estimator()
+        .unwrap()
+        .estimate()
+        .await
+        .unwrap();
+    let leases: Vec<String> = estimate
+        .leases
+        .iter()
+        .map(|l| l.lease.to_string())
+        .collect();
+    assert_eq!(leases, ["0a"]);
+    let in_0a = feed
+        .read(&"0a".into(), None, 100)
+        .await
+        .unwrap()
+        .items
+        .len() as u64;
+    assert_eq!(estimate.total(), in_0a);
+}

@@ -401,6 +401,48 @@ async fn a_split_partition_is_replaced_by_child_leases_that_two_hosts_share() {
     }
 }
 
+/// A source that answers every partition split into itself: the engine would refuse
+/// that, so the worker logs it and reads on.
+#[derive(Clone)]
+struct SplitsIntoItself(MemoryFeed);
+
+impl PartitionSource for SplitsIntoItself {
+    type Item = String;
+
+    async fn partitions(&self) -> Result<Vec<LeaseToken>, leasehold_adapters::SourceError> {
+        self.0.partitions().await
+    }
+
+    async fn read(
+        &self,
+        partition: &LeaseToken,
+        from: Option<&Checkpoint>,
+        max: usize,
+    ) -> Result<leasehold_adapters::Batch<String>, leasehold_adapters::SourceError> {
+        self.0.read(partition, from, max).await
+    }
+
+    async fn split_of(
+        &self,
+        partition: &LeaseToken,
+    ) -> Result<Option<Vec<LeaseToken>>, leasehold_adapters::SourceError> {
+        Ok(Some(vec![partition.clone()]))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_source_naming_impossible_split_children_is_read_on_not_hung() {
+    let source = SplitsIntoItself(feed(2, 20));
+    let store = MemoryStore::new();
+    let seen = Seen::default();
+    let a = start("a", source, store.clone(), seen.clone()).await;
+    settle(30).await;
+    assert_eq!(seen.items().len(), 20);
+    assert_eq!(owners(&store).len(), 2, "no lease was replaced");
+    a.stop.cancel();
+    a.run.await.unwrap();
+}
+
 /// A split of the monitored container on the emulator: the split range's lease is
 /// replaced by one lease per child, each from the parent's continuation. Every
 /// document is processed at least once, no stored checkpoint goes back, and once

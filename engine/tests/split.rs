@@ -229,3 +229,89 @@ fn under_session_liveness_a_split_lease_is_replaced_by_its_children_too() {
         ]
     );
 }
+
+#[test]
+fn a_marked_lease_waiting_for_its_childrens_creates_does_not_spin() {
+    let mut c = processing_with_checkpoint(config(1));
+    split_into(&mut c, "a", "0", &["0a", "0b"]);
+    c.deliver_next(); // the mark
+    let _held = c.intercept("a", Intent::CreateChild);
+    // The harness panics if the host asks to be woken now, again and again.
+    c.run_for(5_000);
+    assert!(exists(&c, "0"), "one child is not known to exist yet");
+}
+
+/// `a` creates 0b but not 0a; 0b splits in turn and is deleted; `a` crashes. The next
+/// owner of 0 creates 0a only: 0b's range is its children's now.
+#[test]
+fn a_child_that_split_in_turn_is_not_created_again() {
+    let mut c = processing_with_checkpoint(config(1));
+    split_into(&mut c, "a", "0", &["0a", "0b"]);
+    c.deliver_next(); // the mark
+    let held = c.intercept("a", Intent::CreateChild);
+    c.deliver_all();
+    c.run_for(100);
+    let (first, second) = (starts(&c, "a").len(), "0b");
+    assert!(first >= 2, "a processes the child it created");
+    split_into(&mut c, "a", second, &["0b1", "0b2"]);
+    c.run_for(2_000);
+    assert!(!exists(&c, "0b"));
+    c.answer("a", &held, Err(StoreError::Unavailable));
+    c.crash("a");
+    c.add("b", config(1));
+    c.run_for(60_000);
+    assert!(!exists(&c, "0"), "b finished the first split");
+    assert!(!exists(&c, "0b"), "and did not bring 0b back");
+    assert!(exists(&c, "0a") && exists(&c, "0b1") && exists(&c, "0b2"));
+    assert!(
+        starts(&c, "b")
+            .iter()
+            .all(|(lease, _)| lease != "0b" && lease != "0")
+    );
+}
+
+fn published_splits(c: &Cluster, host: &str) -> u64 {
+    c.store
+        .iter()
+        .find_map(|s| match &s.doc {
+            leasehold_engine::lease::Record::Host(h) if h.host.as_str() == host => Some(h.splits),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_delete_whose_outcome_was_unknown_still_tells_the_others_of_the_split() {
+    let mut c = processing_with_checkpoint(common::session_config(1));
+    split_into(&mut c, "a", "0", &["0a", "0b"]);
+    for _ in 0..3 {
+        c.deliver_next(); // the mark and both creates
+    }
+    let delete = c.intercept("a", Intent::DeleteParent);
+    let applied = c.store.execute(delete.op.clone());
+    assert!(matches!(applied, Ok(Reply::Deleted)));
+    c.answer("a", &delete, Err(StoreError::Timeout));
+    c.run_for(10_000);
+    assert!(!exists(&c, "0"));
+    assert_eq!(published_splits(&c, "a"), 1);
+}
+
+#[test]
+fn a_shutdown_in_the_middle_of_a_split_completes() {
+    let mut c = processing_with_checkpoint(config(1));
+    split_into(&mut c, "a", "0", &["0a", "0b"]);
+    c.deliver_next(); // the mark
+    let held = c.intercept("a", Intent::CreateChild);
+    c.input("a", Input::Shutdown).unwrap();
+    c.deliver_all();
+    let result = c.store.execute(held.op.clone());
+    c.answer("a", &held, result);
+    c.run_for(3_000);
+    let done = c
+        .events_of("a")
+        .iter()
+        .any(|o| matches!(o, Output::ShutdownComplete));
+    assert!(done);
+    // Whatever is left is unowned and marked or a child: the next host finishes.
+    assert!(exists(&c, "0a") && exists(&c, "0b"));
+}

@@ -26,7 +26,8 @@ pub struct LeaseLag {
 /// One estimate of a whole processor group.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Estimate {
-    /// Every lease of the group, in token order.
+    /// Every lease of the group, in token order; a lease whose range split and
+    /// whose children are being created is left out, as they cover its range.
     pub leases: Vec<LeaseLag>,
     /// What the estimate cost: the lease table's read and the source's estimates.
     pub request_units: f64,
@@ -107,7 +108,9 @@ impl<S: PartitionSource, St: Store<Record>> Estimator<S, St> {
             let Record::Lease(doc) = stored.doc else {
                 continue;
             };
-            if !doc.has_own_id(&self.name) {
+            // A lease marked as split is being replaced by its children, whose
+            // ranges it overlaps: counting both would count its backlog twice.
+            if !doc.has_own_id(&self.name) || !doc.split_into.is_empty() {
                 continue;
             }
             let backlog: Backlog = self

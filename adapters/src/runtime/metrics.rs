@@ -83,6 +83,7 @@ pub struct Metrics {
     acquisitions: AtomicU64,
     losses: AtomicU64,
     releases: AtomicU64,
+    splits: AtomicU64,
     batches: AtomicU64,
     handler_failures: AtomicU64,
     checkpoints: AtomicU64,
@@ -100,8 +101,10 @@ pub struct MetricsSnapshot {
     pub acquisitions: u64,
     /// Leases lost to another host, a deletion or a lapse of authority.
     pub losses: u64,
-    /// Leases released (handoff or shutdown), or given up because their range split.
+    /// Leases released (handoff or shutdown).
     pub releases: u64,
+    /// Leases given up because their range split.
+    pub splits: u64,
     /// Batches handled successfully.
     pub batches: u64,
     /// Handler errors and panics (each retried).
@@ -163,12 +166,17 @@ impl Metrics {
     }
 
     pub(crate) fn stopped(&self, ended: Ended) {
-        let owned = self.owned.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
-        self.owned_now(owned);
+        let before = self
+            .owned
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            })
+            .unwrap_or(0);
+        self.owned_now(before.saturating_sub(1));
         let (counter, name) = match ended {
             Ended::Lost => (&self.losses, "leasehold_lease_losses_total"),
             Ended::Released => (&self.releases, "leasehold_lease_releases_total"),
-            Ended::Split => (&self.releases, "leasehold_lease_splits_total"),
+            Ended::Split => (&self.splits, "leasehold_lease_splits_total"),
         };
         counter.fetch_add(1, Ordering::Relaxed);
         self.count(name);
@@ -233,6 +241,7 @@ impl Metrics {
             acquisitions: self.acquisitions.load(Ordering::Relaxed),
             losses: self.losses.load(Ordering::Relaxed),
             releases: self.releases.load(Ordering::Relaxed),
+            splits: self.splits.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
             handler_failures: self.handler_failures.load(Ordering::Relaxed),
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
@@ -253,9 +262,10 @@ pub(crate) fn record_lag(group: &str, leases: &[LeaseLag]) {
             ("lease", lag.lease.to_string()),
         ];
         metrics::gauge!("leasehold_lease_lag_items", &labels).set(lag.items as f64);
-        if let Some(age) = lag.oldest.and_then(|t| now.duration_since(t).ok()) {
-            metrics::gauge!("leasehold_lease_lag_oldest_seconds", &labels).set(age.as_secs_f64());
-        }
+        // Caught up (or unknown): 0, not the age of a change processed since.
+        let age = lag.oldest.and_then(|t| now.duration_since(t).ok());
+        metrics::gauge!("leasehold_lease_lag_oldest_seconds", &labels)
+            .set(age.map_or(0.0, |a| a.as_secs_f64()));
     }
 }
 

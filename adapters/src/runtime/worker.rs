@@ -82,6 +82,13 @@ impl<S: Clone, H> Clone for Crew<S, H> {
     }
 }
 
+/// Whether `children` can replace `partition`: at least one, each once, none the
+/// partition itself. The engine refuses anything else, and the lease would hang.
+fn real_split(partition: &LeaseToken, children: &[LeaseToken]) -> bool {
+    let distinct: std::collections::BTreeSet<&LeaseToken> = children.iter().collect();
+    !children.is_empty() && distinct.len() == children.len() && !distinct.contains(partition)
+}
+
 /// The partition split: tells the engine, which stops the session (the children's
 /// leases take over), and waits for that stop. The report is repeated each poll
 /// interval until the stop comes: a report the engine refused (the lease was being
@@ -138,10 +145,15 @@ pub(super) async fn work<S, H>(
         let mut backoff = intake.retry_min;
         'intake: while !stop.is_cancelled() {
             match source.split_of(&token).await {
-                Ok(Some(children)) => {
+                Ok(Some(children)) if real_split(&token, &children) => {
                     report_split(&token, session, children, &stop, &tx, intake.poll_interval).await;
                     break;
                 }
+                // The engine would refuse it, and the lease would hang: read on.
+                Ok(Some(children)) => tracing::error!(
+                    ?children,
+                    "the source named impossible children for a split (none, a repeat, or the partition itself); reading on"
+                ),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(%e, "asking the source whether the partition split failed"),
             }

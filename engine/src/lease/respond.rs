@@ -219,8 +219,14 @@ impl LeaseHost {
                 etag,
             })) => self.reconcile(now, &token, doc, etag),
             Err(StoreError::NotFound) | Ok(Reply::Read(_)) => {
+                // A marked lease is deleted only once its children exist: a delete
+                // whose outcome was unknown landed, or another host finished.
+                let split = !slot.doc.split_into.is_empty();
                 self.lose(&token, LossCause::Deleted);
                 self.slots.remove(&token);
+                if split {
+                    self.split_finished(now);
+                }
             }
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_at = Some(now.local + retry_after);

@@ -80,9 +80,10 @@ impl LeaseHost {
         if self.config.known_bad == Some(KnownBad::DeleteParentFirst) {
             return Some(SplitStep::DeleteParent);
         }
+        let split_away = self.split_away();
         let missing = children
             .iter()
-            .filter(|c| !own.children_made.contains(c))
+            .filter(|c| !own.children_made.contains(c) && !split_away.contains(c))
             .collect::<Vec<_>>();
         if missing.is_empty() {
             Some(SplitStep::DeleteParent)
@@ -104,11 +105,12 @@ impl LeaseHost {
             .as_ref()
             .map(|o| o.children_made.clone())
             .unwrap_or_default();
+        let split_away = self.split_away();
         let docs: Vec<LeaseDocument> = slot
             .doc
             .split_into
             .iter()
-            .filter(|c| !made.contains(c) && !self.creating.contains(*c))
+            .filter(|c| !made.contains(c) && !split_away.contains(c) && !self.creating.contains(*c))
             .map(|c| self.child_doc(&slot.doc, c, now))
             .collect();
         for doc in docs {
@@ -208,11 +210,7 @@ impl LeaseHost {
         slot.op = None;
         match result {
             Ok(Reply::Deleted) | Err(StoreError::NotFound) => {
-                // The plan that gave this host its share counted the parent: plan
-                // again now, or the children may wait a whole interval for an owner.
-                self.table.unsettle();
-                self.next_scan = self.next_scan.min(now.local);
-                self.membership.beat.split_done();
+                self.split_finished(now);
                 self.slots.remove(&token);
                 self.touch(&token);
                 for doc in then_create {
@@ -229,6 +227,26 @@ impl LeaseHost {
             Err(_) | Ok(_) => slot.stale = true,
         }
         self.touch(&token);
+    }
+
+    /// Leases that existed and split in turn: some lease names them in its lineage.
+    /// A child of a split that is among them was made, and must not be made again
+    /// (its own children carry on its range).
+    fn split_away(&self) -> BTreeSet<&LeaseToken> {
+        self.slots
+            .values()
+            .flat_map(|s| s.doc.split_from.iter())
+            .collect()
+    }
+
+    /// A marked lease is gone: its split is done, whoever finished it. Plan again
+    /// now, and tell the other hosts through the heartbeat to read the table.
+    pub(super) fn split_finished(&mut self, now: Now) {
+        // The plan that gave this host its share counted the parent: plan again
+        // now, or the children may wait a whole interval for an owner.
+        self.table.unsettle();
+        self.next_scan = self.next_scan.min(now.local);
+        self.membership.beat.split_done();
     }
 
     /// Configured partitions that splits replaced: named in some lease's lineage or

@@ -122,7 +122,12 @@ impl LeaseHost {
         if slot.op.is_none() {
             match (slot.retry_at, own) {
                 (Some(retry), _) if retry > now.local => at(retry),
-                (_, Some(own)) if !draining && !self.session_liveness() => at(own.next_renew),
+                // A marked lease is never renewed: its creates' answers wake it.
+                (_, Some(own))
+                    if !draining && !self.session_liveness() && slot.doc.split_into.is_empty() =>
+                {
+                    at(own.next_renew)
+                }
                 _ => {}
             }
         }
