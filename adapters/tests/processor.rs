@@ -82,6 +82,27 @@ where
     Host { stop, run, metrics }
 }
 
+/// Hosts "a" and "b" on `source` and `store`.
+async fn two_hosts<S, St>(source: &S, store: &St, seen: &Seen) -> [Host; 2]
+where
+    S: PartitionSource,
+    S::Item: std::fmt::Display,
+    St: Store<Record> + Clone,
+{
+    [
+        start("a", source.clone(), store.clone(), seen.clone()).await,
+        start("b", source.clone(), store.clone(), seen.clone()).await,
+    ]
+}
+
+/// Cancels every host and waits for each to end.
+async fn stop_all(hosts: impl IntoIterator<Item = Host>) {
+    for h in hosts {
+        h.stop.cancel();
+        h.run.await.unwrap();
+    }
+}
+
 async fn settle(seconds: u64) {
     tokio::time::sleep(Duration::from_secs(seconds)).await;
 }
@@ -374,10 +395,7 @@ async fn a_split_partition_is_replaced_by_child_leases_that_two_hosts_share() {
     let source = feed(1, 40);
     let store = MemoryStore::new();
     let seen = Seen::default();
-    let hosts = [
-        start("a", source.clone(), store.clone(), seen.clone()).await,
-        start("b", source.clone(), store.clone(), seen.clone()).await,
-    ];
+    let hosts = two_hosts(&source, &store, &seen).await;
     settle(60).await;
     source.split("0", ["0a", "0b"]).unwrap();
     for i in 40..80 {
@@ -395,10 +413,7 @@ async fn a_split_partition_is_replaced_by_child_leases_that_two_hosts_share() {
     let leases = owners(&store);
     assert_eq!(leases.keys().collect::<Vec<_>>(), ["0a", "0b"]);
     assert_ne!(leases["0a"], leases["0b"], "balanced: one child each");
-    for h in hosts {
-        h.stop.cancel();
-        h.run.await.unwrap();
-    }
+    stop_all(hosts).await;
 }
 
 /// A source that answers every partition split into itself: the engine would refuse
@@ -452,10 +467,7 @@ async fn a_split_of_the_monitored_container_gives_child_leases_on_different_host
     let (emulator, monitored, store, source) = change_feed_rig(1).await;
     let seen = Seen::default();
     write(&monitored, 11, 0..60).await;
-    let hosts = [
-        start("a", source.clone(), store.clone(), seen.clone()).await,
-        start("b", source.clone(), store.clone(), seen.clone()).await,
-    ];
+    let hosts = two_hosts(&source, &store, &seen).await;
     settle(60).await;
     let before = leases_of(&store).await;
     assert_eq!(before.len(), 1);
@@ -496,10 +508,7 @@ async fn a_split_of_the_monitored_container_gives_child_leases_on_different_host
         seen.document_ids().len(),
         seen.0.lock().unwrap().len()
     );
-    for h in hosts {
-        h.stop.cancel();
-        h.run.await.unwrap();
-    }
+    stop_all(hosts).await;
 }
 
 /// A merge of the monitored container's partitions on the emulator: each lease keeps
@@ -512,10 +521,7 @@ async fn after_a_merge_each_lease_reads_on_from_its_own_continuation() {
     let (emulator, monitored, store, source) = change_feed_rig(2).await;
     let seen = Seen::default();
     write(&monitored, 11, 0..60).await;
-    let hosts = [
-        start("a", source.clone(), store.clone(), seen.clone()).await,
-        start("b", source.clone(), store.clone(), seen.clone()).await,
-    ];
+    let hosts = two_hosts(&source, &store, &seen).await;
     settle(60).await;
     let before = leases_of(&store).await;
     assert_eq!(before.len(), 2);
@@ -539,10 +545,7 @@ async fn after_a_merge_each_lease_reads_on_from_its_own_continuation() {
         deliveries,
         deliveries - 120
     );
-    for h in hosts {
-        h.stop.cancel();
-        h.run.await.unwrap();
-    }
+    stop_all(hosts).await;
 }
 
 /// The estimator on the emulator's change feed, with a known backlog: 25 documents

@@ -466,26 +466,24 @@ fn a_split_around_a_crash_leaves_every_range_owned_apart_and_no_child_behind() {
 /// checkpoint, so the confirmed one is lost.
 #[test]
 fn deleting_a_split_lease_before_its_children_exist_loses_its_checkpoint() {
-    let bounds = Bounds {
+    counterexample(&model(parent_first()), p::CHECKPOINT_KEPT);
+}
+
+/// Partition 0 may split, and its lease is deleted before its children's exist.
+fn parent_first() -> Bounds {
+    Bounds {
         splits: 1,
         horizon: 11,
         bug: Some(Bug::DeleteParentFirst),
         ..skewed(Strategy::Handoff)
-    };
-    counterexample(&model(bounds), p::CHECKPOINT_KEPT);
+    }
 }
 
 /// The same gap, and the recreated partition is processed again beside its
 /// children.
 #[test]
 fn deleting_a_split_lease_before_its_children_exist_lets_two_hosts_process_one_range() {
-    let bounds = Bounds {
-        splits: 1,
-        horizon: 11,
-        bug: Some(Bug::DeleteParentFirst),
-        ..skewed(Strategy::Handoff)
-    };
-    counterexample(&model(bounds), p::SPLIT_APART);
+    counterexample(&model(parent_first()), p::SPLIT_APART);
 }
 
 /// A delete whose reply is lost leaves the owner unsure, so it never creates the
@@ -494,11 +492,8 @@ fn deleting_a_split_lease_before_its_children_exist_lets_two_hosts_process_one_r
 #[test]
 fn deleting_a_split_lease_first_lets_a_child_start_behind_it() {
     let bounds = Bounds {
-        splits: 1,
-        horizon: 11,
         lost_replies: 1,
-        bug: Some(Bug::DeleteParentFirst),
-        ..skewed(Strategy::Handoff)
+        ..parent_first()
     };
     counterexample(&model(bounds), p::CHILD_CHECKPOINT);
 }

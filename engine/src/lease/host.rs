@@ -12,7 +12,7 @@ use super::{
     Output, Record, StopReason, StoreRequest,
 };
 use crate::expiry::Observation;
-use crate::ids::{Checkpoint, Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId};
+use crate::ids::{Checkpoint, Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId, Session};
 use crate::lease::Intent;
 use crate::store::Op;
 use crate::time::{LocalTime, Millis, Now};
@@ -340,16 +340,7 @@ impl LeaseHost {
                 session,
                 checkpoint,
             } => {
-                let accepted = self.sessions.may_checkpoint(&lease, session);
-                let Some(own) = self
-                    .slots
-                    .get_mut(&lease)
-                    .and_then(|s| s.own.as_mut())
-                    .filter(|_| accepted)
-                else {
-                    return Err(InputError::NotProcessing { lease, session });
-                };
-                own.checkpoint = Some(checkpoint);
+                self.processing(&lease, session)?.checkpoint = Some(checkpoint);
                 self.touch(&lease);
             }
             Input::Split {
@@ -367,6 +358,24 @@ impl LeaseHost {
         self.drive(now);
         self.check_agenda();
         Ok(())
+    }
+
+    /// What this host holds of `lease` while `session` may still report on it
+    /// (running or draining, not lost).
+    pub(super) fn processing(
+        &mut self,
+        lease: &LeaseToken,
+        session: Session,
+    ) -> Result<&mut Own, InputError> {
+        let accepted = self.sessions.may_checkpoint(lease, session);
+        self.slots
+            .get_mut(lease)
+            .and_then(|s| s.own.as_deref_mut())
+            .filter(|_| accepted)
+            .ok_or_else(|| InputError::NotProcessing {
+                lease: lease.clone(),
+                session,
+            })
     }
 
     /// The next thing the driver must do, if any.

@@ -48,16 +48,7 @@ impl LeaseHost {
         if children.is_empty() || distinct.len() != children.len() || distinct.contains(&lease) {
             return Err(InputError::InvalidSplit { lease });
         }
-        let accepted = self.sessions.may_checkpoint(&lease, session);
-        let Some(own) = self
-            .slots
-            .get_mut(&lease)
-            .and_then(|s| s.own.as_mut())
-            .filter(|_| accepted)
-        else {
-            return Err(InputError::NotProcessing { lease, session });
-        };
-        own.split = Some(children);
+        self.processing(&lease, session)?.split = Some(children);
         let stop = self
             .sessions
             .stop(&lease, StopReason::Split, self.now.local);
