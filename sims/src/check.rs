@@ -52,6 +52,7 @@ pub fn flags(bounds: &Bounds) -> String {
         ("--pauses", bounds.pauses),
         ("--lost-replies", bounds.lost_replies),
         ("--delays", bounds.delays),
+        ("--splits", bounds.splits),
     ] {
         if value > 0 {
             let _ = write!(out, " {flag} {value}");
@@ -90,7 +91,7 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
     );
     let _ = writeln!(
         out,
-        "  strategy {}, {} expiry, margin {} ms, {} liveness{}; faults: {}, {}, {}",
+        "  strategy {}, {} expiry, margin {} ms, {} liveness{}; faults: {}, {}, {}{}",
         b.strategy,
         match b.expiry {
             ExpiryRule::Observed => "observed",
@@ -103,6 +104,11 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
         count(b.pauses, "pause", "pauses"),
         count(b.lost_replies, "lost reply", "lost replies"),
         count(b.delays, "delayed write", "delayed writes"),
+        if b.splits > 0 {
+            format!(", {} of partition 0", count(b.splits, "split", "splits"))
+        } else {
+            String::new()
+        },
     );
     let _ = writeln!(
         out,

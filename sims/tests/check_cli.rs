@@ -254,3 +254,39 @@ fn a_variant_of_another_model_is_a_usage_error_naming_the_right_ones() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("next-for-state-no-expiry"), "{err}");
 }
+
+/// A split counterexample's replay names `--splits`: without it the action that
+/// splits the feed does not exist, and the path would not replay.
+#[test]
+fn a_split_counterexample_replays_with_its_splits() {
+    let out = leasehold(&[
+        "check",
+        "partitions",
+        "--splits",
+        "1",
+        "--bug",
+        "delete-parent-first",
+        "--bfs",
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("1 split of partition 0"), "{text}");
+    assert!(text.contains("SPLITS in the feed"), "{text}");
+    let replay = text
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: leasehold "))
+        .expect("a replay command");
+    assert!(replay.contains("--splits 1"), "{replay}");
+    let again = leasehold(&replay.split_whitespace().collect::<Vec<_>>());
+    let replayed = stdout(&again);
+    assert_eq!(again.status.code(), Some(1), "{replayed}");
+    assert!(replayed.contains("the last state BREAKS"), "{replayed}");
+}
+
+#[test]
+fn splits_need_room_for_the_children() {
+    let out = leasehold(&["check", "partitions", "--splits", "1", "--partitions", "3"]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(err.contains("partitions with --splits"), "{err}");
+}
