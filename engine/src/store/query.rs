@@ -248,7 +248,8 @@ impl Condition {
     }
 }
 
-/// A selective read: see the [module documentation](self) for its rules.
+/// A selective read: the documents of one partition key under an id prefix that pass
+/// a small typed filter, in the order of one field, at most N of them.
 ///
 /// ```
 /// use leasehold_engine::queue::{Message, MessageName, QueueName};
