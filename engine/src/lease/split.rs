@@ -243,9 +243,8 @@ impl LeaseHost {
     /// Configured partitions that splits replaced: named in some lease's lineage or
     /// in a marked lease's children. They are not created again when absent.
     pub(super) fn replaced_by_splits(&self) -> BTreeSet<&LeaseToken> {
-        self.slots
-            .values()
-            .flat_map(|s| s.doc.split_from.iter().chain(&s.doc.split_into))
-            .collect()
+        let mut replaced = self.split_away();
+        replaced.extend(self.slots.values().flat_map(|s| &s.doc.split_into));
+        replaced
     }
 }

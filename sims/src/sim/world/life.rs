@@ -273,7 +273,7 @@ impl World {
         let mut behind = Vec::new();
         for p in 0..self.feeds.len() {
             // A range that split is its children's to finish.
-            if self.children.contains_key(&(p as u32)) {
+            if !self.children_of(p as u32).is_empty() {
                 continue;
             }
             let produced = self.produced(p as u32, self.now);

@@ -214,8 +214,6 @@ pub struct World {
     bases: Vec<u64>,
     parents: Vec<Option<u32>>,
     tokens: Vec<LeaseToken>,
-    /// The ranges each split partition split into.
-    children: HashMap<u32, Vec<u32>>,
     /// Which ranges have split: the engine's reference feed.
     ranges: FeedRanges,
     index: HashMap<LeaseToken, u32>,
@@ -279,7 +277,6 @@ impl World {
             parents: vec![None; rates.len()],
             tokens,
             rates,
-            children: HashMap::new(),
             ranges: FeedRanges::default(),
             index,
             weather: StoreWeather::default(),

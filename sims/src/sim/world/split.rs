@@ -51,15 +51,26 @@ impl World {
             self.tokens.push(token.clone());
             self.index.insert(token, *child);
         }
-        self.children.insert(p, children);
         Some((None, 0))
+    }
+
+    /// The partitions `partition`'s range split into, as the feed tells.
+    pub(super) fn children_of(&self, partition: u32) -> Vec<u32> {
+        match self.ranges.read(&self.tokens[partition as usize]) {
+            Read::Gone(children) => children
+                .iter()
+                .filter_map(|c| self.index.get(c).copied())
+                .collect(),
+            Read::Current => Vec::new(),
+        }
     }
 
     /// The children of `partition` inherit what it committed since the split.
     pub(super) fn pass_down(&mut self, partition: u32) {
-        let Some(children) = self.children.get(&partition).cloned() else {
+        let children = self.children_of(partition);
+        if children.is_empty() {
             return;
-        };
+        }
         let committed = self.checker.committed(partition);
         for child in children {
             self.checker.inherit(child, committed);
@@ -78,9 +89,9 @@ impl World {
         }
         let mut below = vec![partition];
         while let Some(p) = below.pop() {
-            for c in self.children.get(&p).into_iter().flatten() {
-                related.push(*c);
-                below.push(*c);
+            for c in self.children_of(p) {
+                related.push(c);
+                below.push(c);
             }
         }
         related.into_iter().find_map(|p| {
