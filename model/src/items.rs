@@ -5,6 +5,7 @@ use crate::clocks::WALL_BASE;
 use crate::config::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::state::Fault;
+use crate::transitions::Transitions;
 use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::item_lease::{
     Candidate, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig,
@@ -15,6 +16,7 @@ use leasehold_engine::store::{Container, Document, Op};
 use leasehold_engine::{DocId, HostId, Incarnation, PartitionKey, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 impl world::Machine for Leaser {}
 
@@ -67,6 +69,9 @@ pub struct ItemModel {
     pub config: LeaserConfig,
     /// Ticks after the last fault from which every item must be processed.
     pub liveness_ticks: u8,
+    /// The engine transitions its checks computed, shared by its clones and reused
+    /// across states ([`Transitions`]).
+    pub transitions: Arc<Transitions<Leaser>>,
 }
 
 /// EDC's early `nextForState`: `lease = null OR leasedBy = me`, by name.
@@ -104,6 +109,8 @@ impl ItemModel {
             liveness_ticks: bounds.liveness_ticks(LockKind::Items),
             bounds,
             config,
+            // The memo only pays where the engine's step is the cost (issue 23).
+            transitions: Arc::new(Transitions::with_capacity(0)),
         })
     }
 
@@ -218,6 +225,10 @@ impl Rules for ItemModel {
 
     fn budget(&self) -> Budget {
         self.bounds.budget()
+    }
+
+    fn transitions(&self) -> &Transitions<Leaser> {
+        &self.transitions
     }
 
     fn tamper(&self, req: &mut Request<Item, ItemIntent>, _: Option<&Item>) {

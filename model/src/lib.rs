@@ -38,6 +38,7 @@ pub mod queue;
 mod state;
 mod svg;
 pub mod trace;
+pub mod transitions;
 pub mod world;
 
 pub use config::{Bounds, BoundsError, Bug, TICK_MS};

@@ -3,6 +3,7 @@
 
 use crate::config::{Bounds, BoundsError};
 use crate::state::{Action, Calls, Fault, Ghost, Host, MAX_PARTITIONS, State, Work};
+use crate::transitions::Transitions;
 use crate::world::{self, Answer, Budget, Request, Rules, note};
 use leasehold_engine::feed::Read;
 use leasehold_engine::lease::{
@@ -12,6 +13,7 @@ use leasehold_engine::store::{Container, Op};
 use leasehold_engine::{
     Checkpoint, ExpiryRule, HostId, Incarnation, LeaseToken, Now, PartitionKey, WallTime,
 };
+use std::sync::Arc;
 
 /// Faults can hit any of a step's first few writes.
 const MAX_FAULT_INDEX: u8 = 3;
@@ -39,6 +41,9 @@ pub struct PartitionModel {
     /// then, unless [`Bounds::unreduced`]; turn it on under the timestamp rule to see
     /// a skew counterexample vanish.
     pub fold_wall_clocks: bool,
+    /// The engine transitions its checks computed, shared by its clones and reused
+    /// across states ([`Transitions`]).
+    pub transitions: Arc<Transitions<LeaseHost>>,
 }
 
 impl PartitionModel {
@@ -51,6 +56,7 @@ impl PartitionModel {
             fold_wall_clocks: !bounds.unreduced && config.expiry.rule == ExpiryRule::Observed,
             bounds,
             config,
+            transitions: Arc::default(),
         })
     }
 
@@ -269,6 +275,10 @@ impl Rules for PartitionModel {
 
     fn budget(&self) -> Budget {
         self.bounds.budget()
+    }
+
+    fn transitions(&self) -> &Transitions<LeaseHost> {
+        &self.transitions
     }
 
     /// The known-bad variants that live on the wire.

@@ -6,6 +6,7 @@ use crate::clocks::WALL_BASE;
 use crate::config::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::state::Fault;
+use crate::transitions::Transitions;
 use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
@@ -16,6 +17,7 @@ use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 impl world::Machine for Consumer {}
 
@@ -70,6 +72,9 @@ pub struct QueueModel {
     pub config: ConsumerConfig,
     /// Ticks after the last fault from which every message must be done.
     pub liveness_ticks: u8,
+    /// The engine transitions its checks computed, shared by its clones and reused
+    /// across states ([`Transitions`]).
+    pub transitions: Arc<Transitions<Consumer>>,
 }
 
 /// The seed's predicate (seed 001): pending, or in progress with more than half the
@@ -150,6 +155,8 @@ impl QueueModel {
             liveness_ticks: bounds.liveness_ticks(LockKind::Queue),
             bounds,
             config,
+            // The memo only pays where the engine's step is the cost (issue 23).
+            transitions: Arc::new(Transitions::with_capacity(0)),
         })
     }
 
@@ -262,6 +269,10 @@ impl Rules for QueueModel {
 
     fn budget(&self) -> Budget {
         self.bounds.budget()
+    }
+
+    fn transitions(&self) -> &Transitions<Consumer> {
+        &self.transitions
     }
 
     fn tamper(&self, req: &mut Request<Message, QueueIntent>, _: Option<&Message>) {

@@ -11,7 +11,6 @@
 //! here.
 
 use crate::state::{Fault, Rate};
-use leasehold_engine::Machine as _;
 use leasehold_engine::lock::Locks;
 use leasehold_engine::store::{Container, Document, Op, Reply, StoreError};
 use leasehold_engine::{DocId, Now, RequestId};
@@ -20,6 +19,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 
 pub use crate::engine::Engine;
+use crate::transitions::Transitions;
 pub use leasehold_engine::{Request, StoreClient};
 
 /// A store answer.
@@ -36,6 +36,9 @@ pub trait Machine:
     leasehold_engine::StoreClient<
         Doc: Send + Sync + 'static,
         Intent: Copy + Debug + PartialEq + Eq + Hash + Send + Sync + 'static,
+    > + leasehold_engine::Machine<
+        Input: Clone + PartialEq + Hash + Send + Sync + 'static,
+        Output: Clone + Send + Sync + 'static,
     > + Clone
     + Debug
     + PartialEq
@@ -129,6 +132,8 @@ pub trait Rules: Sized {
     const ACTOR: char = 'c';
     /// The fault budget.
     fn budget(&self) -> Budget;
+    /// The engine transitions computed so far, to reuse.
+    fn transitions(&self) -> &Transitions<Self::M>;
     /// A known-bad variant may rewrite a request on the wire; `before` is the document
     /// it targets as stored.
     fn tamper(
@@ -237,15 +242,14 @@ pub fn run<R: Rules>(
     let mut hit = fault.is_none();
     while let Some(input) = inputs.pop_front() {
         let now = now(&budget, world, c);
-        let engine = world.clients[usize::from(c)].engine.as_mut()?.get_mut();
-        // Refused inputs are no-ops, as for the engine.
-        let _ = engine.handle_input(now, input);
+        let engine = world.clients[usize::from(c)].engine.as_mut()?;
+        let outputs = engine.handle(rules.transitions(), now, input);
         // What the engine tells its driver is handled before its requests go out, as a
         // driver that reacts to each output at once would: a handler that stops at once
         // reports it before the replies come back.
         let mut requests = Vec::new();
         let mut others = Vec::new();
-        while let Some(output) = engine.poll_output() {
+        for output in outputs {
             match R::M::request(output) {
                 Ok(req) => requests.push(req),
                 Err(other) => others.push(other),

@@ -41,6 +41,7 @@ fn exhaustive(model: &PartitionModel) -> Report {
         report.progress.depth,
         report.progress.seconds
     );
+    println!("  engine transitions {:?}", model.transitions.stats());
     for v in &report.verdicts {
         println!("  {:<15} {}", v.outcome.word(), v.property);
     }

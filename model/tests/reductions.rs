@@ -1,8 +1,11 @@
-//! The partition check's one reduction, checked against the unreduced model: under the
-//! observed expiry rule, every wall-clock set-up of a skew is checked as one
-//! (`PartitionModel::fold_wall_clocks`). README, "Reductions", says why that is sound;
-//! these tests check it at small bounds, and that it is unsound where a wall clock is
-//! read.
+//! The partition check's savings, checked against the model without them:
+//! - its one reduction: under the observed expiry rule, every wall-clock set-up of a
+//!   skew is checked as one (`PartitionModel::fold_wall_clocks`);
+//! - reusing engine transitions (`PartitionModel::transitions`), which must explore
+//!   exactly the states that running the engine every time does.
+//!
+//! README, "Reductions", says why both are sound; these tests check them at small
+//! bounds, and that the fold is unsound where a wall clock is read.
 
 /// The checks allocate and free states at a high rate; the CLI uses the same allocator.
 #[global_allocator]
@@ -12,14 +15,17 @@ use leasehold_engine::ExpiryRule;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::Liveness;
 use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
+use leasehold_model::transitions::Transitions;
 use leasehold_model::{Bounds, Bug, PartitionModel, properties as p};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn run(model: &PartitionModel, options: &Options) -> Report {
     let report = check::check(model, options, Duration::from_secs(60), |_| {});
     println!(
-        "fold {}: {} unique, depth {}, {:.1} s",
+        "fold {}, reuse {}: {} unique, depth {}, {:.1} s",
         model.fold_wall_clocks,
+        model.transitions.keeps(),
         report.progress.unique,
         report.progress.depth,
         report.progress.seconds
@@ -154,4 +160,88 @@ fn folding_the_wall_clocks_under_the_timestamp_rule_would_hide_a_skew_bug() {
     model.fold_wall_clocks = true;
     let hidden = exhaustive(&model);
     assert_eq!(hidden.verdict(p::EXCLUSIVITY).outcome, Outcome::Holds);
+}
+
+/// The model as the CLI builds it, and the same model running the engine for every
+/// transition.
+fn reusing_and_running(bounds: Bounds) -> (PartitionModel, PartitionModel) {
+    let reusing = PartitionModel::new(bounds).expect("valid bounds");
+    let mut running = reusing.clone();
+    running.transitions = Arc::new(Transitions::with_capacity(0));
+    (reusing, running)
+}
+
+/// Same states, same verdicts; and the transitions were in fact reused, or the
+/// comparison would prove nothing.
+fn assert_reuse_is_exact(bounds: Bounds) {
+    let (reusing, running) = reusing_and_running(bounds);
+    let reused = exhaustive(&reusing);
+    let ran = exhaustive(&running);
+    assert_eq!(reused.progress.unique, ran.progress.unique);
+    for (a, b) in reused.verdicts.iter().zip(&ran.verdicts) {
+        assert_eq!((a.property, a.outcome), (b.property, b.outcome));
+    }
+    let stats = reusing.transitions.stats();
+    println!("{stats:?}");
+    assert!(stats.reused > stats.computed, "{stats:?}");
+    assert_eq!(running.transitions.stats().reused, 0);
+}
+
+#[test]
+fn reusing_engine_transitions_changes_no_state_and_no_verdict_under_lost_replies_and_pauses() {
+    assert_reuse_is_exact(Bounds {
+        hosts: 2,
+        partitions: 2,
+        crashes: 0,
+        skew: 0,
+        drift_ms: 0,
+        horizon: 8,
+        pauses: 1,
+        lost_replies: 1,
+        delays: 0,
+        ..Bounds::default()
+    });
+}
+
+#[test]
+fn reusing_engine_transitions_changes_no_state_and_no_verdict_with_three_hosts_and_a_split() {
+    assert_reuse_is_exact(Bounds {
+        hosts: 3,
+        partitions: 2,
+        crashes: 0,
+        splits: 1,
+        skew: 0,
+        drift_ms: 0,
+        horizon: 6,
+        lost_replies: 0,
+        delays: 0,
+        ..Bounds::default()
+    });
+}
+
+/// A known-bad variant's shortest counterexample is the same path either way.
+#[test]
+fn a_known_bad_variant_gives_the_same_counterexample_with_transitions_reused() {
+    let (reusing, running) = reusing_and_running(Bounds {
+        bug: Some(Bug::RestartSameEpoch),
+        crashes: 0,
+        skew: 0,
+        drift_ms: 0,
+        horizon: 8,
+        lost_replies: 0,
+        delays: 1,
+        ..Bounds::default()
+    });
+    let first = Options {
+        search: Search::Bfs,
+        threads: 1,
+        stop: Stop::At(p::SESSIONS),
+        ..Options::default()
+    };
+    let path = |report: &Report| {
+        let verdict = report.verdict(p::SESSIONS);
+        assert_eq!(verdict.outcome, Outcome::Counterexample);
+        verdict.encoded.clone()
+    };
+    assert_eq!(path(&run(&reusing, &first)), path(&run(&running, &first)));
 }

@@ -1,0 +1,368 @@
+//! Engine transitions a check has already computed, to reuse instead of running the
+//! engine again.
+//!
+//! An engine is a deterministic function of its state, the time it is handed and the
+//! input: sans-IO, with no clock reads and no randomness of its own. A checker meets
+//! the same host-local transition in many global states (the same host, in the same
+//! state, at the same time, answered the same way, while the other hosts or the store
+//! differ). Running the engine once per distinct transition and reusing the result
+//! elsewhere explores exactly the same states; only the work per state falls. The
+//! engine's debug self-checks still run on every distinct transition, which is every
+//! transition they could ever see, since the same transition gives the same result.
+//!
+//! A remembered transition is reused only when the engine before it is *equal* to the
+//! one at hand, not merely of the same digest, so a hash collision cannot make the
+//! model take a step the engine would not.
+
+use leasehold_engine::{Machine, Now};
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How many transitions are kept before the memory is given back and the count starts
+/// again. Reuse is local: a host's next transitions mostly repeat ones met a few states
+/// earlier. Measured on the 3 × 2 × 1 session-handoff bound (BENCHMARKS.md, issue 23):
+/// 8,192 kept reuse 90 % of transitions in about 180 MB; 131,072 kept reuse 94 %, but
+/// a lease host's state is several kilobytes, and the 1.8 GB it took cost more in page
+/// faults than the reuse saved.
+const DEFAULT_CAPACITY: usize = 1 << 13;
+
+/// Shards of the memo, each behind its own lock: checker threads rarely wait on each
+/// other.
+const SHARDS: usize = 64;
+
+/// Part of the memo: transitions by key, each key listing the transitions whose key
+/// collides. The keys are already hashes, so the map's own hasher is a cheap one.
+type Shard<M> = Mutex<HashMap<u64, Vec<Arc<Entry<M>>>, ahash::RandomState>>;
+
+/// One remembered transition.
+struct Entry<M: Machine> {
+    before: Arc<M>,
+    now: Now,
+    input: M::Input,
+    after: Arc<M>,
+    digest: u64,
+    outputs: Vec<M::Output>,
+}
+
+/// What a step of an engine gave: the engine after it, its digest, and its outputs.
+pub(crate) struct Outcome<M: Machine> {
+    pub after: Arc<M>,
+    pub digest: u64,
+    pub outputs: Vec<M::Output>,
+}
+
+/// The engine transitions of one model's checks, shared by its checker threads.
+///
+/// ```
+/// use leasehold_model::{Bounds, PartitionModel, check};
+/// use std::time::Duration;
+///
+/// let bounds = Bounds { hosts: 2, partitions: 1, crashes: 0, horizon: 4, ..Bounds::default() };
+/// let model = PartitionModel::new(bounds).unwrap();
+/// check::check(&model, &check::Options::default(), Duration::from_secs(10), |_| {});
+/// let stats = model.transitions.stats();
+/// assert!(stats.reused > 0 && stats.computed > 0);
+/// ```
+pub struct Transitions<M: Machine> {
+    shards: Vec<Shard<M>>,
+    capacity: usize,
+    kept: AtomicUsize,
+    computed: AtomicUsize,
+    reused: AtomicUsize,
+}
+
+/// How much a memo saved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Transitions the engine ran.
+    pub computed: usize,
+    /// Transitions taken from the memo instead.
+    pub reused: usize,
+}
+
+impl<M: Machine> Transitions<M> {
+    /// An empty memo.
+    pub fn new() -> Transitions<M> {
+        Self::with_capacity(DEFAULT_CAPACITY)
+    }
+
+    /// An empty memo that keeps at most `capacity` transitions at a time (0: none,
+    /// so every transition runs the engine).
+    pub fn with_capacity(capacity: usize) -> Transitions<M> {
+        Transitions {
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(HashMap::with_hasher(ahash::RandomState::with_seeds(
+                        1, 2, 3, 4,
+                    )))
+                })
+                .collect(),
+            capacity,
+            kept: AtomicUsize::new(0),
+            computed: AtomicUsize::new(0),
+            reused: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether it keeps any transitions at all.
+    pub fn keeps(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// How many transitions were computed and reused so far.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            computed: self.computed.load(Ordering::Relaxed),
+            reused: self.reused.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl<M> Transitions<M>
+where
+    M: Machine + Clone + PartialEq + Hash,
+    M::Input: Clone + PartialEq + Hash,
+    M::Output: Clone,
+{
+    /// The engine `before` (whose digest is `digest`) after `input` at `now`: from the
+    /// memo if this transition was seen, else by running it.
+    pub(crate) fn step(
+        &self,
+        before: &Arc<M>,
+        digest: u64,
+        now: Now,
+        input: M::Input,
+        digest_of: impl Fn(&M) -> u64,
+    ) -> Outcome<M> {
+        let key = crate::engine::hash_key(&(digest, now, &input));
+        // The top bits pick the shard; the map hashes the key again for its slot.
+        let shard = &self.shards[(key >> 58) as usize % SHARDS];
+        if self.capacity > 0 {
+            let found = lock(shard).get(&key).and_then(|entries| {
+                entries
+                    .iter()
+                    .find(|e| {
+                        e.now == now
+                            && e.input == input
+                            && (Arc::ptr_eq(&e.before, before) || *e.before == **before)
+                    })
+                    .cloned()
+            });
+            if let Some(entry) = found {
+                self.reused.fetch_add(1, Ordering::Relaxed);
+                return Outcome {
+                    after: entry.after.clone(),
+                    digest: entry.digest,
+                    outputs: entry.outputs.clone(),
+                };
+            }
+        }
+        self.computed.fetch_add(1, Ordering::Relaxed);
+        let mut machine = M::clone(before);
+        // A refused input changes nothing but the clock, as for any driver.
+        let _ = machine.handle_input(now, input.clone());
+        let outputs: Vec<M::Output> = std::iter::from_fn(|| machine.poll_output()).collect();
+        let after = Arc::new(machine);
+        let after_digest = digest_of(&after);
+        if self.capacity > 0 {
+            if self.kept.fetch_add(1, Ordering::Relaxed) >= self.capacity {
+                self.forget();
+            }
+            let entry = Arc::new(Entry {
+                before: before.clone(),
+                now,
+                input,
+                after: after.clone(),
+                digest: after_digest,
+                outputs: outputs.clone(),
+            });
+            lock(shard).entry(key).or_default().push(entry);
+        }
+        Outcome {
+            after,
+            digest: after_digest,
+            outputs,
+        }
+    }
+
+    /// Gives the memory back. Only speed depends on what is kept.
+    fn forget(&self) {
+        for shard in &self.shards {
+            lock(shard).clear();
+        }
+        // The entry about to go in is the first of the new count.
+        self.kept.store(1, Ordering::Relaxed);
+    }
+}
+
+impl<M: Machine> Default for Transitions<M> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<M: Machine> fmt::Debug for Transitions<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transitions")
+            .field("capacity", &self.capacity)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// A shard, even if a checker thread panicked while holding it: entries are whole
+/// once inserted, and a lost one only costs a recomputation.
+fn lock<T>(shard: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    shard
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leasehold_engine::{LocalTime, WallTime};
+
+    /// A machine that sums its inputs and reports each new sum with the time it
+    /// was handed.
+    #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+    struct Sum {
+        total: u64,
+        out: Vec<(u64, u64)>,
+    }
+
+    impl Machine for Sum {
+        type Input = u64;
+        type Output = (u64, u64);
+        type Error = ();
+
+        fn handle_input(&mut self, now: Now, input: u64) -> Result<(), ()> {
+            self.total += input;
+            self.out.push((self.total, now.local.as_millis()));
+            Ok(())
+        }
+
+        fn poll_output(&mut self) -> Option<(u64, u64)> {
+            self.out.pop()
+        }
+
+        fn poll_timeout(&self) -> Option<LocalTime> {
+            None
+        }
+    }
+
+    fn at(ms: u64) -> Now {
+        Now::new(LocalTime::from_millis(ms), WallTime(0))
+    }
+
+    fn sum(total: u64) -> Arc<Sum> {
+        Arc::new(Sum {
+            total,
+            out: Vec::new(),
+        })
+    }
+
+    fn digest(machine: &Sum) -> u64 {
+        crate::engine::hash_key(machine)
+    }
+
+    fn step(
+        memo: &Transitions<Sum>,
+        before: &Arc<Sum>,
+        now: Now,
+        input: u64,
+    ) -> (u64, Vec<(u64, u64)>) {
+        let outcome = memo.step(before, digest(before), now, input, digest);
+        assert_eq!(outcome.digest, digest(&outcome.after));
+        (outcome.after.total, outcome.outputs)
+    }
+
+    #[test]
+    fn a_transition_met_again_in_another_state_is_reused_not_run() {
+        let memo = Transitions::new();
+        let first = step(&memo, &sum(1), at(5), 2);
+        // An equal engine held by another state: a different allocation.
+        let again = step(&memo, &sum(1), at(5), 2);
+        assert_eq!(first, (3, vec![(3, 5)]));
+        assert_eq!(again, first);
+        assert_eq!(
+            memo.stats(),
+            Stats {
+                computed: 1,
+                reused: 1
+            }
+        );
+    }
+
+    #[test]
+    fn another_time_input_or_engine_runs_the_engine() {
+        let memo = Transitions::new();
+        step(&memo, &sum(1), at(5), 2);
+        assert_eq!(step(&memo, &sum(1), at(6), 2), (3, vec![(3, 6)]));
+        assert_eq!(step(&memo, &sum(1), at(5), 3), (4, vec![(4, 5)]));
+        assert_eq!(step(&memo, &sum(2), at(5), 2), (4, vec![(4, 5)]));
+        assert_eq!(
+            memo.stats(),
+            Stats {
+                computed: 4,
+                reused: 0
+            }
+        );
+    }
+
+    /// The sibling: were engines matched by digest alone, an engine whose digest
+    /// collides with a remembered one would take that one's step.
+    #[test]
+    fn engines_whose_digests_collide_are_told_apart() {
+        let memo = Transitions::new();
+        let (a, b) = (sum(1), sum(10));
+        let colliding = 42;
+        let from_a = memo.step(&a, colliding, at(5), 2, digest);
+        let from_b = memo.step(&b, colliding, at(5), 2, digest);
+        assert_eq!(from_a.after.total, 3);
+        assert_eq!(from_b.after.total, 12);
+        assert_eq!(
+            memo.stats(),
+            Stats {
+                computed: 2,
+                reused: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_full_memo_forgets_and_still_answers_right() {
+        let memo = Transitions::with_capacity(2);
+        for input in 0..5 {
+            step(&memo, &sum(1), at(5), input);
+        }
+        assert_eq!(step(&memo, &sum(1), at(5), 0), (1, vec![(1, 5)]));
+        assert_eq!(
+            memo.stats(),
+            Stats {
+                computed: 6,
+                reused: 0
+            }
+        );
+        assert_eq!(step(&memo, &sum(1), at(5), 0), (1, vec![(1, 5)]));
+        assert_eq!(memo.stats().reused, 1);
+    }
+
+    #[test]
+    fn a_memo_without_room_keeps_nothing() {
+        let memo = Transitions::with_capacity(0);
+        assert!(!memo.keeps());
+        step(&memo, &sum(1), at(5), 2);
+        step(&memo, &sum(1), at(5), 2);
+        assert_eq!(
+            memo.stats(),
+            Stats {
+                computed: 2,
+                reused: 0
+            }
+        );
+    }
+}
