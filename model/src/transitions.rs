@@ -33,9 +33,23 @@ const DEFAULT_CAPACITY: usize = 1 << 13;
 /// other.
 const SHARDS: usize = 64;
 
-/// Part of the memo: transitions by key, each key listing the transitions whose key
-/// collides. The keys are already hashes, so the map's own hasher is a cheap one.
-type Shard<M> = Mutex<HashMap<u64, Vec<Arc<Entry<M>>>, ahash::RandomState>>;
+/// Transitions by key, each key listing the transitions whose key collides. The keys
+/// are already hashes, so the map's own hasher is a cheap one.
+type ByKey<M> = HashMap<u64, Vec<Arc<Entry<M>>>, ahash::RandomState>;
+
+/// Part of the memo, in two generations: when the memo is full, the current one
+/// becomes the previous one, and what was older is dropped. A transition found in
+/// the previous generation moves to the current one, so the ones still in use stay.
+struct Generations<M: Machine> {
+    current: ByKey<M>,
+    previous: ByKey<M>,
+}
+
+type Shard<M> = Mutex<Generations<M>>;
+
+fn by_key<M: Machine>() -> ByKey<M> {
+    HashMap::with_hasher(ahash::RandomState::with_seeds(1, 2, 3, 4))
+}
 
 /// One remembered transition.
 struct Entry<M: Machine> {
@@ -95,9 +109,10 @@ impl<M: Machine> Transitions<M> {
         Transitions {
             shards: (0..SHARDS)
                 .map(|_| {
-                    Mutex::new(HashMap::with_hasher(ahash::RandomState::with_seeds(
-                        1, 2, 3, 4,
-                    )))
+                    Mutex::new(Generations {
+                        current: by_key(),
+                        previous: by_key(),
+                    })
                 })
                 .collect(),
             capacity,
@@ -141,16 +156,31 @@ where
         // The top bits pick the shard; the map hashes the key again for its slot.
         let shard = &self.shards[(key >> 58) as usize % SHARDS];
         if self.capacity > 0 {
-            let found = lock(shard).get(&key).and_then(|entries| {
-                entries
-                    .iter()
-                    .find(|e| {
-                        e.now == now
-                            && e.input == input
-                            && (Arc::ptr_eq(&e.before, before) || *e.before == **before)
-                    })
-                    .cloned()
-            });
+            let same = |e: &&Arc<Entry<M>>| {
+                e.now == now
+                    && e.input == input
+                    && (Arc::ptr_eq(&e.before, before) || *e.before == **before)
+            };
+            let mut generations = lock(shard);
+            let mut found = generations
+                .current
+                .get(&key)
+                .and_then(|entries| entries.iter().find(same).cloned());
+            if found.is_none() {
+                found = generations
+                    .previous
+                    .get(&key)
+                    .and_then(|entries| entries.iter().find(same).cloned());
+                if let Some(entry) = &found {
+                    generations
+                        .current
+                        .entry(key)
+                        .or_default()
+                        .push(entry.clone());
+                    drop(generations);
+                    self.count_one();
+                }
+            }
             if let Some(entry) = found {
                 self.reused.fetch_add(1, Ordering::Relaxed);
                 return Outcome {
@@ -168,9 +198,7 @@ where
         let after = Arc::new(machine);
         let after_digest = digest_of(&after);
         if self.capacity > 0 {
-            if self.kept.fetch_add(1, Ordering::Relaxed) >= self.capacity {
-                self.forget();
-            }
+            self.count_one();
             let entry = Arc::new(Entry {
                 before: before.clone(),
                 now,
@@ -179,7 +207,7 @@ where
                 digest: after_digest,
                 outputs: outputs.clone(),
             });
-            lock(shard).entry(key).or_default().push(entry);
+            lock(shard).current.entry(key).or_default().push(entry);
         }
         Outcome {
             after,
@@ -188,10 +216,20 @@ where
         }
     }
 
-    /// Gives the memory back. Only speed depends on what is kept.
-    fn forget(&self) {
+    /// Counts one more transition in the current generation, and starts a new one
+    /// when it is full.
+    fn count_one(&self) {
+        if self.kept.fetch_add(1, Ordering::Relaxed) >= self.capacity {
+            self.age();
+        }
+    }
+
+    /// Drops the previous generation and makes the current one the previous. Only
+    /// speed depends on what is kept.
+    fn age(&self) {
         for shard in &self.shards {
-            lock(shard).clear();
+            let mut generations = lock(shard);
+            generations.previous = std::mem::replace(&mut generations.current, by_key());
         }
         // The entry about to go in is the first of the new count.
         self.kept.store(1, Ordering::Relaxed);
@@ -334,11 +372,12 @@ mod tests {
     }
 
     #[test]
-    fn a_full_memo_forgets_and_still_answers_right() {
+    fn a_full_memo_forgets_its_oldest_transitions_and_still_answers_right() {
         let memo = Transitions::with_capacity(2);
         for input in 0..5 {
             step(&memo, &sum(1), at(5), input);
         }
+        // Two generations later, the first transition is gone: it runs again.
         assert_eq!(step(&memo, &sum(1), at(5), 0), (1, vec![(1, 5)]));
         assert_eq!(
             memo.stats(),
@@ -349,6 +388,27 @@ mod tests {
         );
         assert_eq!(step(&memo, &sum(1), at(5), 0), (1, vec![(1, 5)]));
         assert_eq!(memo.stats().reused, 1);
+    }
+
+    #[test]
+    fn a_transition_still_in_use_outlives_its_generation() {
+        let memo = Transitions::with_capacity(2);
+        step(&memo, &sum(1), at(5), 0);
+        step(&memo, &sum(1), at(5), 1);
+        // A new generation starts; transition 0 is met again, so it moves up.
+        step(&memo, &sum(1), at(5), 2);
+        step(&memo, &sum(1), at(5), 0);
+        // And another: transition 1, not met since, is dropped; 0 stays.
+        step(&memo, &sum(1), at(5), 3);
+        step(&memo, &sum(1), at(5), 0);
+        step(&memo, &sum(1), at(5), 1);
+        assert_eq!(
+            memo.stats(),
+            Stats {
+                computed: 5,
+                reused: 2
+            }
+        );
     }
 
     #[test]
