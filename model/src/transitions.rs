@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 /// 8,192 kept reuse 90 % of transitions in about 180 MB; 131,072 kept reuse 94 %, but
 /// a lease host's state is several kilobytes, and the 1.8 GB it took cost more in page
 /// faults than the reuse saved.
-const DEFAULT_CAPACITY: usize = 1 << 13;
+const DEFAULT_CAPACITY: usize = 1 << 12;
 
 /// Shards of the memo, each behind its own lock: checker threads rarely wait on each
 /// other.

@@ -195,7 +195,7 @@ fn reusing_engine_transitions_changes_no_state_and_no_verdict_under_lost_replies
         crashes: 0,
         skew: 0,
         drift_ms: 0,
-        horizon: 8,
+        horizon: 7,
         pauses: 1,
         lost_replies: 1,
         delays: 0,
