@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 pub enum Search {
     /// Breadth first: with one thread, counterexamples are shortest.
     Bfs,
-    /// Depth first: less memory, and the only search that uses symmetry.
+    /// Depth first: less memory, and the faster way to a counterexample that lies deep.
     Dfs,
 }
 

@@ -40,9 +40,9 @@ fn digest_of<M: Hash>(machine: &M) -> u64 {
     hash_key(machine)
 }
 
-/// A hash with fixed keys, so the same value hashes the same in every state and run.
-/// AHash takes words at a time; FNV took bytes, and a host's digest cost 8 % of a
-/// check.
+/// A hash with fixed keys, so the same value hashes the same in every state and run:
+/// engines' digests, and the keys of remembered transitions. AHash, as stateright's
+/// own fingerprints.
 pub(crate) fn hash_key<T: Hash>(value: &T) -> u64 {
     let keys = ahash::RandomState::with_seeds(
         0x6c65_6173_6568_6f6c,
