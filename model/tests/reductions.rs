@@ -44,6 +44,23 @@ fn exhaustive(model: &PartitionModel) -> Report {
     report
 }
 
+/// The length and replay encoding of the shortest counterexample to `property`, which
+/// must exist.
+fn shortest_counterexample(model: &PartitionModel, property: &'static str) -> (usize, String) {
+    let first = Options {
+        search: Search::Bfs,
+        threads: 1,
+        stop: Stop::At(property),
+        ..Options::default()
+    };
+    let report = run(model, &first);
+    let verdict = report.verdict(property);
+    assert_eq!(verdict.outcome, Outcome::Counterexample);
+    let path = verdict.path.as_ref().expect("a counterexample has a path");
+    let encoded = verdict.encoded.clone().expect("and an encoding");
+    (path.len(), encoded)
+}
+
 /// The model as the CLI builds it, and the same bounds with every set-up explored.
 fn folded_and_unreduced(bounds: Bounds) -> (PartitionModel, PartitionModel) {
     let folded = PartitionModel::new(bounds.clone()).expect("valid bounds");
@@ -115,21 +132,8 @@ fn a_known_bad_variant_is_found_as_soon_with_the_wall_clocks_folded() {
         delays: 0,
         ..Bounds::default()
     });
-    let first = Options {
-        search: Search::Bfs,
-        threads: 1,
-        stop: Stop::At(p::EXCLUSIVITY),
-        ..Options::default()
-    };
-    let steps = |report: &Report| {
-        let verdict = report.verdict(p::EXCLUSIVITY);
-        assert_eq!(verdict.outcome, Outcome::Counterexample);
-        verdict.path.as_ref().map(Vec::len)
-    };
-    assert_eq!(
-        steps(&run(&folded, &first)),
-        steps(&run(&unreduced, &first))
-    );
+    let steps = |model| shortest_counterexample(model, p::EXCLUSIVITY).0;
+    assert_eq!(steps(&folded), steps(&unreduced));
 }
 
 /// The sibling: under the timestamp rule wall clocks are compared, so folding them
@@ -232,16 +236,6 @@ fn a_known_bad_variant_gives_the_same_counterexample_with_transitions_reused() {
         delays: 1,
         ..Bounds::default()
     });
-    let first = Options {
-        search: Search::Bfs,
-        threads: 1,
-        stop: Stop::At(p::SESSIONS),
-        ..Options::default()
-    };
-    let path = |report: &Report| {
-        let verdict = report.verdict(p::SESSIONS);
-        assert_eq!(verdict.outcome, Outcome::Counterexample);
-        verdict.encoded.clone()
-    };
-    assert_eq!(path(&run(&reusing, &first)), path(&run(&running, &first)));
+    let path = |model| shortest_counterexample(model, p::SESSIONS).1;
+    assert_eq!(path(&reusing), path(&running));
 }
