@@ -92,10 +92,7 @@ where
         input: M::Input,
     ) -> Vec<M::Output> {
         if !transitions.keeps() {
-            let machine = self.get_mut();
-            // A refused input changes nothing but the clock, as for any driver.
-            let _ = machine.handle_input(now, input);
-            return std::iter::from_fn(|| machine.poll_output()).collect();
+            return crate::transitions::run(self.get_mut(), now, input);
         }
         let digest = match self.digest {
             Some(d) => d,

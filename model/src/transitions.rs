@@ -21,11 +21,11 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// How many transitions are kept before the memory is given back and the count starts
-/// again. Reuse is local: a host's next transitions mostly repeat ones met a few states
-/// earlier. Measured on the 3 × 2 × 1 session-handoff bound (BENCHMARKS.md, issue 23):
-/// 8,192 kept reuse 90 % of transitions in about 180 MB; 131,072 kept reuse 94 %, but
-/// a lease host's state is several kilobytes, and the 1.8 GB it took cost more in page
+/// How many transitions a generation keeps; the memo keeps two. Reuse is local: a
+/// host's next transitions mostly repeat ones met a few states earlier. Measured on
+/// the 3 × 2 × 1 session-handoff bound (BENCHMARKS.md, issue 23): one generation of
+/// 8,192 reused 90 % of transitions in about 180 MB; one of 131,072 reused 94 %, but a
+/// lease host's state is several kilobytes, and the 1.8 GB it took cost more in page
 /// faults than the reuse saved.
 const DEFAULT_CAPACITY: usize = 1 << 12;
 
@@ -192,9 +192,7 @@ where
         }
         self.computed.fetch_add(1, Ordering::Relaxed);
         let mut machine = M::clone(before);
-        // A refused input changes nothing but the clock, as for any driver.
-        let _ = machine.handle_input(now, input.clone());
-        let outputs: Vec<M::Output> = std::iter::from_fn(|| machine.poll_output()).collect();
+        let outputs = run(&mut machine, now, input.clone());
         let after = Arc::new(machine);
         let after_digest = digest_of(&after);
         if self.capacity > 0 {
@@ -249,6 +247,13 @@ impl<M: Machine> fmt::Debug for Transitions<M> {
             .field("stats", &self.stats())
             .finish()
     }
+}
+
+/// Hands `machine` one input and collects what it output.
+pub(crate) fn run<M: Machine>(machine: &mut M, now: Now, input: M::Input) -> Vec<M::Output> {
+    // A refused input changes nothing but the clock, as for any driver.
+    let _ = machine.handle_input(now, input);
+    std::iter::from_fn(|| machine.poll_output()).collect()
 }
 
 /// A shard, even if a checker thread panicked while holding it: entries are whole
