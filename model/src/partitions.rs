@@ -505,9 +505,16 @@ impl PartitionModel {
             Action::Crash(h) => world::crash(&mut state, h),
             Action::Return(h, p) => self.call_returns(&mut state, h, p, journal)?,
             Action::Restart(h) => {
-                world::restart(&mut state, h, |h, life| self.engine(h, life));
                 // A restart adds a member; it orphans nothing, so it is not a fault.
+                // Except into an empty cluster: nobody was watching the dead hosts'
+                // heartbeats, so the first to come back must watch them expire from
+                // now, and liveness counts from here.
+                let empty = state.clients.iter().all(|c| c.engine.is_none());
+                world::restart(&mut state, h, |h, life| self.engine(h, life));
                 state.ghost.last_join = state.time;
+                if empty {
+                    state.last_fault = state.time;
+                }
             }
             Action::Advance => world::advance(&mut state, false),
             Action::Late => world::advance(&mut state, true),

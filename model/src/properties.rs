@@ -179,8 +179,14 @@ fn confirmed_kept(_: &PartitionModel, state: &State) -> bool {
 /// out the old owner's authority before it processes; that wait is the price of
 /// exclusivity, and exclusivity is checked separately.
 fn owned_when_calm(model: &PartitionModel, state: &State) -> bool {
-    // A request still held on the wire is a fault that has not stopped.
-    if state.time.saturating_sub(state.last_fault) < model.liveness_ticks || !state.net.is_empty() {
+    // A request still held on the wire is a fault that has not stopped; so is a
+    // cluster with every host down, where nobody is left to own anything (the first
+    // restart then starts the count again).
+    let nobody = state.clients.iter().all(|h| h.engine.is_none());
+    if state.time.saturating_sub(state.last_fault) < model.liveness_ticks
+        || !state.net.is_empty()
+        || nobody
+    {
         return true;
     }
     stored(state).all(|doc| {
