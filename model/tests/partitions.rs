@@ -449,6 +449,26 @@ fn three_hosts_three_partitions_one_crash_with_skew_are_safe_and_live() {
     assert_proven(&report, &[p::TAKEOVER, p::REBALANCE, p::CALM_AFTER_CRASH]);
 }
 
+/// Two crashes may take every host down. Nobody is then left to own anything, and
+/// the first host back must watch the dead heartbeats expire from its restart, so
+/// liveness counts from there; the bound stays tight. Seconds in release, so only on
+/// request: `cargo test --release -p leasehold-model -- --ignored`.
+#[test]
+#[ignore]
+fn two_crashes_that_empty_the_cluster_leave_every_partition_owned_after_the_restart() {
+    let bounds = Bounds {
+        partitions: 1,
+        crashes: 2,
+        horizon: 11,
+        ..skewed(Strategy::Handoff)
+    };
+    let report = exhaustive(&model(bounds.clone()));
+    assert_proven(&report, &[p::TAKEOVER, p::CALM_AFTER_CRASH]);
+    let mut tighter = model(bounds);
+    tighter.liveness_ticks -= 1;
+    counterexample(&tighter, p::OWNED);
+}
+
 /// Partition 0's range splits at any moment, around a crash: its lease is replaced by
 /// its children's, no range is left unowned once faults stop, no two hosts process
 /// overlapping ranges, and no child starts behind its parent.
