@@ -95,7 +95,8 @@ pub struct World<M: Machine, G, X = ()> {
     /// Replies lost so far.
     pub lost_replies: u8,
     /// True time of the last fault (0: the cold start). The lock models count a
-    /// restart as one; the partition model counts it as a join.
+    /// restart as one; the partition model counts it as a join, unless every host
+    /// was down.
     pub last_fault: u8,
     /// Clients that crashed at least once, as a bit set.
     pub crashed: u8,
