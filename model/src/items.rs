@@ -52,6 +52,14 @@ pub struct ItemGhost {
     pub give_backs: u8,
     /// Renewals chosen so far.
     pub renewals: u8,
+    /// What the step into this state did, for the `sometimes` properties.
+    pub events: ItemEvents,
+}
+
+/// What one step did that an item `sometimes` property looks for; each step starts
+/// with none (see [`crate::Events`] for why).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ItemEvents {
     /// `next_for_state` took over an item whose holder had crashed.
     pub takeover_after_crash: bool,
     /// An acquire was refused with `LeaseHeld`.
@@ -231,6 +239,10 @@ impl Rules for ItemModel {
         &self.transitions
     }
 
+    fn forget_events(&self, ghost: &mut ItemGhost) {
+        ghost.events = ItemEvents::default();
+    }
+
     fn tamper(&self, req: &mut Request<Item, ItemIntent>, _: Option<&Item>) {
         if self.bounds.bug == Some(LockBug::BlindLease)
             && req.intent == ItemIntent::Lease
@@ -268,12 +280,12 @@ impl Rules for ItemModel {
                 if let Some(holder) = previous {
                     let k: u8 = holder.as_str()[1..].parse().unwrap_or(0);
                     if k != client && world.crashed & (1 << k) != 0 {
-                        world.ghost.takeover_after_crash = true;
+                        world.ghost.events.takeover_after_crash = true;
                     }
                 }
             }
             ItemIntent::Save if doc.state.0 == DONE => world.ghost.done[i] = true,
-            ItemIntent::Break => world.ghost.broken = true,
+            ItemIntent::Break => world.ghost.events.broken = true,
             _ => {}
         }
     }
@@ -290,7 +302,7 @@ impl Rules for ItemModel {
             ..
         } = &output
         {
-            world.ghost.lease_held = true;
+            world.ghost.events.lease_held = true;
         }
         note(journal, || match &output {
             Output::Leased(grants) => {
@@ -396,9 +408,11 @@ impl stateright::Model for ItemModel {
             Property::always(PROCESSED, |m: &ItemModel, s: &ItemsState| {
                 !m.calm(s) || s.ghost.done.iter().all(|&d| d)
             }),
-            Property::sometimes(TAKEOVER, |_, s: &ItemsState| s.ghost.takeover_after_crash),
-            Property::sometimes(LEASE_HELD, |_, s: &ItemsState| s.ghost.lease_held),
-            Property::sometimes(BROKEN, |_, s: &ItemsState| s.ghost.broken),
+            Property::sometimes(TAKEOVER, |_, s: &ItemsState| {
+                s.ghost.events.takeover_after_crash
+            }),
+            Property::sometimes(LEASE_HELD, |_, s: &ItemsState| s.ghost.events.lease_held),
+            Property::sometimes(BROKEN, |_, s: &ItemsState| s.ghost.events.broken),
             Property::sometimes(CALM_AFTER_CRASH, |m: &ItemModel, s: &ItemsState| {
                 s.crashes > 0 && m.calm(s)
             }),

@@ -2,7 +2,7 @@
 //! [`LeaseHost`] against the engine's reference store.
 
 use crate::config::{Bounds, BoundsError};
-use crate::state::{Action, Calls, Fault, Ghost, Host, MAX_PARTITIONS, State, Work};
+use crate::state::{Action, Calls, Events, Fault, Ghost, Host, MAX_PARTITIONS, State, Work};
 use crate::transitions::Transitions;
 use crate::world::{self, Answer, Budget, Request, Rules, note};
 use leasehold_engine::feed::Read;
@@ -259,14 +259,14 @@ impl PartitionModel {
         {
             let previous_index = previous.as_str()[1..].parse::<u8>().unwrap_or(u8::MAX);
             if crashed & (1 << previous_index) != 0 {
-                ghost.takeover_after_crash = true;
+                ghost.events.takeover_after_crash = true;
             }
             if req.intent == Intent::Steal {
-                ghost.rebalance_move = true;
+                ghost.events.rebalance_move = true;
             }
         }
         if req.intent == Intent::Handoff {
-            ghost.rebalance_move = true;
+            ghost.events.rebalance_move = true;
         }
     }
 }
@@ -336,7 +336,7 @@ impl Rules for PartitionModel {
                     progress,
                 });
                 if state.ghost.lapsed & lapse_bit(h, p) != 0 {
-                    state.ghost.restart_after_lapse = true;
+                    state.ghost.events.restart_after_lapse = true;
                 }
                 note(journal, || {
                     format!("h{h} starts processing lease {lease} at e{}", epoch.0)
@@ -358,7 +358,7 @@ impl Rules for PartitionModel {
                     // The call is cancelled but runs on until it returns or is
                     // aborted (Action::Return), as the tokio worker's does.
                     StopReason::Lost(cause) => {
-                        state.ghost.lost_lease = true;
+                        state.ghost.events.lost_lease = true;
                         if cause == LossCause::AuthorityLapsed {
                             state.ghost.lapsed |= lapse_bit(h, p);
                         }
@@ -391,7 +391,7 @@ impl Rules for PartitionModel {
 
     fn reply_lost(&self, state: &mut State, applied: &Answer<Record>) {
         if applied.is_ok() {
-            state.ghost.ambiguous_write = true;
+            state.ghost.events.ambiguous_write = true;
         }
     }
 
@@ -471,7 +471,7 @@ impl stateright::Model for PartitionModel {
     }
 
     fn properties(&self) -> Vec<stateright::Property<Self>> {
-        crate::properties::all()
+        crate::properties::all(self)
     }
 
     fn within_boundary(&self, state: &State) -> bool {
@@ -495,6 +495,7 @@ impl PartitionModel {
         journal: &mut Option<Vec<String>>,
     ) -> Option<State> {
         let mut state = last.clone();
+        state.ghost.events = Events::default();
         match action {
             Action::Step(h, fault) => {
                 let mut inputs = self.handler_progress(&mut state, h, journal);

@@ -55,6 +55,14 @@ pub struct QueueGhost {
     pub give_backs: u8,
     /// Renewals chosen so far.
     pub renewals: u8,
+    /// What the step into this state did, for the `sometimes` properties.
+    pub events: QueueEvents,
+}
+
+/// What one step did that a queue `sometimes` property looks for; each step starts
+/// with none (see [`crate::Events`] for why).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct QueueEvents {
     /// A message locked by a crashed consumer was delivered again.
     pub redelivered_after_crash: bool,
     /// A stale holder's completion was refused.
@@ -275,6 +283,10 @@ impl Rules for QueueModel {
         &self.transitions
     }
 
+    fn forget_events(&self, ghost: &mut QueueGhost) {
+        ghost.events = QueueEvents::default();
+    }
+
     fn tamper(&self, req: &mut Request<Message, QueueIntent>, _: Option<&Message>) {
         tamper(self.bounds.bug, req.intent, &mut req.op);
     }
@@ -318,7 +330,7 @@ impl Rules for QueueModel {
                 if let Some(holder) = previous {
                     let k: u8 = holder.as_str()[1..].parse().unwrap_or(0);
                     if world.crashed & (1 << k) != 0 {
-                        ghost.redelivered_after_crash = true;
+                        ghost.events.redelivered_after_crash = true;
                     }
                 }
             }
@@ -331,8 +343,10 @@ impl Rules for QueueModel {
                     ghost.stale_completion = true;
                 }
             }
-            QueueIntent::Complete => ghost.stale_refused = true,
-            QueueIntent::Poison | QueueIntent::DeadLetter if applied => ghost.dead_lettered = true,
+            QueueIntent::Complete => ghost.events.stale_refused = true,
+            QueueIntent::Poison | QueueIntent::DeadLetter if applied => {
+                ghost.events.dead_lettered = true
+            }
             _ => {}
         }
     }
@@ -458,16 +472,20 @@ impl stateright::Model for QueueModel {
             }),
             Property::always(DEQUEUE_COUNT, |_, s: &QueueState| !s.ghost.count_mismatch),
             Property::sometimes(REDELIVERED_AFTER_CRASH, |_, s: &QueueState| {
-                s.ghost.redelivered_after_crash
+                s.ghost.events.redelivered_after_crash
             }),
             Property::sometimes(CALM_AFTER_CRASH, |m: &QueueModel, s: &QueueState| {
                 s.crashes > 0 && m.calm(s)
             }),
-            Property::sometimes(STALE_REFUSED, |_, s: &QueueState| s.ghost.stale_refused),
+            Property::sometimes(STALE_REFUSED, |_, s: &QueueState| {
+                s.ghost.events.stale_refused
+            }),
             Property::sometimes(DELIVERED_TWICE, |_, s: &QueueState| {
                 s.ghost.deliveries.iter().any(|&d| d >= 2)
             }),
-            Property::sometimes(DEAD_LETTERED, |_, s: &QueueState| s.ghost.dead_lettered),
+            Property::sometimes(DEAD_LETTERED, |_, s: &QueueState| {
+                s.ghost.events.dead_lettered
+            }),
         ]
     }
 

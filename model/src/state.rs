@@ -64,6 +64,30 @@ pub struct Ghost {
     pub confirmed: [u8; MAX_PARTITIONS],
     /// True time a host last joined, by restarting (0: the cold start).
     pub last_join: u8,
+    /// What the step into this state did, for the `sometimes` properties.
+    pub events: Events,
+    /// Which (host, partition) pairs lost authority by a lapse, as a bit set indexed
+    /// by `host * 4 + partition`.
+    pub lapsed: u16,
+    /// The monitored feed's ranges: not history, but the model's source, which
+    /// handlers read.
+    pub feed: FeedRanges,
+    /// The highest checkpoint ever stored in partition 0's lease, the one that may
+    /// split: no child may start behind it.
+    pub parent_stored: u8,
+}
+
+/// What one step did that a `sometimes` property looks for. Each step starts with
+/// none, so a flag holds only in the state right after its event.
+///
+/// They were history once, set for good: then nearly every state satisfied some
+/// `sometimes` property again, and stateright records a discovery (a lock and a copy
+/// of the path) each time it finds one satisfied, even when it already has one. A
+/// `sometimes` property is reached exactly when some reachable state satisfies it,
+/// and the state right after an event is reachable, so no verdict changes (README,
+/// "Model-checking speed").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Events {
     /// A host took over a lease whose owner had crashed.
     pub takeover_after_crash: bool,
     /// A lease moved between live hosts (a handoff or a steal).
@@ -72,17 +96,8 @@ pub struct Ghost {
     pub lost_lease: bool,
     /// A write was applied but its reply was lost.
     pub ambiguous_write: bool,
-    /// Which (host, partition) pairs lost authority by a lapse, as a bit set indexed
-    /// by `host * 4 + partition`.
-    pub lapsed: u16,
     /// A host started a lease again after its authority over it had lapsed.
     pub restart_after_lapse: bool,
-    /// The monitored feed's ranges: not history, but the model's source, which
-    /// handlers read.
-    pub feed: FeedRanges,
-    /// The highest checkpoint ever stored in partition 0's lease, the one that may
-    /// split: no child may start behind it.
-    pub parent_stored: u8,
 }
 
 /// One step of the world.

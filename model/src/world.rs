@@ -135,6 +135,10 @@ pub trait Rules: Sized {
     fn budget(&self) -> Budget;
     /// The engine transitions computed so far, to reuse.
     fn transitions(&self) -> &Transitions<Self::M>;
+    /// Clears what the previous step did, at the start of every step: the events the
+    /// `sometimes` properties look for hold only in the state right after them (see
+    /// [`crate::Events`] for why).
+    fn forget_events(&self, _ghost: &mut Self::Ghost) {}
     /// A known-bad variant may rewrite a request on the wire; `before` is the document
     /// it targets as stored.
     fn tamper(
@@ -571,6 +575,7 @@ pub fn step<R: Rules, C: Copy>(
     engine: impl FnOnce(u8, u8) -> R::M,
 ) -> Option<State<R>> {
     let mut world = last.clone();
+    rules.forget_events(&mut world.ghost);
     match *action {
         Action::Step(c, choice, fault) => {
             world.clients[usize::from(c)].acted = true;
