@@ -290,6 +290,10 @@ impl Rules for PartitionModel {
         &self.transitions
     }
 
+    fn forget_events(&self, ghost: &mut Ghost) {
+        ghost.events = Events::default();
+    }
+
     /// The known-bad variants that live on the wire.
     fn tamper(&self, req: &mut Req, before: Option<&Record>) {
         let Some(bug) = self.bounds.bug else {
@@ -495,7 +499,7 @@ impl PartitionModel {
         journal: &mut Option<Vec<String>>,
     ) -> Option<State> {
         let mut state = last.clone();
-        state.ghost.events = Events::default();
+        self.forget_events(&mut state.ghost);
         match action {
             Action::Step(h, fault) => {
                 let mut inputs = self.handler_progress(&mut state, h, journal);
