@@ -514,7 +514,7 @@ impl PartitionModel {
                 // Except into an empty cluster: nobody was watching the dead hosts'
                 // heartbeats, so the first to come back must watch them expire from
                 // now, and liveness counts from here.
-                let empty = state.clients.iter().all(|c| c.engine.is_none());
+                let empty = world::all_down(&state);
                 world::restart(&mut state, h, |h, life| self.engine(h, life));
                 state.ghost.last_join = state.time;
                 if empty {

@@ -187,7 +187,7 @@ fn owned_when_calm(model: &PartitionModel, state: &State) -> bool {
     // A request still held on the wire is a fault that has not stopped; so is a
     // cluster with every host down, where nobody is left to own anything (the first
     // restart then starts the count again).
-    let nobody = state.clients.iter().all(|h| h.engine.is_none());
+    let nobody = crate::world::all_down(state);
     if state.time.saturating_sub(state.last_fault) < model.liveness_ticks
         || !state.net.is_empty()
         || nobody

@@ -627,9 +627,12 @@ pub fn held<M: Locking, G, X>(world: &World<M, G, X>, c: u8) -> Vec<DocId> {
 /// Whether the liveness guard applies: `ticks` since the last fault, a client up,
 /// nothing on the wire.
 pub fn calm<M: Machine, G, X>(world: &World<M, G, X>, ticks: u8) -> bool {
-    world.time.saturating_sub(world.last_fault) >= ticks
-        && world.clients.iter().any(|c| c.engine.is_some())
-        && world.net.is_empty()
+    world.time.saturating_sub(world.last_fault) >= ticks && !all_down(world) && world.net.is_empty()
+}
+
+/// Whether every client is down: nobody is left to own or process anything.
+pub fn all_down<M: Machine, G, X>(world: &World<M, G, X>) -> bool {
+    world.clients.iter().all(|c| c.engine.is_none())
 }
 
 /// The requests held on the wire, as facts, each described by `describe`.
