@@ -117,4 +117,9 @@ impl FeedRanges {
     pub fn has_split(&self) -> bool {
         !self.children.is_empty()
     }
+
+    /// How many ranges have split.
+    pub fn splits(&self) -> usize {
+        self.children.len()
+    }
 }

@@ -173,12 +173,29 @@ impl fmt::Display for Session {
 /// it first writes its heartbeat in a life, and again after another host fenced the
 /// old one; a lease document names the tenure its owner held it under, so a lease
 /// from a tenure that is over is free to take.
+///
+/// Tenures of one host name are ordered: each is proposed above both its life's
+/// earlier proposals and the tenure its heartbeat showed when last read, and written
+/// only over that very version (if-match). So a heartbeat showing a later tenure than
+/// a lease names proves that tenure over, whichever replica answered, and one showing
+/// an earlier tenure is merely an old read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Tenure {
-    /// The incarnation that began it.
+    /// Orders the tenures of different lives: the incarnation of the life that began
+    /// it, unless the heartbeat it replaced showed a higher one.
     pub incarnation: Incarnation,
     /// Its number within that incarnation.
     pub seq: u64,
+}
+
+impl Tenure {
+    /// The least tenure above this one.
+    pub fn next(self) -> Tenure {
+        Tenure {
+            incarnation: self.incarnation,
+            seq: self.seq + 1,
+        }
+    }
 }
 
 impl fmt::Display for Tenure {

@@ -31,6 +31,16 @@ pub struct Bounds {
     /// Writes that may be held on the wire and served later, in any order with
     /// everything else.
     pub delays: u8,
+    /// Documents that reads may serve at an older version, as a lagging replica at
+    /// Session consistency does (one version back, never older than what the reader
+    /// has seen).
+    pub stale_reads: u8,
+    /// Replies, to reads and writes alike, that may be held on the way back and
+    /// delivered after other steps.
+    pub late_replies: u8,
+    /// Writes that may be applied and then answered as the SDK's own retry finds the
+    /// store (412, 409 or 404 where the write won).
+    pub retries: u8,
     /// Each host's wall clock is off true time by up to this many ticks, either way.
     pub skew: u8,
     /// Each host's clock gains or loses up to this many milliseconds per tick.
@@ -56,9 +66,10 @@ pub struct Bounds {
     /// clock. By default the observed rule's check folds them into one
     /// ([`PartitionModel::fold_wall_clocks`](crate::PartitionModel::fold_wall_clocks)).
     pub unreduced: bool,
-    /// Splits of the feed allowed (0 or 1): partition 0's range may split into two
-    /// children, partitions `partitions` and `partitions + 1`, which needs at most
-    /// 2 partitions. A split counts as a fault for liveness.
+    /// Splits of the feed allowed (0 to 2): partition 0's range may split into two
+    /// children, partitions `partitions` and `partitions + 1`, and then the first
+    /// child's into partitions `partitions + 2` and `partitions + 3`; the leases must
+    /// fit in 6. A split counts as a fault for liveness.
     pub splits: u8,
 }
 
@@ -70,6 +81,9 @@ impl Bounds {
             pauses: self.pauses,
             lost_replies: self.lost_replies,
             delays: self.delays,
+            stale_reads: self.stale_reads,
+            late_replies: self.late_replies,
+            retries: self.retries,
             horizon: self.horizon,
             drift_ms: self.drift_ms,
         }
@@ -85,6 +99,9 @@ impl Default for Bounds {
             pauses: 0,
             lost_replies: 1,
             delays: 1,
+            stale_reads: 0,
+            late_replies: 0,
+            retries: 0,
             skew: 1,
             drift_ms: 100,
             horizon: 8,
@@ -131,6 +148,23 @@ pub enum Bug {
     /// engine switch: the order is the owner's own), so a failure in between loses
     /// the range's checkpoint and another host can recreate the range whole.
     DeleteParentFirst,
+    /// A split range's lease is deleted once its children's leases exist, as the
+    /// change feed processor does, instead of kept as a finished split (an engine
+    /// switch): a late read brings it back into its owner's view, or a repeated
+    /// create brings back a child that split in turn.
+    DeleteSplitLease,
+    /// Session liveness judging a tenure over by a heartbeat read after the lease
+    /// (an engine switch), which a replica that lags at Session consistency defeats.
+    TenureByReadOrder,
+    /// Session liveness keeping a take answered after its tenure ended as it is (an
+    /// engine switch): the lease is held by nobody for good.
+    TakeKeepsEndedTenure,
+    /// Session liveness counting a resume that landed in an ended tenure as done (an
+    /// engine switch): the lease is held by nobody for good.
+    ResumeKeepsEndedTenure,
+    /// Session liveness with the leave's delete sent without if-match (the network
+    /// strips it), so a leave that lands late deletes the next life's heartbeat.
+    BlindLeave,
 }
 
 impl Bug {
@@ -144,9 +178,12 @@ impl Bug {
             Bug::BlindAcquire => taking,
             Bug::BlindCheckpoint => intent == Intent::Checkpoint,
             Bug::BlindHeartbeat => intent == Intent::Heartbeat,
+            Bug::BlindLeave => intent == Intent::Leave,
             _ => false,
         };
-        if let (true, Op::Replace { if_match, .. }) = (strip, &mut *op) {
+        if let (true, Op::Replace { if_match, .. } | Op::Delete { if_match, .. }) =
+            (strip, &mut *op)
+        {
             *if_match = None;
         }
         if let (
@@ -164,7 +201,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 9] = [
+    pub const ALL: [Bug; 14] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -174,11 +211,24 @@ impl Bug {
         Bug::UnfencedTakeover,
         Bug::BlindHeartbeat,
         Bug::DeleteParentFirst,
+        Bug::DeleteSplitLease,
+        Bug::TenureByReadOrder,
+        Bug::TakeKeepsEndedTenure,
+        Bug::ResumeKeepsEndedTenure,
+        Bug::BlindLeave,
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
     pub fn needs_session(self) -> bool {
-        matches!(self, Bug::UnfencedTakeover | Bug::BlindHeartbeat)
+        matches!(
+            self,
+            Bug::UnfencedTakeover
+                | Bug::BlindHeartbeat
+                | Bug::TenureByReadOrder
+                | Bug::TakeKeepsEndedTenure
+                | Bug::ResumeKeepsEndedTenure
+                | Bug::BlindLeave
+        )
     }
 
     /// The engine's switch for the variants that live inside the engine.
@@ -187,6 +237,10 @@ impl Bug {
             Bug::RestartSameEpoch => Some(KnownBad::RestartSameEpoch),
             Bug::UnfencedTakeover => Some(KnownBad::UnfencedTakeover),
             Bug::DeleteParentFirst => Some(KnownBad::DeleteParentFirst),
+            Bug::DeleteSplitLease => Some(KnownBad::DeleteSplitLease),
+            Bug::TenureByReadOrder => Some(KnownBad::TenureByReadOrder),
+            Bug::TakeKeepsEndedTenure => Some(KnownBad::TakeKeepsEndedTenure),
+            Bug::ResumeKeepsEndedTenure => Some(KnownBad::ResumeKeepsEndedTenure),
             _ => None,
         }
     }
@@ -203,6 +257,11 @@ impl Bug {
             Bug::UnfencedTakeover => "unfenced-takeover",
             Bug::BlindHeartbeat => "blind-heartbeat",
             Bug::DeleteParentFirst => "delete-parent-first",
+            Bug::DeleteSplitLease => "delete-split-lease",
+            Bug::TenureByReadOrder => "tenure-read-order",
+            Bug::TakeKeepsEndedTenure => "take-keeps-ended-tenure",
+            Bug::ResumeKeepsEndedTenure => "resume-keeps-ended-tenure",
+            Bug::BlindLeave => "blind-leave",
         }
     }
 }
@@ -292,10 +351,11 @@ impl Bounds {
         range("skew", self.skew.into(), 0, 3)?;
         range("drift", self.drift_ms.into(), 0, 200)?;
         range("progress", self.progress.into(), 0, 5)?;
-        range("splits", self.splits.into(), 0, 1)?;
+        range("splits", self.splits.into(), 0, 2)?;
         if self.splits > 0 {
-            // A split adds two leases, and the model has room for 4.
-            range("partitions with --splits", self.partitions.into(), 1, 2)?;
+            // Each split adds two leases, and the model has room for 6.
+            let room = crate::state::MAX_PARTITIONS as u64 - 2 * u64::from(self.splits);
+            range("partitions with --splits", self.partitions.into(), 1, room)?;
         }
         // The shortest lease that still renews safely: 3 ticks leaves 2.7 s of
         // authority at 10 % drift against a renewal every 2 ticks. The timestamp rule

@@ -4,8 +4,8 @@
 use crate::clocks::WALL_BASE;
 use crate::config::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
-use crate::state::Fault;
 use crate::transitions::Transitions;
+use crate::world::Fault;
 use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::item_lease::{
     Candidate, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig,

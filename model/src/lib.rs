@@ -46,5 +46,6 @@ pub use items::ItemModel;
 pub use lock_config::{LockBounds, LockBug, LockKind};
 pub use partitions::{PartitionModel, lease_before};
 pub use queue::QueueModel;
-pub use state::{Action, Events, Fault, Ghost, Host, Rate, State, Work};
+pub use state::{Action, Events, Ghost, Host, Rate, State, Work};
 pub use svg::sequence_diagram;
+pub use world::Fault;

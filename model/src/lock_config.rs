@@ -113,6 +113,10 @@ impl LockBounds {
             pauses: self.pauses,
             lost_replies: self.lost_replies,
             delays: self.delays,
+            // The lock models read and write as before: their reads are served fresh.
+            stale_reads: 0,
+            late_replies: 0,
+            retries: 0,
             horizon: self.horizon,
             drift_ms: self.drift_ms,
         }

@@ -2,12 +2,13 @@
 //! [`LeaseHost`] against the engine's reference store.
 
 use crate::config::{Bounds, BoundsError};
-use crate::state::{Action, Calls, Events, Fault, Ghost, Host, MAX_PARTITIONS, State, Work};
+use crate::state::{Action, Calls, Events, Ghost, Host, MAX_PARTITIONS, State, Work};
 use crate::transitions::Transitions;
-use crate::world::{self, Answer, Budget, Request, Rules, note};
+use crate::world::{self, Answer, Budget, Fault, Request, Rules, note};
 use leasehold_engine::feed::Read;
 use leasehold_engine::lease::{
     Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, LossCause, Output, Record, StopReason,
+    WriteFault, audit_write,
 };
 use leasehold_engine::store::{Container, Op};
 use leasehold_engine::{
@@ -15,7 +16,7 @@ use leasehold_engine::{
 };
 use std::sync::Arc;
 
-/// Faults can hit any of a step's first few writes.
+/// Faults can hit any of a step's first few writes or requests.
 const MAX_FAULT_INDEX: u8 = 3;
 
 use crate::clocks::WALL_BASE;
@@ -87,8 +88,20 @@ impl PartitionModel {
 
     /// The children partition 0 splits into.
     pub fn children(&self) -> [LeaseToken; 2] {
+        self.split_plan()[0].1.clone()
+    }
+
+    /// The splits the bound allows, in the order they happen: partition 0's range
+    /// into two children, then the first child's into two grandchildren.
+    pub fn split_plan(&self) -> Vec<(LeaseToken, [LeaseToken; 2])> {
         let p = self.bounds.partitions;
-        [Self::token(p), Self::token(p + 1)]
+        let all = [
+            (Self::token(0), [Self::token(p), Self::token(p + 1)]),
+            (Self::token(p), [Self::token(p + 2), Self::token(p + 3)]),
+        ];
+        all.into_iter()
+            .take(usize::from(self.bounds.splits.max(1)))
+            .collect()
     }
 
     /// Host `h`'s clocks at true time `time`.
@@ -226,32 +239,21 @@ impl PartitionModel {
         };
         let crashed = state.crashed;
         let ghost = &mut state.ghost;
-        if after.epoch < before.epoch
-            || (after.owner != before.owner && after.epoch <= before.epoch)
-        {
-            ghost.epoch_not_increased = true;
-        }
         let writer = Self::host_name(h);
-        if req.intent.is_owner_write() {
-            // These raise the epoch the writer owned the lease at.
-            let releases = matches!(
-                req.intent,
-                Intent::Release | Intent::Handoff | Intent::Resume
-            );
-            let epoch = if releases {
-                after.epoch.0.saturating_sub(1)
-            } else {
-                after.epoch.0
-            };
-            if before.owner.as_ref() != Some(&writer) || before.epoch.0 != epoch {
-                ghost.stale_write_succeeded = true;
+        let position = |d: &LeaseDocument| u64::from(number(d.checkpoint.as_ref()));
+        for fault in audit_write(req.intent, &writer, before, after, position) {
+            match fault {
+                WriteFault::EpochNotRaised => ghost.epoch_not_increased = true,
+                WriteFault::StaleOwnerWrite => ghost.stale_write_succeeded = true,
+                WriteFault::CheckpointBack => ghost.checkpoint_went_back = true,
             }
         }
-        if number(after.checkpoint.as_ref()) < number(before.checkpoint.as_ref()) {
-            ghost.checkpoint_went_back = true;
-        }
-        if index(&after.token) == 0 {
-            ghost.parent_stored = ghost.parent_stored.max(number(after.checkpoint.as_ref()));
+        let splitting = self.split_plan();
+        for (i, (parent, _)) in splitting.iter().enumerate() {
+            if after.token == *parent {
+                let n = number(after.checkpoint.as_ref());
+                ghost.parent_stored[i] = ghost.parent_stored[i].max(n);
+            }
         }
         let taking = matches!(req.intent, Intent::Acquire | Intent::Steal);
         if let (true, Some(previous)) = (taking, &before.owner)
@@ -426,15 +428,7 @@ impl stateright::Model for PartitionModel {
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
-        let mut faults = vec![None];
-        for n in 0..MAX_FAULT_INDEX {
-            if state.delays < self.bounds.delays {
-                faults.push(Some(Fault::Hold(n)));
-            }
-            if state.lost_replies < self.bounds.lost_replies {
-                faults.push(Some(Fault::LoseReply(n)));
-            }
-        }
+        let faults = Fault::menu(&self.bounds.budget(), state, MAX_FAULT_INDEX);
         let quiescent = self.quiescent(state);
         for (h, host) in state.clients.iter().enumerate() {
             let h = h as u8;
@@ -458,7 +452,8 @@ impl stateright::Model for PartitionModel {
             }
         }
         actions.extend(state.net.keys().map(|(h, id)| Action::Serve(*h, *id)));
-        if quiescent && self.bounds.splits > 0 && !state.ghost.feed.has_split() {
+        actions.extend(state.replies.keys().map(|(h, id)| Action::Deliver(*h, *id)));
+        if quiescent && state.ghost.feed.splits() < usize::from(self.bounds.splits) {
             actions.push(Action::Split);
         }
         if state.time < self.bounds.horizon {
@@ -507,6 +502,7 @@ impl PartitionModel {
                 world::run(self, &mut state, h, inputs, fault, journal)?;
             }
             Action::Serve(h, id) => world::serve_held(self, &mut state, h, id, journal)?,
+            Action::Deliver(h, id) => world::deliver(self, &mut state, h, id, journal)?,
             Action::Crash(h) => world::crash(&mut state, h),
             Action::Return(h, p) => self.call_returns(&mut state, h, p, journal)?,
             Action::Restart(h) => {
@@ -524,8 +520,8 @@ impl PartitionModel {
             Action::Advance => world::advance(&mut state, false),
             Action::Late => world::advance(&mut state, true),
             Action::Split => {
-                let children = self.children().to_vec();
-                state.ghost.feed.split(&Self::token(0), children).ok()?;
+                let (range, children) = self.split_plan().get(state.ghost.feed.splits())?.clone();
+                state.ghost.feed.split(&range, children.to_vec()).ok()?;
                 state.last_fault = state.time;
             }
         }
@@ -550,7 +546,7 @@ pub(crate) fn request(req: &Req) -> String {
 }
 
 /// The ghost bit of host `h`'s lapse on partition `p`.
-fn lapse_bit(h: u8, p: usize) -> u16 {
+fn lapse_bit(h: u8, p: usize) -> u32 {
     1 << (usize::from(h) * MAX_PARTITIONS + p)
 }
 

@@ -121,23 +121,35 @@ fn exclusive(model: &PartitionModel, state: &State) -> bool {
     (0..model.leases()).all(|p| holders(model, state, p) <= 1)
 }
 
-/// Partition 0 and its children are never processed at once, by any hosts.
+/// No two ranges of which one descends from the other are processed at once, by any
+/// hosts.
 fn split_apart(model: &PartitionModel, state: &State) -> bool {
-    model.bounds.splits == 0
-        || holders(model, state, 0) == 0
-        || model
-            .children()
-            .iter()
-            .all(|c| holders(model, state, index(c) as u8) == 0)
+    if model.bounds.splits == 0 {
+        return true;
+    }
+    let held: Vec<u8> = (0..model.leases())
+        .filter(|&p| holders(model, state, p) > 0)
+        .collect();
+    let feed = &state.ghost.feed;
+    held.iter().all(|&a| {
+        held.iter().all(|&b| {
+            a == b || !feed.overlaps(&PartitionModel::token(a), &PartitionModel::token(b))
+        })
+    })
 }
 
 /// Every child's stored checkpoint is at least the highest its parent ever stored.
 fn children_not_behind(model: &PartitionModel, state: &State) -> bool {
-    let children = model.children();
     model.bounds.splits == 0
-        || stored(state)
-            .filter(|doc| children.contains(&doc.token))
-            .all(|doc| number(doc.checkpoint.as_ref()) >= state.ghost.parent_stored)
+        || model
+            .split_plan()
+            .iter()
+            .zip(state.ghost.parent_stored)
+            .all(|((_, children), floor)| {
+                stored(state)
+                    .filter(|doc| children.contains(&doc.token))
+                    .all(|doc| number(doc.checkpoint.as_ref()) >= floor)
+            })
 }
 
 /// Every handler call of one lease, running or lost but not yet ended: on one host
@@ -190,14 +202,17 @@ fn owned_when_calm(model: &PartitionModel, state: &State) -> bool {
     let nobody = crate::world::all_down(state);
     if state.time.saturating_sub(state.last_fault) < model.liveness_ticks
         || !state.net.is_empty()
+        || !state.replies.is_empty()
         || nobody
     {
         return true;
     }
     stored(state).all(|doc| {
-        doc.owner
-            .as_ref()
-            .is_some_and(|o| live_host(state, o).is_some())
+        doc.is_finished_split()
+            || doc
+                .owner
+                .as_ref()
+                .is_some_and(|o| live_host(state, o).is_some())
     })
 }
 
@@ -207,7 +222,8 @@ fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
     // orphan leases, which only expiry frees.
     let settled = state.time.saturating_sub(state.ghost.last_join) >= model.balance_ticks
         && state.time.saturating_sub(state.last_fault) >= model.liveness_ticks
-        && state.net.is_empty();
+        && state.net.is_empty()
+        && state.replies.is_empty();
     if model.bounds.strategy != leasehold_engine::balance::Strategy::Handoff || !settled {
         return true;
     }

@@ -5,8 +5,8 @@
 use crate::clocks::WALL_BASE;
 use crate::config::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
-use crate::state::Fault;
 use crate::transitions::Transitions;
+use crate::world::Fault;
 use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{

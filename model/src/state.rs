@@ -2,13 +2,13 @@
 //! the reference store, requests held on the wire, true time and the fault counts),
 //! each host's handler calls, and what the properties need of the past.
 
-use crate::world::{Client, World};
+use crate::world::{Client, Fault, World};
 use leasehold_engine::feed::FeedRanges;
 use leasehold_engine::lease::LeaseHost;
 use leasehold_engine::{RequestId, Session};
 
 /// The most partitions a bound may have.
-pub const MAX_PARTITIONS: usize = 4;
+pub const MAX_PARTITIONS: usize = 6;
 
 /// A whole world at one instant. Everything a host sends is served within its step,
 /// except a request a fault holds on the wire.
@@ -67,14 +67,14 @@ pub struct Ghost {
     /// What the step into this state did, for the `sometimes` properties.
     pub events: Events,
     /// Which (host, partition) pairs lost authority by a lapse, as a bit set indexed
-    /// by `host * 4 + partition`.
-    pub lapsed: u16,
+    /// by `host * MAX_PARTITIONS + partition`.
+    pub lapsed: u32,
     /// The monitored feed's ranges: not history, but the model's source, which
     /// handlers read.
     pub feed: FeedRanges,
-    /// The highest checkpoint ever stored in partition 0's lease, the one that may
-    /// split: no child may start behind it.
-    pub parent_stored: u8,
+    /// Per split the bound allows, in order, the highest checkpoint ever stored in
+    /// the lease of the range that splits: none of its children may start behind it.
+    pub parent_stored: [u8; 2],
 }
 
 /// What one step did that a `sometimes` property looks for. Each step starts with
@@ -104,8 +104,9 @@ pub struct Events {
 ///
 /// A host acts atomically: its requests are served in the order it sends them and
 /// the replies come straight back, until it has nothing left to do. Asynchrony enters
-/// as faults within a step: one write may be held on the wire (served later, at any
-/// point, even after its sender crashed), or applied with its reply lost.
+/// as faults within a step ([`Fault`]): a write held on the wire (served later, at any
+/// point, even after its sender crashed), applied with its reply lost or answered by
+/// the SDK's retry, a reply held on the way back, a read served by a lagging replica.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
     /// A host's timers fire; first, its handlers report one more checkpoint of every
@@ -113,6 +114,8 @@ pub enum Action {
     Step(u8, Option<Fault>),
     /// The store serves a request that was held on the wire.
     Serve(u8, RequestId),
+    /// A reply held on the way back reaches its host.
+    Deliver(u8, RequestId),
     /// A host crashes, losing its volatile state.
     Crash(u8),
     /// A crashed host starts again, as a new incarnation with the same name.
@@ -124,16 +127,7 @@ pub enum Action {
     Advance,
     /// One tick passes while some host still had due work (a pause).
     Late,
-    /// Partition 0's range splits in the feed.
+    /// The next split the bound allows happens in the feed: partition 0's range,
+    /// then its first child's.
     Split,
-}
-
-/// A fault injected into one write of a host's step, counted in the order the host
-/// sends its writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Fault {
-    /// The n-th write is held on the wire.
-    Hold(u8),
-    /// The n-th write is applied, but its reply is lost: the host sees a timeout.
-    LoseReply(u8),
 }

@@ -1,8 +1,9 @@
 //! Readable traces: numbered steps, each listing only what changed.
 
 use crate::partitions::{PartitionModel, index};
-use crate::state::{Action, Fault, State};
+use crate::state::{Action, State};
 use crate::world;
+use crate::world::Fault;
 use leasehold_engine::HostId;
 use leasehold_engine::lease::Record;
 use std::collections::BTreeMap;
@@ -46,14 +47,10 @@ pub fn leases(state: &State) -> Vec<LeaseLine> {
 
 /// A short name for an action without context.
 pub fn describe_action(action: &Action) -> String {
-    let fault = |f: &Option<Fault>| match f {
-        None => String::new(),
-        Some(Fault::Hold(n)) => format!(", holding write #{n} on the wire"),
-        Some(Fault::LoseReply(n)) => format!(", losing the reply to write #{n}"),
-    };
     match action {
-        Action::Step(h, f) => format!("h{h}'s timers fire{}", fault(f)),
+        Action::Step(h, f) => format!("h{h}'s timers fire{}", Fault::describe(f)),
         Action::Serve(h, id) => format!("the store serves h{h}'s held request {id}"),
+        Action::Deliver(h, id) => format!("h{h}'s held reply to {id} arrives"),
         Action::Crash(h) => format!("h{h} CRASHES"),
         Action::Restart(h) => format!("h{h} restarts as a new life"),
         Action::Return(h, p) => format!("h{h}'s lost call for lease {p} ends"),
@@ -109,6 +106,7 @@ impl Explain for PartitionModel {
             Action::Crash(h) => Lane::Crash(h),
             Action::Step(h, _)
             | Action::Serve(h, _)
+            | Action::Deliver(h, _)
             | Action::Restart(h)
             | Action::Return(h, _) => Lane::Actor(h),
             Action::Advance | Action::Late | Action::Split => Lane::Time,

@@ -2,17 +2,21 @@
 //! reference store, with clocks, crashes, pauses and write faults.
 //!
 //! A client acts atomically: its requests are served in order and the replies come
-//! straight back, except one write a fault may hold on the wire (served later, even
-//! after its sender crashed) or apply with its reply lost. The lock models (queue,
+//! straight back, except where a fault hits one of them (see [`Fault`]): a write held
+//! on the wire (served later, even after its sender crashed), applied with its reply
+//! lost, or applied and answered as the SDK's retry of it sees it; a reply held on the
+//! way back; a read served by a replica that lags. The store is Cosmos DB's as its
+//! clients see it ([`Replicated`]): writes are linearizable, and a read may describe
+//! an older version of a document the reader has not yet seen. The lock models (queue,
 //! items) let each client act once per tick (its poll loop), and true time moves on
 //! once every live client has acted, or, as a bounded fault (a pause), while one still
 //! has not. The partition model steps a host when its timers are due instead, and adds
 //! its handler calls to each client ([`Client::handler`]); it shares everything else
 //! here.
 
-use crate::state::{Fault, Rate};
+use crate::state::Rate;
 use leasehold_engine::lock::Locks;
-use leasehold_engine::store::{Container, Document, Op, Reply, StoreError};
+use leasehold_engine::store::{Container, Document, Op, Reader, Replicated, Reply, StoreError};
 use leasehold_engine::{DocId, Now, RequestId};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -82,10 +86,13 @@ pub struct World<M: Machine, G, X = ()> {
     pub time: u8,
     /// Every client, up or down.
     pub clients: Vec<Client<M, X>>,
-    /// The container.
-    pub store: Container<M::Doc>,
+    /// The container, as the clients' sessions see it.
+    pub store: Replicated<M::Doc>,
     /// Requests held on the wire, by sender and request id.
     pub net: BTreeMap<(u8, RequestId), Request<M::Doc, M::Intent>>,
+    /// Replies held on the way back, by sender and request id: the store has served
+    /// the request already.
+    pub replies: BTreeMap<(u8, RequestId), Answer<M::Doc>>,
     /// Crashes so far.
     pub crashes: u8,
     /// Late ticks so far.
@@ -94,6 +101,12 @@ pub struct World<M: Machine, G, X = ()> {
     pub delays: u8,
     /// Replies lost so far.
     pub lost_replies: u8,
+    /// Documents served stale so far.
+    pub stale_reads: u8,
+    /// Replies held on the way back so far.
+    pub late_replies: u8,
+    /// Writes answered as the SDK's retry sees them so far.
+    pub retries: u8,
     /// True time of the last fault (0: the cold start). The lock models count a
     /// restart as one; the partition model counts it as a join, unless every host
     /// was down.
@@ -115,6 +128,15 @@ pub struct Budget {
     pub lost_replies: u8,
     /// Writes held on the wire.
     pub delays: u8,
+    /// Documents a read may be served at an older version (Session consistency); the
+    /// store then retains one older version of each document.
+    pub stale_reads: u8,
+    /// Replies (to reads and writes alike) that may be held on the way back and
+    /// delivered later.
+    pub late_replies: u8,
+    /// Writes that may be applied and then answered as the SDK's own retry of them
+    /// sees the store (a definite 412, 409 or 404 although the write won).
+    pub retries: u8,
     /// The last tick explored.
     pub horizon: u8,
     /// Drift per tick, in milliseconds.
@@ -206,6 +228,98 @@ pub fn answer<D>(result: &Answer<D>) -> String {
     }
 }
 
+/// A fault injected into one request of a client's step. Writes, reads and requests
+/// are each counted in the order the client sends them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    /// The n-th write is held on the wire: served later, in any order with everything
+    /// else, even after its sender crashed.
+    Hold(u8),
+    /// The n-th write is applied, but its reply is lost: the client sees a timeout.
+    LoseReply(u8),
+    /// The n-th write is applied, its answer lost, and the SDK's own retry of it
+    /// answers instead: 412, 409 or 404 where the write won.
+    Retried(u8),
+    /// The n-th request is served at once, but its reply is held on the way back and
+    /// delivered later.
+    LateReply(u8),
+    /// The n-th read is served by a replica that lags: `choice` picks one document
+    /// and how far back ([`stale_choice`]).
+    Stale {
+        /// Which read of the step.
+        read: u8,
+        /// Which of the read's stale answers.
+        choice: u8,
+    },
+}
+
+/// The most stale answers one read is explored with: the documents it covers that
+/// the reader has not seen at their newest version.
+pub const MAX_STALE_CHOICES: u8 = 6;
+
+impl Fault {
+    /// The faults a step may suffer within `budget`, given what `world` has used,
+    /// `none` first; writes and requests counted up to `per_step`.
+    pub fn menu<M: Machine, G, X>(
+        budget: &Budget,
+        world: &World<M, G, X>,
+        per_step: u8,
+    ) -> Vec<Option<Fault>> {
+        let mut faults = vec![None];
+        for n in 0..per_step {
+            if world.delays < budget.delays {
+                faults.push(Some(Fault::Hold(n)));
+            }
+            if world.lost_replies < budget.lost_replies {
+                faults.push(Some(Fault::LoseReply(n)));
+            }
+            if world.retries < budget.retries {
+                faults.push(Some(Fault::Retried(n)));
+            }
+            if world.late_replies < budget.late_replies {
+                faults.push(Some(Fault::LateReply(n)));
+            }
+        }
+        if world.stale_reads < budget.stale_reads {
+            for read in 0..per_step.min(2) {
+                for choice in 0..MAX_STALE_CHOICES {
+                    faults.push(Some(Fault::Stale { read, choice }));
+                }
+            }
+        }
+        faults
+    }
+
+    /// How a step's description names it.
+    pub fn describe(fault: &Option<Fault>) -> String {
+        match fault {
+            None => String::new(),
+            Some(Fault::Hold(n)) => format!(", holding write #{n} on the wire"),
+            Some(Fault::LoseReply(n)) => format!(", losing the reply to write #{n}"),
+            Some(Fault::Retried(n)) => format!(", the SDK retrying write #{n} after it landed"),
+            Some(Fault::LateReply(n)) => format!(", holding the reply to request #{n}"),
+            Some(Fault::Stale { read, choice }) => {
+                format!(", a lagging replica serving read #{read} (stale answer {choice})")
+            }
+        }
+    }
+}
+
+/// The stale answer numbered `choice` among those `options` allows (documents and how
+/// many versions back each may go, as [`Replicated::options`] lists them): a document
+/// and how far back. Numbered document by document, nearest version first.
+pub fn stale_choice(options: &[(DocId, usize)], choice: u8) -> Option<(&DocId, usize)> {
+    options
+        .iter()
+        .flat_map(|(id, n)| (1..=*n).map(move |back| (id, back)))
+        .nth(usize::from(choice))
+}
+
+/// The session of client `c`'s life `incarnation` with the store.
+pub fn reader(c: u8, incarnation: u64) -> Reader {
+    Reader(u32::from(c) << 16 | (incarnation as u32 & 0xffff))
+}
+
 /// The stored document a single-document write targets.
 fn target<D: Document>(store: &Container<D>, op: &Op<D>) -> Option<D> {
     let (pk, id) = match op {
@@ -216,22 +330,50 @@ fn target<D: Document>(store: &Container<D>, op: &Op<D>) -> Option<D> {
     store.read(&pk, &id).ok().map(|s| s.doc)
 }
 
+/// How the store serves one request.
+#[derive(Clone, Copy)]
+enum Serve<'a> {
+    /// At the current version of everything.
+    Fresh,
+    /// One document at the version `back` writes older.
+    Stale(&'a DocId, usize),
+}
+
 fn apply<R: Rules>(
     rules: &R,
     world: &mut State<R>,
     c: u8,
     req: &mut Request<<R::M as StoreClient>::Doc, <R::M as StoreClient>::Intent>,
+    serve: Serve<'_>,
 ) -> Answer<<R::M as StoreClient>::Doc> {
     let before = target(&world.store, &req.op);
     rules.tamper(req, before.as_ref());
-    let result = world.store.execute(req.op.clone());
+    let reader = reader(c, req.id.incarnation.0);
+    let result = match serve {
+        Serve::Fresh => world.store.fresh(reader, req.op.clone()),
+        Serve::Stale(doc, back) => world.store.execute(reader, req.op.clone(), &mut |id, _| {
+            if id == doc { back } else { 0 }
+        }),
+    };
     rules.record(world, c, req, before, &result);
     result
 }
 
+/// A fault has hit: it counts against its budget, and liveness counts from now.
+fn faulted<M: Machine, G, X>(world: &mut World<M, G, X>, fault: Fault) {
+    match fault {
+        Fault::Hold(_) => world.delays += 1,
+        Fault::LoseReply(_) => world.lost_replies += 1,
+        Fault::Retried(_) => world.retries += 1,
+        Fault::LateReply(_) => world.late_replies += 1,
+        Fault::Stale { .. } => world.stale_reads += 1,
+    }
+    world.last_fault = world.time;
+}
+
 /// Runs client `c` on `first` until it has nothing left to do, serving its requests
-/// at once except the write `fault` names. `None` if the step sent fewer writes than
-/// the fault needs, so that every action that exists changes the world.
+/// at once except the one `fault` names. `None` if the step sent no request the fault
+/// can hit, so that every action that exists changes the world.
 pub fn run<R: Rules>(
     rules: &R,
     world: &mut State<R>,
@@ -243,7 +385,7 @@ pub fn run<R: Rules>(
     let budget = rules.budget();
     let who = R::ACTOR;
     let mut inputs = std::collections::VecDeque::from(first);
-    let mut writes = 0u8;
+    let (mut writes, mut reads, mut sent) = (0u8, 0u8, 0u8);
     let mut hit = fault.is_none();
     while let Some(input) = inputs.pop_front() {
         let now = now(&budget, world, c);
@@ -264,24 +406,32 @@ pub fn run<R: Rules>(
             inputs.extend(rules.output(world, c, other, journal));
         }
         for mut req in requests {
-            let nth = req.op.is_write().then(|| {
-                writes += 1;
-                writes - 1
-            });
+            let write = req.op.is_write();
+            let counter = if write { &mut writes } else { &mut reads };
+            let nth = *counter;
+            *counter += 1;
+            let nth_sent = sent;
+            sent += 1;
             let id = req.id;
-            match (fault, nth) {
-                (Some(Fault::Hold(n)), Some(i)) if n == i => {
-                    hit = true;
-                    world.delays += 1;
-                    world.last_fault = world.time;
+            let this = match fault {
+                Some(f @ (Fault::Hold(n) | Fault::LoseReply(n) | Fault::Retried(n)))
+                    if write && n == nth =>
+                {
+                    Some(f)
+                }
+                Some(f @ Fault::LateReply(n)) if n == nth_sent => Some(f),
+                Some(f @ Fault::Stale { read, .. }) if !write && read == nth => Some(f),
+                _ => None,
+            };
+            match this {
+                Some(Fault::Hold(_)) => {
                     note(journal, || {
                         format!("{who}{c} sends {}: HELD on the wire", rules.describe(&req))
                     });
                     world.net.insert((c, id), req);
                 }
-                (Some(Fault::LoseReply(n)), Some(i)) if n == i => {
-                    hit = true;
-                    let applied = apply(rules, world, c, &mut req);
+                Some(Fault::LoseReply(_)) => {
+                    let applied = apply(rules, world, c, &mut req, Serve::Fresh);
                     rules.reply_lost(world, &applied);
                     note(journal, || {
                         format!(
@@ -290,12 +440,53 @@ pub fn run<R: Rules>(
                             answer(&applied)
                         )
                     });
-                    world.lost_replies += 1;
-                    world.last_fault = world.time;
                     inputs.push_back(R::M::response(id, Err(StoreError::Timeout)));
                 }
-                _ => {
-                    let result = apply(rules, world, c, &mut req);
+                Some(Fault::Retried(_)) => {
+                    let applied = apply(rules, world, c, &mut req, Serve::Fresh);
+                    rules.reply_lost(world, &applied);
+                    let again = apply(rules, world, c, &mut req, Serve::Fresh);
+                    note(journal, || {
+                        format!(
+                            "{who}{c} sends {}: {}, the reply is lost, and the SDK's RETRY \
+                             answers {}",
+                            rules.describe(&req),
+                            answer(&applied),
+                            answer(&again)
+                        )
+                    });
+                    inputs.push_back(R::M::response(id, again));
+                }
+                Some(Fault::LateReply(_)) => {
+                    let result = apply(rules, world, c, &mut req, Serve::Fresh);
+                    note(journal, || {
+                        format!(
+                            "{who}{c} sends {}: {}, but the REPLY IS HELD on the way back",
+                            rules.describe(&req),
+                            answer(&result)
+                        )
+                    });
+                    world.replies.insert((c, id), result);
+                }
+                Some(Fault::Stale { choice, .. }) => {
+                    let reader = reader(c, id.incarnation.0);
+                    let options = world.store.options(reader, &req.op);
+                    let (doc, back) = stale_choice(&options, choice)?;
+                    let doc = doc.clone();
+                    let result = apply(rules, world, c, &mut req, Serve::Stale(&doc, back));
+                    note(journal, || {
+                        format!(
+                            "{who}{c} sends {}: {}, served by a LAGGING replica: {doc} as it \
+                             was {back} write{} ago",
+                            rules.describe(&req),
+                            answer(&result),
+                            if back == 1 { "" } else { "s" }
+                        )
+                    });
+                    inputs.push_back(R::M::response(id, result));
+                }
+                None => {
+                    let result = apply(rules, world, c, &mut req, Serve::Fresh);
                     note(journal, || {
                         format!(
                             "{who}{c} sends {}: {}",
@@ -306,12 +497,22 @@ pub fn run<R: Rules>(
                     inputs.push_back(R::M::response(id, result));
                 }
             }
+            if let Some(f) = this {
+                hit = true;
+                faulted(world, f);
+            }
         }
     }
     if let Some(engine) = world.clients[usize::from(c)].engine.as_mut() {
         engine.seal();
     }
     hit.then_some(())
+}
+
+/// Whether request `id` was sent by client `c`'s current life.
+fn sent_by_this_life<M: Machine, G, X>(world: &World<M, G, X>, c: u8, id: RequestId) -> bool {
+    let client = &world.clients[usize::from(c)];
+    client.engine.is_some() && id.incarnation.0 == u64::from(client.incarnation)
 }
 
 /// The store serves a request held on the wire; its reply reaches the sender if the
@@ -327,7 +528,7 @@ pub fn serve_held<R: Rules>(
     let mut req = world.net.remove(&(c, id))?;
     // The network's fault lasts until the late request arrives.
     world.last_fault = world.time;
-    let result = apply(rules, world, c, &mut req);
+    let result = apply(rules, world, c, &mut req, Serve::Fresh);
     note(journal, || {
         format!(
             "the store serves {who}{c}'s held {}: {}",
@@ -335,8 +536,37 @@ pub fn serve_held<R: Rules>(
             answer(&result)
         )
     });
-    let client = &world.clients[usize::from(c)];
-    if client.engine.is_some() && id.incarnation.0 == u64::from(client.incarnation) {
+    reply(rules, world, c, id, result, journal)
+}
+
+/// A reply held on the way back reaches client `c`, if it is still the life that sent
+/// the request.
+pub fn deliver<R: Rules>(
+    rules: &R,
+    world: &mut State<R>,
+    c: u8,
+    id: RequestId,
+    journal: &mut Option<Vec<String>>,
+) -> Option<()> {
+    let who = R::ACTOR;
+    let result = world.replies.remove(&(c, id))?;
+    world.last_fault = world.time;
+    note(journal, || {
+        format!("{who}{c}'s held reply to {id} arrives: {}", answer(&result))
+    });
+    reply(rules, world, c, id, result, journal)
+}
+
+fn reply<R: Rules>(
+    rules: &R,
+    world: &mut State<R>,
+    c: u8,
+    id: RequestId,
+    result: Answer<<R::M as StoreClient>::Doc>,
+    journal: &mut Option<Vec<String>>,
+) -> Option<()> {
+    let who = R::ACTOR;
+    if sent_by_this_life(world, c, id) {
         run(
             rules,
             world,
@@ -344,13 +574,15 @@ pub fn serve_held<R: Rules>(
             vec![R::M::response(id, result)],
             None,
             journal,
-        )?;
+        )
     } else {
+        // The session that sent it is over: nothing it saw bounds anyone's reads.
+        world.store.forget(reader(c, id.incarnation.0));
         note(journal, || {
             format!("the reply is lost: {who}{c} is no longer the life that sent it")
         });
+        Some(())
     }
-    Some(())
 }
 
 /// Whether time may move on without a pause: every live client has acted.
@@ -367,15 +599,7 @@ pub fn actions<M: Machine, G, C: Copy>(
     mut choices: impl FnMut(u8) -> Vec<C>,
     actions: &mut Vec<Action<C>>,
 ) {
-    let mut faults = vec![None];
-    for n in 0..2 {
-        if world.delays < budget.delays {
-            faults.push(Some(Fault::Hold(n)));
-        }
-        if world.lost_replies < budget.lost_replies {
-            faults.push(Some(Fault::LoseReply(n)));
-        }
-    }
+    let faults = Fault::menu(budget, world, 2);
     // Crashes and restarts happen at tick boundaries, once every live client has
     // polled: a crash between two clients' polls looks the same to the others.
     let settled = settled(world);
@@ -397,6 +621,7 @@ pub fn actions<M: Machine, G, C: Copy>(
         }
     }
     actions.extend(world.net.keys().map(|(c, id)| Action::Serve(*c, *id)));
+    actions.extend(world.replies.keys().map(|(c, id)| Action::Deliver(*c, *id)));
     if world.time < budget.horizon {
         if settled {
             actions.push(Action::Advance);
@@ -413,6 +638,8 @@ pub enum Action<C> {
     Step(u8, C, Option<Fault>),
     /// The store serves a request held on the wire.
     Serve(u8, RequestId),
+    /// A reply held on the way back reaches its client.
+    Deliver(u8, RequestId),
     /// A client crashes, losing its volatile state (its locks stay in the store).
     Crash(u8),
     /// A crashed client starts again as a new life with the same name.
@@ -438,7 +665,7 @@ pub fn shared_step<M: Machine, G, X: Default, C>(
         }
         Action::Advance => advance(world, false),
         Action::Late => advance(world, true),
-        Action::Step(..) | Action::Serve(..) => {}
+        Action::Step(..) | Action::Serve(..) | Action::Deliver(..) => {}
     }
 }
 
@@ -446,6 +673,8 @@ pub fn shared_step<M: Machine, G, X: Default, C>(
 /// left on the wire stay there and may still arrive.
 pub fn crash<M: Machine, G, X: Default>(world: &mut World<M, G, X>, c: u8) {
     let client = &mut world.clients[usize::from(c)];
+    // Its session with the store ends with it; a new life starts a new one.
+    world.store.forget(reader(c, u64::from(client.incarnation)));
     client.engine = None;
     client.handler = X::default();
     world.crashes += 1;
@@ -476,14 +705,10 @@ pub fn advance<M: Machine, G, X>(world: &mut World<M, G, X>, late: bool) {
 
 /// Describes a shared action; `choice` names a step's choice.
 pub fn describe_action<C>(action: &Action<C>, choice: impl Fn(&C) -> String) -> String {
-    let fault = |f: &Option<Fault>| match f {
-        None => String::new(),
-        Some(Fault::Hold(n)) => format!(", holding write #{n} on the wire"),
-        Some(Fault::LoseReply(n)) => format!(", losing the reply to write #{n}"),
-    };
     match action {
-        Action::Step(c, what, f) => format!("c{c} {}{}", choice(what), fault(f)),
+        Action::Step(c, what, f) => format!("c{c} {}{}", choice(what), Fault::describe(f)),
         Action::Serve(c, id) => format!("the store serves c{c}'s held request {id}"),
+        Action::Deliver(c, id) => format!("c{c}'s held reply to {id} arrives"),
         Action::Crash(c) => format!("c{c} CRASHES"),
         Action::Restart(c) => format!("c{c} restarts as a new life"),
         Action::Advance => "1 s passes".into(),
@@ -551,12 +776,19 @@ pub fn initial<M: Machine, G: Clone, X: Default>(
                     handler: X::default(),
                 })
                 .collect(),
-            store: store.clone(),
+            // One older version of each document is enough for a replica to lag by;
+            // none is kept when no read may be stale, so that such checks keep their
+            // states exactly.
+            store: Replicated::new(store.clone(), u8::from(budget.stale_reads > 0)),
             net: BTreeMap::new(),
+            replies: BTreeMap::new(),
             crashes: 0,
             pauses: 0,
             delays: 0,
             lost_replies: 0,
+            stale_reads: 0,
+            late_replies: 0,
+            retries: 0,
             last_fault: 0,
             crashed: 0,
             ghost: ghost.clone(),
@@ -582,6 +814,7 @@ pub fn step<R: Rules, C: Copy>(
             poll(&mut world, c, choice, fault, journal)?;
         }
         Action::Serve(c, id) => serve_held(rules, &mut world, c, id, journal)?,
+        Action::Deliver(c, id) => deliver(rules, &mut world, c, id, journal)?,
         _ => shared_step(&mut world, action, engine),
     }
     Some(world)
@@ -627,7 +860,10 @@ pub fn held<M: Locking, G, X>(world: &World<M, G, X>, c: u8) -> Vec<DocId> {
 /// Whether the liveness guard applies: `ticks` since the last fault, a client up,
 /// nothing on the wire.
 pub fn calm<M: Machine, G, X>(world: &World<M, G, X>, ticks: u8) -> bool {
-    world.time.saturating_sub(world.last_fault) >= ticks && !all_down(world) && world.net.is_empty()
+    world.time.saturating_sub(world.last_fault) >= ticks
+        && !all_down(world)
+        && world.net.is_empty()
+        && world.replies.is_empty()
 }
 
 /// Whether every client is down: nobody is left to own or process anything.
@@ -641,16 +877,19 @@ pub fn wire_facts<M: Machine, G, X>(
     who: char,
     describe: impl Fn(&Request<M::Doc, M::Intent>) -> String,
 ) -> BTreeMap<String, String> {
-    world
-        .net
-        .iter()
-        .map(|((c, id), req)| {
-            (
-                format!("wire {who}{c} {id}"),
-                format!("held: {}", describe(req)),
-            )
-        })
-        .collect()
+    let held = world.net.iter().map(|((c, id), req)| {
+        (
+            format!("wire {who}{c} {id}"),
+            format!("held: {}", describe(req)),
+        )
+    });
+    let replies = world.replies.iter().map(|((c, id), result)| {
+        (
+            format!("wire {who}{c} {id}"),
+            format!("reply held: {}", answer(result)),
+        )
+    });
+    held.chain(replies).collect()
 }
 
 /// The lifelines of `clients` clients.
@@ -663,7 +902,9 @@ pub fn lane<C>(action: &Action<C>) -> crate::trace::Lane {
     use crate::trace::Lane;
     match *action {
         Action::Crash(c) => Lane::Crash(c),
-        Action::Step(c, ..) | Action::Serve(c, _) | Action::Restart(c) => Lane::Actor(c),
+        Action::Step(c, ..) | Action::Serve(c, _) | Action::Deliver(c, _) | Action::Restart(c) => {
+            Lane::Actor(c)
+        }
         Action::Advance | Action::Late => Lane::Time,
     }
 }

@@ -52,6 +52,9 @@ pub fn flags(bounds: &Bounds) -> String {
         ("--pauses", bounds.pauses),
         ("--lost-replies", bounds.lost_replies),
         ("--delays", bounds.delays),
+        ("--stale-reads", bounds.stale_reads),
+        ("--late-replies", bounds.late_replies),
+        ("--retries", bounds.retries),
         ("--splits", bounds.splits),
     ] {
         if value > 0 {
@@ -91,7 +94,7 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
     );
     let _ = writeln!(
         out,
-        "  strategy {}, {} expiry, margin {} ms, {} liveness{}; faults: {}, {}, {}{}",
+        "  strategy {}, {} expiry, margin {} ms, {} liveness{}; faults: {}, {}, {}{}{}",
         b.strategy,
         match b.expiry {
             ExpiryRule::Observed => "observed",
@@ -104,6 +107,19 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
         count(b.pauses, "pause", "pauses"),
         count(b.lost_replies, "lost reply", "lost replies"),
         count(b.delays, "delayed write", "delayed writes"),
+        {
+            let mut more = String::new();
+            for (n, one, many) in [
+                (b.stale_reads, "stale read", "stale reads"),
+                (b.late_replies, "late reply", "late replies"),
+                (b.retries, "retried write", "retried writes"),
+            ] {
+                if n > 0 {
+                    let _ = write!(more, ", {}", count(n, one, many));
+                }
+            }
+            more
+        },
         if b.splits > 0 {
             format!(", {} of partition 0", count(b.splits, "split", "splits"))
         } else {

@@ -81,8 +81,9 @@ struct ModelArgs {
     /// all of them (README, "Reductions").
     #[arg(long)]
     unreduced: bool,
-    /// Partitions: splits of the feed allowed (0-1). Partition 0's range may split
-    /// into two children, so at most 2 partitions.
+    /// Partitions: splits of the feed allowed (0-2). Partition 0's range may split
+    /// into two children, and then the first child into two; the leases must fit in
+    /// 6, so at most 4 partitions with one split and 2 with two.
     #[arg(long, default_value_t = 0)]
     splits: u8,
     /// Each clock gains or loses up to this many milliseconds per second (0-200).
@@ -125,6 +126,19 @@ struct ModelArgs {
     /// late].
     #[arg(long)]
     delays: Option<u8>,
+    /// Partitions: documents that reads may serve one version old, as a replica
+    /// lagging behind at Session consistency may (never older than what the reader
+    /// has seen).
+    #[arg(long, default_value_t = 0)]
+    stale_reads: u8,
+    /// Partitions: replies, to reads and writes, that may be held on the way back
+    /// and delivered later.
+    #[arg(long, default_value_t = 0)]
+    late_replies: u8,
+    /// Partitions: writes that may be applied and then answered as the SDK's own
+    /// retry of them finds the store (412, 409 or 404 where the write won).
+    #[arg(long, default_value_t = 0)]
+    retries: u8,
     /// Checkpoints each handler reports per lease.
     #[arg(long, default_value_t = 1)]
     progress: u8,
@@ -297,6 +311,9 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         delays: args.delays.unwrap_or(u8::from(
             bug.is_some_and(|b| b == Bug::RestartSameEpoch || b.needs_session()),
         )),
+        stale_reads: args.stale_reads,
+        late_replies: args.late_replies,
+        retries: args.retries,
         skew: args.skew,
         drift_ms: args.drift,
         horizon: 1,

@@ -285,7 +285,7 @@ fn a_split_counterexample_replays_with_its_splits() {
 
 #[test]
 fn splits_need_room_for_the_children() {
-    let out = leasehold(&["check", "partitions", "--splits", "1", "--partitions", "3"]);
+    let out = leasehold(&["check", "partitions", "--splits", "2", "--partitions", "3"]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_ne!(out.status.code(), Some(0));
     assert!(err.contains("partitions with --splits"), "{err}");

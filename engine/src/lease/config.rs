@@ -66,6 +66,24 @@ pub enum KnownBad {
     /// A split range's lease is deleted before its children's leases are created, so
     /// a crash or a failed create in between loses the range's checkpoint.
     DeleteParentFirst,
+    /// A split range's lease is deleted once its children's leases exist, as the
+    /// change feed processor does, instead of being kept as a finished split: its id
+    /// can then be created again (by a late or repeated create, or a host whose view
+    /// lacks the lineage), and a late read can bring it back into a host's view.
+    DeleteSplitLease,
+    /// Under session liveness, a take answered after the tenure it named ended keeps
+    /// the lease as it is, named after that tenure, instead of resuming it in the
+    /// next: nobody processes it for good (the swarm's rolling-restart seed 20293).
+    TakeKeepsEndedTenure,
+    /// Under session liveness, a resume of this host's that landed in a tenure since
+    /// ended counts as done: the lease stays named after the ended tenure, processed
+    /// by nobody (the swarm's rolling-restart seed 36321).
+    ResumeKeepsEndedTenure,
+    /// Under session liveness, a lease is judged free when its owner's heartbeat,
+    /// read after this version of the lease was learned, shows another tenure. At
+    /// Session consistency that read may describe an older heartbeat than the lease
+    /// implies, so a live tenure is judged over.
+    TenureByReadOrder,
 }
 
 /// Where a holder's authority over its leases comes from, and so what it must write

@@ -54,6 +54,16 @@ pub struct LeaseDocument {
     /// cover.
     #[serde(rename = "SplitFrom", default, skip_serializing_if = "Vec::is_empty")]
     pub split_from: Vec<LeaseToken>,
+    /// Set, with the owner cleared, once every child's lease exists: the split is
+    /// finished, and this lease is kept only so that its id is never created again.
+    /// A marked lease merely released (its owner shut down mid-split) is not done:
+    /// whoever takes it next finishes the split.
+    #[serde(rename = "SplitDone", default, skip_serializing_if = "is_false")]
+    pub split_done: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl LeaseDocument {
@@ -94,6 +104,7 @@ impl LeaseDocument {
             owner_tenure: None,
             split_into: Vec::new(),
             split_from: Vec::new(),
+            split_done: false,
         }
     }
 
@@ -124,6 +135,12 @@ impl LeaseDocument {
         doc.split_from = self.split_from.clone();
         doc.split_from.push(self.token.clone());
         doc
+    }
+
+    /// Whether this lease is a finished split: every child's lease exists, and it was
+    /// given up for good. It is no partition any more.
+    pub fn is_finished_split(&self) -> bool {
+        self.split_done && !self.split_into.is_empty()
     }
 
     /// Whether `host` owns this lease.

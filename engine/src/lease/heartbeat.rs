@@ -26,9 +26,13 @@ pub(super) struct Heartbeat {
     /// Session liveness: the tenure the stored heartbeat vouches for, once a write
     /// of it has succeeded; `None` between tenures.
     tenure: Option<Tenure>,
-    /// Session liveness: how many tenures this life has proposed, so a new one never
+    /// Session liveness: the last tenure this life proposed, so a new one never
     /// repeats an old one (a proposal whose outcome was unknown may have landed).
-    proposed: u64,
+    proposed: Option<Tenure>,
+    /// Session liveness: the highest tenure this host's stored heartbeat was read to
+    /// show (an earlier life's, or one a fencer wrote): the next proposal goes above
+    /// it, so the tenures of one name only ever rise.
+    floor: Option<Tenure>,
     /// Session liveness: authority over every lease held in `tenure` lasts while
     /// `now <` this, counted from the last successful write's send time.
     authority_until: Option<LocalTime>,
@@ -100,7 +104,8 @@ impl Heartbeat {
             splits: 0,
             published_splits: 0,
             tenure: None,
-            proposed: 0,
+            proposed: None,
+            floor: None,
             authority_until: None,
         }
     }
@@ -171,14 +176,12 @@ impl Heartbeat {
         if now.local < self.next_at && !(claims_changed && plan.phase == Phase::Running) {
             return None;
         }
-        // A write between tenures proposes a new one, never used before in this life.
+        // A write between tenures proposes a new one, above every tenure this life
+        // proposed or read in its heartbeat.
         let tenure = match (plan.session, self.tenure) {
             (false, _) => None,
             (true, Some(tenure)) => Some(tenure),
-            (true, None) => Some(Tenure {
-                incarnation: plan.incarnation,
-                seq: self.proposed,
-            }),
+            (true, None) => Some(self.proposal(plan.incarnation)),
         };
         let id = HostDocument::id_for(plan.prefix, plan.me);
         let pk = PartitionKey::new(id.as_str());
@@ -224,9 +227,24 @@ impl Heartbeat {
             }
         };
         if matches!(step, BeatStep::Write { .. }) && self.tenure.is_none() && tenure.is_some() {
-            self.proposed += 1;
+            self.proposed = tenure;
         }
         Some((intent, op, step))
+    }
+
+    /// The tenure to propose next: above this life's earlier proposals and the
+    /// highest tenure read in its heartbeat, and of this life's incarnation if that
+    /// is higher still.
+    fn proposal(&self, incarnation: Incarnation) -> Tenure {
+        let own = Tenure {
+            incarnation,
+            seq: 0,
+        };
+        [self.proposed, self.floor]
+            .into_iter()
+            .flatten()
+            .map(Tenure::next)
+            .fold(own, Tenure::max)
     }
 
     /// The heartbeat request [`next`](Self::next) asked for went out as `id`.
@@ -275,6 +293,9 @@ impl Heartbeat {
                 // it; anything else means the tenure is over.
                 let ours = matches!(&doc, Record::Host(d)
                     if d.fenced_by.is_none() && d.tenure.is_some() && d.tenure == self.tenure);
+                if let Record::Host(d) = &doc {
+                    self.floor = self.floor.max(d.tenure);
+                }
                 if rules.session && !ours {
                     news.ended = self.end_tenure();
                 }
@@ -300,12 +321,12 @@ impl Heartbeat {
                 self.retry_at = Some(now.local + retry_after);
             }
             (BeatStep::Leave, Err(_)) => self.next_at = now.local + rules.backoff,
-            (step, Err(StoreError::PreconditionFailed)) => {
-                // Only a fencer writes another host's heartbeat: the tenure is over.
-                // (The blind variant never gets here: its renewal wins.)
-                if rules.session && matches!(step, BeatStep::Write { .. }) {
-                    news.ended = self.end_tenure();
-                }
+            (_, Err(StoreError::PreconditionFailed)) => {
+                // Someone else wrote it since (a fencer), or this very write landed and
+                // the SDK's retry of it found its own etag: the read tells which, and
+                // ends the tenure if it is not this one any more. Authority runs on
+                // from the last write known to have succeeded, which is all a fencer
+                // waits out.
                 self.state = BeatState::Unknown;
             }
             (_, Err(StoreError::Conflict)) => self.state = BeatState::Unknown,

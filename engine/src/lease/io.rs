@@ -214,7 +214,11 @@ pub enum Intent {
     Split,
     /// Create the lease of one child of a split, from its parent's checkpoint.
     CreateChild,
-    /// Delete the lease of a split range once every child's lease exists.
+    /// Give up the lease of a split range once every child's lease exists: a marked
+    /// lease nobody owns is a finished split, kept so that its id is never reused.
+    FinishSplit,
+    /// Delete the lease of a split range (the known-bad variants: before its
+    /// children exist, or once they do).
     DeleteParent,
 }
 
@@ -292,6 +296,7 @@ impl Intent {
             | Intent::Fence
             | Intent::Split
             | Intent::CreateChild
+            | Intent::FinishSplit
             | Intent::DeleteParent => Purpose::Takeover,
             Intent::Claim | Intent::ConfirmClaim | Intent::Handoff | Intent::Release => {
                 Purpose::Handoff
@@ -310,6 +315,7 @@ impl Intent {
                 | Intent::Release
                 | Intent::Handoff
                 | Intent::Split
+                | Intent::FinishSplit
         )
     }
 }

@@ -4,6 +4,7 @@
 //! The host is sans-IO: see [`LeaseHost`] for the driving loop.
 
 mod agenda;
+mod audit;
 mod beat;
 mod config;
 mod document;
@@ -22,6 +23,7 @@ mod tenure;
 mod wake;
 mod write;
 
+pub use audit::{WriteFault, audit_write};
 pub use config::{ConfigError, KnownBad, LeaseConfig, Liveness, UnknownLiveness};
 pub use document::{HostDocument, LeaseDocument, Record};
 pub use host::{LeaseHost, LeaseState};

@@ -6,7 +6,7 @@
 use super::host::{LeaseHost, Pending, What};
 use super::phase::Phase;
 use super::slot::{ReleaseTo, Slot};
-use super::{LeaseDocument, LossCause, Output, Record, StopReason};
+use super::{KnownBad, LeaseDocument, LossCause, Output, Record, StopReason};
 use crate::expiry::Observation;
 use crate::ids::{Checkpoint, Etag, HostId, LeaseToken};
 use crate::store::{Reply, StoreError, Stored};
@@ -80,7 +80,9 @@ impl LeaseHost {
                 // authority, and only a resume naming the next tenure makes it work
                 // again (left as it was, it was held by nobody for good: the
                 // simulator's swarm, rolling-restart seed 20293).
-                let ended = session && !self.held_in_tenure(&doc);
+                let ended = session
+                    && !self.held_in_tenure(&doc)
+                    && self.config.known_bad != Some(KnownBad::TakeKeepsEndedTenure);
                 let Some(slot) = self.slots.get_mut(&token) else {
                     return;
                 };
@@ -144,11 +146,16 @@ impl LeaseHost {
         };
         match result {
             Ok(Reply::Replaced(etag)) => {
+                let finished = release && doc.is_finished_split();
                 slot.update(doc, etag, now.local, learned);
                 slot.retry_at = None;
                 let mut epoch = epoch;
                 if release {
                     slot.own = None;
+                    if finished {
+                        self.split_finished(now);
+                        return;
+                    }
                 } else if let Some(own) = slot.own.as_mut() {
                     if slot.doc.epoch > own.epoch {
                         // A resume: later sessions start at the new epoch.
@@ -284,6 +291,7 @@ impl LeaseHost {
         // in the current tenure; one from an ended tenure or an earlier life is taken
         // back by a resume, a conditional write at a new epoch naming the tenure.
         let in_tenure = !self.session_liveness() || self.held_in_tenure(&doc);
+        let resume_known_bad = self.config.known_bad == Some(KnownBad::ResumeKeepsEndedTenure);
         let slot = self
             .slots
             .entry(token.clone())
@@ -291,6 +299,12 @@ impl LeaseHost {
         // A lease neither owned nor stale before or after concerns no pass: touching
         // every lease of every scan would make each scan's next input visit them all.
         let was_active = slot.own.is_some() || slot.stale;
+        // This host's own finish of a split landed although its answer was lost, or
+        // came back as the SDK's retry saw it (412).
+        let finished = slot.doc.is_owned_by(&self.me)
+            && !slot.doc.split_into.is_empty()
+            && !slot.doc.is_finished_split()
+            && doc.is_finished_split();
         slot.update(doc, etag, now.local, learned);
         let mine = slot.doc.is_owned_by(&self.me);
         if let Some(own) = slot.own.as_mut()
@@ -303,7 +317,7 @@ impl LeaseHost {
             // tenure since ended restores nothing: resume again, in the current one
             // (the swarm's rolling-restart seed 36321 stranded a lease there).
             own.epoch = slot.doc.epoch;
-            own.resume = !in_tenure;
+            own.resume = !in_tenure && !resume_known_bad;
         }
         let still_ours = slot
             .own
@@ -330,6 +344,9 @@ impl LeaseHost {
         }
         if was_active {
             self.touch(token);
+        }
+        if finished {
+            self.split_finished(now);
         }
     }
 

@@ -9,12 +9,23 @@
 //!    the change feed processor does), from the marked checkpoint; a child that
 //!    exists already is left as it is. Owned at once, the children need no other
 //!    host to find them; balancing spreads them later.
-//! 4. Once every child's lease exists, the owner deletes the marked lease, if-match.
+//! 4. Once every child's lease exists, the owner gives the marked lease up (a
+//!    conditional owner write): a marked lease that nobody owns is a finished split.
+//!    It stays in the table for good, and is no lease to plan, take or process.
 //!
-//! A crash anywhere leaves a marked lease (or none, once step 4 is done) whose next
-//! owner picks up at step 3. Children exist only after the mark, so nobody processes
-//! a child while anybody processes the parent, and the parent's checkpoint is frozen
-//! by the mark, so no child starts behind it.
+//! A crash anywhere leaves a marked lease, owned, whose next owner picks up at step 3.
+//! Children exist only after the mark, so nobody processes a child while anybody
+//! processes the parent, and the parent's checkpoint is frozen by the mark, so no child
+//! starts behind it.
+//!
+//! The finished split is kept, not deleted, because a create only asks whether the id
+//! is free. Deleted, the range's lease could be created again: by a child's create
+//! held on the wire past the child's own split, by the owner of its parent's marked
+//! lease retrying a create whose answer was lost, by a host whose (late or stale)
+//! view of the table lacks the lineage; and a late read could bring the deleted lease
+//! back into a host's view, where nothing newer says it is gone. The swarm found the
+//! first and the last (`DeleteSplitLease` keeps that behaviour as a known-bad variant).
+//! An id that is never freed is never reused: the cost is one small document per split.
 
 use super::host::{LeaseHost, What};
 use super::slot::Slot;
@@ -30,7 +41,9 @@ pub(super) enum SplitStep {
     Mark,
     /// Create the children's leases not yet known to exist.
     CreateChildren,
-    /// Delete the marked lease.
+    /// Give the marked lease up: the split is finished.
+    Finish,
+    /// Delete the marked lease (the known-bad variants).
     DeleteParent,
     /// Wait for creates in flight.
     Wait,
@@ -77,7 +90,13 @@ impl LeaseHost {
             .filter(|c| !own.children_made.contains(c) && !split_away.contains(c))
             .collect::<Vec<_>>();
         if missing.is_empty() {
-            Some(SplitStep::DeleteParent)
+            Some(
+                if self.config.known_bad == Some(KnownBad::DeleteSplitLease) {
+                    SplitStep::DeleteParent
+                } else {
+                    SplitStep::Finish
+                },
+            )
         } else if missing.iter().any(|c| !self.creating.contains(*c)) {
             Some(SplitStep::CreateChildren)
         } else {

@@ -16,6 +16,15 @@ use std::collections::BTreeMap;
 /// Lease documents of one scan with their etags, in listing order.
 type Listing = Vec<(LeaseDocument, Etag)>;
 
+/// The table as a host judges it at one moment.
+struct Judged {
+    view: TableView,
+    /// When a lease or heartbeat watched will next count as expired.
+    next: Option<LocalTime>,
+    /// Some lease another host holds waits on a later read of its owner's heartbeat.
+    undecided: bool,
+}
+
 impl LeaseHost {
     /// Sends the interval's read: the heartbeats alone, or the whole table.
     pub(super) fn send_scan(&mut self, now: Now) {
@@ -283,13 +292,14 @@ impl LeaseHost {
 
     /// The lease table as this host judges it now.
     pub fn view(&self, now: Now) -> TableView {
-        self.judge(now).0
+        self.judge(now).view
     }
 
-    /// The table as judged now, and the earliest future moment at which a lease held
-    /// by another host, or a member's heartbeat, will count as expired. One walk over
-    /// the slots gives both: a scan of a large table is bound by reading the slots.
-    fn judge(&self, now: Now) -> (TableView, Option<LocalTime>) {
+    /// The table as judged now, the earliest future moment at which a lease held by
+    /// another host, or a member's heartbeat, will count as expired, and whether some
+    /// lease waits on a later read of a heartbeat. One walk over the slots gives all
+    /// three: a scan of a large table is bound by reading the slots.
+    fn judge(&self, now: Now) -> Judged {
         let policy = &self.config.expiry;
         let mut claims: BTreeMap<&LeaseToken, Vec<HostId>> = BTreeMap::new();
         let mut members = Vec::new();
@@ -315,9 +325,12 @@ impl LeaseHost {
             }
         }
         let session = self.session_liveness();
+        let mut undecided = false;
         let leases = self
             .slots
             .iter()
+            // A finished split is no lease: nothing to plan, take or count.
+            .filter(|(_, slot)| !slot.doc.is_finished_split())
             .map(|(token, slot)| {
                 if self.expires_by_itself(slot) {
                     let at = policy.expires_at(&slot.observation(), now);
@@ -331,6 +344,7 @@ impl LeaseHost {
                 } else {
                     None
                 };
+                undecided |= slot.own.is_none() && verdict == Some(TenureVerdict::Unknown);
                 let status = match (&owner, verdict) {
                     _ if slot.own.is_some() => LeaseStatus::Held,
                     (_, Some(TenureVerdict::Live | TenureVerdict::Unknown)) => LeaseStatus::Held,
@@ -355,16 +369,28 @@ impl LeaseHost {
             members,
             now,
         };
-        (view, next)
+        Judged {
+            view,
+            next,
+            undecided,
+        }
     }
 
     pub(super) fn rebalance(&mut self, now: Now) {
-        let (view, next) = self.judge(now);
+        let Judged {
+            view,
+            next,
+            undecided,
+        } = self.judge(now);
         self.replan_at = next;
         #[cfg(debug_assertions)]
         assert_eq!(next, self.next_expiry(now), "one walk judges as two did");
         let plan = self.config.strategy.plan(&view, &self.me);
-        self.table.planned(plan.actions.is_empty());
+        // A lease whose tenure a later read of the heartbeats will decide keeps the
+        // plan open: that read must plan again even if it changes nothing, or the
+        // lease waits for the audit (the model found it with a stale read and a
+        // retried heartbeat: the read that proved the tenure over came and went).
+        self.table.planned(plan.actions.is_empty() && !undecided);
         let mut claims = Vec::new();
         for action in plan.actions {
             match action {

@@ -8,7 +8,7 @@
 use super::host::{LeaseHost, What};
 use super::phase::Phase;
 use super::slot::Slot;
-use super::{HostDocument, Intent, LeaseDocument, Liveness, Record};
+use super::{HostDocument, Intent, KnownBad, LeaseDocument, Liveness, Record};
 use crate::ids::{Etag, HostId, LeaseToken, Tenure};
 use crate::store::{Op, Reply, StoreError};
 use crate::time::{LocalTime, Now};
@@ -24,9 +24,8 @@ pub(super) enum TenureVerdict {
     Expired(Option<Etag>),
     /// The tenure is over (fenced, replaced by a newer one): the lease is free.
     Over,
-    /// The heartbeat names another tenure, but was read before this version of the
-    /// lease was: the lease may name a tenure begun since. Held until a later read
-    /// of the heartbeat tells.
+    /// The heartbeat shows an earlier tenure than the lease names: it was read from
+    /// before that tenure began. Held until a later read of the heartbeat tells.
     Unknown,
 }
 
@@ -58,19 +57,27 @@ impl LeaseHost {
             });
         }
         let tenure = doc.owner_tenure?;
+        let by_read_order = self.config.known_bad == Some(KnownBad::TenureByReadOrder);
         Some(match self.membership.member(owner) {
             None => TenureVerdict::Expired(None),
-            // A tenure's heartbeat is written before any lease names it, and a
-            // tenure, once replaced or fenced, never comes back. So a heartbeat read
-            // after this version of the lease that shows another tenure proves this
-            // one over; one read before it may predate the tenure altogether.
-            Some(m) if m.doc.tenure != Some(tenure) => {
+            // The known-bad rule: a heartbeat read after this version of the lease
+            // that shows another tenure proves this one over. At Session consistency
+            // that read may come from a replica behind the one that served the lease.
+            Some(m) if by_read_order && m.doc.tenure != Some(tenure) => {
                 if m.read >= slot.etag_learned {
                     TenureVerdict::Over
                 } else {
                     TenureVerdict::Unknown
                 }
             }
+            // Tenures of one name only rise, and a tenure's heartbeat is written
+            // before any lease names it. So a heartbeat showing a later tenure proves
+            // this one over, however old the replica that served it; one showing an
+            // earlier tenure (or none) is an old read, and proves nothing.
+            Some(m) if m.doc.tenure != Some(tenure) => match m.doc.tenure {
+                Some(theirs) if theirs > tenure => TenureVerdict::Over,
+                _ => TenureVerdict::Unknown,
+            },
             Some(m) if m.is_fenced() => TenureVerdict::Over,
             Some(m) if self.is_alive(m, now) => TenureVerdict::Live,
             Some(m) => TenureVerdict::Expired(Some(m.etag.clone())),

@@ -96,6 +96,7 @@ impl LeaseHost {
         match self.split_step(token, slot) {
             Some(SplitStep::Mark) => return Some(Due::Write(Intent::Split)),
             Some(SplitStep::CreateChildren) => return Some(Due::Children),
+            Some(SplitStep::Finish) => return Some(Due::Write(Intent::FinishSplit)),
             Some(SplitStep::DeleteParent) => return Some(Due::DeleteParent),
             Some(SplitStep::Wait) => return None,
             None => {}
@@ -147,8 +148,18 @@ impl LeaseHost {
         if let Some(cp) = &checkpoint {
             doc.checkpoint = Some(cp.clone());
         }
-        let release = matches!(intent, Intent::Release | Intent::Handoff);
-        if release {
+        let release = matches!(
+            intent,
+            Intent::Release | Intent::Handoff | Intent::FinishSplit
+        );
+        if intent == Intent::FinishSplit {
+            // A finished split: owned by nobody, held in no tenure, for good.
+            doc.owner = None;
+            doc.owner_tenure = None;
+            doc.split_done = true;
+            doc.fenced = false;
+            own.authority_until = None;
+        } else if release {
             doc.owner = match &own.release {
                 Some(ReleaseTo::Host { to, .. } | ReleaseTo::Successor(to)) => Some(to.clone()),
                 _ => None,

@@ -32,11 +32,13 @@ mod batch;
 mod error;
 mod op;
 mod query;
+mod replicated;
 
 pub use batch::{BatchOp, BatchOutcome, BatchResponse, check_batch};
 pub use error::{BadRequest, StatusCode, StoreError};
 pub use op::{Op, Reply};
 pub use query::{Compare, Condition, FieldPath, FieldPathError, Query, Value, json_field};
+pub use replicated::{Reader, Replicated};
 
 use crate::ids::{DocId, Etag, PartitionKey};
 use serde::{Deserialize, Serialize};

@@ -36,11 +36,18 @@ pub enum FaultKind {
     /// A partition's range splits in two: its feed ends, and two child ranges go on
     /// at half its rate each, both starting with its events so far.
     Split,
+    /// For 5–60 s replicas lag (Session consistency): each document a read covers is
+    /// served, one time in two, at a version up to 3 writes older that its reader has
+    /// not yet seen superseded.
+    Stale,
+    /// For 1–20 s the SDK retries a host's writes beneath it: a write that was
+    /// applied is sent again, and the host hears the second answer (412, 409, 404).
+    Retry,
 }
 
 impl FaultKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 13] = [
         FaultKind::Crash,
         FaultKind::Shutdown,
         FaultKind::Pause,
@@ -52,6 +59,8 @@ impl FaultKind {
         FaultKind::Timeout,
         FaultKind::Partition,
         FaultKind::Split,
+        FaultKind::Stale,
+        FaultKind::Retry,
     ];
 
     /// The name on the command line.
@@ -68,6 +77,8 @@ impl FaultKind {
             FaultKind::Timeout => "timeout",
             FaultKind::Partition => "partition",
             FaultKind::Split => "split",
+            FaultKind::Stale => "stale",
+            FaultKind::Retry => "retry",
         }
     }
 
@@ -76,7 +87,7 @@ impl FaultKind {
         match self {
             FaultKind::Skew => "largest wall-clock offset, seconds",
             FaultKind::Drift => "largest clock drift, ppm",
-            FaultKind::Throttle | FaultKind::Spike => "windows per hour",
+            FaultKind::Throttle | FaultKind::Spike | FaultKind::Stale => "windows per hour",
             FaultKind::Split => "splits per hour",
             _ => "per host per hour",
         }
@@ -112,11 +123,54 @@ impl FaultKind {
             }
             FaultKind::Throttle => secs(5, 60),
             FaultKind::Spike => secs(5, 30),
-            FaultKind::Timeout => secs(1, 20),
+            FaultKind::Timeout | FaultKind::Retry => secs(1, 20),
+            FaultKind::Stale => secs(5, 60),
             FaultKind::Partition => secs(5, 90),
             FaultKind::Skew | FaultKind::Drift | FaultKind::Split => 0,
         }
     }
+}
+
+/// How many writes behind a lagging replica may be.
+pub const STALE_DEPTH: u8 = 3;
+
+/// The store as the hosts of a run see it: with older versions kept for replicas to
+/// lag by only if the run has `stale` windows.
+pub fn replicated<D: leasehold_engine::store::Document>(
+    faults: &Faults,
+) -> leasehold_engine::store::Replicated<D> {
+    let depth = if faults.get(FaultKind::Stale) > 0.0 {
+        STALE_DEPTH
+    } else {
+        0
+    };
+    leasehold_engine::store::Replicated::new(leasehold_engine::store::Container::new(), depth)
+}
+
+/// The session of `client`'s life `life` with the store.
+pub fn session(client: usize, life: u64) -> leasehold_engine::store::Reader {
+    leasehold_engine::store::Reader((client as u32) << 16 | (life as u32 & 0xffff))
+}
+
+/// Serves one read of `op` for `reader`: while replicas lag, each document it covers
+/// comes, one time in two, from a replica up to [`STALE_DEPTH`] writes behind.
+pub fn serve<D: leasehold_engine::store::Document>(
+    store: &mut leasehold_engine::store::Replicated<D>,
+    reader: leasehold_engine::store::Reader,
+    op: leasehold_engine::store::Op<D>,
+    lagging: bool,
+    rng: &mut impl Rng,
+) -> Result<leasehold_engine::store::Reply<D>, leasehold_engine::store::StoreError> {
+    if !lagging {
+        return store.fresh(reader, op);
+    }
+    store.execute(reader, op, &mut |_, n| {
+        if rng.random_bool(0.5) {
+            rng.random_range(1..=n)
+        } else {
+            0
+        }
+    })
 }
 
 /// The store-wide fault windows: throttling and latency spikes.
@@ -125,6 +179,7 @@ pub struct StoreWeather {
     throttle_until: u64,
     spike_until: u64,
     spike_ms: u64,
+    stale_until: u64,
 }
 
 impl StoreWeather {
@@ -133,6 +188,7 @@ impl StoreWeather {
     pub fn open(&mut self, kind: FaultKind, now: u64, window: u64, rng: &mut impl Rng) {
         match kind {
             FaultKind::Throttle => self.throttle_until = self.throttle_until.max(now + window),
+            FaultKind::Stale => self.stale_until = self.stale_until.max(now + window),
             FaultKind::Spike => {
                 self.spike_until = self.spike_until.max(now + window);
                 self.spike_ms = rng.random_range(200..=8_000);
@@ -144,6 +200,11 @@ impl StoreWeather {
     /// Whether the store throttles half its requests at `now`.
     pub fn throttling(&self, now: u64) -> bool {
         self.throttle_until > now
+    }
+
+    /// Whether replicas lag at `now`.
+    pub fn lagging(&self, now: u64) -> bool {
+        self.stale_until > now
     }
 
     /// The latency a spike adds at `now`.
@@ -159,6 +220,7 @@ impl StoreWeather {
     pub fn clear(&mut self) {
         self.throttle_until = 0;
         self.spike_until = 0;
+        self.stale_until = 0;
     }
 }
 
@@ -278,7 +340,7 @@ impl FromStr for FaultKind {
 pub enum FaultsError {
     /// No such fault kind.
     #[error(
-        "unknown fault {0:?}; the kinds are crash, shutdown, pause, skew, drift, jump, throttle, spike, timeout, partition"
+        "unknown fault {0:?}; the kinds are crash, shutdown, pause, skew, drift, jump, throttle, spike, timeout, partition, split, stale, retry"
     )]
     UnknownKind(String),
     /// `kind` without `=value`.

@@ -56,6 +56,17 @@ pub fn draw(seed: u64) -> SimConfig {
         cfg.faults
             .set(FaultKind::Split, rng.random_range(10..=60) as f64);
     }
+    // Cosmos DB's own faults, drawn last for the same reason: replicas that lag at
+    // Session consistency (windows per hour) and the SDK retrying writes beneath the
+    // engine (per host per hour), each on in two seeds of five.
+    if rng.random_bool(0.4) {
+        cfg.faults
+            .set(FaultKind::Stale, rng.random_range(10..=60) as f64);
+    }
+    if rng.random_bool(0.4) {
+        cfg.faults
+            .set(FaultKind::Retry, rng.random_range(2..=30) as f64);
+    }
     cfg
 }
 
@@ -72,10 +83,11 @@ fn widen_drift(faults: &mut Faults) -> u32 {
 
 /// Each fault kind on with probability 0.4, at a random rate.
 fn draw_faults(rng: &mut ChaCha8Rng, mut faults: Faults) -> Faults {
-    // Splits are drawn apart, after everything else (see `draw`).
+    // Splits and Cosmos DB's own faults are drawn apart, after everything else (see
+    // `draw`).
     for kind in FaultKind::ALL
         .into_iter()
-        .filter(|k| *k != FaultKind::Split)
+        .filter(|k| !matches!(k, FaultKind::Split | FaultKind::Stale | FaultKind::Retry))
     {
         if !rng.random_bool(0.4) {
             continue;

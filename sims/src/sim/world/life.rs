@@ -58,6 +58,9 @@ impl World {
             self.end_handler(host, partition);
         }
         let now = self.now;
+        // Its session with the store ends with it.
+        let reader = faults::session(host, self.hosts[host].life);
+        self.store.forget(reader);
         let h = &mut self.hosts[host];
         h.engine = None;
         h.state = Life::Down;
@@ -206,7 +209,7 @@ impl World {
                 Some((Some(host), step))
             }
             FaultKind::Split => self.split_some_partition(),
-            FaultKind::Throttle | FaultKind::Spike => {
+            FaultKind::Throttle | FaultKind::Spike | FaultKind::Stale => {
                 let window = kind.draw_size(&mut self.rng);
                 let window_ms = u64::try_from(window).unwrap_or(0);
                 self.weather.open(kind, now, window_ms, &mut self.rng);
@@ -224,6 +227,12 @@ impl World {
                 self.hosts[host].cut_until = now + window;
                 Some((Some(host), window as i64))
             }
+            FaultKind::Retry => {
+                let host = self.random_host(false)?;
+                let window = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
+                self.hosts[host].retry_until = now + window;
+                Some((Some(host), window as i64))
+            }
             FaultKind::Skew | FaultKind::Drift => None,
         }
     }
@@ -238,6 +247,7 @@ impl World {
             let h = &mut self.hosts[host];
             h.cut_until = 0;
             h.lose_until = 0;
+            h.retry_until = 0;
             if h.paused_until.is_some() {
                 h.paused_until = Some(self.now);
                 let life = h.life;

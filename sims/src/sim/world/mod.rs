@@ -10,16 +10,16 @@ use super::checker::{Checker, ViolationKind};
 use super::clock::HostClock;
 use super::config::{Scenario, SimConfig, SimError};
 use super::cost::{self, Kind};
-use super::faults::{FaultKind, StoreWeather};
+use super::faults::{self, FaultKind, StoreWeather};
 use super::timeline::Timeline;
 use super::trace::{Trace, TraceEvent};
 use super::workload::Feed;
 use leasehold_engine::feed::FeedRanges;
 use leasehold_engine::lease::{
     Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Purpose, Record, StopReason,
-    StoreRequest,
+    StoreRequest, WriteFault, audit_write,
 };
-use leasehold_engine::store::{Container, Document, Op, Reply, StoreError};
+use leasehold_engine::store::{Document, Op, Replicated, Reply, StoreError};
 use leasehold_engine::{Checkpoint, Epoch, HostId, Incarnation, LeaseToken, Millis, RequestId};
 use leasehold_engine::{PartitionKey, Session};
 use rand::{Rng, SeedableRng};
@@ -151,6 +151,8 @@ struct Host {
     cut_until: u64,
     /// Replies are lost before this.
     lose_until: u64,
+    /// The SDK retries this host's writes beneath it before this.
+    retry_until: u64,
     wake: Option<u64>,
     handlers: HashMap<u32, Handler>,
     /// Drawn at first boot; kept across lives.
@@ -206,7 +208,8 @@ pub struct World {
     seq: u64,
     queue: BinaryHeap<Reverse<Scheduled>>,
     hosts: Vec<Host>,
-    store: Container<Record>,
+    /// The container, as the hosts' sessions see it (Session consistency).
+    store: Replicated<Record>,
     feeds: Vec<Feed>,
     /// Per partition: its feed's rate, the events it inherited from the range it
     /// split from, that range, and its token.
@@ -271,7 +274,7 @@ impl World {
             seq: 0,
             queue: BinaryHeap::new(),
             hosts: Vec::new(),
-            store: Container::new(),
+            store: faults::replicated(&cfg.faults),
             feeds,
             bases: vec![0; rates.len()],
             parents: vec![None; rates.len()],
@@ -321,6 +324,7 @@ impl World {
             paused_until: None,
             cut_until: 0,
             lose_until: 0,
+            retry_until: 0,
             wake: None,
             handlers: HashMap::new(),
             clock_drawn: false,
@@ -420,7 +424,9 @@ impl World {
 
     fn fault_gap(&mut self, kind: FaultKind) -> u64 {
         let per_hour = match kind {
-            FaultKind::Throttle | FaultKind::Spike | FaultKind::Split => self.cfg.faults.get(kind),
+            FaultKind::Throttle | FaultKind::Spike | FaultKind::Split | FaultKind::Stale => {
+                self.cfg.faults.get(kind)
+            }
             _ => self.cfg.faults.get(kind) * f64::from(self.cfg.hosts),
         };
         let mean = (3_600_000.0 / per_hour).clamp(1.0, 1e15) as u64;

@@ -68,7 +68,15 @@ impl World {
             let retry_after = Millis(self.rng.random_range(100..=2_000));
             Err(StoreError::Throttled { retry_after })
         } else {
-            self.apply(host, intent, op)
+            let retried = op.is_write() && self.hosts[host].retry_until > self.now;
+            let first = self.apply(host, life, intent, op.clone());
+            if retried && first.is_ok() {
+                // The answer was lost and the SDK sent the write again: the host hears
+                // what the second attempt found.
+                self.apply(host, life, intent, op)
+            } else {
+                first
+            }
         };
         let h = &self.hosts[host];
         let lost = h.lose_until > self.now || h.cut_until > self.now;
@@ -92,10 +100,12 @@ impl World {
         );
     }
 
-    /// Executes `op` on the reference store and checks what it did to a lease.
+    /// Executes `op` for `host`'s life `life` on the store, as a lagging replica may
+    /// serve a read, and checks what it did to a lease.
     pub(super) fn apply(
         &mut self,
         host: usize,
+        life: u64,
         intent: Intent,
         op: Op<Record>,
     ) -> Result<Reply<Record>, StoreError> {
@@ -114,7 +124,9 @@ impl World {
             }
             _ => None,
         };
-        let result = self.store.execute(op);
+        let reader = faults::session(host, life);
+        let lagging = self.weather.lagging(self.now);
+        let result = faults::serve(&mut self.store, reader, op, lagging, &mut self.rng);
         if self.metered() {
             let ru = cost::request_units(kind, &result);
             self.ru += ru;
@@ -146,37 +158,25 @@ impl World {
         let sender = self.hosts[host].name.clone();
         if let Some(before) = before {
             let old = position(before);
-            if new < old {
-                self.violate(
-                    ViolationKind::CheckpointMonotonicity,
-                    format!(
-                        "{sender}'s {intent:?} moved partition {partition}'s checkpoint back from {old} to {new}"
-                    ),
-                );
-            }
-            let same_epoch = after.epoch == before.epoch;
-            // These raise the epoch the writer owned the lease at.
-            let handed_on = matches!(intent, Intent::Release | Intent::Handoff | Intent::Resume)
-                && after.epoch == before.epoch.next();
-            if after.owner != before.owner && after.epoch <= before.epoch {
-                self.violate(
-                    ViolationKind::Fencing,
-                    format!(
+            for fault in audit_write(intent, &sender, before, after, position) {
+                let what = match fault {
+                    WriteFault::CheckpointBack => {
+                        let message = format!(
+                            "{sender}'s {intent:?} moved partition {partition}'s checkpoint back from {old} to {new}"
+                        );
+                        self.violate(ViolationKind::CheckpointMonotonicity, message);
+                        continue;
+                    }
+                    WriteFault::EpochNotRaised => format!(
                         "{sender}'s {intent:?} gave partition {partition} to {:?} at epoch {}, not above {:?}'s epoch {}: the epoch no longer fences the former owner",
                         after.owner, after.epoch.0, before.owner, before.epoch.0
                     ),
-                );
-            }
-            if intent.is_owner_write()
-                && (!before.is_owned_by(&sender) || !(same_epoch || handed_on))
-            {
-                self.violate(
-                    ViolationKind::Fencing,
-                    format!(
+                    WriteFault::StaleOwnerWrite => format!(
                         "the store accepted {sender}'s {intent:?} of partition {partition} at epoch {} over epoch {} owned by {:?}",
                         after.epoch.0, before.epoch.0, before.owner
                     ),
-                );
+                };
+                self.violate(ViolationKind::Fencing, what);
             }
         }
         let committed = self.checker.committed(partition);

@@ -55,7 +55,7 @@ impl QueueWorld {
                 self.clients[c].clock.offset_ms += step;
                 Some((Some(c), step))
             }
-            FaultKind::Throttle | FaultKind::Spike => {
+            FaultKind::Throttle | FaultKind::Spike | FaultKind::Stale => {
                 let window = kind.draw_size(&mut self.rng);
                 let window_ms = u64::try_from(window).unwrap_or(0);
                 self.weather.open(kind, now, window_ms, &mut self.rng);
@@ -73,7 +73,9 @@ impl QueueWorld {
                 self.clients[c].cut_until = now + window;
                 Some((Some(c), window as i64))
             }
-            FaultKind::Skew | FaultKind::Drift | FaultKind::Split => None,
+            // Queue runs have no feed to split, and the SDK's retries of a consumer's
+            // writes are the partition leases' fault so far.
+            FaultKind::Skew | FaultKind::Drift | FaultKind::Split | FaultKind::Retry => None,
         }
     }
 

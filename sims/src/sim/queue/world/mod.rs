@@ -15,7 +15,7 @@ use leasehold_engine::queue::{
     Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, MessageState, Output,
     QueueError, QueueIntent, QueueRequest,
 };
-use leasehold_engine::store::{BatchOp, Container, Op, Reply, StoreError};
+use leasehold_engine::store::{BatchOp, Op, Reader, Replicated, Reply, StoreError};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, RequestId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -165,7 +165,8 @@ pub struct QueueWorld {
     seq: u64,
     /// Pending events by (true time, order of scheduling).
     queue: BTreeMap<(u64, u64), Event>,
-    store: Container<Message>,
+    /// The queue's partition, as the consumers' sessions see it.
+    store: Replicated<Message>,
     clients: Vec<Client>,
     producer: Consumer,
     /// The consumers' settings, built once.
@@ -238,7 +239,7 @@ impl QueueWorld {
             now: 0,
             seq: 0,
             queue: BTreeMap::new(),
-            store: Container::new(),
+            store: crate::sim::faults::replicated(&cfg.faults),
             clients,
             producer,
             consumer_config,
@@ -274,7 +275,7 @@ impl QueueWorld {
             );
             self.truth.enqueue(message.id.clone(), number, self.now);
             self.store
-                .create(message)
+                .fresh(Reader(u32::MAX), Op::Create(message))
                 .expect("backlog names are distinct");
         }
     }

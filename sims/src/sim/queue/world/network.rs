@@ -78,7 +78,15 @@ impl QueueWorld {
         } else {
             let before = target(&request.op).and_then(|id| self.current(&id));
             let op = request.op.clone();
-            let result = self.store.execute(request.op);
+            let reader = crate::sim::faults::session(c, life);
+            let lagging = self.weather.lagging(self.now);
+            let result = crate::sim::faults::serve(
+                &mut self.store,
+                reader,
+                request.op,
+                lagging,
+                &mut self.rng,
+            );
             // A failed batch is still an answer (207), but nothing of it was applied.
             let applied = match &result {
                 Ok(Reply::Batch(batch)) => batch.is_success(),
