@@ -452,6 +452,8 @@ impl stateright::Model for PartitionModel {
             }
         }
         actions.extend(state.net.keys().map(|(h, id)| Action::Serve(*h, *id)));
+        let unheard = world::may_give_up(state).into_iter();
+        actions.extend(unheard.map(|(h, id)| Action::GiveUp(h, id)));
         actions.extend(state.replies.keys().map(|(h, id)| Action::Deliver(*h, *id)));
         if quiescent && state.ghost.feed.splits() < usize::from(self.bounds.splits) {
             actions.push(Action::Split);
@@ -503,6 +505,7 @@ impl PartitionModel {
             }
             Action::Serve(h, id) => world::serve_held(self, &mut state, h, id, journal)?,
             Action::Deliver(h, id) => world::deliver(self, &mut state, h, id, journal)?,
+            Action::GiveUp(h, id) => world::give_up(self, &mut state, h, id, journal)?,
             Action::Crash(h) => world::crash(&mut state, h),
             Action::Return(h, p) => self.call_returns(&mut state, h, p, journal)?,
             Action::Restart(h) => {

@@ -116,6 +116,9 @@ pub enum Action {
     Serve(u8, RequestId),
     /// A reply held on the way back reaches its host.
     Deliver(u8, RequestId),
+    /// A host's driver gives up on a request held on the wire: it answers the host
+    /// with a timeout, and the request may still land later, unheard.
+    GiveUp(u8, RequestId),
     /// A host crashes, losing its volatile state.
     Crash(u8),
     /// A crashed host starts again, as a new incarnation with the same name.

@@ -51,12 +51,13 @@ pub fn describe_action(action: &Action) -> String {
         Action::Step(h, f) => format!("h{h}'s timers fire{}", Fault::describe(f)),
         Action::Serve(h, id) => format!("the store serves h{h}'s held request {id}"),
         Action::Deliver(h, id) => format!("h{h}'s held reply to {id} arrives"),
+        Action::GiveUp(h, id) => format!("h{h}'s driver gives up on its held request {id}"),
         Action::Crash(h) => format!("h{h} CRASHES"),
         Action::Restart(h) => format!("h{h} restarts as a new life"),
         Action::Return(h, p) => format!("h{h}'s lost call for lease {p} ends"),
         Action::Advance => "1 s passes".into(),
         Action::Late => "1 s passes while work is overdue (a PAUSE)".into(),
-        Action::Split => "partition 0's range SPLITS in the feed".into(),
+        Action::Split => "the next range SPLITS in the feed".into(),
     }
 }
 
@@ -107,6 +108,7 @@ impl Explain for PartitionModel {
             Action::Step(h, _)
             | Action::Serve(h, _)
             | Action::Deliver(h, _)
+            | Action::GiveUp(h, _)
             | Action::Restart(h)
             | Action::Return(h, _) => Lane::Actor(h),
             Action::Advance | Action::Late | Action::Split => Lane::Time,

@@ -18,7 +18,7 @@ use crate::state::Rate;
 use leasehold_engine::lock::Locks;
 use leasehold_engine::store::{Container, Document, Op, Reader, Replicated, Reply, StoreError};
 use leasehold_engine::{DocId, Now, RequestId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 
@@ -90,6 +90,9 @@ pub struct World<M: Machine, G, X = ()> {
     pub store: Replicated<M::Doc>,
     /// Requests held on the wire, by sender and request id.
     pub net: BTreeMap<(u8, RequestId), Request<M::Doc, M::Intent>>,
+    /// Held requests whose sender's driver has given up on them (answered them with
+    /// a timeout): they may still land, and nobody hears how.
+    pub given_up: BTreeSet<(u8, RequestId)>,
     /// Replies held on the way back, by sender and request id: the store has served
     /// the request already.
     pub replies: BTreeMap<(u8, RequestId), Answer<M::Doc>>,
@@ -536,7 +539,54 @@ pub fn serve_held<R: Rules>(
             answer(&result)
         )
     });
+    if world.given_up.remove(&(c, id)) {
+        world.store.forget(reader(c, id.incarnation.0));
+        note(journal, || {
+            format!("nobody hears it: {who}{c}'s driver gave up on it")
+        });
+        return Some(());
+    }
     reply(rules, world, c, id, result, journal)
+}
+
+/// Client `c`'s driver gives up on a request held on the wire: it answers the client
+/// with a timeout, and the request may still land later, unheard.
+pub fn give_up<R: Rules>(
+    rules: &R,
+    world: &mut State<R>,
+    c: u8,
+    id: RequestId,
+    journal: &mut Option<Vec<String>>,
+) -> Option<()> {
+    let who = R::ACTOR;
+    if !world.net.contains_key(&(c, id)) || !sent_by_this_life(world, c, id) {
+        return None;
+    }
+    if !world.given_up.insert((c, id)) {
+        return None;
+    }
+    note(journal, || {
+        format!("{who}{c}'s driver gives up on {id}: a TIMEOUT, though it may still land")
+    });
+    run(
+        rules,
+        world,
+        c,
+        vec![R::M::response(id, Err(StoreError::Timeout))],
+        None,
+        journal,
+    )
+}
+
+/// The held requests client `c`'s driver may still give up on: sent by its current
+/// life, not given up yet.
+pub fn may_give_up<M: Machine, G, X>(world: &World<M, G, X>) -> Vec<(u8, RequestId)> {
+    world
+        .net
+        .keys()
+        .filter(|k| !world.given_up.contains(k) && sent_by_this_life(world, k.0, k.1))
+        .copied()
+        .collect()
 }
 
 /// A reply held on the way back reaches client `c`, if it is still the life that sent
@@ -621,6 +671,11 @@ pub fn actions<M: Machine, G, C: Copy>(
         }
     }
     actions.extend(world.net.keys().map(|(c, id)| Action::Serve(*c, *id)));
+    actions.extend(
+        may_give_up(world)
+            .into_iter()
+            .map(|(c, id)| Action::GiveUp(c, id)),
+    );
     actions.extend(world.replies.keys().map(|(c, id)| Action::Deliver(*c, *id)));
     if world.time < budget.horizon {
         if settled {
@@ -640,6 +695,8 @@ pub enum Action<C> {
     Serve(u8, RequestId),
     /// A reply held on the way back reaches its client.
     Deliver(u8, RequestId),
+    /// A client's driver gives up on a request held on the wire (a timeout).
+    GiveUp(u8, RequestId),
     /// A client crashes, losing its volatile state (its locks stay in the store).
     Crash(u8),
     /// A crashed client starts again as a new life with the same name.
@@ -665,7 +722,7 @@ pub fn shared_step<M: Machine, G, X: Default, C>(
         }
         Action::Advance => advance(world, false),
         Action::Late => advance(world, true),
-        Action::Step(..) | Action::Serve(..) | Action::Deliver(..) => {}
+        Action::Step(..) | Action::Serve(..) | Action::Deliver(..) | Action::GiveUp(..) => {}
     }
 }
 
@@ -709,6 +766,7 @@ pub fn describe_action<C>(action: &Action<C>, choice: impl Fn(&C) -> String) -> 
         Action::Step(c, what, f) => format!("c{c} {}{}", choice(what), Fault::describe(f)),
         Action::Serve(c, id) => format!("the store serves c{c}'s held request {id}"),
         Action::Deliver(c, id) => format!("c{c}'s held reply to {id} arrives"),
+        Action::GiveUp(c, id) => format!("c{c}'s driver gives up on its held request {id}"),
         Action::Crash(c) => format!("c{c} CRASHES"),
         Action::Restart(c) => format!("c{c} restarts as a new life"),
         Action::Advance => "1 s passes".into(),
@@ -781,6 +839,7 @@ pub fn initial<M: Machine, G: Clone, X: Default>(
             // states exactly.
             store: Replicated::new(store.clone(), u8::from(budget.stale_reads > 0)),
             net: BTreeMap::new(),
+            given_up: BTreeSet::new(),
             replies: BTreeMap::new(),
             crashes: 0,
             pauses: 0,
@@ -815,6 +874,7 @@ pub fn step<R: Rules, C: Copy>(
         }
         Action::Serve(c, id) => serve_held(rules, &mut world, c, id, journal)?,
         Action::Deliver(c, id) => deliver(rules, &mut world, c, id, journal)?,
+        Action::GiveUp(c, id) => give_up(rules, &mut world, c, id, journal)?,
         _ => shared_step(&mut world, action, engine),
     }
     Some(world)
@@ -878,9 +938,14 @@ pub fn wire_facts<M: Machine, G, X>(
     describe: impl Fn(&Request<M::Doc, M::Intent>) -> String,
 ) -> BTreeMap<String, String> {
     let held = world.net.iter().map(|((c, id), req)| {
+        let unheard = if world.given_up.contains(&(*c, *id)) {
+            " (given up on)"
+        } else {
+            ""
+        };
         (
             format!("wire {who}{c} {id}"),
-            format!("held: {}", describe(req)),
+            format!("held: {}{unheard}", describe(req)),
         )
     });
     let replies = world.replies.iter().map(|((c, id), result)| {
@@ -902,9 +967,11 @@ pub fn lane<C>(action: &Action<C>) -> crate::trace::Lane {
     use crate::trace::Lane;
     match *action {
         Action::Crash(c) => Lane::Crash(c),
-        Action::Step(c, ..) | Action::Serve(c, _) | Action::Deliver(c, _) | Action::Restart(c) => {
-            Lane::Actor(c)
-        }
+        Action::Step(c, ..)
+        | Action::Serve(c, _)
+        | Action::Deliver(c, _)
+        | Action::GiveUp(c, _)
+        | Action::Restart(c) => Lane::Actor(c),
         Action::Advance | Action::Late => Lane::Time,
     }
 }

@@ -36,6 +36,11 @@ impl LeaseHost {
         // released: it is renewed until the last is gone, and only then deleted.
         let leaving =
             self.phase == Phase::ShuttingDown && !(self.session_liveness() && self.holds_leases());
+        let owned = if self.session_liveness() {
+            self.held_count()
+        } else {
+            0
+        };
         let plan = BeatPlan {
             me: &self.me,
             incarnation: self.incarnation(),
@@ -43,6 +48,7 @@ impl LeaseHost {
             phase: self.phase,
             session: self.session_liveness(),
             leaving,
+            owned,
         };
         let Some((intent, op, step)) = self.membership.beat.next(now, &plan) else {
             return;
@@ -84,6 +90,56 @@ impl LeaseHost {
         if news.began && self.phase == Phase::Running && !self.slots.is_empty() {
             self.rebalance(now);
         }
+    }
+
+    /// How many leases this host holds in its current tenure, finished splits aside.
+    fn held_count(&self) -> u32 {
+        let held = self
+            .agenda
+            .active()
+            .iter()
+            .filter_map(|t| self.slots.get(t));
+        held.filter(|s| s.own.is_some() && self.held_in_tenure(&s.doc))
+            .count() as u32
+    }
+
+    /// Under session liveness, whether some live member's heartbeat says it holds more
+    /// leases than any fair share while this host's view of the table gives it fewer:
+    /// the view is older than the heartbeat (a read from a lagging replica, a split
+    /// whose children it has not seen), and only a read of the table mends it. Left
+    /// alone, nobody would claim from that member until the audit (the swarm's seed
+    /// 307453: loads 2 apart). Walks the table: callers ask only when a published
+    /// count changed, after a read of the table, or while the view is behind.
+    pub(super) fn view_behind_counts(&self, now: Now) -> bool {
+        if !self.session_liveness() {
+            return false;
+        }
+        let live: Vec<&Member> = self.live_members(now).collect();
+        let leases = self
+            .slots
+            .values()
+            .filter(|s| !s.doc.is_finished_split())
+            .count();
+        let share = leases.div_ceil(live.len() + 1) as u32;
+        let over: Vec<&Member> = live
+            .into_iter()
+            .filter(|m| m.doc.owned.is_some_and(|n| n > share))
+            .collect();
+        if over.is_empty() {
+            return false;
+        }
+        over.iter().any(|m| {
+            let seen = self
+                .slots
+                .values()
+                .filter(|s| {
+                    s.doc.owner.as_ref() == Some(&m.doc.host)
+                        && s.doc.owner_tenure.is_some()
+                        && s.doc.owner_tenure == m.doc.tenure
+                })
+                .count() as u32;
+            m.doc.owned.is_some_and(|n| seen < n)
+        })
     }
 
     /// Deletes heartbeats of hosts that stopped, so that restarted hosts with new

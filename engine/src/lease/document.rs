@@ -180,6 +180,12 @@ pub struct HostDocument {
     /// liveness they read only the heartbeats otherwise.
     #[serde(rename = "Splits", default, skip_serializing_if = "is_zero")]
     pub splits: u64,
+    /// Under session liveness, how many leases the host held in this tenure when it
+    /// wrote this heartbeat. Another host whose view of the table gives it fewer
+    /// while this count is over any fair share reads the table again: a read that
+    /// came from a lagging replica is otherwise believed until the audit.
+    #[serde(rename = "Owned", default, skip_serializing_if = "Option::is_none")]
+    pub owned: Option<u32>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -197,6 +203,7 @@ impl HostDocument {
             tenure: None,
             fenced_by: None,
             splits: 0,
+            owned: None,
         }
     }
 }

@@ -71,6 +71,9 @@ pub(super) struct BeatPlan<'a> {
     pub session: bool,
     /// Shutting down, and nothing is left for the heartbeat to vouch for: delete it.
     pub leaving: bool,
+    /// Session liveness: the leases held in the current tenure, published with every
+    /// write of the heartbeat.
+    pub owned: u32,
 }
 
 /// How the host's settings bear on a heartbeat's answer.
@@ -211,6 +214,7 @@ impl Heartbeat {
                 doc.claims = self.claims.clone();
                 doc.tenure = tenure;
                 doc.splits = self.splits;
+                doc.owned = plan.session.then_some(plan.owned);
                 let step = BeatStep::Write {
                     claims: doc.claims.clone(),
                     tenure: doc.tenure,

@@ -53,6 +53,8 @@ pub(super) struct MemberChanges {
     pub changed: bool,
     /// A member finished a split: the table has new leases.
     pub split: bool,
+    /// A member published another count of the leases it holds.
+    pub counts: bool,
 }
 
 impl Member {
@@ -121,6 +123,7 @@ impl Membership {
         let mut ended = false;
         let mut changed = false;
         let mut split = false;
+        let mut counts = false;
         for (doc, etag) in beats {
             if doc.host == *me {
                 continue;
@@ -131,6 +134,7 @@ impl Membership {
                         && (m.doc.tenure != doc.tenure
                             || (!m.is_fenced() && doc.fenced_by.is_some()));
                     split |= m.doc.splits != doc.splits;
+                    counts |= m.doc.owned != doc.owned;
                     changed |= m.doc.tenure != doc.tenure
                         || m.doc.fenced_by != doc.fenced_by
                         || m.doc.claims != doc.claims;
@@ -146,6 +150,7 @@ impl Membership {
                 }
                 None => {
                     changed = true;
+                    counts = true;
                     // Splits made before this host first saw the member may have
                     // changed the table since this host last read it.
                     split |= doc.splits > 0;
@@ -168,6 +173,7 @@ impl Membership {
             ended,
             changed: changed || ended || split,
             split,
+            counts,
         }
     }
 

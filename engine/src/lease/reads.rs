@@ -28,6 +28,9 @@ pub(super) struct TableReads {
     /// The last plan asked for nothing, and nothing this host holds changed since:
     /// a read of the heartbeats that shows no change needs no new plan.
     settled: bool,
+    /// The heartbeats' lease counts say this host's view of the table is behind:
+    /// read it at every interval until they agree.
+    behind: bool,
 }
 
 /// Why the whole table is read.
@@ -124,5 +127,19 @@ impl TableReads {
     /// Something a plan reads changed: the next read of the heartbeats plans again.
     pub fn unsettle(&mut self) {
         self.settled = false;
+    }
+
+    /// Whether the view was found behind the heartbeats' counts at the last check.
+    pub fn is_behind(&self) -> bool {
+        self.behind
+    }
+
+    /// Records whether the view is behind the heartbeats' counts: if so, the next
+    /// interval's read is of the whole table.
+    pub fn set_behind(&mut self, behind: bool) {
+        self.behind = behind;
+        if behind {
+            self.due = true;
+        }
     }
 }

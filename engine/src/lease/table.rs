@@ -89,6 +89,8 @@ impl LeaseHost {
         match result {
             Ok(Reply::ReadAll(items)) if table => {
                 self.integrate_scan(now, seq, items);
+                let behind = self.view_behind_counts(now);
+                self.table.set_behind(behind);
                 if self.phase == Phase::Running {
                     self.create_missing(now);
                     self.rebalance(now);
@@ -104,6 +106,10 @@ impl LeaseHost {
                     // The ended tenure's leases are free, or a split made new ones,
                     // and only the table says which they are.
                     self.need_table(now);
+                }
+                if changes.counts || self.table.is_behind() {
+                    let behind = self.view_behind_counts(now);
+                    self.table.set_behind(behind);
                 }
                 self.touch_handoffs();
                 // Planning walks every lease: only when the heartbeats changed what
