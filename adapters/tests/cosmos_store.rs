@@ -372,3 +372,142 @@ impl Either<'_> {
         }
     }
 }
+
+/// A fault rule on `operation` that answers `result`, at most `times` times.
+fn fault(
+    id: &str,
+    operation: azure_data_cosmos::fault_injection::FaultOperationType,
+    result: azure_data_cosmos::fault_injection::FaultInjectionResult,
+    times: u32,
+) -> std::sync::Arc<azure_data_cosmos::fault_injection::FaultInjectionRule> {
+    use azure_data_cosmos::fault_injection::{
+        FaultInjectionConditionBuilder, FaultInjectionRuleBuilder,
+    };
+    std::sync::Arc::new(
+        FaultInjectionRuleBuilder::new(id, result)
+            .with_condition(
+                FaultInjectionConditionBuilder::new()
+                    .with_operation_type(operation)
+                    .build(),
+            )
+            .with_hit_limit(times)
+            .build(),
+    )
+}
+
+/// The SDK retries a 429 for minutes and a write after a 503, answering 412 or 409
+/// for a write that had won. The store turns those retries off on every request, so
+/// the engine hears the first answer: 429 as `Throttled`, 503 as ambiguous. The
+/// client here keeps the SDK's defaults, as a user's would.
+#[tokio::test]
+async fn the_sdk_retries_nothing_beneath_the_store() {
+    use azure_data_cosmos::fault_injection::{
+        FaultInjectionErrorType, FaultInjectionResultBuilder, FaultOperationType,
+    };
+    let emulator = Emulator::new();
+    emulator.container("no-retries", "/id", 1);
+    let throttle = fault(
+        "replace-429",
+        FaultOperationType::ReplaceItem,
+        FaultInjectionResultBuilder::new()
+            .with_error(FaultInjectionErrorType::TooManyRequests)
+            .build(),
+        1,
+    );
+    let unavailable = fault(
+        "create-503",
+        FaultOperationType::CreateItem,
+        FaultInjectionResultBuilder::new()
+            .with_error(FaultInjectionErrorType::ServiceUnavailable)
+            .build(),
+        1,
+    );
+    let client = emulator
+        .client("no-retries", vec![throttle.clone(), unavailable.clone()])
+        .await;
+    let store: CosmosStore<Record> = CosmosStore::new(client);
+    let doc = lease("g", "0");
+    let created = store.execute(Op::Create(doc.clone())).await.result;
+    assert_eq!(
+        created,
+        Err(StoreError::Unavailable),
+        "the 503, not a retry"
+    );
+    assert_eq!(unavailable.hit_count(), 1);
+    let etag = etag_of(&store.execute(Op::Create(doc.clone())).await.result);
+    let replaced = store
+        .execute(Op::Replace {
+            doc,
+            if_match: Some(etag),
+        })
+        .await
+        .result;
+    // An injected 429 names no retry-after: the store's one-second default applies.
+    assert!(
+        matches!(replaced, Err(StoreError::Throttled { retry_after }) if retry_after.as_millis() == 1_000),
+        "{replaced:?}"
+    );
+    assert_eq!(throttle.hit_count(), 1, "the SDK did not retry the 429");
+}
+
+/// The service's own 429 carries how long to wait; the engine hears it as sent.
+#[tokio::test]
+async fn a_throttled_request_reaches_the_engine_with_the_services_retry_after() {
+    let emulator = Emulator::throttling(400);
+    emulator.container("throttled", "/id", 1);
+    let store: CosmosStore<Record> = CosmosStore::new(emulator.client("throttled", vec![]).await);
+    let mut waits = Vec::new();
+    for i in 0..200 {
+        let result = store
+            .execute(Op::Create(lease("g", &i.to_string())))
+            .await
+            .result;
+        if let Err(StoreError::Throttled { retry_after }) = result {
+            waits.push(retry_after.as_millis());
+        }
+    }
+    assert!(
+        !waits.is_empty(),
+        "400 RU/s cannot take 200 creates in a second"
+    );
+    assert!(
+        waits.iter().all(|ms| (1..=1_000).contains(ms)),
+        "the service's retry-after, within its one-second window: {waits:?}"
+    );
+}
+
+/// The service may send a plain "no such document" with sub-status 0: it is a 404,
+/// not an ambiguous failure (which would make the engine read forever).
+#[tokio::test]
+async fn a_404_with_sub_status_0_is_not_found() {
+    use azure_core::http::StatusCode as Http;
+    use azure_data_cosmos::fault_injection::{
+        CustomResponseBuilder, FaultInjectionResultBuilder, FaultOperationType,
+    };
+    let emulator = Emulator::new();
+    emulator.container("substatus", "/id", 1);
+    let not_found = fault(
+        "read-404-0",
+        FaultOperationType::ReadItem,
+        FaultInjectionResultBuilder::new()
+            .with_custom_response(
+                CustomResponseBuilder::new(Http::NotFound)
+                    .with_sub_status(0)
+                    .build(),
+            )
+            .build(),
+        1,
+    );
+    let client = emulator.client("substatus", vec![not_found.clone()]).await;
+    let store: CosmosStore<Record> = CosmosStore::new(client);
+    let id = DocId::from("g..0");
+    let read = store
+        .execute(Op::Read {
+            pk: PartitionKey::new(id.as_str()),
+            id,
+        })
+        .await
+        .result;
+    assert_eq!(not_found.hit_count(), 1);
+    assert_eq!(read, Err(StoreError::NotFound));
+}

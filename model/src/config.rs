@@ -23,6 +23,9 @@ pub struct Bounds {
     pub partitions: u8,
     /// Crashes allowed (each loses the host's volatile state; it may restart).
     pub crashes: u8,
+    /// Graceful shutdowns allowed: the host releases its leases, deletes its
+    /// heartbeat and exits; it may restart as a new life, under the same name.
+    pub shutdowns: u8,
     /// Late ticks allowed: true time passes while a host still has due work or a
     /// message is still in flight, as in a GC pause or a slow network.
     pub pauses: u8,
@@ -96,6 +99,7 @@ impl Default for Bounds {
             hosts: 2,
             partitions: 2,
             crashes: 1,
+            shutdowns: 0,
             pauses: 0,
             lost_replies: 1,
             delays: 1,

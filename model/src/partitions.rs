@@ -391,7 +391,11 @@ impl Rules for PartitionModel {
                 });
                 None
             }
-            Output::CheckpointRejected { .. } | Output::ShutdownComplete => None,
+            Output::ShutdownComplete => {
+                host.handler.finished = true;
+                None
+            }
+            Output::CheckpointRejected { .. } => None,
         }
     }
 
@@ -450,6 +454,10 @@ impl stateright::Model for PartitionModel {
             if quiescent && state.crashes < self.bounds.crashes {
                 actions.push(Action::Crash(h));
             }
+            let running = host.engine.as_ref().is_some_and(|e| e.is_running());
+            if quiescent && running && state.ghost.shutdowns < self.bounds.shutdowns {
+                actions.push(Action::Shutdown(h));
+            }
         }
         actions.extend(state.net.keys().map(|(h, id)| Action::Serve(*h, *id)));
         let unheard = world::may_give_up(state).into_iter();
@@ -507,6 +515,14 @@ impl PartitionModel {
             Action::Deliver(h, id) => world::deliver(self, &mut state, h, id, journal)?,
             Action::GiveUp(h, id) => world::give_up(self, &mut state, h, id, journal)?,
             Action::Crash(h) => world::crash(&mut state, h),
+            Action::Shutdown(h) => {
+                // Its leases are released to nobody until others take them: liveness
+                // counts from here, and from its exit.
+                state.ghost.shutdowns += 1;
+                state.ghost.last_join = state.time;
+                state.last_fault = state.time;
+                world::run(self, &mut state, h, vec![Input::Shutdown], None, journal)?;
+            }
             Action::Return(h, p) => self.call_returns(&mut state, h, p, journal)?,
             Action::Restart(h) => {
                 // A restart adds a member; it orphans nothing, so it is not a fault.
@@ -526,6 +542,16 @@ impl PartitionModel {
                 let (range, children) = self.split_plan().get(state.ghost.feed.splits())?.clone();
                 state.ghost.feed.split(&range, children.to_vec()).ok()?;
                 state.last_fault = state.time;
+            }
+        }
+        // A host whose graceful shutdown finished in this step exits: the others see
+        // it leave, and it may start again as a new life.
+        for h in 0..state.clients.len() as u8 {
+            if state.clients[usize::from(h)].handler.finished {
+                world::exit(&mut state, h);
+                state.ghost.last_join = state.time;
+                state.last_fault = state.time;
+                note(journal, || format!("h{h} has shut down and exits"));
             }
         }
         Some(state)

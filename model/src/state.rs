@@ -26,6 +26,8 @@ pub struct Calls {
     /// Per partition: a handler call told that its lease is lost, still running
     /// until it returns or the driver aborts it.
     pub lingering: [Option<Work>; MAX_PARTITIONS],
+    /// The host finished a graceful shutdown: its process exits after this step.
+    pub finished: bool,
 }
 
 /// A handler processing one lease.
@@ -62,8 +64,11 @@ pub struct Ghost {
     pub checkpoint_went_back: bool,
     /// Per partition, the highest checkpoint confirmed to a handler.
     pub confirmed: [u8; MAX_PARTITIONS],
-    /// True time a host last joined, by restarting (0: the cold start).
+    /// True time a host last joined, by restarting, or left, by a graceful shutdown
+    /// (0: the cold start).
     pub last_join: u8,
+    /// Graceful shutdowns so far.
+    pub shutdowns: u8,
     /// What the step into this state did, for the `sometimes` properties.
     pub events: Events,
     /// Which (host, partition) pairs lost authority by a lapse, as a bit set indexed
@@ -121,6 +126,9 @@ pub enum Action {
     GiveUp(u8, RequestId),
     /// A host crashes, losing its volatile state.
     Crash(u8),
+    /// A host is told to shut down gracefully: it releases its leases, leaves, and
+    /// exits once done.
+    Shutdown(u8),
     /// A crashed host starts again, as a new incarnation with the same name.
     Restart(u8),
     /// A lost handler call on a host ends (it returns, or its driver aborts it

@@ -53,6 +53,7 @@ pub fn describe_action(action: &Action) -> String {
         Action::Deliver(h, id) => format!("h{h}'s held reply to {id} arrives"),
         Action::GiveUp(h, id) => format!("h{h}'s driver gives up on its held request {id}"),
         Action::Crash(h) => format!("h{h} CRASHES"),
+        Action::Shutdown(h) => format!("h{h} is told to SHUT DOWN"),
         Action::Restart(h) => format!("h{h} restarts as a new life"),
         Action::Return(h, p) => format!("h{h}'s lost call for lease {p} ends"),
         Action::Advance => "1 s passes".into(),
@@ -106,6 +107,7 @@ impl Explain for PartitionModel {
         match *action {
             Action::Crash(h) => Lane::Crash(h),
             Action::Step(h, _)
+            | Action::Shutdown(h)
             | Action::Serve(h, _)
             | Action::Deliver(h, _)
             | Action::GiveUp(h, _)

@@ -739,6 +739,14 @@ pub fn crash<M: Machine, G, X: Default>(world: &mut World<M, G, X>, c: u8) {
     world.last_fault = world.time;
 }
 
+/// Client `c` exits after a graceful shutdown: like a crash, but no fault.
+pub fn exit<M: Machine, G, X: Default>(world: &mut World<M, G, X>, c: u8) {
+    let client = &mut world.clients[usize::from(c)];
+    world.store.forget(reader(c, u64::from(client.incarnation)));
+    client.engine = None;
+    client.handler = X::default();
+}
+
 /// Client `c` starts again as its next life.
 pub fn restart<M: Machine, G, X>(
     world: &mut World<M, G, X>,

@@ -49,6 +49,7 @@ pub fn flags(bounds: &Bounds) -> String {
         },
     );
     for (flag, value) in [
+        ("--shutdowns", bounds.shutdowns),
         ("--pauses", bounds.pauses),
         ("--lost-replies", bounds.lost_replies),
         ("--delays", bounds.delays),
@@ -110,6 +111,7 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
         {
             let mut more = String::new();
             for (n, one, many) in [
+                (b.shutdowns, "graceful shutdown", "graceful shutdowns"),
                 (b.stale_reads, "stale read", "stale reads"),
                 (b.late_replies, "late reply", "late replies"),
                 (b.retries, "retried write", "retried writes"),

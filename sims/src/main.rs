@@ -73,6 +73,10 @@ struct ModelArgs {
     /// Crashes allowed; a crashed host may restart as a new life.
     #[arg(long, default_value_t = 1)]
     crashes: u8,
+    /// Partitions: graceful shutdowns allowed; the host releases its leases, leaves,
+    /// and may restart as a new life under the same name.
+    #[arg(long, default_value_t = 0)]
+    shutdowns: u8,
     /// Each wall clock is off true time by up to this many seconds, either way (0-3).
     #[arg(long, default_value_t = 1, value_name = "SECONDS")]
     skew: u8,
@@ -306,6 +310,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         hosts: args.hosts,
         partitions: args.partitions,
         crashes: args.crashes,
+        shutdowns: args.shutdowns,
         pauses: args.pauses,
         lost_replies: args.lost_replies,
         delays: args.delays.unwrap_or(u8::from(

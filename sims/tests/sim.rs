@@ -100,7 +100,10 @@ fn exclusivity_catches_the_timestamp_rule_under_skewed_clocks() {
 
 #[test]
 fn exclusivity_catches_clocks_that_drift_beyond_the_assumed_bound() {
-    let mut cfg = SimConfig::scenario(Scenario::Crash, 1);
+    // Seed 1 caught it until the engine's requests moved with the store's faults
+    // (issue 42); seeds 2 to 4 catch it now. It is a narrow race: the model checker's
+    // `thin-margin` counterexample is what always finds it.
+    let mut cfg = SimConfig::scenario(Scenario::Crash, 2);
     cfg.faults = Faults::NONE
         .with(FaultKind::Drift, 9_000.0)
         .with(FaultKind::Partition, 30.0);
@@ -263,7 +266,19 @@ fn a_swarm_of_a_known_bad_variant_reports_the_seeds_that_break_it() {
 #[test]
 fn the_long_swarms_counterexamples_hold_no_more() {
     for seed in [20_293, 26_115, 36_321, 61_518, 100_456] {
-        let cfg = swarm::draw(seed);
+        let cfg = first_draw(seed);
         assert!(kinds(&cfg).is_empty(), "seed {seed}: {:?}", kinds(&cfg));
     }
+}
+
+/// Seed `seed`'s draw as the long swarm ran it, before the swarm drew Cosmos DB's own
+/// faults (lagging replicas, the SDK's retries) last. (A seed replays one engine's
+/// run: with today's engine these runs take other turns, so they no longer show the
+/// old bugs even under their known-bad variants. The model's variants are what keep
+/// those bugs found: `model/tests/cosmos.rs`.)
+fn first_draw(seed: u64) -> SimConfig {
+    let mut cfg = swarm::draw(seed);
+    cfg.faults.set(FaultKind::Stale, 0.0);
+    cfg.faults.set(FaultKind::Retry, 0.0);
+    cfg
 }

@@ -18,7 +18,8 @@ mod status;
 use crate::charge::{Charges, OpKind};
 use crate::store::{Response, Store};
 use azure_data_cosmos::options::{
-    BatchDeleteOptions, BatchReplaceOptions, BatchUpsertOptions, ItemWriteOptions, Precondition,
+    BatchDeleteOptions, BatchOptions, BatchReplaceOptions, BatchUpsertOptions, ItemReadOptions,
+    ItemWriteOptions, OperationOptions, Precondition, QueryOptions, ThrottlingRetryOptionsBuilder,
 };
 use azure_data_cosmos::{ContainerClient, FeedScope, Query, TransactionalBatch};
 use futures::StreamExt;
@@ -93,10 +94,35 @@ fn etag_of(headers: &azure_data_cosmos::models::ResponseHeaders) -> Option<Etag>
     headers.etag().map(|e| Etag::opaque(e.to_string()))
 }
 
+/// Every request's options: the SDK's own retries off wherever they can be.
+///
+/// The engine resolves an unknown outcome itself (it reads before it writes again),
+/// and waits out a 429 for as long as the service asks: beneath it, the SDK would
+/// retry a 429 for up to 270 s and an applied write after a 408, 503 or transport
+/// error, answering 412 or 409 for a write that won. What cannot be turned off (449,
+/// one resend after a transport error, a 403/3 failover, a partition split's 410) the
+/// model covers as a retried write (`--retries`, the simulator's `retry` fault).
+pub(crate) fn no_sdk_retries() -> OperationOptions {
+    let mut options = OperationOptions::default();
+    options.throttling_retry_options = Some(
+        ThrottlingRetryOptionsBuilder::new()
+            .with_max_retry_count(0)
+            .build(),
+    );
+    options.max_failover_retry_count = Some(0);
+    options
+}
+
 fn write_options(if_match: Option<&Etag>) -> Option<ItemWriteOptions> {
-    if_match.map(|etag| {
-        ItemWriteOptions::default().with_precondition(Precondition::if_match(etag.to_string()))
+    let options = ItemWriteOptions::default().with_operation_options(no_sdk_retries());
+    Some(match if_match {
+        Some(etag) => options.with_precondition(Precondition::if_match(etag.to_string())),
+        None => options,
     })
+}
+
+fn read_options() -> Option<ItemReadOptions> {
+    Some(ItemReadOptions::default().with_operation_options(no_sdk_retries()))
 }
 
 /// Reads `value` as a `D`, or says why not. System properties (`_etag`, `_ts`, ...)
@@ -123,7 +149,12 @@ where
                 }
                 let pk = doc.partition_key();
                 match c
-                    .create_item(pk.as_str().to_string(), doc.id().as_str(), &doc, None)
+                    .create_item(
+                        pk.as_str().to_string(),
+                        doc.id().as_str(),
+                        &doc,
+                        write_options(None),
+                    )
                     .await
                 {
                     Ok(r) => {
@@ -139,7 +170,7 @@ where
                 }
             }
             Op::Read { pk, id } => match c
-                .read_item(pk.as_str().to_string(), id.as_str(), None)
+                .read_item(pk.as_str().to_string(), id.as_str(), read_options())
                 .await
             {
                 Ok(r) => {
@@ -244,7 +275,11 @@ where
     ) -> Result<(Vec<Stored<D>>, f64), (Result<Reply<D>, StoreError>, f64)> {
         let mut pages = match self
             .container
-            .query_items::<Value>(query, scope, None)
+            .query_items::<Value>(
+                query,
+                scope,
+                Some(QueryOptions::default().with_operation_options(no_sdk_retries())),
+            )
             .await
         {
             Ok(items) => items.into_pages(),
@@ -327,7 +362,10 @@ where
         }
         let response = match self
             .container
-            .execute_transactional_batch(batch, None)
+            .execute_transactional_batch(
+                batch,
+                Some(BatchOptions::default().with_operation_options(no_sdk_retries())),
+            )
             .await
         {
             Ok(r) => r,

@@ -22,7 +22,9 @@ pub fn store_error(e: &CosmosError) -> StoreError {
         return StoreError::Timeout;
     }
     match u16::from(status.status_code()) {
-        404 if status.sub_status().is_none() => StoreError::NotFound,
+        // The service may send a plain 404 with sub-status 0; the others (1002,
+        // session not yet available, ...) are not "no such document".
+        404 if status.sub_status().is_none_or(|s| s.value() == 0) => StoreError::NotFound,
         409 => StoreError::Conflict,
         412 => StoreError::PreconditionFailed,
         413 => StoreError::TooLarge {

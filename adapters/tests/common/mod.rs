@@ -25,6 +25,8 @@ const DB: &str = "leasehold";
 /// One emulated account with a database.
 pub struct Emulator {
     http: Arc<InMemoryEmulatorHttpClient>,
+    /// Request units per second each container gets, where throttling is on.
+    throughput: Option<u32>,
 }
 
 impl Emulator {
@@ -37,15 +39,37 @@ impl Emulator {
         .with_consistency(ConsistencyLevel::Session);
         let http = Arc::new(InMemoryEmulatorHttpClient::new(config));
         http.store().create_database(DB);
-        Emulator { http }
+        Emulator {
+            http,
+            throughput: None,
+        }
+    }
+
+    /// An account that throttles: each container gets `ru` request units a second, and
+    /// a request past them is answered 429 with the service's retry-after.
+    pub fn throttling(ru: u32) -> Emulator {
+        let config = VirtualAccountConfig::new(vec![VirtualRegion::new(
+            "East US",
+            Url::parse(URL).expect("a valid url"),
+        )])
+        .expect("a valid account")
+        .with_consistency(ConsistencyLevel::Session)
+        .with_throttling_enabled(true);
+        let http = Arc::new(InMemoryEmulatorHttpClient::new(config));
+        http.store().create_database(DB);
+        Emulator {
+            http,
+            throughput: Some(ru),
+        }
     }
 
     /// Provisions `name`, partitioned by `path`, over `partitions` physical partitions.
     pub fn container(&self, name: &str, path: &str, partitions: u32) {
-        let config = ContainerConfig::new()
-            .with_partition_count(partitions)
-            .build()
-            .expect("a valid container config");
+        let mut config = ContainerConfig::new().with_partition_count(partitions);
+        if let Some(ru) = self.throughput {
+            config = config.with_throughput(ru.into());
+        }
+        let config = config.build().expect("a valid container config");
         self.http.store().create_container_with_config(
             DB,
             name,

@@ -282,6 +282,11 @@ impl LeaseHost {
         self.phase == Phase::Finished
     }
 
+    /// Whether it runs: no graceful shutdown has begun.
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
     /// How many store requests are outstanding.
     pub fn outstanding(&self) -> usize {
         self.pending.len()
