@@ -4,7 +4,9 @@
 mod common;
 
 use common::{Cluster, config, session_config};
-use leasehold_engine::lease::{Input, Intent, KnownBad, LossCause, Output, Record, StopReason};
+use leasehold_engine::lease::{
+    Input, Intent, KnownBad, LeaseConfig, LossCause, Output, Record, StopReason, StoreRequest,
+};
 use leasehold_engine::store::{Op, Reply, Stored};
 use leasehold_engine::{Epoch, HostId};
 
@@ -400,4 +402,234 @@ fn a_late_leave_does_not_delete_the_next_lifes_heartbeat() {
     let late = c.store.execute(leave.op.clone());
     assert!(late.is_err(), "{late:?}");
     assert_eq!(c.store.read(&pk, &id).map(|s| s.etag), Ok(before.etag));
+}
+
+/// At Session consistency a read may come from a replica that lags, and two reads need
+/// not agree: here b reads a's leases, which name a's new tenure, and then a's
+/// heartbeat from before a restarted, twice. Judged by read order ("a heartbeat read
+/// after the lease shows another tenure"), the tenure is over and b takes a lease a
+/// holds. Judged by the tenures' order, the heartbeat shows an earlier tenure than the
+/// lease names: an old read, which proves nothing.
+fn b_reads_a_stale_heartbeat_after_fresh_leases(known_bad: Option<KnownBad>) -> (Cluster, u64) {
+    let config = LeaseConfig {
+        known_bad,
+        ..session_config(2)
+    };
+    let mut c = Cluster::new();
+    c.add("a", config.clone());
+    c.run_for(20_000);
+    assert_eq!(c.count("a"), 2);
+    let heartbeats = |c: &Cluster| -> Vec<Stored<Record>> {
+        c.store
+            .iter()
+            .filter(|s| matches!(s.doc, Record::Host(_)))
+            .cloned()
+            .collect()
+    };
+    let old_beat = heartbeats(&c);
+    // a restarts and resumes both leases in a tenure of its new life.
+    c.restart("a");
+    c.run_for(3_000);
+    assert_eq!(c.count("a"), 2);
+    // b starts; its first read of the table gets the leases fresh and a's heartbeat
+    // from a replica that has not seen a's new tenure yet.
+    c.add("b", config);
+    let scan = c.intercept("b", Intent::Scan);
+    let Ok(Reply::ReadAll(fresh)) = c.store.execute(scan.op.clone()) else {
+        panic!("a scan reads documents");
+    };
+    let leases = fresh
+        .into_iter()
+        .filter(|s| matches!(s.doc, Record::Lease(_)));
+    let a_old = old_beat
+        .iter()
+        .filter(|s| matches!(&s.doc, Record::Host(h) if h.host.as_str() == "a"));
+    let torn: Vec<Stored<Record>> = leases.chain(a_old.cloned()).collect();
+    c.answer("b", &scan, Ok(Reply::ReadAll(torn)));
+    c.deliver_all();
+    let from = c.time;
+    // b's next read of the heartbeats, issued after the leases were learned, comes
+    // from the same lagging replica (b's own heartbeat aside, which it wrote).
+    let is_read = |r: &StoreRequest| matches!(r.intent, Intent::ReadMembers | Intent::Scan);
+    for _ in 0..100 {
+        if c.inflight.iter().any(|(n, r)| n == "b" && is_read(r)) {
+            break;
+        }
+        if !c.deliver_next() {
+            c.time += 100;
+            c.input("b", Input::Tick).unwrap();
+        }
+    }
+    let at = c
+        .inflight
+        .iter()
+        .position(|(n, r)| n == "b" && is_read(r))
+        .expect("b reads the heartbeats again");
+    let (_, read) = c.inflight.remove(at).unwrap();
+    let Ok(Reply::ReadAll(now)) = c.store.execute(read.op.clone()) else {
+        panic!("a read of the heartbeats reads documents");
+    };
+    let a_beat = |s: &Stored<Record>| matches!(&s.doc, Record::Host(h) if h.host.as_str() == "a");
+    let lagging: Vec<Stored<Record>> = now
+        .into_iter()
+        .filter(|s| !a_beat(s))
+        .chain(old_beat.into_iter().filter(a_beat))
+        .collect();
+    c.answer("b", &read, Ok(Reply::ReadAll(lagging)));
+    (c, from)
+}
+
+#[test]
+fn a_heartbeat_from_a_lagging_replica_never_proves_a_tenure_over() {
+    let (mut c, from) = b_reads_a_stale_heartbeat_after_fresh_leases(None);
+    assert_eq!(
+        sent(&c, "b", Intent::Acquire, from) + sent(&c, "b", Intent::Fence, from),
+        0,
+        "b neither takes a's leases nor fences a's tenure"
+    );
+    // Fresh reads then show a's new tenure live, and the leases are shared.
+    c.deliver_all();
+    c.run_for(30_000);
+    assert_eq!((c.count("a"), c.count("b")), (1, 1));
+}
+
+#[test]
+fn judged_by_read_order_a_lagging_heartbeat_gives_a_lease_two_owners() {
+    let (c, from) = b_reads_a_stale_heartbeat_after_fresh_leases(Some(KnownBad::TenureByReadOrder));
+    let takes: Vec<&StoreRequest> = c
+        .inflight
+        .iter()
+        .filter(|(n, r)| n == "b" && r.intent == Intent::Acquire)
+        .map(|(_, r)| r)
+        .collect();
+    assert!(
+        !takes.is_empty() || sent(&c, "b", Intent::Acquire, from) > 0,
+        "b takes a lease a holds in its live tenure"
+    );
+}
+
+/// The SDK retries a heartbeat renewal that had landed; the retry finds its own etag
+/// and answers 412. The host reads its heartbeat, finds its own tenure unfenced, and
+/// keeps every lease: ending the tenure on that 412 stopped every lease it held. The
+/// sibling: a 412 that a fencer caused ends the tenure, as before.
+#[test]
+fn a_renewal_answered_412_by_the_sdks_retry_keeps_the_tenure() {
+    for fenced in [false, true] {
+        let mut c = a_goes_silent_with_a_renewal_in_flight(None);
+        let renewal = c.intercept("a", Intent::Heartbeat);
+        let applied = c.store.execute(renewal.op.clone());
+        assert!(matches!(applied, Ok(Reply::Replaced(_))));
+        if fenced {
+            // b fences a's tenure over the renewal that landed.
+            let Op::Replace {
+                doc: Record::Host(mut beat),
+                ..
+            } = renewal.op.clone()
+            else {
+                panic!("a renewal replaces the heartbeat");
+            };
+            beat.fenced_by = Some(HostId::from("b"));
+            let id = beat.id.clone();
+            let now = c
+                .store
+                .read(&leasehold_engine::PartitionKey::new(id.as_str()), &id);
+            let etag = now.expect("a's heartbeat").etag;
+            let done = c.store.execute(Op::Replace {
+                doc: Record::Host(beat),
+                if_match: Some(etag),
+            });
+            assert!(done.is_ok());
+        }
+        let from = c.time;
+        c.answer(
+            "a",
+            &renewal,
+            Err(leasehold_engine::store::StoreError::PreconditionFailed),
+        );
+        c.deliver_all();
+        c.run_for(5_000);
+        let lost = c.events_of("a").into_iter().any(|o| {
+            matches!(
+                o,
+                Output::Stop {
+                    reason: StopReason::Lost(LossCause::SessionFenced),
+                    ..
+                }
+            )
+        });
+        assert_eq!(lost, fenced, "fenced: {fenced}");
+        if !fenced {
+            assert_eq!(c.count("a"), 1, "a holds its lease");
+            assert!(sent(&c, "a", Intent::Heartbeat, from) > 0);
+        }
+    }
+}
+
+/// Under session liveness a host reads the table only when the heartbeats tell it to,
+/// so a view that a lagging replica left behind (a split's children unseen, an owner
+/// changed) would stand until the audit. Heartbeats publish the leases their host
+/// holds: a member holding more than any fair share while the view gives it fewer
+/// sends the reader to the table at its next read (the swarm's seed 307453 sat with
+/// the loads 2 apart). The sibling: a count the view agrees with changes nothing.
+#[test]
+fn a_heartbeat_that_holds_more_than_the_view_gives_its_host_sends_the_reader_to_the_table() {
+    for published in [1, 3] {
+        let mut c = Cluster::new();
+        c.add("a", session_config(2));
+        c.run_for(1_000);
+        c.add("b", session_config(2));
+        c.run_for(30_000);
+        assert_eq!((c.count("a"), c.count("b")), (1, 1));
+        // a's next read of the heartbeats shows b holding `published` leases.
+        let is_members = |r: &StoreRequest| r.intent == Intent::ReadMembers;
+        for _ in 0..100 {
+            if c.inflight.iter().any(|(n, r)| n == "a" && is_members(r)) {
+                break;
+            }
+            if !c.deliver_next() {
+                c.time += 100;
+                c.input("a", Input::Tick).unwrap();
+            }
+        }
+        let read = c.intercept("a", Intent::ReadMembers);
+        let Ok(Reply::ReadAll(beats)) = c.store.execute(read.op.clone()) else {
+            panic!("a read of the heartbeats reads documents");
+        };
+        let told: Vec<Stored<Record>> = beats
+            .into_iter()
+            .map(|mut s| {
+                if let Record::Host(h) = &mut s.doc
+                    && h.host.as_str() == "b"
+                {
+                    assert_eq!(h.owned, Some(1), "b publishes what it holds");
+                    h.owned = Some(published);
+                }
+                s
+            })
+            .collect();
+        c.answer("a", &read, Ok(Reply::ReadAll(told)));
+        let from = c.time;
+        for _ in 0..40 {
+            c.time += 100;
+            c.input("a", Input::Tick).unwrap();
+            if c.inflight
+                .iter()
+                .any(|(n, r)| n == "a" && matches!(r.intent, Intent::ReadMembers | Intent::Scan))
+            {
+                break;
+            }
+            c.deliver_all();
+        }
+        let next = c
+            .inflight
+            .iter()
+            .find(|(n, r)| n == "a" && matches!(r.intent, Intent::ReadMembers | Intent::Scan))
+            .map(|(_, r)| r.intent);
+        let expected = if published > 1 {
+            Intent::Scan
+        } else {
+            Intent::ReadMembers
+        };
+        assert_eq!(next, Some(expected), "b published {published}, from {from}");
+    }
 }

@@ -21,8 +21,6 @@ struct Judged {
     view: TableView,
     /// When a lease or heartbeat watched will next count as expired.
     next: Option<LocalTime>,
-    /// Some lease another host holds waits on a later read of its owner's heartbeat.
-    undecided: bool,
 }
 
 impl LeaseHost {
@@ -301,10 +299,9 @@ impl LeaseHost {
         self.judge(now).view
     }
 
-    /// The table as judged now, the earliest future moment at which a lease held by
-    /// another host, or a member's heartbeat, will count as expired, and whether some
-    /// lease waits on a later read of a heartbeat. One walk over the slots gives all
-    /// three: a scan of a large table is bound by reading the slots.
+    /// The table as judged now, and the earliest future moment at which a lease held
+    /// by another host, or a member's heartbeat, will count as expired. One walk over
+    /// the slots gives both: a scan of a large table is bound by reading the slots.
     fn judge(&self, now: Now) -> Judged {
         let policy = &self.config.expiry;
         let mut claims: BTreeMap<&LeaseToken, Vec<HostId>> = BTreeMap::new();
@@ -331,7 +328,6 @@ impl LeaseHost {
             }
         }
         let session = self.session_liveness();
-        let mut undecided = false;
         let leases = self
             .slots
             .iter()
@@ -350,7 +346,6 @@ impl LeaseHost {
                 } else {
                     None
                 };
-                undecided |= slot.own.is_none() && verdict == Some(TenureVerdict::Unknown);
                 let status = match (&owner, verdict) {
                     _ if slot.own.is_some() => LeaseStatus::Held,
                     (_, Some(TenureVerdict::Live | TenureVerdict::Unknown)) => LeaseStatus::Held,
@@ -375,28 +370,16 @@ impl LeaseHost {
             members,
             now,
         };
-        Judged {
-            view,
-            next,
-            undecided,
-        }
+        Judged { view, next }
     }
 
     pub(super) fn rebalance(&mut self, now: Now) {
-        let Judged {
-            view,
-            next,
-            undecided,
-        } = self.judge(now);
+        let Judged { view, next } = self.judge(now);
         self.replan_at = next;
         #[cfg(debug_assertions)]
         assert_eq!(next, self.next_expiry(now), "one walk judges as two did");
         let plan = self.config.strategy.plan(&view, &self.me);
-        // A lease whose tenure a later read of the heartbeats will decide keeps the
-        // plan open: that read must plan again even if it changes nothing, or the
-        // lease waits for the audit (the model found it with a stale read and a
-        // retried heartbeat: the read that proved the tenure over came and went).
-        self.table.planned(plan.actions.is_empty() && !undecided);
+        self.table.planned(plan.actions.is_empty());
         let mut claims = Vec::new();
         for action in plan.actions {
             match action {
