@@ -14,12 +14,13 @@ use azure_data_cosmos::{
     RoutingStrategy,
 };
 use azure_data_cosmos_driver::in_memory_emulator::{
-    ConsistencyLevel, ContainerConfig, InMemoryEmulatorHttpClient, VirtualAccountConfig,
-    VirtualRegion,
+    ConsistencyLevel, ContainerConfig, InMemoryEmulatorHttpClient, ReplicationConfig,
+    VirtualAccountConfig, VirtualRegion, WriteMode,
 };
 use std::sync::Arc;
 
 const URL: &str = "https://eastus.emulator.local";
+const WEST: &str = "https://westus.emulator.local";
 const DB: &str = "leasehold";
 
 /// One emulated account with a database.
@@ -61,6 +62,59 @@ impl Emulator {
             http,
             throughput: Some(ru),
         }
+    }
+
+    /// A geo-replicated account: East US is the hub, West US a second region that
+    /// receives every write 50 to 1,500 ms later (seeded), at Session consistency.
+    /// `multi` lets both regions take writes.
+    pub fn two_regions(multi: bool, seed: u64) -> Emulator {
+        let regions = vec![
+            VirtualRegion::new("East US", Url::parse(URL).expect("a valid url")),
+            VirtualRegion::new("West US", Url::parse(WEST).expect("a valid url")),
+        ];
+        let lag = ReplicationConfig::range(
+            std::time::Duration::from_millis(50),
+            std::time::Duration::from_millis(1_500),
+        )
+        .expect("a valid range")
+        .with_jitter_seed(seed);
+        let config = VirtualAccountConfig::new(regions)
+            .expect("a valid account")
+            .with_write_mode(if multi {
+                WriteMode::Multi
+            } else {
+                WriteMode::Single
+            })
+            .with_consistency(ConsistencyLevel::Session)
+            .with_replication_config(lag);
+        let http = Arc::new(InMemoryEmulatorHttpClient::new(config));
+        http.store().create_database(DB);
+        Emulator {
+            http,
+            throughput: None,
+        }
+    }
+
+    /// A client of container `name` that reads from the region nearest to `near`.
+    pub async fn client_near(&self, name: &str, near: Region) -> ContainerClient {
+        let runtime = CosmosRuntimeBuilder::from(self.http.runtime_builder())
+            .build()
+            .await
+            .expect("an emulator runtime");
+        let account = AccountReference::with_authentication_key(
+            URL.parse::<AccountEndpoint>().expect("a valid endpoint"),
+            Secret::new("dGVzdGtleQ=="),
+        );
+        let client = CosmosClientBuilder::new()
+            .with_runtime(runtime)
+            .build(account, RoutingStrategy::ProximityTo(near))
+            .await
+            .expect("a client");
+        client
+            .database_client(DB)
+            .container_client(name, None)
+            .await
+            .expect("a provisioned container")
     }
 
     /// Provisions `name`, partitioned by `path`, over `partitions` physical partitions.

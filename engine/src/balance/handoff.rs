@@ -19,6 +19,26 @@ use super::{Action, LeaseStatus, Plan, Reason, TableView};
 use crate::ids::HostId;
 use std::collections::HashMap;
 
+/// The members, by `count` index (members in id order, each holding `count[m]` of
+/// `leases`), in rank order, and each one's target.
+///
+/// Members holding at least ceil(P/H) rank first, then by id. A larger target saves
+/// a move only for a member that holds that many; among the others it changes
+/// nothing, so their counts must not matter: counts change as leases move, and a
+/// rank that followed them would flip targets mid-rebalance.
+pub(crate) fn ranked_targets(count: &[usize], leases: usize) -> (Vec<usize>, Vec<usize>) {
+    let hosts = count.len().max(1);
+    let base = leases / hosts;
+    let full = |m: usize| count[m] > base;
+    let mut ranked: Vec<usize> = (0..count.len()).collect();
+    ranked.sort_by_key(|&m| (!full(m), m));
+    let mut target = vec![base; count.len()];
+    for &m in ranked.iter().take(leases % hosts) {
+        target[m] += 1;
+    }
+    (ranked, target)
+}
+
 pub(super) fn plan(view: &TableView, me: &HostId) -> Plan {
     let leases = &view.leases;
     if leases.is_empty() {
@@ -79,19 +99,8 @@ pub(super) fn plan(view: &TableView, me: &HostId) -> Plan {
     }
     let count: Vec<usize> = owned.iter().map(Vec::len).collect();
 
-    // Members holding at least ceil(P/H) rank first, then by id. A larger target
-    // saves a move only for a member that holds that many; among the others it
-    // changes nothing, so their counts must not matter: counts change as leases
-    // move, and a rank that followed them would flip targets mid-rebalance.
     // Members are sorted by id, so index order is id order.
-    let base = leases.len() / hosts;
-    let full = |m: usize| count[m] > base;
-    let mut ranked: Vec<usize> = (0..hosts).collect();
-    ranked.sort_by_key(|&m| (!full(m), m));
-    let mut target = vec![base; hosts];
-    for &m in ranked.iter().take(leases.len() % hosts) {
-        target[m] += 1;
-    }
+    let (ranked, target) = ranked_targets(&count, leases.len());
     let mut rank = vec![0; hosts];
     for (r, &m) in ranked.iter().enumerate() {
         rank[m] = r;

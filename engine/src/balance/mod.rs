@@ -28,6 +28,8 @@
 mod cfp;
 mod eventhubs;
 mod handoff;
+
+pub(crate) use handoff::ranked_targets;
 mod kcl;
 
 use crate::ids::{HostId, LeaseToken};

@@ -103,43 +103,53 @@ impl LeaseHost {
             .count() as u32
     }
 
-    /// Under session liveness, whether some live member's heartbeat says it holds more
-    /// leases than any fair share while this host's view of the table gives it fewer:
-    /// the view is older than the heartbeat (a read from a lagging replica, a split
-    /// whose children it has not seen), and only a read of the table mends it. Left
-    /// alone, nobody would claim from that member until the audit (the swarm's seed
-    /// 307453: loads 2 apart). Walks the table: callers ask only when a published
-    /// count changed, after a read of the table, or while the view is behind.
+    /// Under session liveness, whether this host's view of the table is behind what
+    /// the heartbeats say: counting each member's leases as its heartbeat publishes
+    /// them gives this host another share to hold than counting them in its view.
+    /// Then only a read of the table mends the view (a read from a lagging replica, a
+    /// handoff or a split it has not seen); left alone, two hosts whose views differ
+    /// can each wait for the other to claim, until the audit (the swarm's seeds 307453
+    /// and 427170: loads 2 apart). A view that is wrong in a way no share depends on
+    /// is left for the claims and the audit to mend. Walks the table: callers ask
+    /// only when a published count changed, after a read of the table, or while the
+    /// view was behind.
     pub(super) fn view_behind_counts(&self, now: Now) -> bool {
         if !self.session_liveness() {
             return false;
         }
         let live: Vec<&Member> = self.live_members(now).collect();
-        let leases = self
-            .slots
-            .values()
-            .filter(|s| !s.doc.is_finished_split())
-            .count();
-        let share = leases.div_ceil(live.len() + 1) as u32;
-        let over: Vec<&Member> = live
-            .into_iter()
-            .filter(|m| m.doc.owned.is_some_and(|n| n > share))
-            .collect();
-        if over.is_empty() {
+        let Some(published) = live
+            .iter()
+            .map(|m| m.doc.owned.map(|n| n as usize))
+            .collect::<Option<Vec<usize>>>()
+        else {
             return false;
+        };
+        let mut seen = vec![0usize; live.len()];
+        let mut leases = 0usize;
+        for slot in self.slots.values().filter(|s| !s.doc.is_finished_split()) {
+            leases += 1;
+            let owner = slot.doc.owner.as_ref();
+            if let Some(m) = live.iter().position(|m| {
+                owner == Some(&m.doc.host)
+                    && slot.doc.owner_tenure.is_some()
+                    && slot.doc.owner_tenure == m.doc.tenure
+            }) {
+                seen[m] += 1;
+            }
         }
-        over.iter().any(|m| {
-            let seen = self
-                .slots
-                .values()
-                .filter(|s| {
-                    s.doc.owner.as_ref() == Some(&m.doc.host)
-                        && s.doc.owner_tenure.is_some()
-                        && s.doc.owner_tenure == m.doc.tenure
-                })
-                .count() as u32;
-            m.doc.owned.is_some_and(|n| seen < n)
-        })
+        // This host among the members, in id order, with what it holds itself. The
+        // leases no member holds in the view count alike on both sides; the held
+        // ones as each side says.
+        let mine = self.held_count() as usize;
+        let free = leases.saturating_sub(seen.iter().sum::<usize>() + mine);
+        let at = live.partition_point(|m| m.doc.host < self.me);
+        let share = |mut counts: Vec<usize>| {
+            counts.insert(at, mine);
+            let total = counts.iter().sum::<usize>() + free;
+            crate::balance::ranked_targets(&counts, total).1[at]
+        };
+        share(published) != share(seen)
     }
 
     /// Deletes heartbeats of hosts that stopped, so that restarted hosts with new
