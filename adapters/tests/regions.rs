@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::stores::Racing;
+
 use azure_data_cosmos::options::Region;
 use common::Emulator;
 use leasehold_adapters::{CosmosStore, MemoryFeed, Processor, Store};
@@ -33,17 +35,22 @@ async fn read(store: &CosmosStore<Record>, id: &DocId) -> Result<Reply<Record>, 
     store.execute(op).await.result
 }
 
+/// A two-region account (`multi`: both regions take writes) with a lease container,
+/// and a store near each region.
+async fn east_and_west(multi: bool) -> (Emulator, CosmosStore<Record>, CosmosStore<Record>) {
+    let emulator = Emulator::two_regions(multi, 7);
+    emulator.container("leases", "/id", 4);
+    let east = CosmosStore::new(emulator.client_near("leases", Region::EAST_US).await);
+    let west = CosmosStore::new(emulator.client_near("leases", Region::WEST_US).await);
+    (emulator, east, west)
+}
+
 /// Why leasehold needs a single write region: on a multi-write account if-match is
 /// checked in each region, so two hosts in two regions that read one version of a
 /// lease both take it, and both are told they succeeded.
 #[tokio::test(start_paused = true)]
 async fn on_a_multi_write_account_two_regions_both_take_one_lease() {
-    let emulator = Emulator::two_regions(true, 7);
-    emulator.container("leases", "/id", 4);
-    let east: CosmosStore<Record> =
-        CosmosStore::new(emulator.client_near("leases", Region::EAST_US).await);
-    let west: CosmosStore<Record> =
-        CosmosStore::new(emulator.client_near("leases", Region::WEST_US).await);
+    let (_emulator, east, west) = east_and_west(true).await;
     let doc = lease("0");
     let id = doc.id.clone();
     let created = east
@@ -79,12 +86,7 @@ async fn on_a_multi_write_account_two_regions_both_take_one_lease() {
 /// if-match is checked once, so the second take fails.
 #[tokio::test(start_paused = true)]
 async fn on_a_single_write_account_only_one_region_takes_the_lease() {
-    let emulator = Emulator::two_regions(false, 7);
-    emulator.container("leases", "/id", 4);
-    let east: CosmosStore<Record> =
-        CosmosStore::new(emulator.client_near("leases", Region::EAST_US).await);
-    let west: CosmosStore<Record> =
-        CosmosStore::new(emulator.client_near("leases", Region::WEST_US).await);
+    let (_emulator, east, west) = east_and_west(false).await;
     let doc = lease("0");
     let id = doc.id.clone();
     assert!(
@@ -130,7 +132,8 @@ async fn host(
 ) -> (CancellationToken, JoinHandle<()>) {
     let store: CosmosStore<Record> = CosmosStore::new(emulator.client_near("leases", near).await);
     if blind {
-        return run(name, feed, calls, Blind(store)).await;
+        // One party: the store only drops if-match, it waits for nobody.
+        return run(name, feed, calls, Racing::new(store, 1).blind()).await;
     }
     run(name, feed, calls, store).await
 }
@@ -250,32 +253,6 @@ async fn hosts_in_two_regions_never_process_one_lease_at_once() {
             calls >= 8,
             "seed {seed}: every lease is processed ({calls} calls)"
         );
-    }
-}
-
-/// A store that drops every if-match: the known-bad store the sibling runs.
-#[derive(Clone)]
-struct Blind(CosmosStore<Record>);
-
-impl Store<Record> for Blind {
-    async fn execute(&self, op: Op<Record>) -> leasehold_adapters::Response<Record> {
-        let op = match op {
-            Op::Replace { doc, .. } => Op::Replace {
-                doc,
-                if_match: None,
-            },
-            Op::Delete { pk, id, .. } => Op::Delete {
-                pk,
-                id,
-                if_match: None,
-            },
-            op => op,
-        };
-        self.0.execute(op).await
-    }
-
-    fn charges(&self) -> &leasehold_adapters::Charges {
-        self.0.charges()
     }
 }
 

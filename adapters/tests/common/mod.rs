@@ -101,20 +101,8 @@ impl Emulator {
             .build()
             .await
             .expect("an emulator runtime");
-        let account = AccountReference::with_authentication_key(
-            URL.parse::<AccountEndpoint>().expect("a valid endpoint"),
-            Secret::new("dGVzdGtleQ=="),
-        );
-        let client = CosmosClientBuilder::new()
-            .with_runtime(runtime)
-            .build(account, RoutingStrategy::ProximityTo(near))
-            .await
-            .expect("a client");
-        client
-            .database_client(DB)
-            .container_client(name, None)
-            .await
-            .expect("a provisioned container")
+        let builder = CosmosClientBuilder::new().with_runtime(runtime);
+        container_of(builder, name, near).await
     }
 
     /// Provisions `name`, partitioned by `path`, over `partitions` physical partitions.
@@ -163,20 +151,26 @@ impl Emulator {
                 .with_fault_injection_rules(rules)
                 .expect("valid fault rules");
         }
-        let account = AccountReference::with_authentication_key(
-            URL.parse::<AccountEndpoint>().expect("a valid endpoint"),
-            Secret::new("dGVzdGtleQ=="),
-        );
-        let client = builder
-            .build(account, RoutingStrategy::ProximityTo(Region::EAST_US))
-            .await
-            .expect("a client");
-        client
-            .database_client(DB)
-            .container_client(name, None)
-            .await
-            .expect("a provisioned container")
+        container_of(builder, name, Region::EAST_US).await
     }
+}
+
+/// Container `name` of the emulated account's database, through a client built by
+/// `builder` that reads from the region nearest to `near`.
+async fn container_of(builder: CosmosClientBuilder, name: &str, near: Region) -> ContainerClient {
+    let account = AccountReference::with_authentication_key(
+        URL.parse::<AccountEndpoint>().expect("a valid endpoint"),
+        Secret::new("dGVzdGtleQ=="),
+    );
+    let client = builder
+        .build(account, RoutingStrategy::ProximityTo(near))
+        .await
+        .expect("a client");
+    client
+        .database_client(DB)
+        .container_client(name, None)
+        .await
+        .expect("a provisioned container")
 }
 
 impl Emulator {
