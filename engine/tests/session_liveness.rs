@@ -633,3 +633,51 @@ fn a_heartbeat_that_holds_more_than_the_view_gives_its_host_sends_the_reader_to_
         assert_eq!(next, Some(expected), "b published {published}, from {from}");
     }
 }
+
+/// a's take of lease `1` lands after a's driver gave up on it (a timeout), and a's
+/// re-read came back before it landed: the store says a holds `1`, a's view says
+/// nobody does. b, seeing `1` held by a, claims it. A claim on a lease this host's
+/// view shows unowned sends it to the table, where it finds the lease its own and
+/// hands it over; otherwise the claim waits for the audit (the model's counterexample
+/// to balance at 2 × 2 with one delayed write).
+#[test]
+fn a_take_that_landed_unknown_to_its_host_is_found_when_another_host_claims_it() {
+    let mut c = Cluster::new();
+    let mut config = session_config(2);
+    config.audit_interval = leasehold_engine::Millis::from_secs(600);
+    c.add("a", config.clone());
+    // a's first scan, then its takes: the second is held and given up on.
+    for _ in 0..20 {
+        if c.inflight
+            .iter()
+            .filter(|(n, r)| n == "a" && r.intent == Intent::Acquire)
+            .count()
+            == 2
+        {
+            break;
+        }
+        if !c.deliver_next() {
+            c.time += 100;
+            c.input("a", Input::Tick).unwrap();
+        }
+    }
+    let first = c.intercept("a", Intent::Acquire);
+    let late = c.intercept("a", Intent::Acquire);
+    let result = c.store.execute(first.op.clone());
+    c.answer("a", &first, result);
+    c.answer(
+        "a",
+        &late,
+        Err(leasehold_engine::store::StoreError::Timeout),
+    );
+    // a re-reads the lease before the take lands, and sees it free.
+    c.deliver_all();
+    let landed = c.store.execute(late.op.clone());
+    assert!(
+        matches!(landed, Ok(Reply::Replaced(_))),
+        "the take lands, unheard"
+    );
+    c.add("b", config);
+    c.run_for(30_000);
+    assert_eq!((c.count("a"), c.count("b")), (1, 1), "{:?}", c.assignment());
+}

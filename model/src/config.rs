@@ -72,7 +72,7 @@ pub struct Bounds {
     /// Splits of the feed allowed (0 to 2): partition 0's range may split into two
     /// children, partitions `partitions` and `partitions + 1`, and then the first
     /// child's into partitions `partitions + 2` and `partitions + 3`; the leases must
-    /// fit in 6. A split counts as a fault for liveness.
+    /// fit in 5. A split counts as a fault for liveness.
     pub splits: u8,
 }
 
@@ -357,7 +357,7 @@ impl Bounds {
         range("progress", self.progress.into(), 0, 5)?;
         range("splits", self.splits.into(), 0, 2)?;
         if self.splits > 0 {
-            // Each split adds two leases, and the model has room for 6.
+            // Each split adds two leases, and the model has room for 5.
             let room = crate::state::MAX_PARTITIONS as u64 - 2 * u64::from(self.splits);
             range("partitions with --splits", self.partitions.into(), 1, room)?;
         }

@@ -8,7 +8,7 @@ use leasehold_engine::lease::LeaseHost;
 use leasehold_engine::{RequestId, Session};
 
 /// The most partitions a bound may have.
-pub const MAX_PARTITIONS: usize = 6;
+pub const MAX_PARTITIONS: usize = 5;
 
 /// A whole world at one instant. Everything a host sends is served within its step,
 /// except a request a fault holds on the wire.

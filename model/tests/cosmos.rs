@@ -93,12 +93,14 @@ fn quiet(hosts: u8) -> Bounds {
 /// its owner: judged by read order, the tenure looks over, and the lease gets a
 /// second owner. Judged by the tenures' order, the old read proves nothing. Here the
 /// owner's first heartbeat write was retried by the SDK (409), so it proposed a
-/// second tenure; two stale reads of the first then mislead the other host.
+/// second tenure; two stale reads of the first then mislead the other host, which
+/// plans again at its next read of the heartbeats because it claims the second lease.
 fn stale_tenure() -> Bounds {
     Bounds {
+        partitions: 2,
         stale_reads: 2,
         retries: 1,
-        horizon: 6,
+        horizon: 5,
         ..quiet(2)
     }
 }

@@ -87,7 +87,7 @@ struct ModelArgs {
     unreduced: bool,
     /// Partitions: splits of the feed allowed (0-2). Partition 0's range may split
     /// into two children, and then the first child into two; the leases must fit in
-    /// 6, so at most 4 partitions with one split and 2 with two.
+    /// 5, so at most 3 partitions with one split and 1 with two.
     #[arg(long, default_value_t = 0)]
     splits: u8,
     /// Each clock gains or loses up to this many milliseconds per second (0-200).

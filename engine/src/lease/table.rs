@@ -54,12 +54,18 @@ impl LeaseHost {
         );
     }
 
-    /// Whether another host claims a lease this host holds.
+    /// Whether another host claims a lease this host holds, or one its view shows
+    /// unowned or named after it without being held: a claimant claims only leases
+    /// it sees held by another host, so either view is behind, and it may be this
+    /// host's (a take that landed after its driver gave up on it: the model found the
+    /// lease held, unknown to its owner, with the claim waiting for the audit).
     fn is_claimed_from(&self) -> bool {
         self.membership.members().any(|m| {
-            m.claimed
-                .iter()
-                .any(|t| self.slots.get(t).is_some_and(|s| s.own.is_some()))
+            m.claimed.iter().any(|t| {
+                self.slots.get(t).is_some_and(|s| {
+                    s.own.is_some() || s.doc.owner.is_none() || s.doc.is_owned_by(&self.me)
+                })
+            })
         })
     }
 
