@@ -191,7 +191,7 @@ fn confirmed_kept(_: &PartitionModel, state: &State) -> bool {
         .all(|doc| number(doc.checkpoint.as_ref()) >= state.ghost.confirmed[index(&doc.token)])
 }
 
-/// Owned, not processing: a lease moved between live hosts (a steal, or a handoff)
+/// Owned in the owner's tenure, not processing: a lease moved between live hosts (a steal, or a handoff)
 /// is owned at once, but its new owner learns of it on its next scan and must wait
 /// out the old owner's authority before it processes; that wait is the price of
 /// exclusivity, and exclusivity is checked separately.
@@ -209,11 +209,23 @@ fn owned_when_calm(model: &PartitionModel, state: &State) -> bool {
     }
     stored(state).all(|doc| {
         doc.is_finished_split()
-            || doc
-                .owner
-                .as_ref()
-                .is_some_and(|o| live_host(state, o).is_some())
+            || doc.owner.as_ref().is_some_and(|o| {
+                live_host(state, o).is_some_and(|h| in_owners_tenure(state, h, doc))
+            })
     })
+}
+
+/// Under session liveness, a lease holds authority only while it names its owner's
+/// current tenure; one named after an ended tenure of a live owner is processed by
+/// nobody until that owner resumes it (the swarm's stranded leases, seeds 20293 and
+/// 36321, were owned by a live host in this sense alone). A handoff names the new
+/// owner's tenure at once, so this needs no wait beyond the liveness bound.
+fn in_owners_tenure(state: &State, h: usize, doc: &LeaseDocument) -> bool {
+    doc.owner_tenure.is_none()
+        || state.clients[h]
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.tenure() == doc.owner_tenure)
 }
 
 fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {

@@ -12,7 +12,9 @@ use super::{
     Output, Record, StopReason, StoreRequest,
 };
 use crate::expiry::Observation;
-use crate::ids::{Checkpoint, Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId, Session};
+use crate::ids::{
+    Checkpoint, Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId, Session, Tenure,
+};
 use crate::lease::Intent;
 use crate::store::Op;
 use crate::time::{LocalTime, Millis, Now};
@@ -285,6 +287,12 @@ impl LeaseHost {
     /// Whether it runs: no graceful shutdown has begun.
     pub fn is_running(&self) -> bool {
         self.phase == Phase::Running
+    }
+
+    /// Under session liveness, the tenure this host's stored heartbeat vouches for:
+    /// a lease holds authority for it only while the lease names this tenure.
+    pub fn tenure(&self) -> Option<Tenure> {
+        self.membership.beat.tenure()
     }
 
     /// How many store requests are outstanding.
