@@ -513,13 +513,20 @@ fn run_explore(args: ExploreArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The text of `path` (`-` for stdin), without the UTF-8 byte order mark that files
+/// saved by Windows tools often start with.
 fn read_input(path: &PathBuf) -> Result<String, String> {
-    if path.as_os_str() == "-" {
+    let text = if path.as_os_str() == "-" {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
             .map_err(|e| format!("cannot read stdin: {e}"))?;
-        return Ok(text);
-    }
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        text
+    } else {
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?
+    };
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
 }

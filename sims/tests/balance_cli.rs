@@ -350,3 +350,31 @@ fn several_processor_groups_need_a_prefix() {
         (Some("orders"), Some(1))
     );
 }
+
+/// Windows tools often save a UTF-8 export with a byte order mark: the table reads
+/// the same as without one.
+#[test]
+fn a_table_saved_with_a_byte_order_mark_is_read() {
+    let leases = json!([lease("1", None, FRESH), lease("2", None, FRESH)]);
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("leases-with-bom.json");
+    std::fs::write(&path, format!("\u{feff}{leases}")).unwrap();
+    let file = path.to_str().unwrap();
+    let args = [
+        "balance",
+        "--host",
+        "self",
+        "--leases",
+        file,
+        "--now",
+        NOW,
+        "--strategy",
+        "cfp",
+        "--expiration",
+        "600s",
+    ];
+    let out = leasehold(&args, None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["take"].as_array().map(Vec::len), Some(2), "{answer}");
+}

@@ -282,3 +282,32 @@ fn first_draw(seed: u64) -> SimConfig {
     cfg.faults.set(FaultKind::Retry, 0.0);
     cfg
 }
+
+/// The text report sizes each column to its widest figure: 7-digit event counts
+/// (34 hosts × 2,000 partitions at 1 event a second for 15 minutes) stay apart.
+#[test]
+fn wide_figures_in_the_text_report_never_run_together() {
+    let mut cfg = small(Scenario::Steady, 5);
+    cfg.duration = Millis::from_secs(10);
+    let mut report = sim::simulate(&cfg, false).unwrap().report;
+    report.events_processed = 1_808_814;
+    report.events_produced = 18_000_000;
+    let mut other = report.clone();
+    other.strategy = "cfp".into();
+    other.events_processed = 1_800_000;
+    other.events_produced = 18_000_000;
+    let table = sim::report::table(&[report, other]);
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("events processed / produced"))
+        .expect("the events row");
+    let cells: Vec<&str> = line
+        .trim_start_matches("events processed / produced")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        cells,
+        ["1808814", "/", "18000000", "1800000", "/", "18000000"],
+        "{table}"
+    );
+}

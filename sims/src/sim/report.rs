@@ -180,14 +180,12 @@ fn round2(x: f64) -> f64 {
 }
 
 /// The runs of one seed, one per strategy, side by side.
+/// Each column is as wide as its widest figure, plus a gap, so figures never run
+/// together.
 pub fn table(reports: &[RunReport]) -> String {
-    let mut out = String::new();
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     let mut row = |name: &str, cell: &dyn Fn(&RunReport) -> String| {
-        let _ = write!(out, "{name:<32}");
-        for r in reports {
-            let _ = write!(out, "{:>16}", cell(r));
-        }
-        out.push('\n');
+        rows.push((name.to_string(), reports.iter().map(cell).collect()));
     };
     row("", &|r| r.strategy.clone());
     row("converge (s)", &|r| {
@@ -237,5 +235,25 @@ pub fn table(reports: &[RunReport]) -> String {
         if n == 0 { "none".into() } else { n.to_string() }
     });
     row("wall time (s)", &|r| format!("{:.2}", r.wall_s));
+    let name_width = rows
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        + 2;
+    let widths: Vec<usize> = (0..reports.len())
+        .map(|i| {
+            let widest = rows.iter().map(|(_, c)| c[i].chars().count()).max();
+            (widest.unwrap_or(0) + 2).max(16)
+        })
+        .collect();
+    let mut out = String::new();
+    for (name, cells) in rows {
+        let _ = write!(out, "{name:<name_width$}");
+        for (cell, width) in cells.iter().zip(&widths) {
+            let _ = write!(out, "{cell:>width$}");
+        }
+        out.push('\n');
+    }
     out
 }
