@@ -10,6 +10,21 @@ use leasehold_engine::HostId;
 use leasehold_engine::lease::LeaseDocument;
 use stateright::Property;
 
+/// The safety properties, which hold in every state whatever the faults.
+pub const SAFETY: [&str; 8] = [
+    EXCLUSIVITY,
+    EPOCHS,
+    STALE_WRITES,
+    CHECKPOINT_MONOTONIC,
+    CHECKPOINT_KEPT,
+    SESSIONS,
+    SPLIT_APART,
+    CHILD_CHECKPOINT,
+];
+
+/// The liveness properties, checked once faults have stopped for long enough.
+pub const LIVENESS: [&str; 2] = [OWNED, BALANCED];
+
 /// Exclusivity.
 pub const EXCLUSIVITY: &str = "exclusivity: one host with authority per partition";
 /// Fencing, part one.

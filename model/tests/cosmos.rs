@@ -32,16 +32,7 @@ fn proven(bounds: Bounds) -> Report {
         model.bounds, report.progress.states, report.progress.unique, report.progress.seconds
     );
     assert!(report.complete, "the check must explore every state");
-    for property in [
-        p::EXCLUSIVITY,
-        p::EPOCHS,
-        p::STALE_WRITES,
-        p::CHECKPOINT_MONOTONIC,
-        p::CHECKPOINT_KEPT,
-        p::SESSIONS,
-        p::SPLIT_APART,
-        p::CHILD_CHECKPOINT,
-    ] {
+    for property in p::SAFETY {
         assert_eq!(
             report.verdict(property).outcome,
             Outcome::Holds,

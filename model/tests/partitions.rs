@@ -13,19 +13,6 @@ use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
 use leasehold_model::{Bounds, Bug, PartitionModel, properties as p, trace};
 use std::time::Duration;
 
-const ALWAYS: [&str; 10] = [
-    p::EXCLUSIVITY,
-    p::EPOCHS,
-    p::STALE_WRITES,
-    p::CHECKPOINT_MONOTONIC,
-    p::CHECKPOINT_KEPT,
-    p::SESSIONS,
-    p::OWNED,
-    p::BALANCED,
-    p::SPLIT_APART,
-    p::CHILD_CHECKPOINT,
-];
-
 fn exhaustive(model: &PartitionModel) -> Report {
     let options = Options {
         search: Search::Dfs,
@@ -50,7 +37,7 @@ fn exhaustive(model: &PartitionModel) -> Report {
 
 fn assert_proven(report: &Report, reached: &[&str]) {
     assert!(report.complete, "the check must explore every state");
-    for property in ALWAYS {
+    for property in p::SAFETY.into_iter().chain(p::LIVENESS) {
         assert_eq!(
             report.verdict(property).outcome,
             Outcome::Holds,
