@@ -93,7 +93,7 @@ impl LeaseHost {
     }
 
     /// How many leases this host holds in its current tenure, finished splits aside.
-    fn held_count(&self) -> u32 {
+    pub(super) fn held_count(&self) -> u32 {
         let held = self
             .agenda
             .active()

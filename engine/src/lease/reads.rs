@@ -31,6 +31,9 @@ pub(super) struct TableReads {
     /// The heartbeats' lease counts say this host's view of the table is behind:
     /// read it at every interval until they agree.
     behind: bool,
+    /// How many leases this host held in its tenure when the view was last compared
+    /// with the counts.
+    compared_holding: Option<u32>,
 }
 
 /// Why the whole table is read.
@@ -134,10 +137,17 @@ impl TableReads {
         self.behind
     }
 
-    /// Records whether the view is behind the heartbeats' counts: if so, the next
-    /// interval's read is of the whole table.
-    pub fn set_behind(&mut self, behind: bool) {
+    /// Whether this host holds another number of leases than at the last comparison
+    /// of its view with the counts.
+    pub fn held_changed(&self, held: u32) -> bool {
+        self.compared_holding != Some(held)
+    }
+
+    /// Records whether the view is behind the heartbeats' counts, compared while this
+    /// host held `held` leases: if so, the next interval's read is of the whole table.
+    pub fn set_behind(&mut self, behind: bool, held: u32) {
         self.behind = behind;
+        self.compared_holding = Some(held);
         if behind {
             self.due = true;
         }

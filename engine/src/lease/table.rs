@@ -94,7 +94,7 @@ impl LeaseHost {
             Ok(Reply::ReadAll(items)) if table => {
                 self.integrate_scan(now, seq, items);
                 let behind = self.view_behind_counts(now);
-                self.table.set_behind(behind);
+                self.table.set_behind(behind, self.held_count());
                 if self.phase == Phase::Running {
                     self.create_missing(now);
                     self.rebalance(now);
@@ -111,9 +111,14 @@ impl LeaseHost {
                     // and only the table says which they are.
                     self.need_table(now);
                 }
-                if changes.counts || self.table.is_behind() {
+                // The share this host is due moves with the counts, and with what it
+                // holds itself: a tenure that ended, or a lease lost, changes the
+                // comparison although no heartbeat's count changed (the swarm's seed
+                // 626248: a view left behind by a pause stayed so for good).
+                let held = self.held_count();
+                if changes.counts || self.table.is_behind() || self.table.held_changed(held) {
                     let behind = self.view_behind_counts(now);
-                    self.table.set_behind(behind);
+                    self.table.set_behind(behind, held);
                 }
                 self.touch_handoffs();
                 // Planning walks every lease: only when the heartbeats changed what
