@@ -681,3 +681,65 @@ fn a_take_that_landed_unknown_to_its_host_is_found_when_another_host_claims_it()
     c.run_for(30_000);
     assert_eq!((c.count("a"), c.count("b")), (1, 1), "{:?}", c.assignment());
 }
+
+/// a's view misses a handoff between b and c (it reads only the heartbeats, whose
+/// counts then agree with what its view gives it). Then a's tenure ends (its
+/// heartbeat found deleted), and under its next tenure a takes back only the share
+/// its view gives it, while b and c leave the rest to a. A host whose holding
+/// changed compares its view with the counts again, finds it behind, and reads the
+/// table; comparing only when a count changes, one lease stayed named after a's
+/// ended tenure, processed by nobody (the swarm's seed 626248).
+#[test]
+fn a_host_whose_holding_changed_rereads_a_view_the_counts_show_behind() {
+    let mut c = Cluster::new();
+    let mut config = session_config(7);
+    config.audit_interval = leasehold_engine::Millis::from_secs(600);
+    c.add("a", config.clone());
+    c.run_for(20_000);
+    c.add("b", config.clone());
+    c.run_for(60_000);
+    c.add("c", config);
+    c.run_for(60_000);
+    let mut counts = [c.count("a"), c.count("b"), c.count("c")];
+    counts.sort();
+    assert_eq!(counts, [2, 2, 3], "{:?}", c.assignment());
+    let truth = c.assignment();
+    // How many leases a's view names another owner for than the store does.
+    let a_sees = |c: &Cluster| {
+        c.nodes["a"]
+            .host
+            .leases()
+            .filter(|l| {
+                truth.get(&l.doc.token).map(String::as_str)
+                    != l.doc.owner.as_ref().map(|o| o.as_str())
+            })
+            .count()
+    };
+    let behind = a_sees(&c);
+    assert!(behind > 0, "a's view misses the handoff between b and c");
+    // a's next heartbeat finds its document deleted: its tenure is over.
+    for _ in 0..100 {
+        if c.inflight
+            .iter()
+            .any(|(n, r)| n == "a" && r.intent == Intent::Heartbeat)
+        {
+            break;
+        }
+        c.time += 100;
+        c.input("a", Input::Tick).unwrap();
+    }
+    let beat = c.intercept("a", Intent::Heartbeat);
+    c.answer(
+        "a",
+        &beat,
+        Err(leasehold_engine::store::StoreError::NotFound),
+    );
+    c.run_for(120_000);
+    c.check_exclusive();
+    assert_eq!(
+        c.count("a") + c.count("b") + c.count("c"),
+        7,
+        "a's view had {behind} leases wrong: {:?}",
+        c.assignment()
+    );
+}
