@@ -564,11 +564,19 @@ impl LeaseHost {
             {
                 let session = self.sessions.start(token, own.epoch);
                 own.fence = None;
+                // Progress the handler reported at this epoch and not yet written is
+                // newer than the stored checkpoint: a session started from the stored
+                // one would write a lower checkpoint after it (the swarm's seed 827481:
+                // a release called off with its final checkpoint still to write).
+                let checkpoint = own
+                    .checkpoint
+                    .clone()
+                    .or_else(|| slot.doc.checkpoint.clone());
                 let start = Output::Start {
                     lease: token.clone(),
                     epoch: own.epoch,
                     session,
-                    checkpoint: slot.doc.checkpoint.clone(),
+                    checkpoint,
                 };
                 self.out.push_back(start);
             }
