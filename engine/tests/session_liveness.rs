@@ -743,3 +743,83 @@ fn a_host_whose_holding_changed_rereads_a_view_the_counts_show_behind() {
         c.assignment()
     );
 }
+
+/// a stops a lease to hand it to b, and its handler reports progress that is not
+/// yet written; then b turns out to claim it no more, so a keeps the lease and
+/// starts it again. The new session starts from that progress: started from the
+/// stored, older checkpoint, it would write a lower one after the final checkpoint
+/// landed (the swarm's seed 827481, rolling restart).
+#[test]
+fn a_release_called_off_restarts_from_the_progress_not_yet_written() {
+    use leasehold_engine::store::StoreError;
+    let mut c = Cluster::new();
+    c.add("a", session_config(2));
+    c.run_for(20_000);
+    assert_eq!(c.count("a"), 2);
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.add("b", session_config(2));
+    // Until a stops a lease for b.
+    let mut released = None;
+    for _ in 0..600 {
+        c.time += 100;
+        for name in ["a", "b"] {
+            c.input(name, Input::Tick).unwrap();
+        }
+        c.deliver_all();
+        released = c.events_of("a").iter().find_map(|o| match o {
+            Output::Stop {
+                lease,
+                reason: StopReason::Released,
+                ..
+            } => Some(lease.clone()),
+            _ => None,
+        });
+        if released.is_some() {
+            break;
+        }
+    }
+    let lease = released.expect("a hands a lease to b");
+    let stored = c.lease(lease.as_str()).checkpoint;
+    c.checkpoint("a", lease.as_str(), "42").unwrap();
+    c.stopped("a", lease.as_str());
+    // Whatever a writes now fails without an answer; the claim it confirms is gone.
+    for _ in 0..20 {
+        let Some(pos) = c.inflight.iter().position(|(n, _)| n == "a") else {
+            break;
+        };
+        let (_, req) = c.inflight.remove(pos).unwrap();
+        let result = match (&req.intent, &req.op) {
+            (Intent::ConfirmClaim, _) => match c.store.execute(req.op.clone()) {
+                Ok(Reply::Read(Stored {
+                    doc: Record::Host(mut beat),
+                    etag,
+                })) => {
+                    beat.claims.clear();
+                    Ok(Reply::Read(Stored {
+                        doc: Record::Host(beat),
+                        etag,
+                    }))
+                }
+                other => other,
+            },
+            (_, Op::Read { .. } | Op::ReadAll { .. } | Op::Query(_)) => {
+                c.store.execute(req.op.clone())
+            }
+            _ => Err(StoreError::Timeout),
+        };
+        c.answer("a", &req, result);
+    }
+    let restarted = c.events_of("a").into_iter().rev().find_map(|o| match o {
+        Output::Start {
+            lease: l,
+            checkpoint,
+            ..
+        } if *l == lease => Some(checkpoint.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        restarted,
+        Some(Some(leasehold_engine::Checkpoint::from("42"))),
+        "stored: {stored:?}"
+    );
+}
