@@ -325,22 +325,7 @@ fn a_lease_taken_in_a_tenure_that_ended_meanwhile_is_resumed_in_the_next() {
     let take = take.expect("a takes b's lease once b's tenure is over");
     // a's next heartbeat finds its document deleted (retired by a peer that thought
     // a dead): a's tenure is over.
-    for _ in 0..100 {
-        if c.inflight
-            .iter()
-            .any(|(n, r)| n == "a" && r.intent == Intent::Heartbeat)
-        {
-            break;
-        }
-        c.time += 100;
-        c.input("a", Input::Tick).unwrap();
-    }
-    let beat = c.intercept("a", Intent::Heartbeat);
-    c.answer(
-        "a",
-        &beat,
-        Err(leasehold_engine::store::StoreError::NotFound),
-    );
+    heartbeat_found_deleted(&mut c, "a");
     // Now the take lands and is answered, naming the tenure that just ended.
     let result = c.store.execute(take.op.clone());
     assert!(result.is_ok(), "{result:?}");
@@ -718,22 +703,7 @@ fn a_host_whose_holding_changed_rereads_a_view_the_counts_show_behind() {
     let behind = a_sees(&c);
     assert!(behind > 0, "a's view misses the handoff between b and c");
     // a's next heartbeat finds its document deleted: its tenure is over.
-    for _ in 0..100 {
-        if c.inflight
-            .iter()
-            .any(|(n, r)| n == "a" && r.intent == Intent::Heartbeat)
-        {
-            break;
-        }
-        c.time += 100;
-        c.input("a", Input::Tick).unwrap();
-    }
-    let beat = c.intercept("a", Intent::Heartbeat);
-    c.answer(
-        "a",
-        &beat,
-        Err(leasehold_engine::store::StoreError::NotFound),
-    );
+    heartbeat_found_deleted(&mut c, "a");
     c.run_for(120_000);
     c.check_exclusive();
     assert_eq!(
@@ -822,4 +792,22 @@ fn a_release_called_off_restarts_from_the_progress_not_yet_written() {
         Some(Some(leasehold_engine::Checkpoint::from("42"))),
         "stored: {stored:?}"
     );
+}
+
+/// `name`'s next heartbeat write finds its document deleted (retired by a peer that
+/// judged it dead): its tenure is over.
+fn heartbeat_found_deleted(c: &mut Cluster, name: &str) {
+    for _ in 0..100 {
+        if c.inflight
+            .iter()
+            .any(|(n, r)| n == name && r.intent == Intent::Heartbeat)
+        {
+            break;
+        }
+        c.time += 100;
+        c.input(name, Input::Tick).unwrap();
+    }
+    let beat = c.intercept(name, Intent::Heartbeat);
+    let deleted = Err(leasehold_engine::store::StoreError::NotFound);
+    c.answer(name, &beat, deleted);
 }
