@@ -5,10 +5,11 @@ mod common;
 
 use common::{Cluster, config, session_config};
 use leasehold_engine::lease::{
-    Input, Intent, KnownBad, LeaseConfig, LossCause, Output, Record, StopReason, StoreRequest,
+    HostDocument, Input, Intent, KnownBad, LeaseConfig, LossCause, Output, Record, StopReason,
+    StoreRequest,
 };
 use leasehold_engine::store::{Op, Reply, Stored};
-use leasehold_engine::{Epoch, HostId};
+use leasehold_engine::{Epoch, HostId, Tenure};
 
 /// Requests `name` sent with `intent` from true time `from` on.
 fn sent(c: &Cluster, name: &str, intent: Intent, from: u64) -> usize {
@@ -810,4 +811,186 @@ fn heartbeat_found_deleted(c: &mut Cluster, name: &str) {
     let beat = c.intercept(name, Intent::Heartbeat);
     let deleted = Err(leasehold_engine::store::StoreError::NotFound);
     c.answer(name, &beat, deleted);
+}
+
+/// The id and partition key of `host`'s heartbeat.
+fn heartbeat_key(host: &str) -> (leasehold_engine::PartitionKey, leasehold_engine::DocId) {
+    let id = leasehold_engine::DocId::from(format!("t.host.{host}"));
+    (leasehold_engine::PartitionKey::new(id.as_str()), id)
+}
+
+/// A fencer whose view of a lease was old re-created a's deleted heartbeat fenced, with
+/// the tenure of a's first life, while the lease names the tenure of a's second life
+/// (the swarm's seed 951625). No later write of that heartbeat ever comes: b fences it
+/// again once it has stood unchanged for an expiry, now naming the lease's tenure,
+/// and takes the lease. Waiting for a later read of the heartbeat stranded the lease.
+#[test]
+fn a_heartbeat_rolled_back_to_an_earlier_tenure_is_fenced_once_it_has_stood_an_expiry() {
+    let mut c = Cluster::new();
+    c.add("a", session_config(1));
+    c.run_for(5_000);
+    let (pk, id) = heartbeat_key("a");
+    let Record::Host(first) = c.store.read(&pk, &id).expect("a's heartbeat").doc else {
+        panic!("a heartbeat is a host document");
+    };
+    c.restart("a");
+    c.run_for(5_000);
+    let second = c.lease("0").owner_tenure;
+    assert!(
+        c.count("a") == 1 && second > first.tenure,
+        "a resumed the lease in a later tenure: {second:?} after {:?}",
+        first.tenure
+    );
+    c.crash("a");
+    // The stale fencer: a's heartbeat deleted, then created fenced in the first tenure.
+    let stored = c.store.read(&pk, &id).unwrap();
+    c.store
+        .execute(Op::Delete {
+            pk: pk.clone(),
+            id: id.clone(),
+            if_match: Some(stored.etag),
+        })
+        .unwrap();
+    let rolled_back = fenced_by(first, "z");
+    c.store
+        .execute(Op::Create(Record::Host(rolled_back)))
+        .unwrap();
+    c.add("b", session_config(1));
+    let from = c.time;
+    // Before an expiry has passed, the heartbeat may be an old read: b leaves it be.
+    c.run_for(9_000);
+    assert_eq!(sent(&c, "b", Intent::Fence, from), 0);
+    assert_eq!(c.count("b"), 0);
+    c.run_for(10_000);
+    assert_eq!(
+        c.count("b"),
+        1,
+        "b takes the stranded lease: {:?}",
+        c.lease("0")
+    );
+    let fences: Vec<(Option<Tenure>, bool)> = c
+        .sent
+        .iter()
+        .filter(|(_, n, r)| n == "b" && r.intent == Intent::Fence)
+        .filter_map(|(_, _, r)| match &r.op {
+            Op::Replace {
+                doc: Record::Host(d),
+                if_match,
+            } => Some((d.tenure, if_match.is_some())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        fences,
+        vec![(second, true)],
+        "b's one fence is conditional on the version it saw, and names the lease's tenure"
+    );
+}
+
+/// `doc` as a fencer named `by` writes it.
+fn fenced_by(mut doc: HostDocument, by: &str) -> HostDocument {
+    doc.claims.clear();
+    doc.fenced_by = Some(HostId::from(by));
+    doc
+}
+
+/// a restarts, and its first read of the table comes from a replica that has not seen
+/// one of the leases a split made (the swarm's seed 957203). b's view gives that lease
+/// to a, and a's view gives a nothing more to do: the lease waited for a's audit,
+/// half an hour at the simulator's settings. b's heartbeat says how many leases its
+/// view holds, and a, seeing fewer in its own, reads the table again.
+#[test]
+fn a_host_whose_view_misses_a_lease_its_peers_hold_reads_the_table_again() {
+    let mut c = Cluster::new();
+    c.add("a", session_config(2));
+    c.run_for(1_000);
+    assert_eq!(c.count("a"), 2);
+    let session = c.session("a", "0");
+    let children = vec![
+        leasehold_engine::LeaseToken::from("0a"),
+        leasehold_engine::LeaseToken::from("0b"),
+    ];
+    c.input(
+        "a",
+        Input::Split {
+            lease: leasehold_engine::LeaseToken::from("0"),
+            session,
+            children,
+        },
+    )
+    .unwrap();
+    c.run_for(5_000);
+    assert_eq!(c.count("a"), 3);
+    c.add("b", session_config(2));
+    c.run_for(40_000);
+    assert_eq!((c.count("a"), c.count("b")), (2, 1));
+    // A child a holds, which its next life's first read of the table will miss.
+    let missed = ["0a", "0b"]
+        .into_iter()
+        .find(|t| c.lease(t).owner == Some(HostId::from("a")))
+        .expect("a holds a child");
+    c.restart("a");
+    let scan = c.intercept("a", Intent::Scan);
+    let Ok(Reply::ReadAll(fresh)) = c.store.execute(scan.op.clone()) else {
+        panic!("a scan reads documents");
+    };
+    let lagging: Vec<Stored<Record>> = fresh
+        .into_iter()
+        .filter(|s| !matches!(&s.doc, Record::Lease(l) if l.token.as_str() == missed))
+        .collect();
+    c.answer("a", &scan, Ok(Reply::ReadAll(lagging)));
+    c.run_for(60_000);
+    let assignment = c.assignment();
+    assert!(
+        assignment.contains_key(&leasehold_engine::LeaseToken::from(missed)),
+        "lease {missed} is processed by nobody: {:?}",
+        c.lease(missed)
+    );
+    assert_eq!(assignment.len(), 3);
+}
+
+/// a's checkpoint is answered 412, so a stops the lease as taken over; its handler's
+/// call never ends, so a gives the lease to its successor b without a claim (the
+/// swarm's seed 1012240, where a paused host did this). b's view still shows the
+/// lease as a's, and the counts give b its share: only a's heartbeat, which now holds
+/// one lease fewer than b's view says, sends b, the successor, to read the table.
+#[test]
+fn a_successor_reads_the_table_when_its_giver_holds_fewer_leases_than_its_view_says() {
+    let config = LeaseConfig {
+        stop_timeout: leasehold_engine::Millis::from_secs(5),
+        // No audit in the window: it would mend the view in its own time.
+        audit_interval: leasehold_engine::Millis::from_secs(3_600),
+        ..session_config(3)
+    };
+    let mut c = Cluster::new();
+    c.add("a", config.clone());
+    c.run_for(1_000);
+    c.add("b", config);
+    c.run_for(30_000);
+    // a holds more, and keeps it: after the gift each side's view still gives both
+    // hosts their share, so nobody claims.
+    assert_eq!((c.count("a"), c.count("b")), (2, 1));
+    let given = c.nodes["a"].processing.keys().next().unwrap().to_string();
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.checkpoint("a", &given, "5").unwrap();
+    let write = c.intercept("a", Intent::Checkpoint);
+    c.answer(
+        "a",
+        &write,
+        Err(leasehold_engine::store::StoreError::PreconditionFailed),
+    );
+    c.run_for(10_000);
+    assert_eq!(
+        c.lease(&given).owner,
+        Some(HostId::from("b")),
+        "a gave the lease it could not process to b"
+    );
+    c.run_for(20_000);
+    assert!(
+        c.nodes["b"]
+            .processing
+            .contains_key(&leasehold_engine::LeaseToken::from(given.as_str())),
+        "b processes the lease a gave it: {:?}",
+        c.lease(&given)
+    );
 }

@@ -35,6 +35,9 @@ pub struct PartitionModel {
     /// Ticks of stable membership after which owned counts must differ by at most one
     /// ([`Bounds::balance_ticks`]). Lower it to see the property fail.
     pub balance_ticks: u8,
+    /// Ticks after a split finished after which owned counts must differ by at most
+    /// one ([`Bounds::split_balance_ticks`]).
+    pub split_balance_ticks: u8,
     /// Explores one wall-clock set-up (every wall clock on true time) instead of every
     /// skew. Sound under the observed expiry rule only, where wall-clock readings are
     /// written into documents and never read back: a run with other offsets is this
@@ -54,6 +57,7 @@ impl PartitionModel {
         Ok(PartitionModel {
             liveness_ticks: bounds.liveness_ticks(),
             balance_ticks: bounds.balance_ticks(),
+            split_balance_ticks: bounds.split_balance_ticks(),
             fold_wall_clocks: !bounds.unreduced && config.expiry.rule == ExpiryRule::Observed,
             bounds,
             config,
@@ -238,7 +242,13 @@ impl PartitionModel {
             return;
         };
         let crashed = state.crashed;
+        let time = state.time;
         let ghost = &mut state.ghost;
+        // A finished split gives the table new leases to share: balance is judged
+        // from here too.
+        if after.is_finished_split() && !before.is_finished_split() {
+            ghost.last_split = time;
+        }
         let writer = Self::host_name(h);
         let position = |d: &LeaseDocument| u64::from(number(d.checkpoint.as_ref()));
         for fault in audit_write(req.intent, &writer, before, after, position) {

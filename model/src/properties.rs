@@ -248,6 +248,8 @@ fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
     // back for its leases to be owned again: a crash, a pause or a lost reply can
     // orphan leases, which only expiry frees.
     let settled = state.time.saturating_sub(state.ghost.last_join) >= model.balance_ticks
+        && (state.ghost.last_split == 0
+            || state.time.saturating_sub(state.ghost.last_split) >= model.split_balance_ticks)
         && state.time.saturating_sub(state.last_fault) >= model.liveness_ticks
         && state.net.is_empty()
         && state.replies.is_empty();

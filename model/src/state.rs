@@ -67,6 +67,9 @@ pub struct Ghost {
     /// True time a host last joined, by restarting, or left, by a graceful shutdown
     /// (0: the cold start).
     pub last_join: u8,
+    /// True time a split last finished, giving the table new leases to share (0:
+    /// none yet).
+    pub last_split: u8,
     /// Graceful shutdowns so far.
     pub shutdowns: u8,
     /// What the step into this state did, for the `sometimes` properties.

@@ -340,6 +340,8 @@ enum Serve<'a> {
     Fresh,
     /// One document at the version `back` writes older.
     Stale(&'a DocId, usize),
+    /// A write whose answer its sender never hears.
+    Unheard,
 }
 
 fn apply<R: Rules>(
@@ -357,6 +359,7 @@ fn apply<R: Rules>(
         Serve::Stale(doc, back) => world.store.execute(reader, req.op.clone(), &mut |id, _| {
             if id == doc { back } else { 0 }
         }),
+        Serve::Unheard => world.store.unheard(req.op.clone()),
     };
     rules.record(world, c, req, before, &result);
     result
@@ -531,7 +534,16 @@ pub fn serve_held<R: Rules>(
     let mut req = world.net.remove(&(c, id))?;
     // The network's fault lasts until the late request arrives.
     world.last_fault = world.time;
-    let result = apply(rules, world, c, &mut req, Serve::Fresh);
+    // A request its driver gave up on is answered to nobody: its sender's session
+    // never learns of it (forgetting the whole session instead let the model serve
+    // the sender versions older than its own earlier writes, which Session never does).
+    let unheard = world.given_up.remove(&(c, id));
+    let serve = if unheard {
+        Serve::Unheard
+    } else {
+        Serve::Fresh
+    };
+    let result = apply(rules, world, c, &mut req, serve);
     note(journal, || {
         format!(
             "the store serves {who}{c}'s held {}: {}",
@@ -539,8 +551,7 @@ pub fn serve_held<R: Rules>(
             answer(&result)
         )
     });
-    if world.given_up.remove(&(c, id)) {
-        world.store.forget(reader(c, id.incarnation.0));
+    if unheard {
         note(journal, || {
             format!("nobody hears it: {who}{c}'s driver gave up on it")
         });

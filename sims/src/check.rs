@@ -130,8 +130,14 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
     );
     let _ = writeln!(
         out,
-        "  liveness checked {} s after the last fault; balance {} s after the last join",
-        model.liveness_ticks, model.balance_ticks
+        "  liveness checked {} s after the last fault; balance {} s after the last join{}",
+        model.liveness_ticks,
+        model.balance_ticks,
+        if b.splits > 0 {
+            format!(" and {} s after the last split", model.split_balance_ticks)
+        } else {
+            String::new()
+        }
     );
     let setups = (2 * u32::from(b.skew) + 1).pow(u32::from(b.hosts.saturating_sub(1)));
     if model.fold_wall_clocks && setups > 1 {

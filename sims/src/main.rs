@@ -112,7 +112,9 @@ struct ModelArgs {
     liveness: Option<Liveness>,
     /// Run a known-bad variant. Partitions: timestamp-skew, blind-acquire,
     /// blind-checkpoint, thin-margin, same-epoch, restart-same-epoch, unfenced-takeover,
-    /// blind-heartbeat. Queue: dequeue-seed,
+    /// blind-heartbeat, delete-parent-first, delete-split-lease, tenure-read-order,
+    /// take-keeps-ended-tenure, resume-keeps-ended-tenure, blind-leave,
+    /// earlier-tenure-waits, uncounted-table, silent-successor. Queue: dequeue-seed,
     /// dequeue-no-expired, blind-claim, blind-complete, dequeue-unordered, lock-no-drift. Items:
     /// next-for-state-no-expiry, blind-lease, lock-no-drift. Stops at its first
     /// counterexample.

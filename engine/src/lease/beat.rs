@@ -5,9 +5,9 @@
 use super::LossCause;
 use super::heartbeat::{BeatPlan, BeatRules, BeatStep};
 use super::host::{LeaseHost, What};
-use super::membership::Member;
+use super::membership::{Member, successor};
 use super::phase::Phase;
-use super::{HostDocument, Intent};
+use super::{HostDocument, Intent, KnownBad};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
 use crate::store::{Op, Reply, StoreError};
 use crate::time::{LocalTime, Now};
@@ -49,6 +49,7 @@ impl LeaseHost {
             session: self.session_liveness(),
             leaving,
             owned,
+            leases: u32::try_from(self.slots.len()).unwrap_or(u32::MAX),
         };
         let Some((intent, op, step)) = self.membership.beat.next(now, &plan) else {
             return;
@@ -104,8 +105,9 @@ impl LeaseHost {
     }
 
     /// Under session liveness, whether this host's view of the table is behind what
-    /// the heartbeats say: counting each member's leases as its heartbeat publishes
-    /// them gives this host another share to hold than counting them in its view.
+    /// the heartbeats say: a member's view holds more leases than this host's, or
+    /// counting each member's leases as its heartbeat publishes them gives this host
+    /// another share to hold than counting them in its view.
     /// Then only a read of the table mends the view (a read from a lagging replica, a
     /// handoff or a split it has not seen); left alone, two hosts whose views differ
     /// can each wait for the other to claim, until the audit (the swarm's seeds 307453
@@ -118,6 +120,19 @@ impl LeaseHost {
             return false;
         }
         let live: Vec<&Member> = self.live_members(now).collect();
+        // Leases are only ever created: a member whose view holds more has read some
+        // this host has not (a read of the table at start that a lagging replica
+        // served: the swarm's seed 957203, a split's child that every peer planned
+        // for this host, which never learned of it).
+        let known = self.slots.len();
+        let counted = self.config.known_bad != Some(KnownBad::UncountedTable);
+        if counted
+            && live
+                .iter()
+                .any(|m| m.doc.leases.is_some_and(|n| n as usize > known))
+        {
+            return true;
+        }
         let Some(published) = live
             .iter()
             .map(|m| m.doc.owned.map(|n| n as usize))
@@ -137,6 +152,24 @@ impl LeaseHost {
             }) {
                 seen[m] += 1;
             }
+        }
+        // A member that holds fewer leases than this view gives it has given some
+        // away. One it could not process goes to its successor without a claim
+        // (`give_up_stuck`), and nothing but a read of the table tells the successor:
+        // the swarm's seed 1012240, where the counts still gave every host its share.
+        // Only the successor reads, so that a handoff between two others costs nothing.
+        let hosts: Vec<&HostId> = live.iter().map(|m| &m.doc.host).collect();
+        let gave_to_me = live.iter().zip(&published).zip(&seen).any(|((m, &p), &s)| {
+            let others: Vec<&HostId> = hosts
+                .iter()
+                .copied()
+                .filter(|h| **h != m.doc.host)
+                .chain([&self.me])
+                .collect();
+            p < s && successor(&m.doc.host, others) == Some(&self.me)
+        });
+        if gave_to_me && self.config.known_bad != Some(KnownBad::SilentSuccessor) {
+            return true;
         }
         // This host among the members, in id order, with what it holds itself. The
         // leases no member holds in the view count alike on both sides; the held

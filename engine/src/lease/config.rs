@@ -84,6 +84,21 @@ pub enum KnownBad {
     /// Session consistency that read may describe an older heartbeat than the lease
     /// implies, so a live tenure is judged over.
     TenureByReadOrder,
+    /// Under session liveness, a heartbeat that shows an earlier tenure than a lease
+    /// names is waited on until a later read of it shows more. A fencer whose view of
+    /// the lease was old can leave it so for good, and the lease is processed by
+    /// nobody (the swarm's rolling-restart seed 951625).
+    EarlierTenureWaits,
+    /// Under session liveness, the lease counts the heartbeats publish are not
+    /// compared with the host's view of the table: a host whose read of the table
+    /// missed a lease its peers' plans give to it never takes it, until its audit
+    /// (the swarm's flapping-host seed 957203).
+    UncountedTable,
+    /// Under session liveness, a host whose view gives a member more leases than
+    /// that member's heartbeat says it holds does not read the table even when it
+    /// is the member's successor: a lease the member could not process and gave to
+    /// it without a claim is processed by nobody (the swarm's seed 1012240).
+    SilentSuccessor,
 }
 
 /// Where a holder's authority over its leases comes from, and so what it must write

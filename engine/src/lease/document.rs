@@ -186,6 +186,13 @@ pub struct HostDocument {
     /// came from a lagging replica is otherwise believed until the audit.
     #[serde(rename = "Owned", default, skip_serializing_if = "Option::is_none")]
     pub owned: Option<u32>,
+    /// Under session liveness, how many lease documents of the group the host's view
+    /// of the table held when it wrote this heartbeat. Leases are only ever created,
+    /// so another host whose view holds fewer has missed some, and reads the table
+    /// again: a lease it missed, which its peers' plans give to it, is otherwise
+    /// taken by nobody until its audit.
+    #[serde(rename = "Leases", default, skip_serializing_if = "Option::is_none")]
+    pub leases: Option<u32>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -204,6 +211,7 @@ impl HostDocument {
             fenced_by: None,
             splits: 0,
             owned: None,
+            leases: None,
         }
     }
 }

@@ -74,6 +74,8 @@ pub(super) struct BeatPlan<'a> {
     /// Session liveness: the leases held in the current tenure, published with every
     /// write of the heartbeat.
     pub owned: u32,
+    /// Session liveness: the lease documents in this host's view of the table.
+    pub leases: u32,
 }
 
 /// How the host's settings bear on a heartbeat's answer.
@@ -215,6 +217,7 @@ impl Heartbeat {
                 doc.tenure = tenure;
                 doc.splits = self.splits;
                 doc.owned = plan.session.then_some(plan.owned);
+                doc.leases = plan.session.then_some(plan.leases);
                 let step = BeatStep::Write {
                     claims: doc.claims.clone(),
                     tenure: doc.tenure,

@@ -602,13 +602,9 @@ impl LeaseHost {
             })
             .cloned()
             .collect();
-        // The first live member after this host in id order, so that two stuck hosts
-        // do not hand their leases to each other.
-        let successor = {
-            let live: Vec<&HostId> = self.live_members(now).map(|m| &m.doc.host).collect();
-            let after = live.iter().find(|h| ***h > self.me).or(live.first());
-            after.map(|h| (*h).clone())
-        };
+        let successor =
+            super::membership::successor(&self.me, self.live_members(now).map(|m| &m.doc.host))
+                .cloned();
         let to = match successor {
             Some(to) if self.uses_heartbeats() => ReleaseTo::Successor(to),
             _ => ReleaseTo::Nobody,

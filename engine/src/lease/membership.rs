@@ -76,6 +76,19 @@ impl Member {
     }
 }
 
+/// The live host that `giver`, unable to process a lease, hands it to: among `live`
+/// (the other live hosts as the giver sees them), the first after the giver in id
+/// order, wrapping around, so that two stuck hosts do not hand their leases to each
+/// other. The giver and the successor both apply this one rule.
+pub(super) fn successor<'a>(
+    giver: &HostId,
+    live: impl IntoIterator<Item = &'a HostId>,
+) -> Option<&'a HostId> {
+    let live: Vec<&HostId> = live.into_iter().filter(|h| *h != giver).collect();
+    let after = live.iter().filter(|h| **h > giver).min();
+    after.or_else(|| live.iter().min()).copied()
+}
+
 impl Membership {
     pub fn new() -> Membership {
         Membership {
@@ -134,7 +147,7 @@ impl Membership {
                         && (m.doc.tenure != doc.tenure
                             || (!m.is_fenced() && doc.fenced_by.is_some()));
                     split |= m.doc.splits != doc.splits;
-                    counts |= m.doc.owned != doc.owned;
+                    counts |= m.doc.owned != doc.owned || m.doc.leases != doc.leases;
                     changed |= m.doc.tenure != doc.tenure
                         || m.doc.fenced_by != doc.fenced_by
                         || m.doc.claims != doc.claims;

@@ -357,6 +357,12 @@ impl LeaseHost {
                 } else {
                     None
                 };
+                if verdict == Some(TenureVerdict::Unknown)
+                    && let Some(at) = self.unknown_tenure_until(slot, now)
+                    && next.is_none_or(|n| at < n)
+                {
+                    next = Some(at);
+                }
                 let status = match (&owner, verdict) {
                     _ if slot.own.is_some() => LeaseStatus::Held,
                     (_, Some(TenureVerdict::Live | TenureVerdict::Unknown)) => LeaseStatus::Held,
@@ -430,8 +436,15 @@ impl LeaseHost {
         let member_times = self
             .live_members(now)
             .map(|m| policy.expires_at(&m.observation(), now));
+        let unknown_times = self
+            .slots
+            .values()
+            .filter(|slot| !slot.doc.is_finished_split() && slot.own.is_none())
+            .filter(|slot| self.session_liveness() && slot.doc.owner.is_some())
+            .filter_map(|slot| self.unknown_tenure_until(slot, now));
         lease_times
             .chain(member_times)
+            .chain(unknown_times)
             .filter(|t| *t > now.local)
             .min()
     }

@@ -6,6 +6,7 @@
 //! next renewal then fails on the changed etag, and it stops everything at once.
 
 use super::host::{LeaseHost, What};
+use super::membership::Member;
 use super::phase::Phase;
 use super::slot::Slot;
 use super::{HostDocument, Intent, KnownBad, LeaseDocument, Liveness, Record};
@@ -70,18 +71,57 @@ impl LeaseHost {
                     TenureVerdict::Unknown
                 }
             }
-            // Tenures of one name only rise, and a tenure's heartbeat is written
-            // before any lease names it. So a heartbeat showing a later tenure proves
-            // this one over, however old the replica that served it; one showing an
-            // earlier tenure (or none) is an old read, and proves nothing.
+            // A tenure's heartbeat is written before any lease names it, and its
+            // holder's own writes only ever raise it. So a heartbeat showing a later
+            // tenure proves this one over, however old the replica that served it;
+            // one showing an earlier tenure (or none) may be an old read, and proves
+            // nothing at once.
             Some(m) if m.doc.tenure != Some(tenure) => match m.doc.tenure {
                 Some(theirs) if theirs > tenure => TenureVerdict::Over,
+                _ if self.earlier_tenure_stood(m, now)
+                    && self.config.known_bad != Some(KnownBad::EarlierTenureWaits) =>
+                {
+                    TenureVerdict::Expired(Some(m.etag.clone()))
+                }
                 _ => TenureVerdict::Unknown,
             },
             Some(m) if m.is_fenced() => TenureVerdict::Over,
             Some(m) if self.is_alive(m, now) => TenureVerdict::Live,
             Some(m) => TenureVerdict::Expired(Some(m.etag.clone())),
         })
+    }
+
+    /// Whether `member`'s heartbeat, which shows an earlier tenure than a lease names,
+    /// has stood unchanged for a whole expiry on this host's clock.
+    ///
+    /// A fencer whose view of a lease was old can re-create a deleted heartbeat with
+    /// an earlier tenure than the lease names (the swarm's seed 951625: a host left
+    /// while a handoff to its new life landed, and a peer partitioned meanwhile fenced
+    /// the tenure of its first life). No later write of the heartbeat will ever come,
+    /// so waiting for one strands the lease. If this version is current, the lease's
+    /// tenure has written nothing since it was written, which is at or before this
+    /// host first saw it: an expiry after that, the tenure's authority is over, as
+    /// with any heartbeat that stood unchanged. If it is an old read, the fence's
+    /// if-match on its etag fails. The wait is on this host's own clock whatever the
+    /// expiry rule, because the version's timestamp may be a fencer's copy.
+    pub(super) fn earlier_tenure_stood(&self, member: &Member, now: Now) -> bool {
+        now.local >= self.earlier_tenure_expires(member)
+    }
+
+    /// When [`earlier_tenure_stood`](Self::earlier_tenure_stood) turns true.
+    fn earlier_tenure_expires(&self, member: &Member) -> LocalTime {
+        member.seen + self.config.expiry.observer_wait()
+    }
+
+    /// For a lease whose tenure is [`Unknown`](TenureVerdict::Unknown) at `now`, when
+    /// its owner's heartbeat will have stood long enough to be fenced: the plan must be
+    /// made again then.
+    pub(super) fn unknown_tenure_until(&self, slot: &Slot, now: Now) -> Option<LocalTime> {
+        let owner = slot.doc.owner.as_ref()?;
+        let member = self.membership.member(owner)?;
+        (self.tenure_verdict(slot, now) == Some(TenureVerdict::Unknown))
+            .then(|| self.earlier_tenure_expires(member))
+            .filter(|at| *at > now.local)
     }
 
     /// Ends `host`'s `tenure` with a conditional write of a fenced heartbeat, once: a

@@ -154,7 +154,7 @@ impl<D: Document> Replicated<D> {
         pick: &mut dyn FnMut(&DocId, usize) -> usize,
     ) -> Result<Reply<D>, StoreError> {
         if op.is_write() {
-            return self.write(reader, op);
+            return self.write(Some(reader), op);
         }
         if self.depth == 0 {
             return self.current.execute(op);
@@ -213,6 +213,19 @@ impl<D: Document> Replicated<D> {
         (first, second)
     }
 
+    /// Applies a write whose answer its sender never hears (its driver gave up on the
+    /// request before it landed): the sender's session token never learns of it, so
+    /// the sender may still be shown the versions before it, as any other reader may.
+    /// Everything the sender saw before still bounds its reads. A read is simply
+    /// executed fresh.
+    pub fn unheard(&mut self, op: Op<D>) -> Result<Reply<D>, StoreError> {
+        if op.is_write() {
+            self.write(None, op)
+        } else {
+            self.current.execute(op)
+        }
+    }
+
     /// `reader`'s session is over (its host restarted): a new one has seen nothing.
     pub fn forget(&mut self, reader: Reader) {
         self.versions.retain(|_, v| {
@@ -221,7 +234,8 @@ impl<D: Document> Replicated<D> {
         });
     }
 
-    fn write(&mut self, reader: Reader, op: Op<D>) -> Result<Reply<D>, StoreError> {
+    /// Applies write `op`, crediting `writer` (if any) with having seen what it wrote.
+    fn write(&mut self, writer: Option<Reader>, op: Op<D>) -> Result<Reply<D>, StoreError> {
         if self.depth == 0 {
             return self.current.execute(op);
         }
@@ -248,10 +262,12 @@ impl<D: Document> Replicated<D> {
                     *n = n.saturating_add(1);
                 }
                 v.bound
-                    .retain(|(r, n)| usize::from(*n) < len && *r != reader);
+                    .retain(|(r, n)| usize::from(*n) < len && Some(*r) != writer);
                 // The writer reads its own write.
-                let at = v.bound.partition_point(|(r, _)| *r < reader);
-                v.bound.insert(at, (reader, 0));
+                if let Some(writer) = writer {
+                    let at = v.bound.partition_point(|(r, _)| *r < writer);
+                    v.bound.insert(at, (writer, 0));
+                }
             });
         }
         result

@@ -97,7 +97,10 @@ pub struct RunFlags {
     pub max_batch: Option<u64>,
     /// Run a known-bad variant of the protocol (the model checker's): timestamp-skew,
     /// blind-acquire, blind-checkpoint, thin-margin, same-epoch, restart-same-epoch,
-    /// unfenced-takeover, blind-heartbeat (handoff under session liveness); queue scenarios:
+    /// unfenced-takeover, blind-heartbeat, delete-parent-first, delete-split-lease,
+    /// tenure-read-order, take-keeps-ended-tenure, resume-keeps-ended-tenure, blind-leave,
+    /// earlier-tenure-waits, uncounted-table, silent-successor (all but the split ones from
+    /// unfenced-takeover on need handoff under session liveness); queue scenarios:
     /// dequeue-seed, dequeue-no-expired, blind-claim, blind-complete, dequeue-unordered,
     /// lock-no-drift.
     /// With swarm, every seed runs the variant (lease or queue runs only).
