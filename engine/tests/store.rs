@@ -433,3 +433,55 @@ fn writes_to_different_documents_commute() {
         "etags are per document, so order leaves no trace"
     );
 }
+
+/// A write whose answer its sender never hears (its driver gave up on the request
+/// before it landed) leaves the sender's session where it was: the sender may be
+/// shown the version before that write, never one older than its own earlier write.
+#[test]
+fn an_unheard_write_leaves_its_senders_session_where_it_was() {
+    use leasehold_engine::lease::{LeaseDocument, Record};
+    use leasehold_engine::store::{Reader, Replicated};
+    use leasehold_engine::{LeaseToken, WallTime};
+
+    let writer = Reader(0);
+    let mut store = Replicated::new(Container::<Record>::new(), 2);
+    let mut doc = LeaseDocument::new("p", LeaseToken::from("0"), WallTime(0));
+    let (pk, id) = (PartitionKey::new(doc.id.as_str()), doc.id.clone());
+    store
+        .fresh(writer, Op::Create(Record::Lease(doc.clone())))
+        .unwrap();
+    doc.checkpoint = Some("1".into());
+    store
+        .fresh(
+            writer,
+            Op::Replace {
+                doc: Record::Lease(doc.clone()),
+                if_match: None,
+            },
+        )
+        .unwrap();
+    let read = Op::Read { pk, id };
+    assert!(
+        store.options(writer, &read).is_empty(),
+        "it reads its own write"
+    );
+    doc.checkpoint = Some("2".into());
+    store
+        .unheard(Op::Replace {
+            doc: Record::Lease(doc),
+            if_match: None,
+        })
+        .unwrap();
+    // One version back (its own write) may be shown, and no further.
+    let options = store.options(writer, &read);
+    assert_eq!(options.len(), 1);
+    assert_eq!(options[0].1, 1);
+    let shown = store.execute(writer, read, &mut |_, n| n);
+    let Ok(Reply::Read(stored)) = shown else {
+        panic!("the document exists");
+    };
+    assert_eq!(
+        stored.doc.as_lease().and_then(|l| l.checkpoint.clone()),
+        Some("1".into())
+    );
+}
