@@ -97,7 +97,8 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
         out,
         "  strategy {}, {} expiry, margin {} ms, {} liveness{}; faults: {}, {}, {}{}{}",
         b.strategy,
-        match b.expiry {
+        // The rule the hosts run, which a variant may set (timestamp-skew runs CFP's).
+        match model.config.expiry.rule {
             ExpiryRule::Observed => "observed",
             ExpiryRule::Timestamp => "timestamp",
         },

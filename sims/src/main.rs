@@ -77,9 +77,11 @@ struct ModelArgs {
     /// and may restart as a new life under the same name.
     #[arg(long, default_value_t = 0)]
     shutdowns: u8,
-    /// Each wall clock is off true time by up to this many seconds, either way (0-3).
-    #[arg(long, default_value_t = 1, value_name = "SECONDS")]
-    skew: u8,
+    /// Each wall clock is off true time by up to this many seconds, either way (0-3)
+    /// [default: 1; partitions with --bug timestamp-skew: 2, the least skew that
+    /// beats the timestamp rule's margin].
+    #[arg(long, value_name = "SECONDS")]
+    skew: Option<u8>,
     /// Partitions: explore every wall-clock set-up even under the observed expiry
     /// rule, which never reads a wall clock and so, by default, checks one set-up for
     /// all of them (README, "Reductions").
@@ -127,8 +129,8 @@ struct ModelArgs {
     #[arg(long, default_value_t = 0)]
     lost_replies: u8,
     /// Writes that may be held on the wire and delivered later, in any order
-    /// [default: 0; partitions with --bug restart-same-epoch, unfenced-takeover or
-    /// blind-heartbeat: 1, the least fault that shows them: a renewal that lands
+    /// [default: 0; partitions with --bug restart-same-epoch or a variant of session
+    /// liveness: 1, the least fault that shows most of them: a write that lands
     /// late].
     #[arg(long)]
     delays: Option<u8>,
@@ -321,7 +323,11 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         stale_reads: args.stale_reads,
         late_replies: args.late_replies,
         retries: args.retries,
-        skew: args.skew,
+        skew: args.skew.unwrap_or(if bug == Some(Bug::TimestampSkew) {
+            2
+        } else {
+            1
+        }),
         drift_ms: args.drift,
         horizon: 1,
         progress: args.progress,
@@ -454,7 +460,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         pauses: args.pauses,
         lost_replies: args.lost_replies,
         delays: args.delays.unwrap_or(0),
-        skew: args.skew,
+        skew: args.skew.unwrap_or(1),
         drift_ms: args.drift,
         horizon: 1,
         give_backs: args.give_backs,

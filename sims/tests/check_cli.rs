@@ -290,3 +290,51 @@ fn splits_need_room_for_the_children() {
     assert_ne!(out.status.code(), Some(0));
     assert!(err.contains("partitions with --splits"), "{err}");
 }
+
+/// The header names the expiry rule and margin the hosts run, which a variant may set:
+/// `timestamp-skew` runs CFP's timestamp rule with no margin, whatever `--expiry` says.
+/// And the variant's skew defaults to the least that shows it: at the general default
+/// (1 s) it held, and exited 0.
+#[test]
+fn timestamp_skew_at_its_defaults_is_found_and_its_header_names_the_rule_it_runs() {
+    let out = leasehold(&[
+        "check",
+        "partitions",
+        "--strategy",
+        "cfp",
+        "--bug",
+        "timestamp-skew",
+        "--crashes",
+        "0",
+        "--threads",
+        "1",
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains("skew ±2 s"), "{text}");
+    assert!(
+        text.contains("strategy cfp, timestamp expiry, margin 0 ms"),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("--skew 2"),
+        "the replay carries the skew: {text}"
+    );
+    // The sibling: at the general default skew it holds, which is why the variant's
+    // default is not the general one.
+    let out = leasehold(&[
+        "check",
+        "partitions",
+        "--strategy",
+        "cfp",
+        "--bug",
+        "timestamp-skew",
+        "--crashes",
+        "0",
+        "--skew",
+        "1",
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
