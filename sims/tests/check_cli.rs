@@ -297,18 +297,23 @@ fn splits_need_room_for_the_children() {
 /// (1 s) it held, and exited 0.
 #[test]
 fn timestamp_skew_at_its_defaults_is_found_and_its_header_names_the_rule_it_runs() {
-    let out = leasehold(&[
-        "check",
-        "partitions",
-        "--strategy",
-        "cfp",
-        "--bug",
-        "timestamp-skew",
-        "--crashes",
-        "0",
-        "--threads",
-        "1",
-    ]);
+    let run = |more: &[&str]| {
+        let mut args = vec![
+            "check",
+            "partitions",
+            "--strategy",
+            "cfp",
+            "--bug",
+            "timestamp-skew",
+            "--crashes",
+            "0",
+            "--threads",
+            "1",
+        ];
+        args.extend_from_slice(more);
+        leasehold(&args)
+    };
+    let out = run(&[]);
     let text = stdout(&out);
     assert!(text.contains("skew ±2 s"), "{text}");
     assert!(
@@ -322,19 +327,6 @@ fn timestamp_skew_at_its_defaults_is_found_and_its_header_names_the_rule_it_runs
     );
     // The sibling: at the general default skew it holds, which is why the variant's
     // default is not the general one.
-    let out = leasehold(&[
-        "check",
-        "partitions",
-        "--strategy",
-        "cfp",
-        "--bug",
-        "timestamp-skew",
-        "--crashes",
-        "0",
-        "--skew",
-        "1",
-        "--threads",
-        "1",
-    ]);
+    let out = run(&["--skew", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
