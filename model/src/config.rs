@@ -183,7 +183,129 @@ pub enum Bug {
     SilentSuccessor,
 }
 
+/// The bounds a variant's counterexample needs where they differ from the general
+/// defaults: what `leasehold check --bug` runs for every bound not given on the
+/// command line, so that each variant the model can find is found at its defaults.
+/// The values are the bounds `model/tests` find each variant at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeastBound {
+    /// Hosts.
+    pub hosts: Option<u8>,
+    /// Partitions.
+    pub partitions: Option<u8>,
+    /// Crashes.
+    pub crashes: Option<u8>,
+    /// Graceful shutdowns.
+    pub shutdowns: Option<u8>,
+    /// Pauses.
+    pub pauses: Option<u8>,
+    /// Writes held on the wire.
+    pub delays: Option<u8>,
+    /// Stale reads.
+    pub stale_reads: Option<u8>,
+    /// Late replies.
+    pub late_replies: Option<u8>,
+    /// Retried writes.
+    pub retries: Option<u8>,
+    /// Wall-clock skew, in seconds.
+    pub skew: Option<u8>,
+    /// Splits.
+    pub splits: Option<u8>,
+    /// Checkpoints per lease.
+    pub progress: Option<u8>,
+    /// Seconds of true time explored.
+    pub horizon: Option<u8>,
+    /// Where authority comes from.
+    pub liveness: Option<Liveness>,
+    /// Search depth first: breadth first would hold every state up to the
+    /// counterexample's depth in memory.
+    pub depth_first: bool,
+    /// No bound that fits on these machines is known to show it (README, "The store
+    /// production has"): the engine's tests and the swarm's regressions keep it.
+    pub out_of_reach: bool,
+}
+
 impl Bug {
+    /// The least bound known to show this variant's counterexample.
+    pub fn least_bound(self) -> LeastBound {
+        let quiet = LeastBound {
+            crashes: Some(0),
+            ..LeastBound::default()
+        };
+        match self {
+            Bug::TimestampSkew => LeastBound {
+                skew: Some(2),
+                ..LeastBound::default()
+            },
+            Bug::BlindAcquire => LeastBound {
+                liveness: Some(Liveness::Lease),
+                horizon: Some(10),
+                ..LeastBound::default()
+            },
+            Bug::BlindCheckpoint => LeastBound {
+                delays: Some(1),
+                progress: Some(2),
+                horizon: Some(10),
+                ..quiet
+            },
+            Bug::ThinMargin => LeastBound {
+                pauses: Some(1),
+                horizon: Some(10),
+                ..quiet
+            },
+            Bug::RestartSameEpoch | Bug::UnfencedTakeover | Bug::BlindHeartbeat => LeastBound {
+                delays: Some(1),
+                ..LeastBound::default()
+            },
+            Bug::SameEpoch => LeastBound::default(),
+            Bug::DeleteParentFirst => LeastBound {
+                splits: Some(1),
+                horizon: Some(11),
+                ..LeastBound::default()
+            },
+            Bug::DeleteSplitLease => LeastBound {
+                hosts: Some(1),
+                partitions: Some(1),
+                splits: Some(1),
+                late_replies: Some(1),
+                horizon: Some(8),
+                ..quiet
+            },
+            Bug::TenureByReadOrder => LeastBound {
+                stale_reads: Some(2),
+                retries: Some(1),
+                horizon: Some(5),
+                ..quiet
+            },
+            Bug::BlindLeave => LeastBound {
+                partitions: Some(1),
+                shutdowns: Some(1),
+                delays: Some(1),
+                horizon: Some(7),
+                ..quiet
+            },
+            Bug::UncountedTable => LeastBound {
+                partitions: Some(1),
+                splits: Some(1),
+                stale_reads: Some(1),
+                horizon: Some(14),
+                depth_first: true,
+                ..LeastBound::default()
+            },
+            Bug::TakeKeepsEndedTenure
+            | Bug::ResumeKeepsEndedTenure
+            | Bug::EarlierTenureWaits
+            | Bug::SilentSuccessor => LeastBound {
+                partitions: Some(1),
+                delays: Some(1),
+                horizon: Some(8),
+                depth_first: true,
+                out_of_reach: true,
+                ..LeastBound::default()
+            },
+        }
+    }
+
     /// Rewrites a request's `op`, sent for `intent`, on the wire as the wire-level
     /// variants do (the others change the hosts' settings instead); `before` is the
     /// lease it would replace, as the store holds it. Every driver (the model checker

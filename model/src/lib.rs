@@ -41,7 +41,7 @@ pub mod trace;
 pub mod transitions;
 pub mod world;
 
-pub use config::{Bounds, BoundsError, Bug, TICK_MS};
+pub use config::{Bounds, BoundsError, Bug, LeastBound, TICK_MS};
 pub use items::ItemModel;
 pub use lock_config::{LockBounds, LockBug, LockKind};
 pub use partitions::{PartitionModel, lease_before};

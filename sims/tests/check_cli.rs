@@ -330,3 +330,41 @@ fn timestamp_skew_at_its_defaults_is_found_and_its_header_names_the_rule_it_runs
     let out = run(&["--skew", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+/// Every partition variant the model can find is found with no flag but its name: it
+/// runs, for every bound not given, the least bound known to show it. Before, five
+/// held at the general defaults and six ran breadth first out of memory.
+#[test]
+fn every_variant_the_model_can_find_is_found_at_its_defaults() {
+    for bug in leasehold_model::Bug::ALL {
+        if bug.least_bound().out_of_reach {
+            continue;
+        }
+        let out = leasehold(&["check", "partitions", "--bug", bug.name()]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{bug}: {text}");
+        assert!(text.contains("COUNTEREXAMPLE to"), "{bug}: {text}");
+    }
+}
+
+/// The four the model cannot reach say so before they run, rather than leave a clean
+/// verdict to speak for itself.
+#[test]
+fn a_variant_out_of_the_models_reach_says_so() {
+    let out = leasehold(&[
+        "check",
+        "partitions",
+        "--bug",
+        "silent-successor",
+        "--max-states",
+        "1000",
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "note: no bound that fits on these machines is known to show silent-successor"
+        ),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(3), "{text}");
+}
