@@ -213,6 +213,8 @@ pub struct LeastBound {
     pub splits: Option<u8>,
     /// Checkpoints per lease.
     pub progress: Option<u8>,
+    /// Queue and items: abandons or breaks clients may choose.
+    pub give_backs: Option<u8>,
     /// Seconds of true time explored.
     pub horizon: Option<u8>,
     /// Where authority comes from.
@@ -220,8 +222,9 @@ pub struct LeastBound {
     /// Search depth first: breadth first would hold every state up to the
     /// counterexample's depth in memory.
     pub depth_first: bool,
-    /// No bound that fits on these machines is known to show it (README, "The store
-    /// production has"): the engine's tests and the swarm's regressions keep it.
+    /// The model does not show it: no bound that fits on these machines is known to
+    /// (README, "The store production has"), or it breaks no property the model
+    /// has; the engine's tests and the simulator keep it.
     pub out_of_reach: bool,
 }
 

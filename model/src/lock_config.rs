@@ -186,6 +186,45 @@ pub enum LockBug {
 }
 
 impl LockBug {
+    /// The least bound known to show this variant's counterexample (the bounds
+    /// `model/tests/locks.rs` find it at), for every bound not given on the command
+    /// line.
+    pub fn least_bound(self) -> crate::config::LeastBound {
+        use crate::config::LeastBound;
+        // One message or item, no crash, no give-back: a single late or lagging
+        // write is enough.
+        let lone = LeastBound {
+            partitions: Some(1),
+            crashes: Some(0),
+            give_backs: Some(0),
+            ..LeastBound::default()
+        };
+        match self {
+            LockBug::DequeueSeed => LeastBound::default(),
+            // A crash strands the one message or item: nobody gives it back.
+            LockBug::DequeueNoExpired | LockBug::NextForStateNoExpiry => LeastBound {
+                partitions: Some(1),
+                give_backs: Some(0),
+                ..LeastBound::default()
+            },
+            LockBug::BlindClaim | LockBug::BlindComplete | LockBug::BlindLease => LeastBound {
+                delays: Some(1),
+                ..lone
+            },
+            LockBug::LockNoDrift => LeastBound {
+                pauses: Some(3),
+                skew: Some(0),
+                ..lone
+            },
+            // No queue property promises an order: the engine's test of the dequeue
+            // order catches it.
+            LockBug::DequeueUnordered => LeastBound {
+                out_of_reach: true,
+                ..LeastBound::default()
+            },
+        }
+    }
+
     /// Every variant.
     pub const ALL: [LockBug; 8] = [
         LockBug::DequeueSeed,
