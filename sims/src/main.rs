@@ -84,7 +84,7 @@ struct ModelArgs {
     skew: Option<u8>,
     /// Partitions: explore every wall-clock set-up even under the observed expiry
     /// rule, which never reads a wall clock and so, by default, checks one set-up for
-    /// all of them (README, "Reductions").
+    /// all of them (README, "Model-checking speed").
     #[arg(long)]
     unreduced: bool,
     /// Partitions: splits of the feed allowed (0-2). Partition 0's range may split

@@ -382,3 +382,36 @@ fn a_variant_out_of_the_models_reach_says_so() {
     );
     assert_eq!(out.status.code(), Some(3), "{text}");
 }
+
+/// Every README section the help points to exists: `--unreduced` pointed to
+/// "Reductions", a section the README never had.
+#[test]
+fn every_readme_section_the_help_names_exists() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("the README");
+    let headings: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim())
+        .collect();
+    let mut named = 0;
+    for command in [
+        &["check", "--help"][..],
+        &["sim", "--help"],
+        &["explore", "--help"],
+    ] {
+        let help = stdout(&leasehold(command));
+        for (i, _) in help.match_indices("README, \"") {
+            let rest = &help[i + "README, \"".len()..];
+            let section = &rest[..rest.find('"').expect("a closing quote")];
+            // Help text wraps: compare with the line breaks and indents taken out.
+            let section = section.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(
+                headings.iter().any(|h| h.starts_with(&section)),
+                "{command:?} names README section {section:?}, which does not exist"
+            );
+            named += 1;
+        }
+    }
+    assert!(named > 0, "the help names README sections");
+}
