@@ -319,3 +319,32 @@ fn a_clock_violation_replays_with_its_drift_lock_and_poll() {
         "exclusivity",
     );
 }
+
+/// A swarm draws every seed's scenario, strategy, sizes, settings and faults: a flag
+/// for any of them was ignored without a word (byte-identical output), and with no
+/// `--seeds` it quietly ran 100. Each is now a usage error.
+#[test]
+fn a_swarm_refuses_the_flags_it_does_not_use_and_needs_its_seeds() {
+    for flags in [
+        &["--hosts", "5"][..],
+        &["--partitions", "5"],
+        &["--strategy", "cfp"],
+        &["--duration", "5m"],
+        &["--faults", "crash=3"],
+        &["--svg", "swarm.svg"],
+        &["--seed", "7"],
+    ] {
+        let mut args = vec!["swarm", "--seeds", "0..2", "--quiet"];
+        args.extend_from_slice(flags);
+        let out = sim(&args);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{} does not apply to swarm", flags[0])),
+            "{flags:?}: {stderr}"
+        );
+    }
+    let out = sim(&["swarm", "--quiet"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("needs --seeds"));
+}

@@ -24,7 +24,9 @@ pub struct SimArgs {
     /// The seed every random choice comes from.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Swarm: the seeds to run, as A..B (B excluded).
+    /// Swarm: the seeds to run, as A..B (B excluded); required. A swarm takes only
+    /// this, --bug, --json and --quiet: each seed draws its own scenario, strategy,
+    /// sizes, settings and faults.
     #[arg(long, value_name = "A..B")]
     pub seeds: Option<String>,
     /// Strategies to run on the same seed, side by side; an entry may name its
@@ -55,7 +57,7 @@ pub struct SimArgs {
 /// Flags every scenario takes. Each names a setting of the run's configuration
 /// ([`SimConfig`], [`QueueConfig`](super::queue::QueueConfig)) and is laid over the
 /// scenario's default ([`flags::overlay`]).
-#[derive(clap::Args, Debug, Default, Serialize)]
+#[derive(clap::Args, Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct RunFlags {
     /// Hosts at full strength [scenario default: 10]; queue scenarios: consumers
@@ -379,8 +381,38 @@ pub fn violation_text(cfg: &SimConfig, report: &RunReport, tail: &[String]) -> S
     out
 }
 
+/// Refuses what a swarm does not use: each seed draws its own scenario, strategy,
+/// sizes, settings and faults, so a flag for any of them would be ignored without a
+/// word. A swarm takes `--seeds` (required), `--bug`, `--json` and `--quiet`.
+fn refuse_for_swarm(args: &SimArgs) -> Result<(), SimError> {
+    const SWARM: &str = "swarm (each seed draws its own)";
+    let run = RunFlags {
+        bug: None,
+        ..args.run.clone()
+    };
+    refuse(&run, SWARM)?;
+    refuse(&args.lease, SWARM)?;
+    refuse(&args.queue, SWARM)?;
+    let others = [
+        ("--seed", args.seed != 1),
+        ("--strategy", args.strategy != "cfp,handoff"),
+        ("--svg", args.svg.is_some()),
+    ];
+    if let Some((flag, _)) = others.into_iter().find(|(_, given)| *given) {
+        return Err(SimError::NotApplicable {
+            flag: flag.to_string(),
+            scenario: SWARM.to_string(),
+        });
+    }
+    if args.seeds.is_none() {
+        return Err(SimError::Size("`leasehold sim swarm` needs --seeds A..B"));
+    }
+    Ok(())
+}
+
 fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
-    let seeds = swarm::parse_seeds(args.seeds.as_deref().unwrap_or("0..100"))?;
+    refuse_for_swarm(args)?;
+    let seeds = swarm::parse_seeds(args.seeds.as_deref().unwrap_or_default())?;
     let variant = match &args.run.bug {
         Some(name) => swarm::Variant::parse(name)?,
         None => swarm::Variant::Shipped,
