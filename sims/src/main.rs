@@ -475,6 +475,27 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
                 .into(),
         );
     }
+    // The partition model's bounds mean nothing to the lock models: refused, rather
+    // than ignored without a word.
+    let partition_only = [
+        ("--splits", args.splits.is_some()),
+        ("--shutdowns", args.shutdowns.is_some()),
+        ("--stale-reads", args.stale_reads.is_some()),
+        ("--late-replies", args.late_replies.is_some()),
+        ("--retries", args.retries.is_some()),
+        ("--progress", args.progress.is_some()),
+        ("--margin", args.margin.is_some()),
+        ("--liveness", args.liveness.is_some()),
+    ];
+    if let Some((flag, _)) = partition_only.into_iter().find(|(_, given)| *given) {
+        return Err(format!(
+            "{flag} applies to partitions, not to the {}",
+            match kind {
+                LockKind::Queue => "work queue",
+                LockKind::Items => "item leases",
+            }
+        ));
+    }
     let bug = match &args.bug {
         Some(name) => Some(LockBug::parse(name, kind).map_err(|e| e.to_string())?),
         None => None,

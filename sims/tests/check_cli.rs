@@ -415,3 +415,24 @@ fn every_readme_section_the_help_names_exists() {
     }
     assert!(named > 0, "the help names README sections");
 }
+
+/// The partition model's bounds given to the queue or the item leases were ignored
+/// without a word (`check queue --splits 1` checked the queue as if not given); now a
+/// usage error names the flag.
+#[test]
+fn a_partition_bound_given_to_a_lock_model_is_refused() {
+    for (target, flag) in [
+        ("queue", "--splits"),
+        ("queue", "--retries"),
+        ("items", "--stale-reads"),
+        ("items", "--shutdowns"),
+    ] {
+        let out = leasehold(&["check", target, flag, "1"]);
+        assert_eq!(out.status.code(), Some(2), "{target} {flag}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{flag} applies to partitions")),
+            "{target} {flag}: {stderr}"
+        );
+    }
+}
