@@ -526,12 +526,16 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
 }
 
 fn run_explore(args: ExploreArgs) -> Result<ExitCode, String> {
-    let address = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
-    // The Explorer panics on a port in use; ask first, to say so plainly.
-    drop(
-        std::net::TcpListener::bind(address)
-            .map_err(|e| format!("cannot serve on {address}: {e}"))?,
-    );
+    let asked = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
+    // The Explorer panics on a port in use; ask first, to say so plainly. The probe
+    // also learns the port the system chose for `--port 0`, which is then announced
+    // (it printed port 0 before).
+    let probe =
+        std::net::TcpListener::bind(asked).map_err(|e| format!("cannot serve on {asked}: {e}"))?;
+    let address = probe
+        .local_addr()
+        .map_err(|e| format!("cannot serve on {asked}: {e}"))?;
+    drop(probe);
     let options = options_of(&args.model);
     let announce = |header: String| {
         print!("{header}");

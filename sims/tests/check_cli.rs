@@ -436,3 +436,39 @@ fn a_partition_bound_given_to_a_lock_model_is_refused() {
         );
     }
 }
+
+/// `--port 0` serves on a port the system chooses, and says which: it printed
+/// `http://127.0.0.1:0/`, a page nobody can open.
+#[test]
+fn explore_on_port_0_announces_the_port_it_serves_on() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args([
+            "explore",
+            "partitions",
+            "--hosts",
+            "1",
+            "--partitions",
+            "1",
+            "--port",
+            "0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("serving the Explorer on "));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let line = line.expect("the announcement");
+    let port: u16 = line
+        .trim_start_matches("serving the Explorer on http://127.0.0.1:")
+        .split('/')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("a port in {line:?}"));
+    assert_ne!(port, 0, "{line}");
+}
