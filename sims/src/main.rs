@@ -164,9 +164,9 @@ struct ModelArgs {
     /// Queue: deliveries after which a message is dead-lettered.
     #[arg(long, default_value_t = 2)]
     max_dequeue: u8,
-    /// Checker threads.
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
+    /// Checker threads (1 to 64; more than the machine has are not used).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: u16,
     /// Depth-first search (the default without --bug: faster, less memory).
     #[arg(long, conflicts_with = "bfs")]
     dfs: bool,
@@ -258,7 +258,11 @@ fn main() -> ExitCode {
             eprintln!("error: {message}");
             Ok(ExitCode::from(2))
         }),
-        Command::Explore(args) => run_explore(args),
+        // So are an Explorer's bounds, and a port it cannot serve on.
+        Command::Explore(args) => run_explore(args).or_else(|message| {
+            eprintln!("error: {message}");
+            Ok(ExitCode::from(2))
+        }),
         Command::Sim(args) => Ok(leasehold_sims::sim::cli::run(&args)),
     };
     match result {
@@ -361,6 +365,12 @@ fn partition_bug(args: &ModelArgs) -> Option<Bug> {
         .flatten()
 }
 
+/// `asked` checker threads, capped at the machine's parallelism: more only contend.
+fn machine_threads(asked: u16) -> usize {
+    let available = std::thread::available_parallelism().map_or(1, |n| n.get());
+    usize::from(asked).clamp(1, available.max(1))
+}
+
 fn options_of(args: &ModelArgs) -> Options {
     // A variant whose counterexample lies deep is searched depth first unless told
     // otherwise: breadth first would hold every state up to that depth.
@@ -379,7 +389,7 @@ fn options_of(args: &ModelArgs) -> Options {
         threads: if args.bug.is_some() && !depth_first {
             1
         } else {
-            args.threads.max(1)
+            machine_threads(args.threads)
         },
         timeout: args.timeout.map(|t| Duration::from_millis(t.as_millis())),
         max_states: args.max_states,
@@ -526,6 +536,9 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
 }
 
 fn run_explore(args: ExploreArgs) -> Result<ExitCode, String> {
+    if args.model.replay.is_some() {
+        return Err("--replay is for `leasehold check`: the Explorer walks states by hand".into());
+    }
     let asked = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
     // The Explorer panics on a port in use; ask first, to say so plainly. The probe
     // also learns the port the system chose for `--port 0`, which is then announced

@@ -180,7 +180,7 @@ fn explore_on_a_port_in_use_says_so() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
     let out = leasehold(&["explore", "partitions", "--port", &port]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot serve on 127.0.0.1"), "{err}");
 }
@@ -471,4 +471,22 @@ fn explore_on_port_0_announces_the_port_it_serves_on() {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("a port in {line:?}"));
     assert_ne!(port, 0, "{line}");
+}
+
+/// The Explorer's usage errors exit 2, as `check`'s do, so that 1 always means a
+/// counterexample: `explore --hosts 9` and `explore --bug bogus` exited 1. So do a
+/// `--replay`, which only `check` reads, and `--threads` past what any machine here
+/// has.
+#[test]
+fn the_explorers_usage_errors_exit_2() {
+    for args in [
+        &["explore", "partitions", "--hosts", "9"][..],
+        &["explore", "partitions", "--bug", "bogus"],
+        &["explore", "queue", "--replay", "0/0"],
+        &["check", "partitions", "--threads", "9999"],
+    ] {
+        let out = leasehold(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!out.stderr.is_empty(), "{args:?} says why");
+    }
 }
