@@ -348,3 +348,36 @@ fn a_swarm_refuses_the_flags_it_does_not_use_and_needs_its_seeds() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("needs --seeds"));
 }
+
+/// Every failing seed of a swarm is listed with its replay: the summary counted 6
+/// failing seeds and listed 5. Only the trace tails stop after the first few, and a
+/// line says so.
+#[test]
+fn a_swarm_lists_every_failing_seed_and_says_where_traces_stop() {
+    let out = sim(&[
+        "swarm",
+        "--seeds",
+        "0..12",
+        "--bug",
+        "dequeue-seed",
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    let counted: usize = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("violations: "))
+        .and_then(|l| l.rsplit(" in ").next())
+        .and_then(|l| l.trim_end_matches(" seeds").parse().ok())
+        .unwrap_or_else(|| panic!("a count of failing seeds: {stdout}"));
+    assert!(counted > 5, "enough failing seeds to cut: {counted}");
+    let stderr = text(&out.stderr);
+    let listed = stderr.lines().filter(|l| l.starts_with("seed ")).count();
+    assert_eq!(listed, counted, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "trace tails shown for the first 5 of {counted} failing seeds"
+        )),
+        "{stderr}"
+    );
+}

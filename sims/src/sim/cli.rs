@@ -474,10 +474,15 @@ fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
             Some((seed, s)) => println!("slowest convergence: {s:.1} s (seed {seed})"),
             None => println!("slowest convergence: none converged"),
         }
-        for f in summary.failures.iter().take(5) {
+        // Every failing seed with its replay; the trace tails of the first few only,
+        // and a line that says so (the summary counted 6 failing seeds and listed 5).
+        const TRACED: usize = 5;
+        for (i, f) in summary.failures.iter().enumerate() {
             eprintln!("seed {} ({}): {}", f.seed, f.scenario, f.first);
-            for line in &f.tail {
-                eprintln!("  {line}");
+            if i < TRACED {
+                for line in &f.tail {
+                    eprintln!("  {line}");
+                }
             }
             eprintln!("replay: {}", f.replay);
             eprintln!(
@@ -485,6 +490,12 @@ fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
                 f.seed,
                 f.seed + 1,
                 variant.flag()
+            );
+        }
+        if summary.failures.len() > TRACED {
+            eprintln!(
+                "trace tails shown for the first {TRACED} of {} failing seeds; each replay prints its own",
+                summary.failures.len()
             );
         }
     }
