@@ -83,7 +83,7 @@ pub fn flags(bounds: &Bounds) -> String {
 /// What is being checked, in one paragraph.
 pub fn header(model: &PartitionModel, options: &Options) -> String {
     let b = &model.bounds;
-    let count = |n: u8, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let count = |n: u8, one: &str, many: &str| counted(u64::from(n), one, many);
     let mut out = format!(
         "partition leases: {}, {}, {}; skew ±{} s, drift ±{} ms/s, horizon {} s\n",
         count(b.hosts, "host", "hosts"),
@@ -347,6 +347,11 @@ fn thousands(n: usize) -> String {
         out.push(c);
     }
     out
+}
+
+/// `n` and the noun for it: "1 host", "2 hosts".
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 #[cfg(test)]

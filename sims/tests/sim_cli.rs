@@ -381,3 +381,27 @@ fn a_swarm_lists_every_failing_seed_and_says_where_traces_stop() {
         "{stderr}"
     );
 }
+
+/// Counts of one take the singular: "1 hosts", "1 seeds" read as typos.
+#[test]
+fn a_count_of_one_is_singular() {
+    let out = sim(&["swarm", "--seeds", "5..6", "--quiet"]);
+    assert!(
+        text(&out.stdout).starts_with("swarm: 1 seed from 5"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = sim(&[
+        "steady",
+        "--hosts",
+        "1",
+        "--partitions",
+        "1",
+        "--duration",
+        "1m",
+        "--strategy",
+        "handoff",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(" · 1 host · 1 partition · "), "{stdout}");
+}

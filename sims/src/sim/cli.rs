@@ -6,6 +6,7 @@ use super::flags::{self, opt_duration, opt_text};
 use super::queue::QueueScenario;
 use super::report::{RunReport, table};
 use super::{queue_cli, replay_command, simulate, svg, swarm};
+use crate::check::counted;
 use leasehold_engine::lease::Liveness;
 use leasehold_engine::{ExpiryRule, Millis};
 use serde::Serialize;
@@ -317,12 +318,12 @@ fn run_scenario(args: &SimArgs) -> Result<ExitCode, SimError> {
         if let (Some(base), Some(timeline)) = (&args.svg, &run.finished.timeline) {
             let path = svg_path(base, &cfg.label(), configs.len() > 1);
             let title = format!(
-                "{} · {} · seed {} · {} hosts · {} partitions",
+                "{} · {} · seed {} · {} · {}",
                 cfg.scenario,
                 cfg.label(),
                 cfg.seed,
-                cfg.hosts,
-                cfg.partitions
+                counted(u64::from(cfg.hosts), "host", "hosts"),
+                counted(u64::from(cfg.partitions), "partition", "partitions")
             );
             svg::draw(timeline, cfg.partitions, run.finished.end, &title, &path)
                 .map_err(SimError::Output)?;
@@ -340,11 +341,11 @@ fn run_scenario(args: &SimArgs) -> Result<ExitCode, SimError> {
     } else {
         let cfg = &configs[0];
         println!(
-            "leasehold sim {} · seed {} · {} hosts · {} partitions · disturbance at {} · {} until the heal · settle {} · {} expiry, margin {} · faults {}",
+            "leasehold sim {} · seed {} · {} · {} · disturbance at {} · {} until the heal · settle {} · {} expiry, margin {} · faults {}",
             cfg.scenario,
             cfg.seed,
-            cfg.hosts,
-            cfg.partitions,
+            counted(u64::from(cfg.hosts), "host", "hosts"),
+            counted(u64::from(cfg.partitions), "partition", "partitions"),
             cfg.warmup,
             cfg.duration,
             cfg.settle(),
@@ -440,8 +441,8 @@ fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
         println!("{}", serde_json::to_string(&summary).unwrap_or_default());
     } else {
         println!(
-            "swarm: {} seeds from {first} · {:.0} virtual hours",
-            summary.seeds,
+            "swarm: {} from {first} · {:.0} virtual hours",
+            counted(summary.seeds, "seed", "seeds"),
             summary.virtual_s / 3_600.0
         );
         let scenarios: Vec<String> = summary
@@ -465,9 +466,9 @@ fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
                 .map(|(k, n)| format!("{k} {n}"))
                 .collect();
             println!(
-                "violations: {} in {} seeds",
+                "violations: {} in {}",
                 kinds.join(", "),
-                summary.failures.len()
+                counted(summary.failures.len() as u64, "seed", "seeds")
             );
         }
         match summary.slowest {
