@@ -405,3 +405,26 @@ fn a_count_of_one_is_singular() {
     let stdout = text(&out.stdout);
     assert!(stdout.contains(" · 1 host · 1 partition · "), "{stdout}");
 }
+
+/// Messages name owners in the domain's words: the fencing message read
+/// `to Some("h08") ... not above None's epoch 0`.
+#[test]
+fn a_fencing_violation_names_owners_without_debug_formatting() {
+    let out = sim(&[
+        "crash",
+        "--seed",
+        "1",
+        "--bug",
+        "same-epoch",
+        "--strategy",
+        "cfp",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("the epoch no longer fences"))
+        .unwrap_or_else(|| panic!("a fencing violation: {stderr}"));
+    assert!(!line.contains("Some(") && !line.contains("None"), "{line}");
+    assert!(line.contains("nobody's epoch"), "{line}");
+}

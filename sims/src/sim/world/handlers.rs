@@ -88,7 +88,10 @@ impl World {
             Some(Err(_)) => {
                 self.violate(
                     ViolationKind::Driver,
-                    format!("{name} resumed {lease} from an unreadable checkpoint {checkpoint:?}"),
+                    format!(
+                        "{name} resumed {lease} from an unreadable checkpoint \"{}\"",
+                        checkpoint.as_ref().map_or("", |c| c.as_str())
+                    ),
                 );
                 0
             }

@@ -168,12 +168,17 @@ impl World {
                         continue;
                     }
                     WriteFault::EpochNotRaised => format!(
-                        "{sender}'s {intent:?} gave partition {partition} to {:?} at epoch {}, not above {:?}'s epoch {}: the epoch no longer fences the former owner",
-                        after.owner, after.epoch.0, before.owner, before.epoch.0
+                        "{sender}'s {intent:?} gave partition {partition} to {} at epoch {}, not above {}'s epoch {}: the epoch no longer fences the former owner",
+                        owner_name(after),
+                        after.epoch.0,
+                        owner_name(before),
+                        before.epoch.0
                     ),
                     WriteFault::StaleOwnerWrite => format!(
-                        "the store accepted {sender}'s {intent:?} of partition {partition} at epoch {} over epoch {} owned by {:?}",
-                        after.epoch.0, before.epoch.0, before.owner
+                        "the store accepted {sender}'s {intent:?} of partition {partition} at epoch {} over epoch {} owned by {}",
+                        after.epoch.0,
+                        before.epoch.0,
+                        owner_name(before)
                     ),
                 };
                 self.violate(ViolationKind::Fencing, what);
@@ -215,4 +220,12 @@ impl World {
         });
         self.feed(host, Input::Response { id, result });
     }
+}
+
+/// A lease's owner in a message: its name, or "nobody" (the Debug form read
+/// `Some("h00")` and `None's epoch 0`).
+fn owner_name(doc: &LeaseDocument) -> String {
+    doc.owner
+        .as_ref()
+        .map_or_else(|| "nobody".to_string(), |o| o.to_string())
 }
