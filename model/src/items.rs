@@ -321,6 +321,16 @@ impl Rules for ItemModel {
                 intent,
                 error,
             } => format!("c{c}: {intent:?} of {item} failed: {error}"),
+            Output::Acquired(g) => format!("c{c} leased {} under {}", g.item, g.token),
+            Output::Renewed {
+                item,
+                authority_until,
+            } => format!(
+                "c{c} renewed {item}, authority until {:.1} s",
+                authority_until.as_millis() as f64 / 1_000.0
+            ),
+            Output::Broken(item) => format!("c{c} gave up {item}"),
+            Output::Saved(item) => format!("c{c} moved {item} to its new state"),
             other => format!("c{c}: {other:?}"),
         });
         None

@@ -370,6 +370,39 @@ impl Rules for QueueModel {
             } => {
                 format!("c{c}: {intent:?} of {message} failed: {error}")
             }
+            Output::Enqueued {
+                name,
+                already_present,
+            } => format!(
+                "c{c} enqueued {name}{}",
+                if *already_present {
+                    " (already stored)"
+                } else {
+                    ""
+                }
+            ),
+            Output::DequeueFinished {
+                delivered,
+                dead_lettered,
+            } => format!(
+                "c{c}'s dequeue is done: {delivered} delivered, {dead_lettered} dead-lettered"
+            ),
+            Output::Completed(m) => format!("c{c} completed {m}"),
+            Output::Renewed {
+                message,
+                authority_until,
+            } => format!(
+                "c{c} renewed the lock on {message}, authority until {:.1} s",
+                authority_until.as_millis() as f64 / 1_000.0
+            ),
+            Output::Abandoned(m) => format!("c{c} gave {m} back"),
+            Output::DeadLettered { message, reason } => {
+                format!("c{c} dead-lettered {message}: {reason}")
+            }
+            Output::Requeued {
+                dead_letter,
+                message,
+            } => format!("c{c} requeued {dead_letter} as {message}"),
             other => format!("c{c}: {other:?}"),
         });
         None

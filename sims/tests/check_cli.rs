@@ -490,3 +490,27 @@ fn the_explorers_usage_errors_exit_2() {
         assert!(!out.stderr.is_empty(), "{args:?} says why");
     }
 }
+
+/// The lock models' traces tell what each client's engine reported in words, not as
+/// Debug (`c0: DequeueFinished { delivered: 1, dead_lettered: 0 }`,
+/// `c0: Acquired(Grant { item: "it0", token: LockToken { … } })`).
+#[test]
+fn lock_traces_tell_outputs_in_words() {
+    let queue = stdout(&leasehold(&["check", "queue", "--bug", "dequeue-seed"]));
+    assert!(
+        queue.contains("'s dequeue is done: 1 delivered, 0 dead-lettered"),
+        "{queue}"
+    );
+    let items = stdout(&leasehold(&[
+        "check",
+        "items",
+        "--bug",
+        "next-for-state-no-expiry",
+    ]));
+    assert!(items.contains(" leased it0 under c"), "{items}");
+    for text in [&queue, &items] {
+        for debug in ["{ ", "Some(", "Grant", "LockToken"] {
+            assert!(!text.contains(debug), "{debug} in {text}");
+        }
+    }
+}
