@@ -401,6 +401,19 @@ fn options_of(args: &ModelArgs) -> Options {
     }
 }
 
+/// The note a check whose horizon ends before its liveness bound prints first: no
+/// state is old enough for a liveness property to be judged, so their verdicts are
+/// vacuous (`check --horizon 1` reported every property as holding without a word).
+fn short_horizon(horizon: u8, liveness_ticks: u8) -> String {
+    if horizon >= liveness_ticks {
+        return String::new();
+    }
+    format!(
+        "  note: the horizon ({horizon} s) ends before the liveness bound ({liveness_ticks} s \
+         after the last fault): no state is judged for liveness, so its verdicts are vacuous\n"
+    )
+}
+
 /// The note a variant the model does not show prints before it runs, so that a clean
 /// verdict is not taken for the variant's.
 fn out_of_reach(bug: &str) -> String {
@@ -418,6 +431,7 @@ fn run_check(args: ModelArgs) -> Result<ExitCode, String> {
             let model = model_of(&args)?;
             let command = format!("leasehold check partitions {}", check::flags(&model.bounds));
             let mut header = check::header(&model, &options);
+            header.push_str(&short_horizon(model.bounds.horizon, model.liveness_ticks));
             if let Some(bug) = partition_bug(&args).filter(|b| b.least_bound().out_of_reach) {
                 header.push_str(&out_of_reach(bug.name()));
             }
@@ -433,6 +447,7 @@ fn run_check(args: ModelArgs) -> Result<ExitCode, String> {
                 model.liveness_ticks,
                 &options,
             );
+            header.push_str(&short_horizon(model.bounds.horizon, model.liveness_ticks));
             if let Some(bug) = model.bounds.bug.filter(|b| b.least_bound().out_of_reach) {
                 header.push_str(&out_of_reach(bug.name()));
             }
@@ -442,12 +457,13 @@ fn run_check(args: ModelArgs) -> Result<ExitCode, String> {
             let bounds = lock_bounds_of(&args, LockKind::Items)?;
             let model = ItemModel::new(bounds).map_err(|e| e.to_string())?;
             let command = format!("leasehold check items {}", check::lock_flags(&model.bounds));
-            let header = check::lock_header(
+            let mut header = check::lock_header(
                 LockKind::Items,
                 &model.bounds,
                 model.liveness_ticks,
                 &options,
             );
+            header.push_str(&short_horizon(model.bounds.horizon, model.liveness_ticks));
             check_or_replay(&model, &args, &options, &header, &command)
         }
     }
