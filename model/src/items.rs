@@ -326,8 +326,8 @@ impl Rules for ItemModel {
                 item,
                 authority_until,
             } => format!(
-                "c{c} renewed {item}, authority until {:.1} s",
-                authority_until.as_millis() as f64 / 1_000.0
+                "c{c} renewed {item}, authority until {}",
+                crate::trace::seconds(*authority_until)
             ),
             Output::Broken(item) => format!("c{c} gave up {item}"),
             Output::Saved(item) => format!("c{c} moved {item} to its new state"),

@@ -392,8 +392,8 @@ impl Rules for QueueModel {
                 message,
                 authority_until,
             } => format!(
-                "c{c} renewed the lock on {message}, authority until {:.1} s",
-                authority_until.as_millis() as f64 / 1_000.0
+                "c{c} renewed the lock on {message}, authority until {}",
+                crate::trace::seconds(*authority_until)
             ),
             Output::Abandoned(m) => format!("c{c} gave {m} back"),
             Output::DeadLettered { message, reason } => {

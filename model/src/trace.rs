@@ -127,9 +127,9 @@ fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
             let belief = match (lease.owned, lease.processing) {
                 (Some(e), true) => match lease.authority_until {
                     Some(until) if now.local < until => format!(
-                        "owns at e{}, processing, authority until {:.1} s",
+                        "owns at e{}, processing, authority until {}",
                         e.0,
-                        until.as_millis() as f64 / 1000.0
+                        seconds(until)
                     ),
                     _ => format!("owns at e{}, processing, authority LAPSED", e.0),
                 },
@@ -218,4 +218,9 @@ pub fn render<M: Explain>(model: &M, path: &[(M::State, Option<M::Action>)]) -> 
         shown = now;
     }
     out
+}
+
+/// A reading of a local clock in a trace: seconds, to a tenth.
+pub(crate) fn seconds(t: leasehold_engine::LocalTime) -> String {
+    format!("{:.1} s", t.as_millis() as f64 / 1000.0)
 }

@@ -1007,9 +1007,9 @@ pub fn lock_facts<M: Locking, G, X>(
             .map(|(id, held)| {
                 let what = if now.local < held.authority_until {
                     format!(
-                        "holds under {}, authority until {:.1} s",
+                        "holds under {}, authority until {}",
                         held.token,
-                        held.authority_until.as_millis() as f64 / 1000.0
+                        crate::trace::seconds(held.authority_until)
                     )
                 } else {
                     format!("holds under {}, authority LAPSED", held.token)
