@@ -520,28 +520,17 @@ fn lock_traces_tell_outputs_in_words() {
 /// word). At the default horizon, which is past the bound, there is no such note.
 #[test]
 fn a_horizon_short_of_the_liveness_bound_says_its_liveness_verdicts_are_vacuous() {
-    let short = stdout(&leasehold(&[
-        "check",
-        "partitions",
-        "--hosts",
-        "1",
-        "--partitions",
-        "1",
-        "--horizon",
-        "1",
-    ]));
+    let run = |more: &[&str]| {
+        let mut args = vec!["check", "partitions", "--hosts", "1", "--partitions", "1"];
+        args.extend_from_slice(more);
+        stdout(&leasehold(&args))
+    };
+    let short = run(&["--horizon", "1"]);
     assert!(
         short.contains("note: the horizon (1 s) ends before the liveness bound"),
         "{short}"
     );
-    let default = stdout(&leasehold(&[
-        "check",
-        "partitions",
-        "--hosts",
-        "1",
-        "--partitions",
-        "1",
-    ]));
+    let default = run(&[]);
     assert!(
         !default.contains("ends before the liveness bound"),
         "{default}"
