@@ -81,6 +81,36 @@ pub struct Observation {
     pub first_seen: LocalTime,
     /// The wall-clock `timestamp` its writer put in it.
     pub timestamp: WallTime,
+    /// The expiry terms its writer held it under, if the document says.
+    pub terms: Option<Terms>,
+}
+
+/// The expiry terms a holder wrote a document under: its lease duration and drift
+/// bound. Written into every lease and heartbeat, so that a host whose own settings
+/// differ (a deploy that changed them, half done) still waits out the holder's.
+///
+/// ```
+/// use leasehold_engine::{Drift, ExpiryPolicy, LocalTime, Millis, Now, Observation, Terms, WallTime};
+///
+/// // This host would wait 60.6 s; the holder wrote its heartbeat under 120 s.
+/// let mine = ExpiryPolicy::default();
+/// let seen = Observation {
+///     first_seen: LocalTime(0),
+///     timestamp: WallTime(0),
+///     terms: Some(Terms { duration: Millis::from_secs(120), drift: Drift::ppm(10_000) }),
+/// };
+/// let at = |s| Now::new(LocalTime(s * 1_000), WallTime(0));
+/// assert!(!mine.is_expired(&seen, at(61)));
+/// assert!(mine.is_expired(&seen, at(122)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Terms {
+    /// The holder's lease duration.
+    #[serde(rename = "DurationMs")]
+    pub duration: Millis,
+    /// The holder's drift bound.
+    #[serde(rename = "DriftPpm")]
+    pub drift: Drift,
 }
 
 /// The lease duration and the clock assumptions that go with it.
@@ -109,6 +139,29 @@ impl Default for ExpiryPolicy {
 }
 
 impl ExpiryPolicy {
+    /// The terms this policy writes into the documents it holds.
+    pub fn terms(&self) -> Terms {
+        Terms {
+            duration: self.duration,
+            drift: self.drift,
+        }
+    }
+
+    /// This policy as it judges a version written under `terms`: the longer of the
+    /// two durations and the wider of the two drift bounds. A holder's authority lasts
+    /// at most its own duration of true time, which a reader must wait out whatever
+    /// its own settings say.
+    pub fn judging(&self, terms: Option<Terms>) -> ExpiryPolicy {
+        match terms {
+            Some(t) => ExpiryPolicy {
+                duration: self.duration.max(t.duration),
+                drift: self.drift.max(t.drift),
+                ..*self
+            },
+            None => *self,
+        }
+    }
+
     /// How long an observer must see one version unchanged before it is expired: the
     /// duration plus the drift allowance.
     pub fn observer_wait(&self) -> Millis {
@@ -129,21 +182,24 @@ impl ExpiryPolicy {
         sent_at + self.authority_span()
     }
 
-    /// Whether `observed` counts as expired at `now`.
+    /// Whether `observed` counts as expired at `now`, under the longer of this
+    /// policy's terms and those the version was written under.
     pub fn is_expired(&self, observed: &Observation, now: Now) -> bool {
-        match self.rule {
-            ExpiryRule::Observed => now.local >= observed.first_seen + self.observer_wait(),
+        let judged = self.judging(observed.terms);
+        match judged.rule {
+            ExpiryRule::Observed => now.local >= observed.first_seen + judged.observer_wait(),
             // CFP: `timestamp + expiration < now`.
-            ExpiryRule::Timestamp => observed.timestamp + self.duration < now.wall,
+            ExpiryRule::Timestamp => observed.timestamp + judged.duration < now.wall,
         }
     }
 
     /// The local time at which `observed` will count as expired, if nothing changes.
     pub fn expires_at(&self, observed: &Observation, now: Now) -> LocalTime {
-        match self.rule {
-            ExpiryRule::Observed => observed.first_seen + self.observer_wait(),
+        let judged = self.judging(observed.terms);
+        match judged.rule {
+            ExpiryRule::Observed => observed.first_seen + judged.observer_wait(),
             ExpiryRule::Timestamp => {
-                let at = observed.timestamp + self.duration;
+                let at = observed.timestamp + judged.duration;
                 let wait = at
                     .as_unix_millis()
                     .saturating_sub(now.wall.as_unix_millis())
@@ -173,6 +229,7 @@ mod tests {
         let seen = Observation {
             first_seen: LocalTime(1_000),
             timestamp: WallTime(0),
+            terms: None,
         };
         let at = |ms| Now::new(LocalTime(ms), WallTime(0));
         assert!(!p.is_expired(&seen, at(1_000 + 60_599)));
@@ -193,6 +250,7 @@ mod tests {
         let seen = Observation {
             first_seen: LocalTime(0),
             timestamp: WallTime(10_000),
+            terms: None,
         };
         assert!(!p.is_expired(&seen, Now::new(LocalTime(999_999), WallTime(70_000))));
         assert!(p.is_expired(&seen, Now::new(LocalTime(0), WallTime(70_001))));
@@ -200,5 +258,48 @@ mod tests {
             p.expires_at(&seen, Now::new(LocalTime(100), WallTime(69_000))),
             LocalTime(100 + 1_001)
         );
+    }
+
+    #[test]
+    fn a_version_written_under_a_longer_duration_is_waited_out_in_full() {
+        let p = policy(ExpiryRule::Observed);
+        let seen = Observation {
+            first_seen: LocalTime(0),
+            timestamp: WallTime(0),
+            terms: Some(Terms {
+                duration: Millis::from_secs(120),
+                drift: Drift::ppm(20_000),
+            }),
+        };
+        let at = |ms| Now::new(LocalTime(ms), WallTime(0));
+        // 120 s plus 2 %, the wider of the two drift bounds.
+        assert!(!p.is_expired(&seen, at(122_399)));
+        assert!(p.is_expired(&seen, at(122_400)));
+        assert_eq!(p.expires_at(&seen, at(0)), LocalTime(122_400));
+        // A shorter writer never shortens the reader's own wait.
+        let short = Observation {
+            terms: Some(Terms {
+                duration: Millis::from_secs(10),
+                drift: Drift::ppm(0),
+            }),
+            ..seen
+        };
+        assert!(!p.is_expired(&short, at(60_599)));
+        assert!(p.is_expired(&short, at(60_600)));
+    }
+
+    #[test]
+    fn the_timestamp_rule_adds_the_longer_duration_too() {
+        let p = policy(ExpiryRule::Timestamp);
+        let seen = Observation {
+            first_seen: LocalTime(0),
+            timestamp: WallTime(10_000),
+            terms: Some(Terms {
+                duration: Millis::from_secs(90),
+                drift: Drift::ppm(0),
+            }),
+        };
+        assert!(!p.is_expired(&seen, Now::new(LocalTime(0), WallTime(100_000))));
+        assert!(p.is_expired(&seen, Now::new(LocalTime(0), WallTime(100_001))));
     }
 }

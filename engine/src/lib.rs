@@ -29,7 +29,7 @@ pub mod store;
 mod text;
 mod time;
 
-pub use expiry::{ExpiryPolicy, ExpiryRule, Observation, UnknownExpiryRule};
+pub use expiry::{ExpiryPolicy, ExpiryRule, Observation, Terms, UnknownExpiryRule};
 pub use ids::{
     Checkpoint, DocId, Epoch, Etag, HostId, Incarnation, LeaseToken, PartitionKey, RequestId,
     Session, Tenure,

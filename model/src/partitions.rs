@@ -406,6 +406,10 @@ impl Rules for PartitionModel {
                 None
             }
             Output::CheckpointRejected { .. } => None,
+            Output::Refused(error) => {
+                note(journal, || format!("h{h} refuses to run: {error}"));
+                None
+            }
         }
     }
 

@@ -11,7 +11,9 @@ use crate::source::PartitionSource;
 use crate::store::Store;
 use futures::stream;
 use leasehold_engine::Session;
-use leasehold_engine::lease::{Input, Intent, LeaseHost, Output, Record, StopReason};
+use leasehold_engine::lease::{
+    ConfigError, Input, Intent, LeaseHost, Output, Record, StopReason,
+};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -62,11 +64,15 @@ where
         },
         running: HashMap::new(),
         life: CancellationToken::new(),
+        refused: None,
     };
     // Without a first input nothing ends the drive with an error: later refusals (a
     // checkpoint racing a stop) go to the hands, which log them.
     let _ = drive(&mut host, &link, None, events, &mut workers).await;
-    Ok(())
+    match workers.refused.take() {
+        Some(error) => Err(RunError::Refused(error)),
+        None => Ok(()),
+    }
 }
 
 /// The workers of the leases the host has started.
@@ -79,6 +85,8 @@ struct Workers<S, H> {
     /// (its task aborted, a panic), dropping it stops every worker too, so no handler
     /// keeps processing a lease nobody renews.
     life: CancellationToken,
+    /// Why the host would not run in its group, if it would not.
+    refused: Option<ConfigError>,
 }
 
 impl<S, H> Drop for Workers<S, H> {
@@ -146,6 +154,10 @@ where
             }
             Output::ShutdownComplete => {
                 tracing::info!("every lease released; processor stopped");
+            }
+            Output::Refused(error) => {
+                tracing::error!(%error, "this host cannot run in its group; stopping");
+                self.refused = Some(error);
             }
         }
     }

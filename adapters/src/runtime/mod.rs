@@ -68,6 +68,11 @@ pub enum RunError {
     /// The engine refused the settings (the builder checks them, so this is rare).
     #[error("invalid lease settings: {0}")]
     Config(leasehold_engine::lease::ConfigError),
+    /// The host's first read of the lease container found its group written under
+    /// settings that cannot run beside this host's (another liveness); it stopped
+    /// without taking anything.
+    #[error("this host cannot join its group: {0}")]
+    Refused(leasehold_engine::lease::ConfigError),
 }
 
 /// Settings of the per-lease workers.

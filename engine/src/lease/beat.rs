@@ -70,6 +70,8 @@ impl LeaseHost {
             renew: self.config.renew_interval,
             backoff: self.backoff(),
             session: self.session_liveness(),
+            incarnation: self.incarnation(),
+            name_proves_death: self.config.known_bad == Some(KnownBad::NameProvesDeath),
         };
         let news = self
             .membership

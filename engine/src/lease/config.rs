@@ -99,6 +99,13 @@ pub enum KnownBad {
     /// is the member's successor: a lease the member could not process and gave to
     /// it without a claim is processed by nobody (the swarm's seed 1012240).
     SilentSuccessor,
+    /// A new life takes its name as proof that every earlier life under it is dead:
+    /// under session liveness it writes its tenure over an earlier life's unfenced
+    /// heartbeat at once (and every other host then judges that tenure over); under
+    /// lease liveness it processes a lease named after it as soon as its own renewal
+    /// lands. An earlier life that is paused or partitioned, not dead, is still within
+    /// its authority.
+    NameProvesDeath,
 }
 
 /// Where a holder's authority over its leases comes from, and so what it must write
@@ -120,7 +127,8 @@ pub enum KnownBad {
 /// let mixed = LeaseConfig { liveness: Some(Liveness::Session), ..cfp };
 /// assert!(matches!(mixed.validate(), Err(ConfigError::SessionNeedsMembership { .. })));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Liveness {
     /// Each lease is renewed on its own, every renew interval: the change feed
     /// processor's way, and its document format.
@@ -297,6 +305,19 @@ pub enum ConfigError {
         /// The strategy's name.
         strategy: &'static str,
     },
+    /// The group's documents were written under another liveness than this host's:
+    /// a lease held under session liveness is never renewed on its own, so a host
+    /// under lease liveness would judge it expired while its holder still holds it.
+    /// Every host of a group must run the same liveness; changing it takes a full
+    /// stop of the group, or a new processor name.
+    LivenessMismatch {
+        /// This host's liveness.
+        mine: Liveness,
+        /// The liveness the document was written under.
+        theirs: Liveness,
+        /// The document that says so.
+        document: crate::ids::DocId,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -332,6 +353,17 @@ impl fmt::Display for ConfigError {
                 f,
                 "session liveness needs the handoff strategy's heartbeats; \
                  {strategy} renews each lease (liveness lease)"
+            ),
+            ConfigError::LivenessMismatch {
+                mine,
+                theirs,
+                document,
+            } => write!(
+                f,
+                "this host runs {mine} liveness, but document {document} of its group \
+                 was written under {theirs} liveness: every host of a group must run \
+                 the same one (stop the whole group to change it, or use a new \
+                 processor name)"
             ),
         }
     }

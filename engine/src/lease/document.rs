@@ -1,6 +1,8 @@
 //! The documents of a lease container: one lease per partition, and (for strategies
 //! that need to know who is alive) one heartbeat per host.
 
+use super::Liveness;
+use crate::expiry::Terms;
 use crate::ids::{Checkpoint, DocId, Epoch, HostId, LeaseToken, PartitionKey, Tenure};
 use crate::store::{Document, FieldPath, Value, json_field, json_size};
 use crate::time::WallTime;
@@ -60,6 +62,14 @@ pub struct LeaseDocument {
     /// whoever takes it next finishes the split.
     #[serde(rename = "SplitDone", default, skip_serializing_if = "is_false")]
     pub split_done: bool,
+    /// The expiry terms its last writer held it under. A reader waits out the
+    /// longer of these and its own; absent in the change feed processor's documents.
+    #[serde(rename = "Terms", default, skip_serializing_if = "Option::is_none")]
+    pub terms: Option<Terms>,
+    /// The liveness its last writer ran: a host under lease liveness cannot judge a
+    /// lease held under session liveness, whose document is not renewed.
+    #[serde(rename = "Liveness", default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<Liveness>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -105,6 +115,8 @@ impl LeaseDocument {
             split_into: Vec::new(),
             split_from: Vec::new(),
             split_done: false,
+            terms: None,
+            liveness: None,
         }
     }
 
@@ -146,6 +158,12 @@ impl LeaseDocument {
     /// Whether `host` owns this lease.
     pub fn is_owned_by(&self, host: &HostId) -> bool {
         self.owner.as_ref() == Some(host)
+    }
+
+    /// Marks this version as written under `terms` and `liveness`.
+    pub fn stamp(&mut self, terms: Terms, liveness: Liveness) {
+        self.terms = Some(terms);
+        self.liveness = Some(liveness);
     }
 }
 
@@ -193,6 +211,14 @@ pub struct HostDocument {
     /// taken by nobody until its audit.
     #[serde(rename = "Leases", default, skip_serializing_if = "Option::is_none")]
     pub leases: Option<u32>,
+    /// The expiry terms its writer renews it under: under session liveness, the
+    /// terms of every lease its tenure holds. A reader waits out the longer of these
+    /// and its own.
+    #[serde(rename = "Terms", default, skip_serializing_if = "Option::is_none")]
+    pub terms: Option<Terms>,
+    /// The liveness its writer runs.
+    #[serde(rename = "Liveness", default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<Liveness>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -212,11 +238,19 @@ impl HostDocument {
             splits: 0,
             owned: None,
             leases: None,
+            terms: None,
+            liveness: None,
         }
     }
 }
 
 impl HostDocument {
+    /// Marks this version as written under `terms` and `liveness`.
+    pub fn stamp(&mut self, terms: Terms, liveness: Liveness) {
+        self.terms = Some(terms);
+        self.liveness = Some(liveness);
+    }
+
     /// The document id of `host`'s heartbeat in processor group `prefix`.
     pub fn id_for(prefix: &str, host: &HostId) -> DocId {
         DocId::from(format!("{}{host}", Self::id_prefix(prefix)))
@@ -264,6 +298,14 @@ pub enum Record {
 }
 
 impl Record {
+    /// Marks this version as written under `terms` and `liveness`.
+    pub fn stamp(&mut self, terms: Terms, liveness: Liveness) {
+        match self {
+            Record::Lease(doc) => doc.stamp(terms, liveness),
+            Record::Host(doc) => doc.stamp(terms, liveness),
+        }
+    }
+
     /// The lease, if this is one.
     ///
     /// ```

@@ -3,7 +3,7 @@
 
 use super::phase::Phase;
 use super::{HostDocument, Intent, Record};
-use crate::expiry::ExpiryPolicy;
+use crate::expiry::{ExpiryPolicy, Observation};
 use crate::ids::{Etag, HostId, Incarnation, LeaseToken, PartitionKey, RequestId, Tenure};
 use crate::store::{Op, Reply, StoreError, Stored};
 use crate::time::{LocalTime, Millis, Now};
@@ -36,6 +36,11 @@ pub(super) struct Heartbeat {
     /// Session liveness: authority over every lease held in `tenure` lasts while
     /// `now <` this, counted from the last successful write's send time.
     authority_until: Option<LocalTime>,
+    /// Session liveness: the stored heartbeat, at this etag, vouches for a tenure
+    /// this life never proposed (an earlier life's, or a later one's), unfenced. Its
+    /// holder may be alive, whatever the orchestrator believes: this host writes
+    /// over that version only once it would have expired, at the second field.
+    predecessor: Option<(Etag, LocalTime)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -84,6 +89,11 @@ pub(super) struct BeatRules {
     pub renew: Millis,
     pub backoff: Millis,
     pub session: bool,
+    /// This life of the host.
+    pub incarnation: Incarnation,
+    /// The known-bad rule: a heartbeat of another life under this name is written
+    /// over at once, as if the name proved that life dead.
+    pub name_proves_death: bool,
 }
 
 /// What a heartbeat's answer means for the leases, which the host must act on.
@@ -112,6 +122,7 @@ impl Heartbeat {
             proposed: None,
             floor: None,
             authority_until: None,
+            predecessor: None,
         }
     }
 
@@ -130,6 +141,12 @@ impl Heartbeat {
         &self.published
     }
 
+    /// Whether this life claims `token`, or has claimed it in its stored heartbeat:
+    /// its owner may hand it over.
+    pub fn claims(&self, token: &LeaseToken) -> bool {
+        self.claims.contains(token) || self.published.contains(token)
+    }
+
     /// This host finished a split: its next heartbeat tells the others, at once.
     pub fn split_done(&mut self) {
         self.splits += 1;
@@ -145,7 +162,21 @@ impl Heartbeat {
         if self.op.is_some() || self.has_left() {
             return None;
         }
-        Some(self.next_at.max(self.retry_at.unwrap_or(LocalTime::ZERO)))
+        let waiting = self.waiting_on_predecessor().unwrap_or(LocalTime::ZERO);
+        Some(
+            self.next_at
+                .max(self.retry_at.unwrap_or(LocalTime::ZERO))
+                .max(waiting),
+        )
+    }
+
+    /// Until when this host waits for another life's tenure, which the stored
+    /// heartbeat vouches for, to expire before writing over it.
+    pub fn waiting_on_predecessor(&self) -> Option<LocalTime> {
+        match (&self.predecessor, &self.state) {
+            (Some((etag, until)), BeatState::Present(stored)) if etag == stored => Some(*until),
+            _ => None,
+        }
     }
 
     /// Shutting down: the heartbeat's next step is due now.
@@ -181,6 +212,13 @@ impl Heartbeat {
         if now.local < self.next_at && !(claims_changed && plan.phase == Phase::Running) {
             return None;
         }
+        // A reused name proves no death: another life's tenure is written over only
+        // once it would have expired, as a fencer would, so that a heartbeat showing a
+        // later tenure still proves the earlier one's authority over.
+        let leaving = plan.phase == Phase::ShuttingDown && plan.leaving;
+        if !leaving && self.waiting_on_predecessor().is_some_and(|t| now.local < t) {
+            return None;
+        }
         // A write between tenures proposes a new one, above every tenure this life
         // proposed or read in its heartbeat.
         let tenure = match (plan.session, self.tenure) {
@@ -192,8 +230,16 @@ impl Heartbeat {
         let pk = PartitionKey::new(id.as_str());
         let (intent, op, step) = match (&self.state, plan.phase) {
             (BeatState::Left, _) | (_, Phase::Finished) => return None,
-            // Nothing of this life is stored: nothing to take back.
+            // Nothing of this life is stored: nothing to take back. Nor is anything
+            // of it stored when the heartbeat is another life's, read and not yet
+            // written over: deleting that would end a tenure that may still hold.
             (BeatState::Absent, Phase::ShuttingDown) if plan.leaving => {
+                self.state = BeatState::Left;
+                return None;
+            }
+            (BeatState::Present(_), Phase::ShuttingDown)
+                if plan.leaving && self.waiting_on_predecessor().is_some() =>
+            {
                 self.state = BeatState::Left;
                 return None;
             }
@@ -237,6 +283,15 @@ impl Heartbeat {
             self.proposed = tenure;
         }
         Some((intent, op, step))
+    }
+
+    /// Whether `tenure` is one this life holds or proposed: one of its own
+    /// incarnation, or its latest proposal (which takes an earlier life's
+    /// incarnation when the clocks made that one higher).
+    fn is_own_tenure(&self, tenure: Tenure, incarnation: Incarnation) -> bool {
+        tenure.incarnation == incarnation
+            || Some(tenure) == self.tenure
+            || Some(tenure) == self.proposed
     }
 
     /// The tenure to propose next: above this life's earlier proposals and the
@@ -300,8 +355,19 @@ impl Heartbeat {
                 // it; anything else means the tenure is over.
                 let ours = matches!(&doc, Record::Host(d)
                     if d.fenced_by.is_none() && d.tenure.is_some() && d.tenure == self.tenure);
+                self.predecessor = None;
                 if let Record::Host(d) = &doc {
                     self.floor = self.floor.max(d.tenure);
+                    let another_life = d.fenced_by.is_none()
+                        && d.tenure.is_some_and(|t| !self.is_own_tenure(t, rules.incarnation));
+                    if rules.session && another_life && !rules.name_proves_death {
+                        let seen = Observation {
+                            first_seen: now.local,
+                            timestamp: d.timestamp,
+                            terms: d.terms,
+                        };
+                        self.predecessor = Some((etag.clone(), rules.policy.expires_at(&seen, now)));
+                    }
                 }
                 if rules.session && !ours {
                     news.ended = self.end_tenure();

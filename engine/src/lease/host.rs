@@ -8,10 +8,10 @@ use super::reads::TableReads;
 use super::session::Sessions;
 use super::slot::{Own, ReleaseTo, Slot};
 use super::{
-    ConfigError, HostDocument, Input, InputError, KnownBad, LeaseConfig, LeaseDocument, LossCause,
-    Output, Record, StopReason, StoreRequest,
+    ConfigError, HostDocument, Input, InputError, KnownBad, LeaseConfig, LeaseDocument, Liveness,
+    LossCause, Output, Record, StopReason, StoreRequest,
 };
-use crate::expiry::Observation;
+use crate::expiry::{Observation, Terms};
 use crate::ids::{
     Checkpoint, Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId, Session, Tenure,
 };
@@ -206,6 +206,27 @@ pub(super) enum What {
         token: LeaseToken,
         then_create: Vec<LeaseDocument>,
     },
+}
+
+impl What {
+    /// Stamps the documents this request writes, as [`LeaseHost::send`] stamps the
+    /// request itself: the host's view of a write it made matches the store's.
+    fn stamp(&mut self, terms: Terms, liveness: Liveness) {
+        match self {
+            What::Create(doc) | What::Take { doc, .. } | What::Write { doc, .. } => {
+                doc.stamp(terms, liveness);
+            }
+            What::Fence { doc, .. } => doc.stamp(terms, liveness),
+            What::DeleteParent { then_create, .. } => {
+                then_create.iter_mut().for_each(|d| d.stamp(terms, liveness));
+            }
+            What::Scan { .. }
+            | What::Read(_)
+            | What::Confirm { .. }
+            | What::Beat(_)
+            | What::Retire(_) => {}
+        }
+    }
 }
 
 /// A read-only view of one lease as a host knows it.
@@ -434,14 +455,21 @@ impl LeaseHost {
         self.out.push_back(output);
     }
 
-    /// Issues a request and remembers what it is for.
+    /// Issues a request and remembers what it is for. Every document it writes
+    /// carries this host's expiry terms and liveness, so that a reader with other
+    /// settings knows what it must wait out, or that it cannot judge it at all.
     pub(super) fn send(
         &mut self,
         now: Now,
         intent: Intent,
-        op: Op<Record>,
-        what: What,
+        mut op: Op<Record>,
+        mut what: What,
     ) -> RequestId {
+        let (terms, liveness) = (self.config.expiry.terms(), self.config.liveness());
+        if let Op::Create(doc) | Op::Replace { doc, .. } = &mut op {
+            doc.stamp(terms, liveness);
+        }
+        what.stamp(terms, liveness);
         let id = RequestId {
             incarnation: self.incarnation,
             seq: self.issued,
@@ -622,7 +650,13 @@ impl LeaseHost {
     }
 
     /// Begins a graceful shutdown: every owned lease is stopped and released.
-    fn begin_shutdown(&mut self) {
+    ///
+    /// Under session liveness a host without a tenure holds no lease with
+    /// authority: those named after it belong to an ended tenure, or to another
+    /// life whose heartbeat it is still waiting out. It lets them be rather than
+    /// release them: a release would free at once a lease that other life may still
+    /// be processing.
+    pub(super) fn begin_shutdown(&mut self) {
         if self.phase != Phase::Running {
             return;
         }
@@ -634,8 +668,13 @@ impl LeaseHost {
             .filter(|(_, s)| s.own.is_some())
             .map(|(t, _)| t.clone())
             .collect();
+        let tenureless = self.session_liveness() && self.membership.beat.tenure().is_none();
         for token in owned {
-            self.request_release(&token, ReleaseTo::Nobody, StopReason::Shutdown);
+            if tenureless {
+                self.lose(&token, LossCause::SessionFenced);
+            } else {
+                self.request_release(&token, ReleaseTo::Nobody, StopReason::Shutdown);
+            }
         }
     }
 

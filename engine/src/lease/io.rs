@@ -111,6 +111,10 @@ pub enum Output {
     },
     /// A graceful shutdown has released every lease; the host has nothing left to do.
     ShutdownComplete,
+    /// The host will not run in this group (its first read of the table found it
+    /// written under settings that cannot coexist with its own): it has begun to shut
+    /// down, and ends with [`ShutdownComplete`](Output::ShutdownComplete).
+    Refused(super::ConfigError),
 }
 
 /// Why processing of a lease stopped.

@@ -62,6 +62,7 @@ impl Member {
         Observation {
             first_seen: self.seen,
             timestamp: self.doc.timestamp,
+            terms: self.doc.terms,
         }
     }
 

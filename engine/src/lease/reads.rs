@@ -103,6 +103,11 @@ impl TableReads {
         (period(now.local) > period(at)).then_some(Why::Audit)
     }
 
+    /// Whether no read of the whole table has come back yet in this life.
+    pub fn never_read(&self) -> bool {
+        self.read_at.is_none()
+    }
+
     /// Something happened that only the table can tell the whole of.
     pub fn need(&mut self) {
         self.due = true;

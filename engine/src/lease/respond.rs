@@ -115,7 +115,10 @@ impl LeaseHost {
                 }
             }
             // Applied or not? Only a read can tell whether this host owns the lease.
-            Err(_) | Ok(_) => slot.stale = true,
+            Err(_) | Ok(_) => {
+                slot.stale = true;
+                slot.took = Some(doc.epoch);
+            }
         }
         self.touch(&token);
     }
@@ -292,6 +295,9 @@ impl LeaseHost {
         // back by a resume, a conditional write at a new epoch naming the tenure.
         let in_tenure = !self.session_liveness() || self.held_in_tenure(&doc);
         let resume_known_bad = self.config.known_bad == Some(KnownBad::ResumeKeepsEndedTenure);
+        let claimed = self.membership.beat.claims(token);
+        let lease_liveness = !self.session_liveness();
+        let name_proves_death = self.config.known_bad == Some(KnownBad::NameProvesDeath);
         let slot = self
             .slots
             .entry(token.clone())
@@ -307,6 +313,19 @@ impl LeaseHost {
             && doc.is_finished_split();
         slot.update(doc, etag, now.local, learned);
         let mine = slot.doc.is_owned_by(&self.me);
+        // Under lease liveness a lease named after this host came to this life by its
+        // own take, or by a handoff it claimed; one named so otherwise may be an earlier
+        // life's, which a reused name does not prove dead (paused, partitioned, or a
+        // second replica under one name): it is processed only once the version this
+        // host found would have expired, as after a steal. Under session liveness the
+        // heartbeat does this wait, before the tenure a resume needs begins.
+        let inherited = mine
+            && lease_liveness
+            && !name_proves_death
+            && slot.took != Some(slot.doc.epoch)
+            && !claimed;
+        slot.took = None;
+        let inherited = inherited.then(|| slot.observation());
         if let Some(own) = slot.own.as_mut()
             && own.resume
             && mine
@@ -330,7 +349,7 @@ impl LeaseHost {
             None if mine => {
                 // Learned from a read (a handoff to this host, or a restart): ownership
                 // grants no authority until this host's own renewal succeeds.
-                self.own(token, epoch, fence, None);
+                self.own(token, epoch, inherited.or(fence), None);
                 if !in_tenure
                     && let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut())
                 {

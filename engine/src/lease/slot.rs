@@ -26,6 +26,9 @@ pub(super) struct Slot {
     pub stale: bool,
     /// Throttled: do not write before this time.
     pub retry_at: Option<LocalTime>,
+    /// A take this life sent, at this epoch, whose outcome is unknown: a read that
+    /// shows the lease named after this host at that epoch shows this take landed.
+    pub took: Option<Epoch>,
     /// Present while this host owns the lease. Boxed because a host owns a small
     /// share of the table, and every scan walks every slot: inline, it made each slot
     /// 60 % larger.
@@ -43,6 +46,7 @@ impl Slot {
             op: None,
             stale: false,
             retry_at: None,
+            took: None,
             own: None,
         }
     }
@@ -63,6 +67,7 @@ impl Slot {
         Observation {
             first_seen: self.seen,
             timestamp: self.doc.timestamp,
+            terms: self.doc.terms,
         }
     }
 

@@ -6,7 +6,10 @@ use super::phase::Phase;
 use super::reads::{Group, Why};
 use super::slot::{ReleaseTo, Slot};
 use super::tenure::TenureVerdict;
-use super::{HostDocument, Intent, KnownBad, LeaseDocument, Record, StopReason};
+use super::{
+    ConfigError, HostDocument, Intent, KnownBad, LeaseDocument, Liveness, Output, Record,
+    StopReason,
+};
 use crate::balance::{Action, LeaseStatus, LeaseView, Reason, TableView};
 use crate::ids::{Etag, HostId, LeaseToken};
 use crate::store::{Op, Reply, StoreError, Stored};
@@ -87,12 +90,18 @@ impl LeaseHost {
         self.scanning = false;
         self.next_scan = now.local + self.config.acquire_interval;
         let read = matches!(result, Ok(Reply::ReadAll(_)));
+        let first = table && read && self.table.never_read();
         if table {
             self.table.answered(sent_at, read);
         }
         match result {
             Ok(Reply::ReadAll(items)) if table => {
                 self.integrate_scan(now, seq, items);
+                if first && self.phase == Phase::Running && let Some(error) = self.mismatch() {
+                    self.emit(Output::Refused(error));
+                    self.begin_shutdown();
+                    return;
+                }
                 let behind = self.view_behind_counts(now);
                 self.table.set_behind(behind, self.held_count());
                 if self.phase == Phase::Running {
@@ -369,6 +378,9 @@ impl LeaseHost {
                     (_, Some(_)) => LeaseStatus::Expired,
                     (Some(o), None) if *o == self.me => LeaseStatus::Held,
                     (None, _) => LeaseStatus::Unowned,
+                    // A host under lease liveness cannot judge a lease held in a
+                    // tenure, which is never renewed on its own: it stays held.
+                    (Some(_), None) if held_under_session(&slot.doc) => LeaseStatus::Held,
                     (Some(_), None) if policy.is_expired(&slot.observation(), now) => {
                         LeaseStatus::Expired
                     }
@@ -421,7 +433,33 @@ impl LeaseHost {
     /// held in a tenure expires with that tenure's heartbeat.
     fn expires_by_itself(&self, slot: &Slot) -> bool {
         let others = slot.own.is_none() && slot.doc.owner.as_ref().is_some_and(|o| *o != self.me);
-        others && (slot.doc.owner_tenure.is_none() || !self.session_liveness())
+        others && slot.doc.owner_tenure.is_none() && !held_under_session(&slot.doc)
+    }
+
+    /// The first document of the group, as this host's view holds it, written under
+    /// a liveness this host cannot run beside: stamped with another one, or (for a
+    /// host under lease liveness) held in a tenure. Unstamped leases with no tenure
+    /// are the change feed processor's, which a host under session liveness judges by
+    /// their own expiry, as a host under lease liveness would.
+    pub(super) fn mismatch(&self) -> Option<ConfigError> {
+        let mine = self.config.liveness();
+        let leases = self.slots.values().filter_map(|s| {
+            let d = &s.doc;
+            let held_in_tenure = d.owner.is_some() && d.owner_tenure.is_some();
+            let theirs = d.liveness.or(held_in_tenure.then_some(Liveness::Session));
+            // An unowned lease holds nobody's authority, whoever released it.
+            Some((theirs.filter(|_| d.owner.is_some())?, &d.id))
+        });
+        let hosts = self.membership.members().filter_map(|m| {
+            let d = &m.doc;
+            Some((d.liveness.or(d.tenure.map(|_| Liveness::Session))?, &d.id))
+        });
+        let (theirs, id) = leases.chain(hosts).find(|(theirs, _)| *theirs != mine)?;
+        Some(ConfigError::LivenessMismatch {
+            mine,
+            theirs,
+            document: id.clone(),
+        })
     }
 
     /// [`judge`](Self::judge)'s second half on its own, as debug builds check it.
@@ -511,4 +549,10 @@ impl LeaseHost {
         let id = self.send(now, intent, op, What::Take { doc, fence });
         self.mark_in_flight(token, id);
     }
+}
+
+/// Whether `doc` is held under session liveness: authority over it comes from its
+/// owner's heartbeat, so it is never renewed on its own.
+fn held_under_session(doc: &LeaseDocument) -> bool {
+    doc.owner.is_some() && (doc.owner_tenure.is_some() || doc.liveness == Some(Liveness::Session))
 }

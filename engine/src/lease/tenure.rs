@@ -78,7 +78,7 @@ impl LeaseHost {
             // nothing at once.
             Some(m) if m.doc.tenure != Some(tenure) => match m.doc.tenure {
                 Some(theirs) if theirs > tenure => TenureVerdict::Over,
-                _ if self.earlier_tenure_stood(m, now)
+                _ if self.earlier_tenure_stood(m, slot, now)
                     && self.config.known_bad != Some(KnownBad::EarlierTenureWaits) =>
                 {
                     TenureVerdict::Expired(Some(m.etag.clone()))
@@ -104,13 +104,20 @@ impl LeaseHost {
     /// with any heartbeat that stood unchanged. If it is an old read, the fence's
     /// if-match on its etag fails. The wait is on this host's own clock whatever the
     /// expiry rule, because the version's timestamp may be a fencer's copy.
-    pub(super) fn earlier_tenure_stood(&self, member: &Member, now: Now) -> bool {
-        now.local >= self.earlier_tenure_expires(member)
+    pub(super) fn earlier_tenure_stood(&self, member: &Member, slot: &Slot, now: Now) -> bool {
+        now.local >= self.earlier_tenure_expires(member, slot)
     }
 
-    /// When [`earlier_tenure_stood`](Self::earlier_tenure_stood) turns true.
-    fn earlier_tenure_expires(&self, member: &Member) -> LocalTime {
-        member.seen + self.config.expiry.observer_wait()
+    /// When [`earlier_tenure_stood`](Self::earlier_tenure_stood) turns true: the wait
+    /// is the longest of this host's terms, the heartbeat's and the lease's (whose
+    /// last writer may be the tenure's holder, and the heartbeat a fencer's copy).
+    fn earlier_tenure_expires(&self, member: &Member, slot: &Slot) -> LocalTime {
+        let policy = self
+            .config
+            .expiry
+            .judging(member.doc.terms)
+            .judging(slot.doc.terms);
+        member.seen + policy.observer_wait()
     }
 
     /// For a lease whose tenure is [`Unknown`](TenureVerdict::Unknown) at `now`, when
@@ -120,7 +127,7 @@ impl LeaseHost {
         let owner = slot.doc.owner.as_ref()?;
         let member = self.membership.member(owner)?;
         (self.tenure_verdict(slot, now) == Some(TenureVerdict::Unknown))
-            .then(|| self.earlier_tenure_expires(member))
+            .then(|| self.earlier_tenure_expires(member, slot))
             .filter(|at| *at > now.local)
     }
 

@@ -671,6 +671,12 @@ impl World {
                 });
             }
             Output::Checkpointed { .. } | Output::CheckpointRejected { .. } => {}
+            // A host that cannot run beside its group's documents shuts down; the
+            // checker sees it leave like any other.
+            Output::Refused(error) => {
+                let name = self.hosts[host].name.clone();
+                self.mark(format!("{name} refuses to run: {error}"));
+            }
             Output::ShutdownComplete => {
                 let name = self.hosts[host].name.clone();
                 self.note(TraceEvent::Down { host: name });
