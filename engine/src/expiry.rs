@@ -90,7 +90,9 @@ pub struct Observation {
 /// differ (a deploy that changed them, half done) still waits out the holder's.
 ///
 /// ```
-/// use leasehold_engine::{Drift, ExpiryPolicy, LocalTime, Millis, Now, Observation, Terms, WallTime};
+/// use leasehold_engine::{
+///     Drift, ExpiryPolicy, LocalTime, Millis, Now, Observation, Terms, WallTime,
+/// };
 ///
 /// // This host would wait 60.6 s; the holder wrote its heartbeat under 120 s.
 /// let mine = ExpiryPolicy::default();
@@ -99,7 +101,7 @@ pub struct Observation {
 ///     timestamp: WallTime(0),
 ///     terms: Some(Terms { duration: Millis::from_secs(120), drift: Drift::ppm(10_000) }),
 /// };
-/// let at = |s| Now::new(LocalTime(s * 1_000), WallTime(0));
+/// let at = |s: u64| Now::new(LocalTime(s * 1_000), WallTime(0));
 /// assert!(!mine.is_expired(&seen, at(61)));
 /// assert!(mine.is_expired(&seen, at(122)));
 /// ```

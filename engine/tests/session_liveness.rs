@@ -179,8 +179,10 @@ fn a_lease_naming_a_tenure_begun_after_its_heartbeat_was_read_is_not_taken() {
     let before = c.store.execute(scan.op.clone());
     c.deliver_all();
     // a restarts and takes its leases back in a new tenure.
+    // Its new life first waits out the heartbeat its first life left (10 s plus
+    // 1 %): the name proves that life dead no more than any other host's would.
     c.restart("a");
-    for _ in 0..20 {
+    for _ in 0..120 {
         c.time += 100;
         c.input("a", Input::Tick).unwrap();
         while let Some(at) = c.inflight.iter().position(|(n, _)| n == "a") {
@@ -379,9 +381,10 @@ fn a_late_leave_does_not_delete_the_next_lifes_heartbeat() {
         "{:?}",
         leave.op
     );
-    // a comes back as a new life and writes its heartbeat; then the old leave lands.
+    // a comes back as a new life and writes its heartbeat, once the version its first
+    // life left (the leave is held) would have expired; then the old leave lands.
     c.restart("a");
-    c.run_for(2_000);
+    c.run_for(12_000);
     let id = leasehold_engine::DocId::from("t.host.a");
     let pk = leasehold_engine::PartitionKey::new(id.as_str());
     let before = c.store.read(&pk, &id).expect("the new life's heartbeat");
@@ -413,9 +416,10 @@ fn b_reads_a_stale_heartbeat_after_fresh_leases(known_bad: Option<KnownBad>) -> 
             .collect()
     };
     let old_beat = heartbeats(&c);
-    // a restarts and resumes both leases in a tenure of its new life.
+    // a restarts and resumes both leases in a tenure of its new life, once its first
+    // life's heartbeat would have expired.
     c.restart("a");
-    c.run_for(3_000);
+    c.run_for(13_000);
     assert_eq!(c.count("a"), 2);
     // b starts; its first read of the table gets the leases fresh and a's heartbeat
     // from a replica that has not seen a's new tenure yet.
@@ -834,7 +838,7 @@ fn a_heartbeat_rolled_back_to_an_earlier_tenure_is_fenced_once_it_has_stood_an_e
         panic!("a heartbeat is a host document");
     };
     c.restart("a");
-    c.run_for(5_000);
+    c.run_for(15_000);
     let second = c.lease("0").owner_tenure;
     assert!(
         c.count("a") == 1 && second > first.tenure,

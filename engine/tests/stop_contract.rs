@@ -163,10 +163,12 @@ fn a_call_that_never_ends_makes_the_host_give_the_lease_up_after_the_stop_timeou
         Some("b"),
         "given up"
     );
-    assert_eq!(
-        doc.epoch,
-        Epoch(3),
-        "the handoff raised the epoch past the resume"
+    // The handoff raised the epoch past a's resume (3); b, given a lease it never
+    // claimed, cannot tell it from one an earlier life of its own left, and resumes
+    // it at a new epoch once that version would have expired.
+    assert!(
+        doc.epoch >= Epoch(3),
+        "the handoff raised the epoch past the resume: {doc:?}"
     );
     c.run_for(30_000);
     assert_eq!(c.lease("0").owner.as_ref().map(|o| o.as_str()), Some("b"));

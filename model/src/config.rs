@@ -26,6 +26,14 @@ pub struct Bounds {
     /// Graceful shutdowns allowed: the host releases its leases, deletes its
     /// heartbeat and exits; it may restart as a new life, under the same name.
     pub shutdowns: u8,
+    /// Zombies allowed (0 or 1): a host believed crashed, cut off from the store, acts
+    /// on (its clock runs, its handler calls go on) until its authority ends, while a
+    /// new life may start under its name, as when an orchestrator replaces a paused VM
+    /// or a partitioned pod.
+    pub zombies: u8,
+    /// A deploy half done: every host but `h0` runs the next build's settings, with a
+    /// lease twice as long.
+    pub deploy: bool,
     /// Late ticks allowed: true time passes while a host still has due work or a
     /// message is still in flight, as in a GC pause or a slow network.
     pub pauses: u8,
@@ -100,6 +108,8 @@ impl Default for Bounds {
             partitions: 2,
             crashes: 1,
             shutdowns: 0,
+            zombies: 0,
+            deploy: false,
             pauses: 0,
             lost_replies: 1,
             delays: 1,
@@ -181,6 +191,14 @@ pub enum Bug {
     /// holds fewer leases than its view says (an engine switch): a lease given to it
     /// without a claim is processed by nobody.
     SilentSuccessor,
+    /// A new life takes its name as proof that the earlier life is dead (an engine
+    /// switch): it takes back that life's leases at once, while a zombie of it may
+    /// still process them.
+    NameProvesDeath,
+    /// Documents carry no expiry terms (the network strips them), so every host judges
+    /// another's lease by its own settings: in a deploy that lengthened the lease, an
+    /// old host takes a new host's lease while it still holds authority.
+    OwnSettingsOnly,
 }
 
 /// The bounds a variant's counterexample needs where they differ from the general
@@ -197,6 +215,10 @@ pub struct LeastBound {
     pub crashes: Option<u8>,
     /// Graceful shutdowns.
     pub shutdowns: Option<u8>,
+    /// Zombies.
+    pub zombies: Option<u8>,
+    /// A deploy half done.
+    pub deploy: bool,
     /// Pauses.
     pub pauses: Option<u8>,
     /// Writes held on the wire.
@@ -295,6 +317,18 @@ impl Bug {
                 depth_first: true,
                 ..LeastBound::default()
             },
+            Bug::NameProvesDeath => LeastBound {
+                hosts: Some(1),
+                partitions: Some(1),
+                zombies: Some(1),
+                ..quiet
+            },
+            Bug::OwnSettingsOnly => LeastBound {
+                partitions: Some(1),
+                zombies: Some(1),
+                deploy: true,
+                ..quiet
+            },
             Bug::TakeKeepsEndedTenure
             | Bug::ResumeKeepsEndedTenure
             | Bug::EarlierTenureWaits
@@ -314,6 +348,14 @@ impl Bug {
     /// lease it would replace, as the store holds it. Every driver (the model checker
     /// and the simulator) injects a variant through this one function.
     pub fn tamper(self, intent: Intent, op: &mut Op<Record>, before: Option<&LeaseDocument>) {
+        if self == Bug::OwnSettingsOnly
+            && let Op::Create(doc) | Op::Replace { doc, .. } = &mut *op
+        {
+            match doc {
+                Record::Lease(d) => d.terms = None,
+                Record::Host(d) => d.terms = None,
+            }
+        }
         let taking = matches!(intent, Intent::Acquire | Intent::Steal);
         let strip = match self {
             Bug::BlindAcquire => taking,
@@ -342,7 +384,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 17] = [
+    pub const ALL: [Bug; 19] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -360,6 +402,8 @@ impl Bug {
         Bug::EarlierTenureWaits,
         Bug::UncountedTable,
         Bug::SilentSuccessor,
+        Bug::NameProvesDeath,
+        Bug::OwnSettingsOnly,
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
@@ -391,6 +435,7 @@ impl Bug {
             Bug::EarlierTenureWaits => Some(KnownBad::EarlierTenureWaits),
             Bug::UncountedTable => Some(KnownBad::UncountedTable),
             Bug::SilentSuccessor => Some(KnownBad::SilentSuccessor),
+            Bug::NameProvesDeath => Some(KnownBad::NameProvesDeath),
             _ => None,
         }
     }
@@ -415,6 +460,8 @@ impl Bug {
             Bug::EarlierTenureWaits => "earlier-tenure-waits",
             Bug::UncountedTable => "uncounted-table",
             Bug::SilentSuccessor => "silent-successor",
+            Bug::NameProvesDeath => "name-proves-death",
+            Bug::OwnSettingsOnly => "own-settings-only",
         }
     }
 }
@@ -505,6 +552,7 @@ impl Bounds {
         range("drift", self.drift_ms.into(), 0, 200)?;
         range("progress", self.progress.into(), 0, 5)?;
         range("splits", self.splits.into(), 0, 2)?;
+        range("zombies", self.zombies.into(), 0, 1)?;
         if self.splits > 0 {
             // Each split adds two leases, and the model has room for 5.
             let room = crate::state::MAX_PARTITIONS as u64 - 2 * u64::from(self.splits);
@@ -563,6 +611,25 @@ impl Bounds {
         Ok(config)
     }
 
+    /// The lease settings of host `h`: [`lease_config`](Self::lease_config)'s, or in
+    /// a deploy half done, for every host but `h0`, the next build's: a lease twice as
+    /// long, renewed as often.
+    pub fn lease_config_for(&self, h: u8) -> Result<LeaseConfig, BoundsError> {
+        let mut config = self.lease_config()?;
+        if self.deploy && h > 0 {
+            config.expiry.duration = config.expiry.duration + config.expiry.duration;
+            config.stop_timeout = config.expiry.duration;
+            config.validate().map_err(BoundsError::Protocol)?;
+        }
+        Ok(config)
+    }
+
+    /// The settings with the longest lease any host runs: the liveness bounds wait
+    /// it out.
+    fn longest_config(&self) -> Result<LeaseConfig, BoundsError> {
+        self.lease_config_for(self.hosts.saturating_sub(1))
+    }
+
     /// Ticks after the last fault by which every partition must be owned by a live
     /// host.
     ///
@@ -580,7 +647,7 @@ impl Bounds {
     /// handoff. The checks show that `cfp`'s bound is tight, that `handoff` under
     /// lease liveness breaks it, and that under session liveness it meets it.
     pub fn liveness_ticks(&self) -> u8 {
-        let Ok(config) = self.lease_config() else {
+        let Ok(config) = self.longest_config() else {
             return u8::MAX;
         };
         let real = ExpiryPolicy {
@@ -611,6 +678,23 @@ impl Bounds {
         };
         let local = 2 * config.acquire_interval.as_millis();
         u8::try_from(self.true_ticks(local)).unwrap_or(u8::MAX)
+    }
+
+    /// Ticks after a restart into a group whose heartbeat of the host still vouches
+    /// for its earlier life's tenure, after which owned counts must differ by at most
+    /// one: the balance bound, plus the observer wait on the slowest clock and a tick
+    /// for its timer, for the new life waits that heartbeat out before it joins; plus
+    /// one acquire interval, for its first plan in the new tenure may still count the
+    /// leases it is resuming, which a peer took meanwhile (the model found the bound
+    /// one tick short without it, at 2 × 2 with one crash).
+    pub fn rejoin_balance_ticks(&self) -> u8 {
+        let Ok(config) = self.longest_config() else {
+            return u8::MAX;
+        };
+        let local = config.expiry.observer_wait() + config.acquire_interval;
+        let wait = self.true_ticks(local.as_millis()) + 1;
+        self.balance_ticks()
+            .saturating_add(u8::try_from(wait).unwrap_or(u8::MAX))
     }
 
     /// Ticks after a split finished after which owned counts must differ by at most

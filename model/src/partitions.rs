@@ -27,8 +27,10 @@ use crate::clocks::WALL_BASE;
 pub struct PartitionModel {
     /// The bounds being checked.
     pub bounds: Bounds,
-    /// The hosts' lease settings.
+    /// The hosts' lease settings (`h0`'s, in a deploy half done).
     pub config: LeaseConfig,
+    /// In a deploy half done, the settings of every host but `h0`.
+    pub deployed: Option<LeaseConfig>,
     /// Ticks after the last fault from which every partition must be owned by a live
     /// host ([`Bounds::liveness_ticks`]). Lower it to see that the bound is tight.
     pub liveness_ticks: u8,
@@ -38,6 +40,9 @@ pub struct PartitionModel {
     /// Ticks after a split finished after which owned counts must differ by at most
     /// one ([`Bounds::split_balance_ticks`]).
     pub split_balance_ticks: u8,
+    /// Ticks after a restart that waits out its earlier life's heartbeat after which
+    /// owned counts must differ by at most one ([`Bounds::rejoin_balance_ticks`]).
+    pub rejoin_balance_ticks: u8,
     /// Explores one wall-clock set-up (every wall clock on true time) instead of every
     /// skew. Sound under the observed expiry rule only, where wall-clock readings are
     /// written into documents and never read back: a run with other offsets is this
@@ -54,10 +59,17 @@ impl PartitionModel {
     /// A model of `bounds`.
     pub fn new(bounds: Bounds) -> Result<PartitionModel, BoundsError> {
         let config = bounds.lease_config()?;
+        let deployed = if bounds.deploy {
+            Some(bounds.lease_config_for(1)?)
+        } else {
+            None
+        };
         Ok(PartitionModel {
+            deployed,
             liveness_ticks: bounds.liveness_ticks(),
             balance_ticks: bounds.balance_ticks(),
             split_balance_ticks: bounds.split_balance_ticks(),
+            rejoin_balance_ticks: bounds.rejoin_balance_ticks(),
             fold_wall_clocks: !bounds.unreduced && config.expiry.rule == ExpiryRule::Observed,
             bounds,
             config,
@@ -114,12 +126,68 @@ impl PartitionModel {
     }
 
     fn engine(&self, h: u8, incarnation: u8) -> LeaseHost {
+        let config = match &self.deployed {
+            Some(deployed) if h > 0 => deployed.clone(),
+            _ => self.config.clone(),
+        };
         LeaseHost::new(
             Self::host_name(h),
-            self.config.clone(),
+            config,
             Incarnation(u64::from(incarnation)),
         )
         .expect("bounds produce a valid configuration")
+    }
+
+    /// The slot a zombie acts in, after the hosts, if the bounds allow one.
+    pub fn zombie_slot(&self) -> Option<u8> {
+        (self.bounds.zombies > 0).then_some(self.bounds.hosts)
+    }
+
+    /// The name client `c` runs under: a zombie keeps its host's.
+    pub fn name_of(&self, state: &State, c: u8) -> HostId {
+        match (self.zombie_slot(), state.ghost.zombie_of) {
+            (Some(z), Some(h)) if z == c => Self::host_name(h),
+            _ => Self::host_name(c),
+        }
+    }
+
+    /// Host `h` is believed crashed: its life moves to the zombie slot, cut off from
+    /// the store, and acts on there until its authority ends; `h` may restart.
+    fn zombie(&self, state: &mut State, h: u8) -> Option<()> {
+        let z = usize::from(self.zombie_slot()?);
+        let host = state.clients[usize::from(h)].clone();
+        state.clients[z] = crate::world::Client { cut: true, ..host };
+        let left = &mut state.clients[usize::from(h)];
+        left.engine = None;
+        left.handler = Calls::default();
+        state.ghost.zombies += 1;
+        state.ghost.zombie_of = Some(h);
+        state.last_fault = state.time;
+        Some(())
+    }
+
+    /// A zombie whose authority has ended everywhere, with no call left running,
+    /// is gone.
+    fn bury(&self, state: &mut State, journal: &mut Option<Vec<String>>) {
+        let Some(z) = self.zombie_slot() else {
+            return;
+        };
+        let zombie = &state.clients[usize::from(z)];
+        let Some(engine) = &zombie.engine else {
+            return;
+        };
+        let local = self.now(zombie, state.time).local;
+        let acting = (0..self.leases()).any(|p| engine.authority(&Self::token(p), local).is_some());
+        let calls = zombie.handler.work.iter().chain(&zombie.handler.lingering);
+        if !acting && calls.clone().all(Option::is_none) {
+            let slot = &mut state.clients[usize::from(z)];
+            slot.engine = None;
+            slot.handler = Calls::default();
+            state.ghost.zombie_of = None;
+            note(journal, || {
+                format!("h{z}, the zombie, has no authority left and is gone")
+            });
+        }
     }
 
     /// The lease container as hosts find it: every lease exists, unowned. Creating
@@ -229,6 +297,21 @@ impl PartitionModel {
         (next, journal.unwrap_or_default())
     }
 
+    /// Whether a new life of host `h` must wait out the heartbeat its earlier life
+    /// left, which still vouches for a tenure: unfenced, under session liveness, as
+    /// the engine judges it unless it takes the name as proof of death.
+    fn waits_out_earlier_life(&self, state: &State, h: u8) -> bool {
+        use leasehold_engine::lease::{HostDocument, KnownBad, Liveness};
+        let id = HostDocument::id_for(&self.config.prefix, &Self::host_name(h));
+        let vouching = state.store.iter().any(|stored| {
+            matches!(&stored.doc, Record::Host(d)
+                if d.id == id && d.tenure.is_some() && d.fenced_by.is_none())
+        });
+        vouching
+            && self.config.liveness() == Liveness::Session
+            && self.config.known_bad != Some(KnownBad::NameProvesDeath)
+    }
+
     /// Records what an applied write means for the properties.
     fn record_write(&self, state: &mut State, h: u8, req: &Req, before: Option<&LeaseDocument>) {
         let Op::Replace {
@@ -243,13 +326,13 @@ impl PartitionModel {
         };
         let crashed = state.crashed;
         let time = state.time;
+        let writer = self.name_of(state, h);
         let ghost = &mut state.ghost;
         // A finished split gives the table new leases to share: balance is judged
         // from here too.
         if after.is_finished_split() && !before.is_finished_split() {
             ghost.last_split = time;
         }
-        let writer = Self::host_name(h);
         let position = |d: &LeaseDocument| u64::from(number(d.checkpoint.as_ref()));
         for fault in audit_write(req.intent, &writer, before, after, position) {
             match fault {
@@ -435,35 +518,54 @@ impl stateright::Model for PartitionModel {
         } else {
             self.bounds.skew
         };
-        world::initial(
+        let mut states = world::initial(
             self.bounds.hosts,
             skew,
             &self.bounds.budget(),
             &self.initial_store(),
             &ghost,
             |h| self.engine(h, 0),
-        )
+        );
+        if self.zombie_slot().is_some() {
+            for state in &mut states {
+                let mut slot = state.clients[0].clone();
+                slot.engine = None;
+                slot.cut = true;
+                state.clients.push(slot);
+            }
+        }
+        states
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
         let faults = Fault::menu(&self.bounds.budget(), state, MAX_FAULT_INDEX);
         let quiescent = self.quiescent(state);
+        let zombie = self.zombie_slot();
         for (h, host) in state.clients.iter().enumerate() {
             let h = h as u8;
+            let is_zombie = Some(h) == zombie;
             if host.engine.is_none() {
                 // A crashed host restarts at a tick boundary, or stays down.
-                if quiescent {
+                if quiescent && !is_zombie {
                     actions.push(Action::Restart(h));
                 }
                 continue;
             }
             if self.due(state, usize::from(h)) {
-                actions.extend(faults.iter().map(|f| Action::Step(h, *f)));
+                if is_zombie {
+                    // Cut off: nothing it sends arrives, so no fault can hit it.
+                    actions.push(Action::Step(h, None));
+                } else {
+                    actions.extend(faults.iter().map(|f| Action::Step(h, *f)));
+                }
             }
             for (p, call) in host.handler.lingering.iter().enumerate() {
                 if call.is_some() {
                     actions.push(Action::Return(h, p as u8));
                 }
+            }
+            if is_zombie {
+                continue;
             }
             if quiescent && state.crashes < self.bounds.crashes {
                 actions.push(Action::Crash(h));
@@ -471,6 +573,10 @@ impl stateright::Model for PartitionModel {
             let running = host.engine.as_ref().is_some_and(|e| e.is_running());
             if quiescent && running && state.ghost.shutdowns < self.bounds.shutdowns {
                 actions.push(Action::Shutdown(h));
+            }
+            let slot_free = zombie.is_some_and(|z| state.clients[usize::from(z)].engine.is_none());
+            if quiescent && running && slot_free && state.ghost.zombies < self.bounds.zombies {
+                actions.push(Action::Zombie(h));
             }
         }
         actions.extend(state.net.keys().map(|(h, id)| Action::Serve(*h, *id)));
@@ -529,6 +635,15 @@ impl PartitionModel {
             Action::Deliver(h, id) => world::deliver(self, &mut state, h, id, journal)?,
             Action::GiveUp(h, id) => world::give_up(self, &mut state, h, id, journal)?,
             Action::Crash(h) => world::crash(&mut state, h),
+            Action::Zombie(h) => {
+                self.zombie(&mut state, h)?;
+                note(journal, || {
+                    format!(
+                        "h{h} is believed crashed, but acts on as h{}, cut off from the store",
+                        self.bounds.hosts
+                    )
+                });
+            }
             Action::Shutdown(h) => {
                 // Its leases are released to nobody until others take them: liveness
                 // counts from here, and from its exit.
@@ -544,6 +659,9 @@ impl PartitionModel {
                 // heartbeats, so the first to come back must watch them expire from
                 // now, and liveness counts from here.
                 let empty = world::all_down(&state);
+                if self.waits_out_earlier_life(&state, h) {
+                    state.ghost.last_rejoin = Some(state.time);
+                }
                 world::restart(&mut state, h, |h, life| self.engine(h, life));
                 state.ghost.last_join = state.time;
                 if empty {
@@ -558,6 +676,7 @@ impl PartitionModel {
                 state.last_fault = state.time;
             }
         }
+        self.bury(&mut state, journal);
         // A host whose graceful shutdown finished in this step exits: the others see
         // it leave, and it may start again as a new life.
         for h in 0..state.clients.len() as u8 {

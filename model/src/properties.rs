@@ -98,8 +98,9 @@ pub fn all(model: &PartitionModel) -> Vec<Property<PartitionModel>> {
             s.crashes > 0 && s.time.saturating_sub(s.last_fault) >= m.liveness_ticks
         }),
         Property::sometimes(SETTLED_AFTER_RESTART, |m, s: &State| {
-            let all_up = s.clients.iter().all(|h| h.engine.is_some());
-            let restarted = s.clients.iter().any(|h| h.incarnation > 0);
+            let hosts = s.clients.iter().take(usize::from(m.bounds.hosts));
+            let all_up = hosts.clone().all(|h| h.engine.is_some());
+            let restarted = hosts.into_iter().any(|h| h.incarnation > 0);
             restarted
                 && all_up
                 && s.time.saturating_sub(s.ghost.last_join) == m.balance_ticks
@@ -248,6 +249,10 @@ fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
     // back for its leases to be owned again: a crash, a pause or a lost reply can
     // orphan leases, which only expiry frees.
     let settled = state.time.saturating_sub(state.ghost.last_join) >= model.balance_ticks
+        && state
+            .ghost
+            .last_rejoin
+            .is_none_or(|t| state.time.saturating_sub(t) >= model.rejoin_balance_ticks)
         && (state.ghost.last_split == 0
             || state.time.saturating_sub(state.ghost.last_split) >= model.split_balance_ticks)
         && state.time.saturating_sub(state.last_fault) >= model.liveness_ticks
@@ -256,13 +261,15 @@ fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
     if model.bounds.strategy != leasehold_engine::balance::Strategy::Handoff || !settled {
         return true;
     }
-    let mut owned = vec![0usize; state.clients.len()];
+    let hosts = usize::from(model.bounds.hosts);
+    let mut owned = vec![0usize; hosts];
     for owner in stored(state).filter_map(|doc| doc.owner.as_ref()) {
-        if let Some(h) = live_host(state, owner) {
+        if let Some(h) = live_host(state, owner).filter(|h| *h < hosts) {
             owned[h] += 1;
         }
     }
-    let counts = (0..state.clients.len())
+    // A zombie is no member: it acts on only until its authority ends.
+    let counts = (0..hosts)
         .filter(|&h| state.clients[h].engine.is_some())
         .map(|h| owned[h]);
     let (max, min) = (counts.clone().max(), counts.min());

@@ -70,8 +70,16 @@ pub struct Ghost {
     /// True time a split last finished, giving the table new leases to share (0:
     /// none yet).
     pub last_split: u8,
+    /// True time a host last restarted while its earlier life's heartbeat still
+    /// vouched for a tenure: the new life joins only once that heartbeat would have
+    /// expired, since its name proves that life dead no more than any other.
+    pub last_rejoin: Option<u8>,
     /// Graceful shutdowns so far.
     pub shutdowns: u8,
+    /// Zombies so far.
+    pub zombies: u8,
+    /// The host whose earlier life the zombie slot holds, while it acts on.
+    pub zombie_of: Option<u8>,
     /// What the step into this state did, for the `sometimes` properties.
     pub events: Events,
     /// Which (host, partition) pairs lost authority by a lapse, as a bit set indexed
@@ -134,6 +142,10 @@ pub enum Action {
     Shutdown(u8),
     /// A crashed host starts again, as a new incarnation with the same name.
     Restart(u8),
+    /// A host is believed crashed, but its life acts on, cut off from the store, until
+    /// its authority ends (a paused VM, a partitioned pod): it moves to the zombie
+    /// slot, and the host may restart under its name.
+    Zombie(u8),
     /// A lost handler call on a host ends (it returns, or its driver aborts it
     /// after the grace period): the driver reports the session stopped.
     Return(u8, u8),

@@ -55,6 +55,7 @@ pub fn describe_action(action: &Action) -> String {
         Action::Crash(h) => format!("h{h} CRASHES"),
         Action::Shutdown(h) => format!("h{h} is told to SHUT DOWN"),
         Action::Restart(h) => format!("h{h} restarts as a new life"),
+        Action::Zombie(h) => format!("h{h} is believed CRASHED but acts on, cut off (a ZOMBIE)"),
         Action::Return(h, p) => format!("h{h}'s lost call for lease {p} ends"),
         Action::Advance => "1 s passes".into(),
         Action::Late => "1 s passes while work is overdue (a PAUSE)".into(),
@@ -100,12 +101,12 @@ impl Explain for PartitionModel {
     }
 
     fn lanes(&self) -> Vec<String> {
-        world::lanes(self.bounds.hosts, 'h')
+        world::lanes(self.bounds.hosts + self.bounds.zombies.min(1), 'h')
     }
 
     fn lane(&self, action: &Action) -> Lane {
         match *action {
-            Action::Crash(h) => Lane::Crash(h),
+            Action::Crash(h) | Action::Zombie(h) => Lane::Crash(h),
             Action::Step(h, _)
             | Action::Shutdown(h)
             | Action::Serve(h, _)

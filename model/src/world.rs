@@ -75,6 +75,9 @@ pub struct Client<M, X = ()> {
     pub wall_offset: i8,
     /// Whether it has acted in this tick (lock models).
     pub acted: bool,
+    /// Cut off from the store: every request it sends goes unanswered until its
+    /// driver's timeout (a zombie of the partition model).
+    pub cut: bool,
     /// What runs beside the engine; reset by a crash.
     pub handler: X,
 }
@@ -410,6 +413,18 @@ pub fn run<R: Rules>(
         }
         for other in others {
             inputs.extend(rules.output(world, c, other, journal));
+        }
+        if world.clients[usize::from(c)].cut {
+            for req in requests {
+                note(journal, || {
+                    format!(
+                        "{who}{c} sends {}: it never arrives (CUT OFF), a timeout",
+                        rules.describe(&req)
+                    )
+                });
+                inputs.push_back(R::M::response(req.id, Err(StoreError::Timeout)));
+            }
+            continue;
         }
         for mut req in requests {
             let write = req.op.is_write();
@@ -850,6 +865,7 @@ pub fn initial<M: Machine, G: Clone, X: Default>(
                     rate,
                     wall_offset,
                     acted: false,
+                    cut: false,
                     handler: X::default(),
                 })
                 .collect(),

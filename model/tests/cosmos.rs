@@ -141,7 +141,7 @@ fn deleting_a_split_lease_lets_a_late_scan_start_it_beside_its_children() {
         bug: Some(Bug::DeleteSplitLease),
         ..late_scan_across_a_split()
     };
-    assert_eq!(broken(bounds, p::SPLIT_APART), 19);
+    assert_eq!(broken(bounds, p::SPLIT_APART), 10);
 }
 
 /// Under `cfp`: a child's create held on the wire, given up on (a timeout), made

@@ -50,6 +50,7 @@ pub fn flags(bounds: &Bounds) -> String {
     );
     for (flag, value) in [
         ("--shutdowns", bounds.shutdowns),
+        ("--zombies", bounds.zombies),
         ("--pauses", bounds.pauses),
         ("--lost-replies", bounds.lost_replies),
         ("--delays", bounds.delays),
@@ -64,6 +65,9 @@ pub fn flags(bounds: &Bounds) -> String {
     }
     if bounds.progress != 1 {
         let _ = write!(out, " --progress {}", bounds.progress);
+    }
+    if bounds.deploy {
+        out.push_str(" --deploy");
     }
     if let Some(liveness) = bounds.liveness {
         let _ = write!(out, " --liveness {liveness}");
@@ -113,6 +117,7 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
             let mut more = String::new();
             for (n, one, many) in [
                 (b.shutdowns, "graceful shutdown", "graceful shutdowns"),
+                (b.zombies, "zombie", "zombies"),
                 (b.stale_reads, "stale read", "stale reads"),
                 (b.late_replies, "late reply", "late replies"),
                 (b.retries, "retried write", "retried writes"),
@@ -129,11 +134,24 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
             String::new()
         },
     );
+    if b.deploy {
+        let _ = writeln!(
+            out,
+            "  a deploy half done: h0 leases for {} ms, every other host for {} ms",
+            model.config.expiry.duration.as_millis(),
+            model
+                .deployed
+                .as_ref()
+                .map_or(0, |c| c.expiry.duration.as_millis()),
+        );
+    }
     let _ = writeln!(
         out,
-        "  liveness checked {} s after the last fault; balance {} s after the last join{}",
+        "  liveness checked {} s after the last fault; balance {} s after the last join, \
+         {} s after a restart that waits out its earlier life{}",
         model.liveness_ticks,
         model.balance_ticks,
+        model.rejoin_balance_ticks,
         if b.splits > 0 {
             format!(" and {} s after the last split", model.split_balance_ticks)
         } else {

@@ -78,6 +78,15 @@ struct ModelArgs {
     /// and may restart as a new life under the same name [default: 0].
     #[arg(long)]
     shutdowns: Option<u8>,
+    /// Partitions: zombies allowed (0-1). A host believed crashed acts on, cut off
+    /// from the store, until its authority ends, while a new life may start under its
+    /// name (a paused VM, a partitioned pod its orchestrator replaced) [default: 0].
+    #[arg(long)]
+    zombies: Option<u8>,
+    /// Partitions: a deploy half done: every host but h0 runs the next build, whose
+    /// lease is twice as long.
+    #[arg(long)]
+    deploy: bool,
     /// Each wall clock is off true time by up to this many seconds, either way (0-3)
     /// [default: 1].
     #[arg(long, value_name = "SECONDS")]
@@ -116,7 +125,8 @@ struct ModelArgs {
     /// blind-checkpoint, thin-margin, same-epoch, restart-same-epoch, unfenced-takeover,
     /// blind-heartbeat, delete-parent-first, delete-split-lease, tenure-read-order,
     /// take-keeps-ended-tenure, resume-keeps-ended-tenure, blind-leave,
-    /// earlier-tenure-waits, uncounted-table, silent-successor. Queue: dequeue-seed,
+    /// earlier-tenure-waits, uncounted-table, silent-successor, name-proves-death,
+    /// own-settings-only. Queue: dequeue-seed,
     /// dequeue-no-expired, blind-claim, blind-complete, dequeue-unordered, lock-no-drift. Items:
     /// next-for-state-no-expiry, blind-lease, lock-no-drift. Stops at its first
     /// counterexample. A partition variant runs, for every bound not given here, the
@@ -324,6 +334,8 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         partitions: args.partitions.or(least.partitions).unwrap_or(2),
         crashes: args.crashes.or(least.crashes).unwrap_or(1),
         shutdowns: args.shutdowns.or(least.shutdowns).unwrap_or(0),
+        zombies: args.zombies.or(least.zombies).unwrap_or(0),
+        deploy: args.deploy || least.deploy,
         pauses: args.pauses.or(least.pauses).unwrap_or(0),
         lost_replies: args.lost_replies,
         delays: args.delays.or(least.delays).unwrap_or(0),
@@ -506,6 +518,8 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
     let partition_only = [
         ("--splits", args.splits.is_some()),
         ("--shutdowns", args.shutdowns.is_some()),
+        ("--zombies", args.zombies.is_some()),
+        ("--deploy", args.deploy),
         ("--stale-reads", args.stale_reads.is_some()),
         ("--late-replies", args.late_replies.is_some()),
         ("--retries", args.retries.is_some()),

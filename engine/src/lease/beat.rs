@@ -82,6 +82,12 @@ impl LeaseHost {
         }
         if news.began {
             self.table.unsettle();
+            // Leases may have been handed to this name's earlier tenure since the
+            // table was last read (a claim its earlier life left in the heartbeat,
+            // honoured while this life waited that life out): only the table says.
+            if self.phase == Phase::Running {
+                self.need_table(now);
+            }
             // Resumes wait for a tenure to name.
             let held: Vec<LeaseToken> = self.agenda.active().iter().cloned().collect();
             held.iter().for_each(|t| self.touch(t));

@@ -98,6 +98,9 @@ pub struct LeaseHost {
     pub(super) issued: u64,
     /// Leases this host is creating.
     pub(super) creating: BTreeSet<LeaseToken>,
+    /// Leases this life created in its own name (a split's children) whose create's
+    /// outcome it never learned: found named after this host, they are this life's.
+    pub(super) unknown_creates: BTreeSet<LeaseToken>,
     pub(super) next_scan: LocalTime,
     pub(super) scanning: bool,
     /// When the whole table was last read, and whether it must be read again.
@@ -128,6 +131,7 @@ macro_rules! hashed_state {
             pending,
             issued,
             creating,
+            unknown_creates,
             next_scan,
             scanning,
             table,
@@ -138,7 +142,7 @@ macro_rules! hashed_state {
             config,
             (
                 (me, incarnation, sessions, phase, now, slots),
-                (membership, pending, issued, creating),
+                (membership, pending, issued, creating, unknown_creates),
                 (next_scan, scanning, table, replan_at, out),
             ),
         )
@@ -200,6 +204,8 @@ pub(super) enum What {
     Fence {
         doc: HostDocument,
         seq: u64,
+        /// The version it is conditional on (`None`: a create).
+        etag: Option<Etag>,
     },
     /// Deletes a split lease; the known-bad order creates its children only then.
     DeleteParent {
@@ -277,6 +283,7 @@ impl LeaseHost {
             pending: BTreeMap::new(),
             issued: 0,
             creating: BTreeSet::new(),
+            unknown_creates: BTreeSet::new(),
             next_scan: LocalTime::ZERO,
             scanning: false,
             table: TableReads::default(),
@@ -746,6 +753,7 @@ impl LeaseHost {
         let renew = self.config.renew_interval;
         let now = self.now.local;
         if let Some(slot) = self.slots.get_mut(token) {
+            slot.ours = Some(epoch);
             let mut own = Own::new(epoch, fence, now);
             own.authority_until = deadline;
             if let Some(t) = sent_at {

@@ -28,6 +28,9 @@ pub(super) struct Membership {
     pub beat: Heartbeat,
     /// Hosts whose tenure this host is fencing (session liveness).
     fencing: BTreeSet<HostId>,
+    /// Per host, the last version of its heartbeat a fence of this host's found
+    /// changed (412): never current again, so never worth fencing again.
+    refuted: BTreeMap<HostId, Etag>,
 }
 
 /// Another host, as its heartbeat shows it.
@@ -96,6 +99,7 @@ impl Membership {
             members: BTreeMap::new(),
             beat: Heartbeat::new(),
             fencing: BTreeSet::new(),
+            refuted: BTreeMap::new(),
         }
     }
 
@@ -253,6 +257,17 @@ impl Membership {
         doc.tenure = Some(tenure);
         doc.fenced_by = Some(me.clone());
         Some(doc)
+    }
+
+    /// The last version of `host`'s heartbeat a fence found changed.
+    pub fn refuted(&self, host: &HostId) -> Option<&Etag> {
+        self.refuted.get(host)
+    }
+
+    /// A fence of `host`'s heartbeat at `etag` failed: that version has been written
+    /// over.
+    pub fn refute(&mut self, host: &HostId, etag: Etag) {
+        self.refuted.insert(host.clone(), etag);
     }
 
     /// A fence was answered: if it landed (`etag`), the fenced heartbeat is the

@@ -30,7 +30,7 @@ impl LeaseHost {
             What::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
             What::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
             What::Retire(host) => self.membership.retired(&host),
-            What::Fence { doc, seq } => self.on_fence_response(now, doc, seq, result),
+            What::Fence { doc, seq, etag } => self.on_fence_response(now, doc, seq, etag, result),
             What::DeleteParent { token, then_create } => {
                 self.on_parent_deleted(now, token, then_create, result);
             }
@@ -39,12 +39,23 @@ impl LeaseHost {
 
     fn on_create(&mut self, now: Now, doc: LeaseDocument, result: Answer) {
         self.creating.remove(&doc.token);
+        if doc.is_owned_by(&self.me) {
+            if matches!(&result, Err(e) if e.is_ambiguous()) {
+                self.unknown_creates.insert(doc.token.clone());
+            } else {
+                self.unknown_creates.remove(&doc.token);
+            }
+        }
         self.on_child_answer(now, &doc, &result);
         if let Ok(Reply::Created(etag)) = result {
             let token = doc.token.clone();
             // Any version already known came from a read that saw this create
             // applied, so it is at least as fresh: a late create reply is old news.
             if !self.slots.contains_key(&token) {
+                // A split's child this host created in its own name is this life's.
+                let learned = self.issued;
+                let slot = Slot::new(doc.clone(), etag.clone(), now.local, learned);
+                self.slots.entry(token.clone()).or_insert(slot).ours = Some(doc.epoch);
                 self.reconcile(now, &token, doc, etag);
             }
             // A new lease is free: plan again now rather than an interval later.
@@ -117,7 +128,7 @@ impl LeaseHost {
             // Applied or not? Only a read can tell whether this host owns the lease.
             Err(_) | Ok(_) => {
                 slot.stale = true;
-                slot.took = Some(doc.epoch);
+                slot.ours = Some(doc.epoch);
             }
         }
         self.touch(&token);
@@ -296,6 +307,7 @@ impl LeaseHost {
         let in_tenure = !self.session_liveness() || self.held_in_tenure(&doc);
         let resume_known_bad = self.config.known_bad == Some(KnownBad::ResumeKeepsEndedTenure);
         let claimed = self.membership.beat.claims(token);
+        let created = self.unknown_creates.remove(token);
         let lease_liveness = !self.session_liveness();
         let name_proves_death = self.config.known_bad == Some(KnownBad::NameProvesDeath);
         let slot = self
@@ -322,9 +334,9 @@ impl LeaseHost {
         let inherited = mine
             && lease_liveness
             && !name_proves_death
-            && slot.took != Some(slot.doc.epoch)
-            && !claimed;
-        slot.took = None;
+            && slot.ours != Some(slot.doc.epoch)
+            && !claimed
+            && !created;
         let inherited = inherited.then(|| slot.observation());
         if let Some(own) = slot.own.as_mut()
             && own.resume
@@ -350,7 +362,9 @@ impl LeaseHost {
                 // Learned from a read (a handoff to this host, or a restart): ownership
                 // grants no authority until this host's own renewal succeeds.
                 self.own(token, epoch, inherited.or(fence), None);
-                if !in_tenure
+                // A lease from an ended tenure, or an earlier life's, restarts at a new
+                // epoch: that life's last call may still be running at the old one.
+                if (!in_tenure || inherited.is_some())
                     && let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut())
                 {
                     own.resume = true;
@@ -373,14 +387,13 @@ impl LeaseHost {
     /// The session stays until the driver reports it stopped.
     pub(super) fn lose(&mut self, token: &LeaseToken, cause: LossCause) {
         self.table.unsettle();
-        if self
-            .slots
-            .get_mut(token)
-            .and_then(|s| s.own.take())
-            .is_none()
-        {
+        let Some(slot) = self.slots.get_mut(token) else {
             return;
-        }
+        };
+        let Some(own) = slot.own.take() else {
+            return;
+        };
+        slot.ours = Some(own.epoch);
         self.touch(token);
         if let Some(stop) = self
             .sessions

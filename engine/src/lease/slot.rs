@@ -26,9 +26,10 @@ pub(super) struct Slot {
     pub stale: bool,
     /// Throttled: do not write before this time.
     pub retry_at: Option<LocalTime>,
-    /// A take this life sent, at this epoch, whose outcome is unknown: a read that
-    /// shows the lease named after this host at that epoch shows this take landed.
-    pub took: Option<Epoch>,
+    /// The epoch at which this life last owned the lease, or sent a take of it whose
+    /// outcome is unknown: a read that shows the lease named after this host at that
+    /// epoch shows it this life's, not an earlier life's.
+    pub ours: Option<Epoch>,
     /// Present while this host owns the lease. Boxed because a host owns a small
     /// share of the table, and every scan walks every slot: inline, it made each slot
     /// 60 % larger.
@@ -46,7 +47,7 @@ impl Slot {
             op: None,
             stale: false,
             retry_at: None,
-            took: None,
+            ours: None,
             own: None,
         }
     }

@@ -78,6 +78,14 @@ impl LeaseHost {
             return Some(Due::Reread);
         }
         let own = slot.own.as_ref()?;
+        // Under session liveness a host between tenures holds no lease with authority:
+        // one named after it belongs to an ended tenure, or to another life of its name
+        // that it is still waiting out, and whatever it wrote (a handoff, a release)
+        // would free the lease while that life may still process it. It waits for a
+        // tenure of its own, as a resume does.
+        if self.session_liveness() && self.membership.beat.tenure().is_none() {
+            return None;
+        }
         let run = self.sessions.get(token);
         // A lost call has no authority to wait for, and the release raises the epoch
         // past it; a running or draining one must end first.
