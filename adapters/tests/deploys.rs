@@ -174,8 +174,7 @@ async fn deploy(
     second_stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(60), first_run).await;
     let _ = tokio::time::timeout(Duration::from_secs(60), second_run).await;
-    let calls = log.lock().unwrap().clone();
-    calls
+    log.lock().unwrap().clone()
 }
 
 /// How long the second processor's first call ran beside the first's last call
@@ -194,7 +193,9 @@ fn overlap(calls: &[Call]) -> Duration {
         .start;
     let overlap = first_end.saturating_duration_since(second_start);
     let gap = second_start.saturating_duration_since(first_end);
-    eprintln!("the second host's first call: {overlap:?} before, {gap:?} after the first's last call ended");
+    eprintln!(
+        "the second host's first call: {overlap:?} before, {gap:?} after the first's last call ended"
+    );
     overlap
 }
 
@@ -314,4 +315,58 @@ async fn a_host_under_session_liveness_refuses_to_join_a_group_under_lease_liven
         "{ended}"
     );
     assert!(first_processes, "the group runs on");
+}
+
+/// A host of one lease shuts down with its store `cut` off (or not) at the moment
+/// it is told to stop; returns how `run` ended and how long it took.
+async fn shut_down(cut_off: bool) -> (Result<(), String>, Duration) {
+    let feed = MemoryFeed::new(["0", "1"]);
+    let cut = Arc::new(AtomicBool::new(false));
+    let store = Cuttable {
+        inner: MemoryStore::new(),
+        cut: cut.clone(),
+        blank: false,
+    };
+    let processor = Processor::builder()
+        .instance("a")
+        .processor_name("deploy")
+        .acquire_interval(Duration::from_secs(2))
+        .renew_interval(Duration::from_secs(3))
+        .expiration_interval(Duration::from_secs(12))
+        .request_timeout(Duration::from_secs(5))
+        .shutdown_deadline(Duration::from_secs(20))
+        .source(feed)
+        .store(store)
+        .handler(|_ctx, batch| async move { Ok(batch.checkpoint) })
+        .build()
+        .await
+        .expect("valid settings");
+    let stop = processor.cancellation();
+    let run = tokio::spawn(processor.run());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    cut.store(cut_off, Ordering::Relaxed);
+    let from = Instant::now();
+    stop.cancel();
+    let ended = run.await.expect("the run does not panic");
+    (ended.map_err(|e| e.to_string()), from.elapsed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_that_cannot_reach_the_store_ends_at_its_deadline_naming_what_was_left() {
+    let (ended, took) = shut_down(true).await;
+    let error = ended.expect_err("the shutdown cannot finish");
+    assert!(
+        error.contains("did not finish within 20s")
+            && error.contains("2 lease(s) still held (0, 1)"),
+        "{error}"
+    );
+    assert!(error.contains("heartbeat still stored"), "{error}");
+    assert_eq!(took, Duration::from_secs(20));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_that_reaches_the_store_releases_everything_well_before_its_deadline() {
+    let (ended, took) = shut_down(false).await;
+    assert_eq!(ended, Ok(()));
+    assert!(took < Duration::from_secs(2), "{took:?}");
 }

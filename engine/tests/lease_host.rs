@@ -537,7 +537,11 @@ fn restart_under_the_same_name(
     c.run_for(15_000);
     assert_eq!(c.count("a"), 2);
     for t in ["0", "1"] {
-        assert_eq!(c.lease(t).owner, Some(HostId::from("a")), "no change of owner");
+        assert_eq!(
+            c.lease(t).owner,
+            Some(HostId::from("a")),
+            "no change of owner"
+        );
     }
     let starts = c
         .events
@@ -563,9 +567,54 @@ fn a_restarted_host_takes_back_its_own_leases_once_its_earlier_life_is_over() {
     assert!(starts.iter().all(|(_, e)| *e == Epoch(2)), "{starts:?}");
 }
 
+/// The new life resumes the lease found named after it, then a renewal of its own
+/// lands and is answered 412 (the SDK's retry of it): the lease is lost and read
+/// again, named after this host at the epoch this life wrote. Without the fence in
+/// the document, the re-read forgot it, and the new life processed at once while its
+/// earlier life, cut off from the store, still held the lease (the long swarm, and
+/// the model at 1 host × 1 partition with a zombie and a retry, in 8 steps).
+#[test]
+fn a_restarted_host_keeps_waiting_out_its_earlier_life_after_its_own_retried_write() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.run_for(5_000);
+    c.restart("a");
+    let restarted = c.time;
+    c.deliver_all();
+    assert!(
+        c.sent
+            .iter()
+            .any(|(t, n, r)| *t >= restarted && n == "a" && r.intent == Intent::Resume)
+    );
+    // The first renewal lands, and the SDK's retry of it answers 412.
+    for _ in 0..100 {
+        if c.inflight
+            .iter()
+            .any(|(n, r)| n == "a" && r.intent == Intent::Renew)
+        {
+            break;
+        }
+        c.time += 100;
+        c.input("a", Input::Tick).unwrap();
+    }
+    let renew = c.intercept("a", Intent::Renew);
+    assert!(c.store.execute(renew.op.clone()).is_ok());
+    c.answer("a", &renew, Err(StoreError::PreconditionFailed));
+    c.run_for(15_000);
+    let starts: Vec<u64> = c
+        .events
+        .iter()
+        .filter(|(t, n, o)| *t >= restarted && n == "a" && matches!(o, Output::Start { .. }))
+        .map(|(t, _, _)| *t - restarted)
+        .collect();
+    assert!(!starts.is_empty(), "the lease is processed again");
+    assert!(starts.iter().all(|t| *t >= 10_100), "{starts:?}");
+}
+
 #[test]
 fn a_restarted_host_that_trusts_its_name_takes_back_its_leases_at_once() {
-    let (_, starts) = restart_under_the_same_name(Some(leasehold_engine::lease::KnownBad::NameProvesDeath));
+    let (_, starts) =
+        restart_under_the_same_name(Some(leasehold_engine::lease::KnownBad::NameProvesDeath));
     assert_eq!(starts.len(), 2, "{starts:?}");
     assert!(starts.iter().all(|(t, _)| *t < 100), "{starts:?}");
     assert!(starts.iter().all(|(_, e)| *e == Epoch(1)), "{starts:?}");

@@ -199,6 +199,10 @@ pub enum Bug {
     /// another's lease by its own settings: in a deploy that lengthened the lease, an
     /// old host takes a new host's lease while it still holds authority.
     OwnSettingsOnly,
+    /// Only the host whose plan takes a dead host's lease fences or frees it (an
+    /// engine switch): a newcomer the plan gives it to has not yet watched it expire,
+    /// and leaves it be past the liveness bound.
+    NewcomerWaits,
 }
 
 /// The bounds a variant's counterexample needs where they differ from the general
@@ -329,6 +333,13 @@ impl Bug {
                 deploy: true,
                 ..quiet
             },
+            Bug::NewcomerWaits => LeastBound {
+                hosts: Some(3),
+                partitions: Some(1),
+                crashes: Some(2),
+                depth_first: true,
+                ..LeastBound::default()
+            },
             Bug::TakeKeepsEndedTenure
             | Bug::ResumeKeepsEndedTenure
             | Bug::EarlierTenureWaits
@@ -384,7 +395,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 19] = [
+    pub const ALL: [Bug; 20] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -404,6 +415,7 @@ impl Bug {
         Bug::SilentSuccessor,
         Bug::NameProvesDeath,
         Bug::OwnSettingsOnly,
+        Bug::NewcomerWaits,
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
@@ -436,6 +448,7 @@ impl Bug {
             Bug::UncountedTable => Some(KnownBad::UncountedTable),
             Bug::SilentSuccessor => Some(KnownBad::SilentSuccessor),
             Bug::NameProvesDeath => Some(KnownBad::NameProvesDeath),
+            Bug::NewcomerWaits => Some(KnownBad::NewcomerWaits),
             _ => None,
         }
     }
@@ -462,6 +475,7 @@ impl Bug {
             Bug::SilentSuccessor => "silent-successor",
             Bug::NameProvesDeath => "name-proves-death",
             Bug::OwnSettingsOnly => "own-settings-only",
+            Bug::NewcomerWaits => "newcomer-waits",
         }
     }
 }
@@ -655,6 +669,18 @@ impl Bounds {
             ..config.expiry
         };
         let wait = real.observer_wait().as_millis();
+        let acquire = config.acquire_interval.as_millis();
+        // `handoff` plans a dead host's lease for the first host in rank that needs
+        // one, which may be a newcomer that has not yet watched the dead heartbeat
+        // expire. The first host that has records the expiry (a fence), and the
+        // newcomer reads that record at its next interval: a newcomer adds one acquire
+        // interval, and its timer, to a takeover (under `newcomer-waits` it added up
+        // to an expiry, again with every newcomer).
+        let newcomer = match (self.strategy, self.bug) {
+            (Strategy::Handoff, Some(Bug::NewcomerWaits)) => (0, 0),
+            (Strategy::Handoff, _) => (acquire, 1),
+            _ => (0, 0),
+        };
         let (claim, timers) = match (self.strategy, config.liveness()) {
             (Strategy::Handoff, Liveness::Lease) => (wait, 3),
             // Under session liveness a lease handed to a claimant that crashed lives
@@ -663,7 +689,8 @@ impl Bounds {
             // acquisition, never by handoff.
             _ => (0, 2),
         };
-        let local = wait + claim + config.acquire_interval.as_millis();
+        let timers = timers + newcomer.1;
+        let local = wait + claim + acquire + newcomer.0;
         u8::try_from(self.true_ticks(local) + timers).unwrap_or(u8::MAX)
     }
 

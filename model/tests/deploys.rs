@@ -134,3 +134,17 @@ fn a_host_that_judges_a_lease_by_its_own_settings_takes_it_from_a_longer_holder(
         assert_eq!(broken(bounds, p::EXCLUSIVITY), 12);
     }
 }
+
+/// The new life's own renewal lands and is answered 412 by the SDK's retry: it loses
+/// the lease and finds it again, named after it. The fence it owed its zombie is in
+/// the document, so it still waits (the long swarm found the new life processing
+/// beside its zombie; the model at this bound, in 8 steps, under lease liveness).
+#[test]
+fn a_new_life_whose_own_write_comes_back_412_still_waits_out_its_zombie() {
+    for (strategy, liveness) in PROTOCOLS {
+        proven(Bounds {
+            retries: 1,
+            ..zombie(strategy, liveness)
+        });
+    }
+}

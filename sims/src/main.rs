@@ -126,7 +126,7 @@ struct ModelArgs {
     /// blind-heartbeat, delete-parent-first, delete-split-lease, tenure-read-order,
     /// take-keeps-ended-tenure, resume-keeps-ended-tenure, blind-leave,
     /// earlier-tenure-waits, uncounted-table, silent-successor, name-proves-death,
-    /// own-settings-only. Queue: dequeue-seed,
+    /// own-settings-only, newcomer-waits. Queue: dequeue-seed,
     /// dequeue-no-expired, blind-claim, blind-complete, dequeue-unordered, lock-no-drift. Items:
     /// next-for-state-no-expiry, blind-lease, lock-no-drift. Stops at its first
     /// counterexample. A partition variant runs, for every bound not given here, the

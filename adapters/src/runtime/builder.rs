@@ -67,6 +67,7 @@ struct Settings {
     intake: Intake,
     cancel: CancellationToken,
     known_bad: Option<KnownBad>,
+    shutdown_deadline: Option<Duration>,
 }
 
 impl ProcessorBuilder<(), (), ()> {
@@ -91,6 +92,7 @@ impl ProcessorBuilder<(), (), ()> {
                 },
                 cancel: CancellationToken::new(),
                 known_bad: None,
+                shutdown_deadline: None,
             },
             source: (),
             store: (),
@@ -175,6 +177,17 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     /// start again on this host until the call has ended or been aborted.
     pub fn abort_grace(mut self, after: Duration) -> Self {
         self.settings.intake.abort_grace = after;
+        self
+    }
+
+    /// How long a graceful shutdown may take, from the cancellation to the last
+    /// lease released and the heartbeat deleted (default: the expiration interval,
+    /// after which the leases would have expired anyway). Past it, every call is
+    /// aborted and [`run`](super::Processor::run) returns
+    /// [`RunError::ShutdownTimedOut`](super::RunError::ShutdownTimedOut), naming what
+    /// was left.
+    pub fn shutdown_deadline(mut self, after: Duration) -> Self {
+        self.settings.shutdown_deadline = Some(after);
         self
     }
 
@@ -314,9 +327,11 @@ where
         if settings.intake.max_batch == 0 {
             return Err(BuildError::Zero("max_batch"));
         }
+        let shutdown_deadline = settings.shutdown_deadline.unwrap_or(settings.expiration);
         for (what, d) in [
             ("poll_interval", settings.intake.poll_interval),
             ("request_timeout", settings.intake.request_timeout),
+            ("shutdown_deadline", shutdown_deadline),
         ] {
             if d.is_zero() {
                 return Err(BuildError::Zero(what));
@@ -352,6 +367,7 @@ where
             handler: Arc::new(self.handler),
             cancel: settings.cancel,
             metrics,
+            shutdown_deadline,
         })
     }
 }

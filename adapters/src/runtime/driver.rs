@@ -10,10 +10,8 @@ use crate::drive::{Hands, Link, drive};
 use crate::source::PartitionSource;
 use crate::store::Store;
 use futures::stream;
-use leasehold_engine::Session;
-use leasehold_engine::lease::{
-    ConfigError, Input, Intent, LeaseHost, Output, Record, StopReason,
-};
+use leasehold_engine::lease::{ConfigError, Input, Intent, LeaseHost, Output, Record, StopReason};
+use leasehold_engine::{LeaseToken, Session};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -68,7 +66,33 @@ where
     };
     // Without a first input nothing ends the drive with an error: later refusals (a
     // checkpoint racing a stop) go to the hands, which log them.
-    let _ = drive(&mut host, &link, None, events, &mut workers).await;
+    let deadline = p.shutdown_deadline;
+    let finished = {
+        let driving = drive(&mut host, &link, None, events, &mut workers);
+        let overdue = async {
+            p.cancel.cancelled().await;
+            tokio::time::sleep(deadline).await;
+        };
+        tokio::select! {
+            _ = driving => true,
+            () = overdue => false,
+        }
+    };
+    if !finished {
+        // Dropping the workers cancels every call; the next life, or another host,
+        // takes over what is left once it expires.
+        let held: Vec<LeaseToken> = host
+            .leases()
+            .filter(|l| l.owned.is_some())
+            .map(|l| l.doc.token.clone())
+            .collect();
+        tracing::error!(?deadline, ?held, "the shutdown did not finish in time");
+        return Err(RunError::ShutdownTimedOut {
+            deadline,
+            held,
+            heartbeat_left: host.has_left(),
+        });
+    }
     match workers.refused.take() {
         Some(error) => Err(RunError::Refused(error)),
         None => Ok(()),

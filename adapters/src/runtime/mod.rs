@@ -73,6 +73,23 @@ pub enum RunError {
     /// without taking anything.
     #[error("this host cannot join its group: {0}")]
     Refused(leasehold_engine::lease::ConfigError),
+    /// A graceful shutdown did not finish within the deadline (the store out of
+    /// reach, say): every call was aborted, and what was not released is left for
+    /// the other hosts to take once it expires.
+    #[error(
+        "the shutdown did not finish within {deadline:?}: {} lease(s) still held ({}), heartbeat {}",
+        held.len(),
+        held.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
+        if *heartbeat_left { "deleted" } else { "still stored" }
+    )]
+    ShutdownTimedOut {
+        /// The deadline.
+        deadline: Duration,
+        /// The leases this host still owned.
+        held: Vec<leasehold_engine::LeaseToken>,
+        /// Whether its heartbeat was deleted.
+        heartbeat_left: bool,
+    },
 }
 
 /// Settings of the per-lease workers.
@@ -101,6 +118,7 @@ pub struct Processor<S, St, H> {
     pub(crate) handler: Arc<H>,
     pub(crate) cancel: CancellationToken,
     pub(crate) metrics: Arc<Metrics>,
+    pub(crate) shutdown_deadline: Duration,
 }
 
 impl Processor<(), (), ()> {
@@ -132,7 +150,8 @@ where
         &self.me
     }
 
-    /// Runs until cancelled and every lease is released.
+    /// Runs until cancelled and every lease is released, or the shutdown deadline
+    /// passes.
     pub async fn run(self) -> Result<(), RunError> {
         driver::run(self).await
     }

@@ -36,6 +36,10 @@ impl LeaseHost {
         // released: it is renewed until the last is gone, and only then deleted.
         let leaving =
             self.phase == Phase::ShuttingDown && !(self.session_liveness() && self.holds_leases());
+        // The last lease released, the leave is due at once, not at the next renewal.
+        if leaving {
+            self.membership.beat.hurry_leave(now.local);
+        }
         let owned = if self.session_liveness() {
             self.held_count()
         } else {

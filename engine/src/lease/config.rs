@@ -106,6 +106,11 @@ pub enum KnownBad {
     /// lands. An earlier life that is paused or partitioned, not dead, is still within
     /// its authority.
     NameProvesDeath,
+    /// Only the host whose plan takes a lease of a dead host fences or frees it: one
+    /// the plan gives it to that has not yet watched it expire (a newcomer) leaves it
+    /// be for up to an expiry more, and a run of newcomers can put the takeover off
+    /// again and again.
+    NewcomerWaits,
 }
 
 /// Where a holder's authority over its leases comes from, and so what it must write

@@ -41,6 +41,8 @@ pub(super) struct Heartbeat {
     /// holder may be alive, whatever the orchestrator believes: this host writes
     /// over that version only once it would have expired, at the second field.
     predecessor: Option<(Etag, LocalTime)>,
+    /// A leave was sent in this life.
+    leave_sent: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -123,6 +125,7 @@ impl Heartbeat {
             floor: None,
             authority_until: None,
             predecessor: None,
+            leave_sent: false,
         }
     }
 
@@ -182,6 +185,14 @@ impl Heartbeat {
     /// Shutting down: the heartbeat's next step is due now.
     pub fn hurry(&mut self, now: LocalTime) {
         self.next_at = now;
+    }
+
+    /// Nothing is left for the heartbeat to vouch for: the leave is due now, unless
+    /// one was sent already (a failed one waits its backoff).
+    pub fn hurry_leave(&mut self, now: LocalTime) {
+        if !self.leave_sent {
+            self.next_at = self.next_at.min(now);
+        }
     }
 
     /// Whether this life's heartbeat is gone (deleted, or never stored) at shutdown.
@@ -282,6 +293,7 @@ impl Heartbeat {
         if matches!(step, BeatStep::Write { .. }) && self.tenure.is_none() && tenure.is_some() {
             self.proposed = tenure;
         }
+        self.leave_sent |= matches!(step, BeatStep::Leave);
         Some((intent, op, step))
     }
 
@@ -359,14 +371,16 @@ impl Heartbeat {
                 if let Record::Host(d) = &doc {
                     self.floor = self.floor.max(d.tenure);
                     let another_life = d.fenced_by.is_none()
-                        && d.tenure.is_some_and(|t| !self.is_own_tenure(t, rules.incarnation));
+                        && d.tenure
+                            .is_some_and(|t| !self.is_own_tenure(t, rules.incarnation));
                     if rules.session && another_life && !rules.name_proves_death {
                         let seen = Observation {
                             first_seen: now.local,
                             timestamp: d.timestamp,
                             terms: d.terms,
                         };
-                        self.predecessor = Some((etag.clone(), rules.policy.expires_at(&seen, now)));
+                        self.predecessor =
+                            Some((etag.clone(), rules.policy.expires_at(&seen, now)));
                     }
                 }
                 if rules.session && !ours {

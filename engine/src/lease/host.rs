@@ -207,6 +207,8 @@ pub(super) enum What {
         /// The version it is conditional on (`None`: a create).
         etag: Option<Etag>,
     },
+    /// Frees a lease its owner let expire (lease liveness).
+    Free(LeaseDocument),
     /// Deletes a split lease; the known-bad order creates its children only then.
     DeleteParent {
         token: LeaseToken,
@@ -219,12 +221,17 @@ impl What {
     /// request itself: the host's view of a write it made matches the store's.
     fn stamp(&mut self, terms: Terms, liveness: Liveness) {
         match self {
-            What::Create(doc) | What::Take { doc, .. } | What::Write { doc, .. } => {
+            What::Create(doc)
+            | What::Take { doc, .. }
+            | What::Write { doc, .. }
+            | What::Free(doc) => {
                 doc.stamp(terms, liveness);
             }
             What::Fence { doc, .. } => doc.stamp(terms, liveness),
             What::DeleteParent { then_create, .. } => {
-                then_create.iter_mut().for_each(|d| d.stamp(terms, liveness));
+                then_create
+                    .iter_mut()
+                    .for_each(|d| d.stamp(terms, liveness));
             }
             What::Scan { .. }
             | What::Read(_)
@@ -315,6 +322,11 @@ impl LeaseHost {
     /// Whether it runs: no graceful shutdown has begun.
     pub fn is_running(&self) -> bool {
         self.phase == Phase::Running
+    }
+
+    /// Whether this life's heartbeat is gone: deleted at a shutdown, or never stored.
+    pub fn has_left(&self) -> bool {
+        !self.uses_heartbeats() || self.membership.beat.has_left()
     }
 
     /// Under session liveness, the tenure this host's stored heartbeat vouches for:

@@ -6,6 +6,9 @@ use crate::store::{Op, Reply, StoreError};
 use std::fmt;
 
 /// Something that happened to a host.
+// A store answer carries a whole document, now with its writer's terms: each input
+// is moved once, into the host, and a box would cost an allocation per answer.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Input {
     /// Time passed; the host acts on whatever is due.
@@ -55,6 +58,8 @@ pub enum Input {
 }
 
 /// Something a host asks its driver to do, or tells it.
+// As for `Input`: a request carries a whole document, and each output is moved once.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Output {
     /// Send this request to the store and answer with [`Input::Response`].
@@ -214,6 +219,10 @@ pub enum Intent {
     /// Under session liveness, end a dead host's tenure with a conditional write to
     /// its heartbeat, before taking its leases.
     Fence,
+    /// Under lease liveness, free a lease whose owner let it expire, for whichever
+    /// host the plan gives it to: an expiry this host watched becomes one every host
+    /// can trust at its next read, a newcomer's included.
+    Expire,
     /// Mark an owned lease whose range split with the children that replace it.
     Split,
     /// Create the lease of one child of a split, from its parent's checkpoint.
@@ -298,6 +307,7 @@ impl Intent {
             | Intent::Acquire
             | Intent::Steal
             | Intent::Fence
+            | Intent::Expire
             | Intent::Split
             | Intent::CreateChild
             | Intent::FinishSplit

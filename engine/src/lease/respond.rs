@@ -27,6 +27,7 @@ impl LeaseHost {
                 release,
             } => self.on_write(now, sent_at, doc, checkpoint, release, result),
             What::Read(token) => self.on_read(now, token, result),
+            What::Free(doc) => self.on_free(now, doc, result),
             What::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
             What::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
             What::Retire(host) => self.membership.retired(&host),
@@ -177,6 +178,9 @@ impl LeaseHost {
                         own.resume = false;
                         epoch = own.epoch;
                     }
+                    // A write of this life landed: the lease is this life's now.
+                    own.inherited = false;
+                    slot.ours = Some(own.epoch);
                     if session {
                         // Authority is the tenure's, not this write's.
                         own.authority_until = session_authority;
@@ -225,6 +229,33 @@ impl LeaseHost {
                 self.touch(&token);
             }
         }
+    }
+
+    /// A free of an expired lease was answered: if it landed, the lease is unowned
+    /// for all to see; if not, someone wrote it first (its owner came back, or a
+    /// taker), and a read tells.
+    fn on_free(&mut self, now: Now, doc: LeaseDocument, result: Answer) {
+        let token = doc.token.clone();
+        self.touch(&token);
+        let Some(slot) = self.slots.get_mut(&token) else {
+            return;
+        };
+        slot.op = None;
+        match result {
+            Ok(Reply::Replaced(etag)) => {
+                self.reconcile(now, &token, doc, etag);
+                // Free now: plan again at once rather than an interval later.
+                self.next_scan = self.next_scan.min(now.local);
+            }
+            Err(StoreError::NotFound) => {
+                self.slots.remove(&token);
+            }
+            Err(StoreError::Throttled { retry_after }) => {
+                slot.retry_at = Some(now.local + retry_after);
+            }
+            Err(_) | Ok(_) => slot.stale = true,
+        }
+        self.touch(&token);
     }
 
     fn on_read(&mut self, now: Now, token: LeaseToken, result: Answer) {
@@ -338,8 +369,11 @@ impl LeaseHost {
             && !claimed
             && !created;
         let inherited = inherited.then(|| slot.observation());
+        // (Not for a lease found named after this host: another life of its name
+        // writes that name at the next epoch too.)
         if let Some(own) = slot.own.as_mut()
             && own.resume
+            && !own.inherited
             && mine
             && slot.doc.epoch == own.epoch.next()
         {
@@ -364,10 +398,14 @@ impl LeaseHost {
                 self.own(token, epoch, inherited.or(fence), None);
                 // A lease from an ended tenure, or an earlier life's, restarts at a new
                 // epoch: that life's last call may still be running at the old one.
-                if (!in_tenure || inherited.is_some())
-                    && let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut())
+                if let Some(slot) = self.slots.get_mut(token)
+                    && let Some(own) = slot.own.as_mut()
                 {
-                    own.resume = true;
+                    own.resume |= !in_tenure || inherited.is_some();
+                    if inherited.is_some() {
+                        own.inherited = true;
+                        slot.ours = None;
+                    }
                 }
                 if self.phase != Phase::Running {
                     self.request_release(token, ReleaseTo::Nobody, StopReason::Shutdown);
@@ -393,7 +431,9 @@ impl LeaseHost {
         let Some(own) = slot.own.take() else {
             return;
         };
-        slot.ours = Some(own.epoch);
+        if !own.inherited {
+            slot.ours = Some(own.epoch);
+        }
         self.touch(token);
         if let Some(stop) = self
             .sessions

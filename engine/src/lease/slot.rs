@@ -102,6 +102,9 @@ pub(super) struct Own {
     /// Children of a marked lease whose leases are known to exist (this host created
     /// them, or found them created).
     pub children_made: Vec<LeaseToken>,
+    /// Found named after this host, with no write of this life's landed on it yet:
+    /// it may be an earlier life's, still held by that life until the fence passes.
+    pub inherited: bool,
 }
 
 impl Own {
@@ -116,6 +119,7 @@ impl Own {
             release: None,
             split: None,
             children_made: Vec::new(),
+            inherited: false,
         }
     }
 

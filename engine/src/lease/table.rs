@@ -97,7 +97,10 @@ impl LeaseHost {
         match result {
             Ok(Reply::ReadAll(items)) if table => {
                 self.integrate_scan(now, seq, items);
-                if first && self.phase == Phase::Running && let Some(error) = self.mismatch() {
+                if first
+                    && self.phase == Phase::Running
+                    && let Some(error) = self.mismatch()
+                {
                     self.emit(Output::Refused(error));
                     self.begin_shutdown();
                     return;
@@ -426,6 +429,84 @@ impl LeaseHost {
         }
         claims.sort();
         self.membership.beat.set_claims(claims);
+        self.record_expiries(now);
+    }
+
+    /// Makes an expiry this host has watched one that every host can trust at its
+    /// next read, whichever host the plan gives the lease to: a newcomer has watched
+    /// the dead host only since it started, and would see the lease expired up to an
+    /// expiry later than the hosts whose plans give it the lease (the model's
+    /// `newcomer-waits`, at 3 hosts × 1 partition with 2 crashes). Under session
+    /// liveness it fences every tenure a lease names whose heartbeat it watched
+    /// expire; a fenced tenure is over to everyone.
+    fn record_expiries(&mut self, now: Now) {
+        if self.config.known_bad == Some(KnownBad::NewcomerWaits) {
+            return;
+        }
+        if !self.session_liveness() {
+            self.free_expired(now);
+            return;
+        }
+        if !self.membership.any_dead(&self.config.expiry, now) {
+            return;
+        }
+        let mut due: Vec<(HostId, crate::ids::Tenure, Etag)> = Vec::new();
+        for slot in self.slots.values() {
+            if slot.own.is_some() || slot.doc.is_finished_split() {
+                continue;
+            }
+            let (Some(owner), Some(theirs)) = (&slot.doc.owner, slot.doc.owner_tenure) else {
+                continue;
+            };
+            // A heartbeat it has watched: one it never saw is the planned taker's
+            // to create fenced, as before.
+            if let Some(TenureVerdict::Expired(Some(etag))) = self.tenure_verdict(slot, now)
+                && !due.iter().any(|(h, ..)| h == owner)
+            {
+                due.push((owner.clone(), theirs, etag));
+            }
+        }
+        for (host, tenure, etag) in due {
+            self.fence(now, &host, tenure, Some(etag));
+        }
+    }
+
+    /// Under lease liveness, frees every lease of another host that this host watched
+    /// expire and is not taking itself: a conditional write that leaves it unowned,
+    /// at a new epoch, which any host may take at once. Conditional on the version
+    /// watched, so a renewal its owner had in flight fails, or the free does.
+    fn free_expired(&mut self, now: Now) {
+        let policy = self.config.expiry;
+        let expired: Vec<LeaseToken> = self
+            .slots
+            .iter()
+            .filter(|(_, slot)| {
+                self.expires_by_itself(slot)
+                    && !slot.doc.is_finished_split()
+                    && slot.doc.split_into.is_empty()
+                    && !slot.stale
+                    && slot.can_send(now.local)
+                    && policy.is_expired(&slot.observation(), now)
+            })
+            .map(|(token, _)| token.clone())
+            .collect();
+        for token in expired {
+            let Some(slot) = self.slots.get(&token) else {
+                continue;
+            };
+            let mut doc = slot.doc.clone();
+            doc.owner = None;
+            doc.owner_tenure = None;
+            doc.epoch = doc.epoch.next();
+            doc.fenced = false;
+            doc.timestamp = now.wall;
+            let op = Op::Replace {
+                doc: Record::Lease(doc.clone()),
+                if_match: Some(slot.etag.clone()),
+            };
+            let id = self.send(now, Intent::Expire, op, What::Free(doc));
+            self.mark_in_flight(&token, id);
+        }
     }
 
     /// Whether another host's lease expires by its own document's observation: under

@@ -146,9 +146,11 @@ impl LeaseHost {
         let fence_passed = own.fence_passed(&policy, now);
         let mut doc = slot.doc.clone();
         doc.timestamp = now.wall;
-        if fence_passed {
-            doc.fenced = false;
-        }
+        // The fence is in the document until it passes, whoever set it (a steal, or
+        // a lease found named after this host, whose earlier life may still hold it):
+        // this host may forget it (a 412 of the SDK's retry of its own write loses the
+        // lease, and a re-read finds it again), and the mark brings it back.
+        doc.fenced = own.fence.is_some() && !fence_passed;
         let checkpoint = own.checkpoint.take();
         if intent == Intent::Split {
             doc.split_into = own.split.clone().unwrap_or_default();

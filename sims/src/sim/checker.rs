@@ -88,6 +88,9 @@ struct Partition {
     /// Its range split: its children's leases replace its own, and it no longer
     /// counts for coverage or balance.
     gone: bool,
+    /// Since when its host is gone (crashed, or told to shut down), and whether the
+    /// host left gracefully: until another start ends the wait.
+    orphaned: Option<(u64, bool)>,
 }
 
 /// The online checker and the run's measures.
@@ -131,6 +134,36 @@ pub struct Checker {
     /// The largest spread between the most and least loaded live hosts after the
     /// disturbance.
     pub max_imbalance: u32,
+    /// Takeovers after a host crashed or left: each of its partitions processed
+    /// again, timed from its death or its stop.
+    pub takeovers: Takeovers,
+    /// Of those, the ones after a graceful shutdown: the handover.
+    pub handovers: Takeovers,
+}
+
+/// How long partitions waited to be processed again after their host crashed or
+/// left.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Takeovers {
+    /// How many.
+    pub count: u64,
+    /// The longest wait, in ms.
+    pub max_ms: u64,
+    /// The waits summed, in ms.
+    pub total_ms: u64,
+}
+
+impl Takeovers {
+    fn add(&mut self, waited: u64) {
+        self.count += 1;
+        self.max_ms = self.max_ms.max(waited);
+        self.total_ms += waited;
+    }
+
+    /// The mean wait, in seconds.
+    pub fn mean_s(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.total_ms as f64 / self.count as f64 / 1_000.0)
+    }
 }
 
 impl Checker {
@@ -158,6 +191,8 @@ impl Checker {
             fenced_batches: 0,
             max_lag_ms: 0,
             max_imbalance: 0,
+            takeovers: Takeovers::default(),
+            handovers: Takeovers::default(),
         }
     }
 
@@ -253,12 +288,35 @@ impl Checker {
         }
     }
 
+    /// `host` crashed, or was told to shut down (`graceful`), at `now`: every
+    /// partition it runs waits for another start, timed from here. Only after the
+    /// disturbance, as moves are.
+    pub fn orphan(&mut self, host: usize, graceful: bool, now: u64) {
+        if now < self.disturbance {
+            return;
+        }
+        for p in &mut self.partitions {
+            if !p.gone && p.orphaned.is_none() && p.running.iter().any(|r| r.host == host) {
+                p.orphaned = Some((now, graceful));
+            }
+        }
+    }
+
     /// A handler of `host` runs `partition` at `epoch` from now on (a start, or the
     /// end of a pause). `start` says it is a new start, which may count as a move.
     pub fn run(&mut self, partition: u32, host: usize, epoch: u64, start: bool, now: u64) {
         self.slot(host);
         if start && now >= self.disturbance {
             self.snapshot_owners();
+        }
+        let p = &mut self.partitions[partition as usize];
+        if let Some((since, graceful)) = p.orphaned.filter(|_| start) {
+            p.orphaned = None;
+            let waited = now.saturating_sub(since);
+            self.takeovers.add(waited);
+            if graceful {
+                self.handovers.add(waited);
+            }
         }
         let p = &mut self.partitions[partition as usize];
         if start {
@@ -369,6 +427,7 @@ impl Checker {
     pub fn split(&mut self, partition: u32, children: usize, now: u64) -> Vec<u32> {
         let p = &mut self.partitions[partition as usize];
         p.gone = true;
+        p.orphaned = None;
         self.gone += 1;
         let running = p.running.clone();
         let committed = p.committed;

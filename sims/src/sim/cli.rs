@@ -136,6 +136,17 @@ pub struct LeaseFlags {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub interval: Option<Millis>,
+    /// Rolling restart: the lease expiration the new build runs with, so that old
+    /// and new hosts with different settings meet mid-deploy [default: unchanged].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub deploy_expiration: Option<Millis>,
+    /// Rolling restart: `new`, each new pod under a new name, started before the old
+    /// one stops (a Deployment); or `reuse`, under the old pod's name once it has
+    /// stopped (a StatefulSet) [default: new].
+    #[arg(long, value_name = "NEW|REUSE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub names: Option<String>,
     /// Time before the disturbance [default: 5m; steady: 0].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]

@@ -177,6 +177,14 @@ pub struct SimConfig {
     /// How much earlier than strictly needed a host gives up its authority.
     #[serde(with = "duration")]
     pub margin: Millis,
+    /// Rolling restart: the lease expiration the new build runs with; `None`: the
+    /// same as the old one's.
+    #[serde(with = "opt_duration", default)]
+    pub deploy_expiration: Option<Millis>,
+    /// Rolling restart: whether each new pod takes a new name (as a Deployment's do)
+    /// or its predecessor's, once that one has stopped (as a StatefulSet's do).
+    #[serde(with = "text", default)]
+    pub names: Names,
     /// Faults and their rates.
     #[serde(with = "text")]
     pub faults: Faults,
@@ -249,6 +257,8 @@ impl SimConfig {
             acquire: Millis::from_secs(13),
             drift_bound_ppm: 10_000,
             margin: ExpiryPolicy::default().safety_margin,
+            deploy_expiration: None,
+            names: Names::New,
             faults: Faults::NONE,
             workload: Workload::default(),
             network: Network::default(),
@@ -309,6 +319,18 @@ impl SimConfig {
             known_bad: self.bug.and_then(Bug::known_bad),
         };
         config.validate().map_err(SimError::Lease)?;
+        Ok(config)
+    }
+
+    /// The lease settings of the new build a rolling restart deploys: the old
+    /// build's, with the deploy's expiration if it has one.
+    pub fn deployed_config(&self) -> Result<LeaseConfig, SimError> {
+        let mut config = self.lease_config()?;
+        if let Some(expiration) = self.deploy_expiration {
+            config.expiry.duration = expiration;
+            config.stop_timeout = expiration;
+            config.validate().map_err(SimError::Lease)?;
+        }
         Ok(config)
     }
 
@@ -410,7 +432,38 @@ impl SimConfig {
                 "the latency range must be ordered and the request timeout above 0",
             ));
         }
-        self.lease_config().map(|_| ())
+        self.deployed_config().map(|_| ())
+    }
+}
+
+/// What a rolling restart names its new pods.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Names {
+    /// A new name each (a Deployment's pods), started before the old pod stops.
+    #[default]
+    New,
+    /// The name of the pod it replaces (a StatefulSet's), started once that one has
+    /// stopped.
+    Reuse,
+}
+
+impl fmt::Display for Names {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Names::New => "new",
+            Names::Reuse => "reuse",
+        })
+    }
+}
+
+impl std::str::FromStr for Names {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Names, SimError> {
+        match s {
+            "new" => Ok(Names::New),
+            "reuse" => Ok(Names::Reuse),
+            _ => Err(SimError::Size("--names must be new or reuse")),
+        }
     }
 }
 

@@ -43,11 +43,15 @@ pub enum FaultKind {
     /// For 1–20 s the SDK retries a host's writes beneath it: a write that was
     /// applied is sent again, and the host hears the second answer (412, 409, 404).
     Retry,
+    /// A host is believed dead, and a new life starts under its name at once; the old
+    /// one, cut off from the store for 5–90 s, acts on until it dies then (a paused VM
+    /// or a partitioned pod its orchestrator replaced).
+    Zombie,
 }
 
 impl FaultKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [FaultKind; 13] = [
+    pub const ALL: [FaultKind; 14] = [
         FaultKind::Crash,
         FaultKind::Shutdown,
         FaultKind::Pause,
@@ -61,6 +65,7 @@ impl FaultKind {
         FaultKind::Split,
         FaultKind::Stale,
         FaultKind::Retry,
+        FaultKind::Zombie,
     ];
 
     /// The name on the command line.
@@ -79,6 +84,7 @@ impl FaultKind {
             FaultKind::Split => "split",
             FaultKind::Stale => "stale",
             FaultKind::Retry => "retry",
+            FaultKind::Zombie => "zombie",
         }
     }
 
@@ -125,7 +131,7 @@ impl FaultKind {
             FaultKind::Spike => secs(5, 30),
             FaultKind::Timeout | FaultKind::Retry => secs(1, 20),
             FaultKind::Stale => secs(5, 60),
-            FaultKind::Partition => secs(5, 90),
+            FaultKind::Partition | FaultKind::Zombie => secs(5, 90),
             FaultKind::Skew | FaultKind::Drift | FaultKind::Split => 0,
         }
     }
@@ -340,7 +346,7 @@ impl FromStr for FaultKind {
 pub enum FaultsError {
     /// No such fault kind.
     #[error(
-        "unknown fault {0:?}; the kinds are crash, shutdown, pause, skew, drift, jump, throttle, spike, timeout, partition, split, stale, retry"
+        "unknown fault {0:?}; the kinds are crash, shutdown, pause, skew, drift, jump, throttle, spike, timeout, partition, split, stale, retry, zombie"
     )]
     UnknownKind(String),
     /// `kind` without `=value`.

@@ -59,6 +59,18 @@ pub struct RunReport {
     pub events_produced: u64,
     /// The longest an event waited between arrival and first taking effect.
     pub max_lag_s: f64,
+    /// The longest a partition waited to be processed again after its host crashed
+    /// or was told to shut down (from the disturbance on); `null` if none did.
+    pub max_takeover_s: Option<f64>,
+    /// The mean of those waits.
+    pub mean_takeover_s: Option<f64>,
+    /// How many partitions waited so.
+    pub takeovers: u64,
+    /// Of those, the longest wait after a graceful shutdown: the handover, timed
+    /// from the host's stop.
+    pub max_handover_s: Option<f64>,
+    /// The mean handover.
+    pub mean_handover_s: Option<f64>,
     /// Hosts at full strength.
     pub hosts: u32,
     /// Partitions.
@@ -140,6 +152,11 @@ impl RunReport {
             events_processed: c.events_processed,
             events_produced: finished.events_produced,
             max_lag_s: c.max_lag_ms as f64 / 1_000.0,
+            max_takeover_s: (c.takeovers.count > 0).then(|| c.takeovers.max_ms as f64 / 1_000.0),
+            mean_takeover_s: c.takeovers.mean_s().map(round2),
+            takeovers: c.takeovers.count,
+            max_handover_s: (c.handovers.count > 0).then(|| c.handovers.max_ms as f64 / 1_000.0),
+            mean_handover_s: c.handovers.mean_s().map(round2),
             hosts: cfg.hosts,
             partitions: cfg.partitions,
             virtual_s: finished.end as f64 / 1_000.0,
@@ -227,6 +244,21 @@ pub fn table(reports: &[RunReport]) -> String {
         format!("{} / {}", r.events_processed, r.events_produced)
     });
     row("max lag (s)", &|r| format!("{:.1}", r.max_lag_s));
+    let seconds = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{s:.1}"));
+    row("longest / mean takeover (s)", &|r| {
+        format!(
+            "{} / {}",
+            seconds(r.max_takeover_s),
+            seconds(r.mean_takeover_s)
+        )
+    });
+    row("longest / mean handover (s)", &|r| {
+        format!(
+            "{} / {}",
+            seconds(r.max_handover_s),
+            seconds(r.mean_handover_s)
+        )
+    });
     row("throttled / timeouts", &|r| {
         format!("{} / {}", r.throttled, r.timeouts)
     });

@@ -67,6 +67,24 @@ pub fn draw(seed: u64) -> SimConfig {
         cfg.faults
             .set(FaultKind::Retry, rng.random_range(2..=30) as f64);
     }
+    // Deploys, drawn last for the same reason: one seed in four has zombies (a host
+    // believed dead acts on while a new life starts under its name), and a rolling
+    // restart reuses its pods' names half the time and changes the expiration half
+    // the time (30 s to 2 min: old and new hosts then meet with different settings).
+    if rng.random_bool(0.25) {
+        cfg.faults
+            .set(FaultKind::Zombie, rng.random_range(2..=20) as f64);
+    }
+    if rng.random_bool(0.5) {
+        cfg.names = super::config::Names::Reuse;
+    }
+    if rng.random_bool(0.5) {
+        let expiration = Millis::from_secs(rng.random_range(30..=120));
+        // The renew interval stays below the new build's authority.
+        if expiration.as_millis() > cfg.renew.as_millis() * 2 {
+            cfg.deploy_expiration = Some(expiration);
+        }
+    }
     cfg
 }
 
@@ -85,10 +103,12 @@ fn widen_drift(faults: &mut Faults) -> u32 {
 fn draw_faults(rng: &mut ChaCha8Rng, mut faults: Faults) -> Faults {
     // Splits and Cosmos DB's own faults are drawn apart, after everything else (see
     // `draw`).
-    for kind in FaultKind::ALL
-        .into_iter()
-        .filter(|k| !matches!(k, FaultKind::Split | FaultKind::Stale | FaultKind::Retry))
-    {
+    for kind in FaultKind::ALL.into_iter().filter(|k| {
+        !matches!(
+            k,
+            FaultKind::Split | FaultKind::Stale | FaultKind::Retry | FaultKind::Zombie
+        )
+    }) {
         if !rng.random_bool(0.4) {
             continue;
         }

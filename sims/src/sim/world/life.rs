@@ -35,8 +35,12 @@ impl World {
         h.restart_pending = false;
         h.paused_until = None;
         h.wake = None;
+        let config = match h.upgrade_at {
+            Some(at) if now >= at => self.deployed.clone(),
+            _ => self.lease.clone(),
+        };
         h.engine = Some(
-            LeaseHost::new(h.name.clone(), self.lease.clone(), Incarnation(h.life))
+            LeaseHost::new(h.name.clone(), config, Incarnation(h.life))
                 .expect("the lease settings were validated with the run"),
         );
         let (name, life) = (h.name.clone(), h.life);
@@ -79,6 +83,7 @@ impl World {
         let name = self.hosts[host].name.clone();
         self.note(TraceEvent::Crash { host: name.clone() });
         self.mark(format!("{name} crashes"));
+        self.checker.orphan(host, false, self.now);
         self.down(host);
         if let Some(after) = restart_in {
             self.hosts[host].restart_pending = true;
@@ -139,6 +144,7 @@ impl World {
 
     pub(super) fn random_host(&mut self, up_only: bool) -> Option<usize> {
         let candidates: Vec<usize> = (0..self.hosts.len())
+            .filter(|h| !self.hosts[*h].doomed)
             .filter(|h| match self.hosts[*h].state {
                 Life::Up => self.hosts[*h].paused_until.is_none(),
                 Life::Leaving => !up_only,
@@ -233,6 +239,25 @@ impl World {
                 self.hosts[host].retry_until = now + window;
                 Some((Some(host), window as i64))
             }
+            FaultKind::Zombie => {
+                let host = self.random_host(true)?;
+                let window = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
+                // Cut off, it acts on until it dies at the window's end.
+                let life = self.hosts[host].life;
+                self.hosts[host].cut_until = now + window;
+                self.hosts[host].doomed = true;
+                self.push(now + window, Event::Die { host, life });
+                // Its replacement: a new slot under the same name, whose life numbers
+                // go on from the old one's, as a host's incarnations do.
+                let name = self.hosts[host].name.to_string();
+                let new = self.add_host(name);
+                self.hosts[new].life = life;
+                self.hosts[new].upgrade_at = self.hosts[host].upgrade_at;
+                self.hosts[new].clock = self.hosts[host].clock;
+                self.hosts[new].clock_drawn = true;
+                self.boot(new);
+                Some((Some(host), window as i64))
+            }
             FaultKind::Skew | FaultKind::Drift => None,
         }
     }
@@ -244,6 +269,10 @@ impl World {
         self.note(TraceEvent::Heal);
         self.mark("heal".into());
         for host in 0..self.hosts.len() {
+            // A zombie still acting is cut off until it dies: the heal ends it now.
+            if self.hosts[host].doomed && self.hosts[host].state != Life::Down {
+                self.crash(host, None);
+            }
             let h = &mut self.hosts[host];
             h.cut_until = 0;
             h.lose_until = 0;

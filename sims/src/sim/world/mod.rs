@@ -77,6 +77,11 @@ enum Event {
         host: usize,
         restart_in: Option<u64>,
     },
+    /// A zombie's end: life `life` of `host` dies, if it still runs.
+    Die {
+        host: usize,
+        life: u64,
+    },
     Shutdown {
         host: usize,
         restart_in: Option<u64>,
@@ -162,6 +167,13 @@ struct Host {
     restart_in: Option<u64>,
     /// Down after a fault, with a restart scheduled.
     restart_pending: bool,
+    /// From this true time on, the slot boots the new build a rolling restart
+    /// deploys.
+    upgrade_at: Option<u64>,
+    /// A zombie: a life believed dead, whose name a new slot took. It never starts
+    /// again (two lives of one name would share an incarnation), and no fault picks
+    /// it.
+    doomed: bool,
 }
 
 /// What a finished run measured and found.
@@ -203,6 +215,8 @@ pub struct Finished {
 pub struct World {
     cfg: SimConfig,
     lease: LeaseConfig,
+    /// The settings of the new build a rolling restart deploys.
+    deployed: LeaseConfig,
     rng: ChaCha8Rng,
     now: u64,
     seq: u64,
@@ -243,6 +257,7 @@ impl World {
     pub fn new(cfg: &SimConfig, timeline: bool) -> Result<World, SimError> {
         cfg.validate()?;
         let lease = cfg.lease_config()?;
+        let deployed = cfg.deployed_config()?;
         let tokens = lease.partitions.clone();
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let heal = cfg.heal_at().as_millis();
@@ -269,6 +284,7 @@ impl World {
             timeline: timeline.then(Timeline::default),
             cfg: cfg.clone(),
             lease,
+            deployed,
             rng,
             now: 0,
             seq: 0,
@@ -331,6 +347,8 @@ impl World {
             up_since: None,
             restart_in: None,
             restart_pending: false,
+            upgrade_at: None,
+            doomed: false,
         });
         self.hosts.len() - 1
     }
@@ -382,9 +400,23 @@ impl World {
             }
             Scenario::RollingRestart => {
                 for old in 0..hosts {
+                    let at = warmup + old as u64 * interval;
+                    if cfg.names == super::config::Names::Reuse {
+                        // A StatefulSet's pod: stopped, then started again under its
+                        // name on the new build.
+                        self.hosts[old].upgrade_at = Some(at);
+                        self.push(
+                            at,
+                            Event::Shutdown {
+                                host: old,
+                                restart_in: Some(5 * SECOND),
+                            },
+                        );
+                        continue;
+                    }
                     let name = format!("{}-r1", self.hosts[old].name);
                     let new = self.add_host(name);
-                    let at = warmup + old as u64 * interval;
+                    self.hosts[new].upgrade_at = Some(0);
                     self.push(at, Event::Boot { host: new });
                     // The new pod is ready before the old one is terminated.
                     self.push(
@@ -520,14 +552,21 @@ impl World {
                     _ => {}
                 }
             }
+            Event::Boot { host } if self.hosts[host].doomed => {}
             Event::Boot { host } => self.boot(host),
             Event::Crash { host, restart_in } => self.crash(host, restart_in),
+            Event::Die { host, life } => {
+                if self.alive(host, life) {
+                    self.crash(host, None);
+                }
+            }
             Event::Shutdown { host, restart_in } => {
                 let h = &mut self.hosts[host];
                 if h.state == Life::Up {
                     h.state = Life::Leaving;
                     h.restart_in = restart_in;
                     let name = h.name.clone();
+                    self.checker.orphan(host, true, self.now);
                     self.checker.set_live(host, false, self.now);
                     self.note(TraceEvent::Shutdown { host: name.clone() });
                     self.mark(format!("{name} shuts down"));

@@ -74,8 +74,13 @@ impl QueueWorld {
                 Some((Some(c), window as i64))
             }
             // Queue runs have no feed to split, and the SDK's retries of a consumer's
-            // writes are the partition leases' fault so far.
-            FaultKind::Skew | FaultKind::Drift | FaultKind::Split | FaultKind::Retry => None,
+            // writes and zombies under a reused name are the partition leases' faults
+            // so far.
+            FaultKind::Skew
+            | FaultKind::Drift
+            | FaultKind::Split
+            | FaultKind::Retry
+            | FaultKind::Zombie => None,
         }
     }
 
