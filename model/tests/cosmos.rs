@@ -186,20 +186,14 @@ fn leave_across_a_restart() -> Bounds {
     }
 }
 
+/// The variant without the leave's if-match (`blind-leave`) was found here in 14
+/// steps until a new life waited out its earlier life's heartbeat: a late leave must
+/// now outlast an expiry, which no delay in the model does (complete at horizon 12,
+/// depth first, 34 M states). `engine/tests/session_liveness.rs` keeps both sides.
 #[test]
 #[ignore]
 fn a_late_leave_never_deletes_the_next_lifes_heartbeat() {
     proven(leave_across_a_restart());
-}
-
-#[test]
-#[ignore]
-fn a_leave_without_if_match_lets_a_late_one_end_the_next_life() {
-    let bounds = Bounds {
-        bug: Some(Bug::BlindLeave),
-        ..leave_across_a_restart()
-    };
-    assert_eq!(broken(bounds, p::EXCLUSIVITY), 14);
 }
 
 /// A host restarts, and its first read of the table comes from a replica that has not

@@ -396,11 +396,17 @@ fn the_liveness_bound_is_tight() {
     counterexample(&session, p::OWNED);
 }
 
-/// Under lease liveness only; under session liveness the lease expires with the
-/// claimant's heartbeat, and `three_hosts_two_partitions_one_crash_are_safe_and_live_
-/// under_handoff` proves cfp's bound.
+/// Under lease liveness. An owner may still hand a lease to a claimant that crashed
+/// after claiming (its heartbeat has not yet expired in the owner's eyes), but the
+/// owner has watched the handed-off version since it wrote it, and frees it one
+/// observer wait later (`free_expired`); the next host in the plan takes it at its
+/// next scan. So here `handoff` meets `cfp`'s bound (96 s in release, BENCHMARKS.md),
+/// and one tick less breaks it on this very path. (Before every watcher freed expired
+/// leases, only the planned taker could, and it first saw the handed-off version up
+/// to an acquire interval after the handoff: one more expiration, which the bound
+/// still allows for.)
 #[test]
-fn a_handoff_to_a_claimant_that_crashed_needs_one_more_expiration() {
+fn a_handoff_to_a_claimant_that_crashed_is_freed_by_its_former_owner() {
     let bounds = Bounds {
         liveness: Some(Liveness::Lease),
         ..three_hosts(Strategy::Handoff)
@@ -410,8 +416,15 @@ fn a_handoff_to_a_claimant_that_crashed_needs_one_more_expiration() {
         strategy: Strategy::CFP,
         ..bounds
     }
-    .liveness_ticks();
-    counterexample(&model, p::OWNED);
+    .liveness_ticks()
+        - 1;
+    let trace = counterexample(&model, p::OWNED);
+    assert!(
+        trace.contains("CRASHES")
+            && trace.contains("sends Handoff")
+            && trace.contains("sends Expire"),
+        "{trace}"
+    );
 }
 
 #[test]

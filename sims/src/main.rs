@@ -430,9 +430,9 @@ fn short_horizon(horizon: u8, liveness_ticks: u8) -> String {
 /// verdict is not taken for the variant's.
 fn out_of_reach(bug: &str) -> String {
     format!(
-        "  note: the model does not show {bug}: no bound that fits on these machines is known \
-         to, or it breaks no property the model has; the engine's tests and the simulator keep \
-         it (README)\n"
+        "  note: the model does not show {bug} in seconds: no bound that fits on these machines \
+         is known to, the least one known takes minutes (BENCHMARKS.md), or it breaks no property \
+         the model has; the engine's tests and the simulator keep it (README)\n"
     )
 }
 

@@ -143,7 +143,10 @@ fn split_ranges_are_handed_to_their_children_without_overlap_or_loss() {
 /// processed beside its children.
 #[test]
 fn exclusivity_catches_a_split_that_deletes_the_parent_first() {
-    let mut cfg = splitting(1);
+    // Seed 1 takes other turns since hosts record the expiries they watch; seed 3
+    // runs clean with the shipped protocol.
+    let mut cfg = splitting(3);
+    assert!(kinds(&cfg).is_empty());
     cfg.bug = Some(Bug::DeleteParentFirst);
     assert!(kinds(&cfg).contains(&ViolationKind::Exclusivity));
 }
@@ -294,21 +297,23 @@ fn the_swarms_counterexamples_under_the_stores_faults_hold_no_more() {
     }
 }
 
-/// The sibling of the last two: with the successor's read switched off, both seeds
-/// strand their lease again. (The other two seeds take other turns on today's engine
-/// even under their variants; the model finds `uncounted-table`, and the engine's
-/// tests show each fix.)
+/// Seed 1004479's lease draw: a rolling restart to a build whose expiration is 114 s
+/// (60 s before), with zombies and splits, under `cfp`. A partition that split four
+/// times in a row is processed again only after the heal, and its children are
+/// balanced by steals, each waited out under the terms the lease was written with:
+/// two waits of about 125 s in a row, and the run converges 360 s after the heal.
+/// The liveness deadline, computed from the old build's expiration alone (208 s),
+/// called that a violation, with and without any known-bad variant. The deadline now
+/// counts the longer expiration, and one more with splits (435 s); at the old one the
+/// same run breaks liveness.
 #[test]
-fn a_successor_that_never_reads_the_table_strands_the_gift_again() {
-    for seed in [1_001_253, 1_012_240] {
-        let mut cfg = swarm::draw(seed);
-        cfg.bug = Some(Bug::SilentSuccessor);
-        assert!(
-            kinds(&cfg).contains(&ViolationKind::Liveness),
-            "seed {seed}: {:?}",
-            kinds(&cfg)
-        );
-    }
+fn a_deploy_that_lengthens_the_expiration_is_judged_by_the_longer_one() {
+    let cfg = swarm::draw(1_004_479);
+    assert_eq!(cfg.deploy_expiration, Some(Millis::from_secs(114)));
+    assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
+    let mut old = cfg.clone();
+    old.settle = Some(Millis::from_secs(208));
+    assert!(kinds(&old).contains(&ViolationKind::Liveness));
 }
 
 /// Seed `seed`'s draw as the long swarm ran it, before the swarm drew Cosmos DB's own

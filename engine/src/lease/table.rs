@@ -447,7 +447,10 @@ impl LeaseHost {
             self.free_expired(now);
             return;
         }
-        if !self.membership.any_dead(&self.config.expiry, now) {
+        // The variant without the fence has no fence to record an expiry with.
+        if self.config.known_bad == Some(KnownBad::UnfencedTakeover)
+            || !self.membership.any_dead(&self.config.expiry, now)
+        {
             return;
         }
         let mut due: Vec<(HostId, crate::ids::Tenure, Etag)> = Vec::new();

@@ -376,7 +376,9 @@ impl SimConfig {
     /// change feed processor takes one per cycle), then a few more cycles. The share
     /// is of the hosts that remain: after a scale-in or a crash, the rest take over
     /// the leavers' leases one per cycle (counting every host here gave cfp too few
-    /// cycles; the long swarm's four cfp liveness violations were that).
+    /// cycles; the long swarm's four cfp liveness violations were that). Expirations
+    /// count at the longer of the old and the deployed build's, and with splits there
+    /// is one more.
     pub fn settle(&self) -> Millis {
         self.settle.unwrap_or_else(|| {
             let leaving = match self.scenario {
@@ -385,7 +387,21 @@ impl SimConfig {
             };
             let hosts = u64::from((self.hosts - leaving).max(1));
             let share = u64::from(self.partitions).div_ceil(hosts);
-            let expiry = self.expiration.as_millis() * 2 + self.expiration.as_millis() / 10;
+            // After a deploy that changed it, the longer expiration: a lease written
+            // under it is waited out under it, by old and new hosts alike.
+            let expiration = self
+                .deploy_expiration
+                .map_or(self.expiration, |d| d.max(self.expiration))
+                .as_millis();
+            // A split's children are found only once the parent is processed again,
+            // possibly after the heal, and balanced by steals that each wait an
+            // expiration out (the swarm's seed 1004479: two such waits in a row).
+            let expirations = if self.faults.get(FaultKind::Split) > 0.0 {
+                3
+            } else {
+                2
+            };
+            let expiry = expiration * expirations + expiration / 10;
             Millis(expiry + self.acquire.as_millis() * (share + 4) + self.renew.as_millis())
         })
     }
