@@ -130,8 +130,8 @@ struct ModelArgs {
     /// dequeue-no-expired, blind-claim, blind-complete, dequeue-unordered, lock-no-drift. Items:
     /// next-for-state-no-expiry, blind-lease, lock-no-drift. Stops at its first
     /// counterexample. A partition variant runs, for every bound not given here, the
-    /// least bound known to show it (the bounds `model/tests` find it at); four are
-    /// out of the model's reach and say so.
+    /// least bound known to show it (the bounds `model/tests` find it at); six are not
+    /// shown in seconds and say so.
     #[arg(long, value_name = "NAME")]
     bug: Option<String>,
     /// Late ticks allowed: time passes while a host has due work (a GC pause)
