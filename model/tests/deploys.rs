@@ -7,63 +7,16 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod common;
+
+use common::broken;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::Liveness;
-use leasehold_model::check::{self, Options, Outcome, Search, Stop};
-use leasehold_model::{Bounds, Bug, PartitionModel, properties as p, trace};
-use std::time::Duration;
-
-fn model(bounds: Bounds) -> PartitionModel {
-    PartitionModel::new(bounds).expect("valid bounds")
-}
+use leasehold_model::{Bounds, Bug, properties as p};
 
 /// Every state of `bounds`; every safety and liveness property holds.
 fn proven(bounds: Bounds) {
-    let model = model(bounds);
-    let options = Options {
-        search: Search::Dfs,
-        threads: 2,
-        ..Options::default()
-    };
-    let report = check::check(&model, &options, Duration::from_secs(600), |_| {});
-    println!(
-        "{:?}\n  {} states, {} unique, {:.1} s",
-        model.bounds, report.progress.states, report.progress.unique, report.progress.seconds
-    );
-    assert!(report.complete, "the check must explore every state");
-    for property in p::SAFETY.iter().chain(&p::LIVENESS) {
-        assert_eq!(
-            report.verdict(property).outcome,
-            Outcome::Holds,
-            "{property}"
-        );
-    }
-}
-
-/// A counterexample to `property` under `bounds`, breadth first on one thread (the
-/// shortest), printed and replayed to a state that breaks it; its length in steps.
-fn broken(bounds: Bounds, property: &'static str) -> usize {
-    let model = model(bounds);
-    let options = Options {
-        search: Search::Bfs,
-        threads: 1,
-        stop: Stop::At(property),
-        ..Options::default()
-    };
-    let report = check::check(&model, &options, Duration::from_secs(600), |_| {});
-    let verdict = report.verdict(property);
-    assert_eq!(verdict.outcome, Outcome::Counterexample, "{property}");
-    let path = verdict.path.as_ref().expect("a counterexample has a path");
-    println!(
-        "COUNTEREXAMPLE to {property:?} in {:?}:\n{}",
-        model.bounds,
-        trace::render(&model, path)
-    );
-    let encoded = verdict.encoded.as_ref().expect("an encoded path");
-    let replayed = check::replay(&model, encoded).expect("the path replays");
-    let last = &replayed.last().expect("a last state").0;
-    assert!(p::broken(&model, last).contains(&property));
-    path.len() - 1
+    common::proven_for(bounds, p::SAFETY.iter().chain(&p::LIVENESS));
 }
 
 /// The three protocols a group may run.
