@@ -301,15 +301,12 @@ impl PartitionModel {
     /// left, which still vouches for a tenure: unfenced, under session liveness, as
     /// the engine judges it unless it takes the name as proof of death.
     fn waits_out_earlier_life(&self, state: &State, h: u8) -> bool {
-        use leasehold_engine::lease::{HostDocument, KnownBad, Liveness};
+        use leasehold_engine::lease::HostDocument;
         let id = HostDocument::id_for(&self.config.prefix, &Self::host_name(h));
-        let vouching = state.store.iter().any(|stored| {
-            matches!(&stored.doc, Record::Host(d)
-                if d.id == id && d.tenure.is_some() && d.fenced_by.is_none())
-        });
-        vouching
-            && self.config.liveness() == Liveness::Session
-            && self.config.known_bad != Some(KnownBad::NameProvesDeath)
+        self.config.waits_out_earlier_life()
+            && state.store.iter().any(|stored| {
+                matches!(&stored.doc, Record::Host(d) if d.id == id && d.vouches_for_tenure())
+            })
     }
 
     /// Records what an applied write means for the properties.

@@ -75,7 +75,7 @@ impl LeaseHost {
             backoff: self.backoff(),
             session: self.session_liveness(),
             incarnation: self.incarnation(),
-            name_proves_death: self.config.known_bad == Some(KnownBad::NameProvesDeath),
+            waits_out_earlier_life: self.config.waits_out_earlier_life(),
         };
         let news = self
             .membership

@@ -217,6 +217,13 @@ impl LeaseConfig {
         })
     }
 
+    /// Whether a new life waits out a heartbeat of another life under its name that
+    /// still vouches for a tenure, as a fencer would, before writing over it: under
+    /// session liveness, unless the known-bad rule takes the name as proof of death.
+    pub fn waits_out_earlier_life(&self) -> bool {
+        self.liveness() == Liveness::Session && self.known_bad != Some(KnownBad::NameProvesDeath)
+    }
+
     /// Checks that the settings make sense together.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let expiration = self.expiry.duration;

@@ -245,6 +245,12 @@ impl HostDocument {
 }
 
 impl HostDocument {
+    /// Whether this version still vouches for the tenure it names: it names one, and
+    /// no fencer has ended it.
+    pub fn vouches_for_tenure(&self) -> bool {
+        self.tenure.is_some() && self.fenced_by.is_none()
+    }
+
     /// Marks this version as written under `terms` and `liveness`.
     pub fn stamp(&mut self, terms: Terms, liveness: Liveness) {
         self.terms = Some(terms);

@@ -93,9 +93,9 @@ pub(super) struct BeatRules {
     pub session: bool,
     /// This life of the host.
     pub incarnation: Incarnation,
-    /// The known-bad rule: a heartbeat of another life under this name is written
-    /// over at once, as if the name proved that life dead.
-    pub name_proves_death: bool,
+    /// A heartbeat of another life under this name that still vouches for a tenure
+    /// is waited out before it is written over (`LeaseConfig::waits_out_earlier_life`).
+    pub waits_out_earlier_life: bool,
 }
 
 /// What a heartbeat's answer means for the leases, which the host must act on.
@@ -366,14 +366,14 @@ impl Heartbeat {
                 // Only an unfenced heartbeat of this very tenure still vouches for
                 // it; anything else means the tenure is over.
                 let ours = matches!(&doc, Record::Host(d)
-                    if d.fenced_by.is_none() && d.tenure.is_some() && d.tenure == self.tenure);
+                    if d.vouches_for_tenure() && d.tenure == self.tenure);
                 self.predecessor = None;
                 if let Record::Host(d) = &doc {
                     self.floor = self.floor.max(d.tenure);
-                    let another_life = d.fenced_by.is_none()
+                    let another_life = d.vouches_for_tenure()
                         && d.tenure
                             .is_some_and(|t| !self.is_own_tenure(t, rules.incarnation));
-                    if rules.session && another_life && !rules.name_proves_death {
+                    if rules.waits_out_earlier_life && another_life {
                         let seen = Observation {
                             first_seen: now.local,
                             timestamp: d.timestamp,
