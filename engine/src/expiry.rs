@@ -115,6 +115,31 @@ pub struct Terms {
     pub drift: Drift,
 }
 
+impl Terms {
+    /// The longer of the two durations and the wider of the two drift bounds: what
+    /// waits out a holder under either terms.
+    ///
+    /// ```
+    /// use leasehold_engine::{Drift, Millis, Terms};
+    ///
+    /// let old = Terms { duration: Millis::from_secs(60), drift: Drift::ppm(10_000) };
+    /// let new = Terms { duration: Millis::from_secs(35), drift: Drift::ppm(20_000) };
+    /// let both = new.widest(Some(old));
+    /// assert_eq!(both.duration, Millis::from_secs(60));
+    /// assert_eq!(both.drift, Drift::ppm(20_000));
+    /// assert_eq!(new.widest(None), new);
+    /// ```
+    pub fn widest(self, other: Option<Terms>) -> Terms {
+        match other {
+            Some(o) => Terms {
+                duration: self.duration.max(o.duration),
+                drift: self.drift.max(o.drift),
+            },
+            None => self,
+        }
+    }
+}
+
 /// The lease duration and the clock assumptions that go with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ExpiryPolicy {
@@ -154,13 +179,11 @@ impl ExpiryPolicy {
     /// at most its own duration of true time, which a reader must wait out whatever
     /// its own settings say.
     pub fn judging(&self, terms: Option<Terms>) -> ExpiryPolicy {
-        match terms {
-            Some(t) => ExpiryPolicy {
-                duration: self.duration.max(t.duration),
-                drift: self.drift.max(t.drift),
-                ..*self
-            },
-            None => *self,
+        let widest = self.terms().widest(terms);
+        ExpiryPolicy {
+            duration: widest.duration,
+            drift: widest.drift,
+            ..*self
         }
     }
 

@@ -8,11 +8,13 @@ mod common;
 use common::{Cluster, config};
 use leasehold_engine::balance::{CfpConfig, Strategy};
 use leasehold_engine::lease::{
-    ConfigError, Input, InputError, Intent, LeaseHost, LossCause, Output, Record, StopReason,
+    ConfigError, Input, InputError, Intent, KnownBad, LeaseConfig, LeaseHost, LossCause, Output,
+    Record, StopReason,
 };
 use leasehold_engine::store::{Op, StoreError};
 use leasehold_engine::{
-    Checkpoint, Epoch, ExpiryRule, HostId, Incarnation, LeaseToken, Millis, RequestId, Session,
+    Checkpoint, Epoch, ExpiryPolicy, ExpiryRule, HostId, Incarnation, LeaseToken, Millis,
+    RequestId, Session,
 };
 
 fn lease(t: &str) -> LeaseToken {
@@ -659,6 +661,73 @@ fn a_restarted_thief_waits_out_the_fence_it_left_in_the_document() {
     assert!(
         started >= restarted + 10_100,
         "{started} vs restart at {restarted}"
+    );
+}
+
+/// A deploy that shortened the lease: a runs the old build (30 s), b the new (10 s).
+/// b steals one of a's leases and restarts at once. Returns the time of the restart
+/// and of the new life's first start of the stolen lease.
+fn a_thief_of_the_new_build_restarts(known_bad: Option<KnownBad>) -> (u64, u64) {
+    let mut old = config(4);
+    old.strategy = cfp();
+    old.expiry.duration = Millis::from_secs(30);
+    let new = LeaseConfig {
+        expiry: ExpiryPolicy {
+            duration: Millis::from_secs(10),
+            ..old.expiry
+        },
+        known_bad,
+        ..old.clone()
+    };
+    let mut c = Cluster::new();
+    c.add("a", old);
+    c.run_for(100);
+    c.add("b", new);
+    while !c
+        .sent
+        .iter()
+        .any(|(_, n, r)| n == "b" && r.intent == Intent::Steal)
+    {
+        c.run_for(100);
+    }
+    c.run_for(100);
+    let stolen = c
+        .store
+        .iter()
+        .find_map(|s| match &s.doc {
+            Record::Lease(d) if d.owner == Some(HostId::from("b")) => Some(d.clone()),
+            _ => None,
+        })
+        .expect("b stole a lease");
+    assert!(stolen.fenced);
+    c.restart("b");
+    let restarted = c.time;
+    c.run_for(45_000);
+    let started = c
+        .events
+        .iter()
+        .find(|(_, n, o)| {
+            n == "b" && matches!(o, Output::Start { lease, .. } if *lease == stolen.token)
+        })
+        .map(|(t, _, _)| *t)
+        .expect("the new life processes the stolen lease");
+    (restarted, started)
+}
+
+/// The fence in the document keeps the holder's longer terms, so the thief's new
+/// life waits out 30 s, not its own 10 s (the swarm's rolling-restart seed 2234772).
+#[test]
+fn a_restarted_thief_waits_out_the_longer_lease_of_the_build_it_stole_from() {
+    let (restarted, started) = a_thief_of_the_new_build_restarts(None);
+    assert!(started >= restarted + 30_300, "{started} vs {restarted}");
+}
+
+#[test]
+fn a_fence_under_the_thiefs_own_terms_is_waited_out_too_soon() {
+    let (restarted, started) = a_thief_of_the_new_build_restarts(Some(KnownBad::FenceForgetsTerms));
+    assert!(
+        (restarted + 10_100..restarted + 30_300).contains(&started),
+        "{started} vs {restarted}"
     );
 }
 

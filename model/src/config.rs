@@ -203,6 +203,11 @@ pub enum Bug {
     /// engine switch): a newcomer the plan gives it to has not yet watched it expire,
     /// and leaves it be past the liveness bound.
     NewcomerWaits,
+    /// A fenced lease written under its writer's terms alone (an engine switch): a
+    /// host of a build with a shorter lease steals from a holder with a longer one
+    /// and restarts, and its new life, which inherits the fence from the document,
+    /// waits out only the shorter lease while the holder still has authority.
+    FenceForgetsTerms,
 }
 
 /// The bounds a variant's counterexample needs where they differ from the general
@@ -245,6 +250,8 @@ pub struct LeastBound {
     pub horizon: Option<u8>,
     /// Where authority comes from.
     pub liveness: Option<Liveness>,
+    /// The balancing strategy, where the variant needs one that steals.
+    pub strategy: Option<Strategy>,
     /// Search depth first: breadth first would hold every state up to the
     /// counterexample's depth in memory.
     pub depth_first: bool,
@@ -348,6 +355,13 @@ impl Bug {
                 out_of_reach: true,
                 ..LeastBound::default()
             },
+            Bug::FenceForgetsTerms => LeastBound {
+                delays: Some(1),
+                horizon: Some(5),
+                deploy: true,
+                strategy: Some(Strategy::CFP),
+                ..LeastBound::default()
+            },
             Bug::TakeKeepsEndedTenure
             | Bug::ResumeKeepsEndedTenure
             | Bug::EarlierTenureWaits
@@ -403,7 +417,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 20] = [
+    pub const ALL: [Bug; 21] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -424,6 +438,7 @@ impl Bug {
         Bug::NameProvesDeath,
         Bug::OwnSettingsOnly,
         Bug::NewcomerWaits,
+        Bug::FenceForgetsTerms,
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
@@ -457,6 +472,7 @@ impl Bug {
             Bug::SilentSuccessor => Some(KnownBad::SilentSuccessor),
             Bug::NameProvesDeath => Some(KnownBad::NameProvesDeath),
             Bug::NewcomerWaits => Some(KnownBad::NewcomerWaits),
+            Bug::FenceForgetsTerms => Some(KnownBad::FenceForgetsTerms),
             _ => None,
         }
     }
@@ -484,6 +500,7 @@ impl Bug {
             Bug::NameProvesDeath => "name-proves-death",
             Bug::OwnSettingsOnly => "own-settings-only",
             Bug::NewcomerWaits => "newcomer-waits",
+            Bug::FenceForgetsTerms => "fence-forgets-terms",
         }
     }
 }

@@ -101,3 +101,40 @@ fn a_new_life_whose_own_write_comes_back_412_still_waits_out_its_zombie() {
         });
     }
 }
+
+/// Two hosts, two partitions under `cfp`, a deploy half done: h0, of the build with
+/// the shorter lease, steals one of h1's leases while h1's write to it is held on
+/// the wire, then crashes and starts again under its name. Its new life inherits
+/// the fence from the document. A horizon of 6 s covers the steal, the restart and
+/// the shorter wait; liveness needs a longer one and is checked elsewhere.
+fn a_thief_restarts(bug: Option<Bug>) -> Bounds {
+    Bounds {
+        hosts: 2,
+        partitions: 2,
+        crashes: 1,
+        lost_replies: 0,
+        delays: 1,
+        deploy: true,
+        horizon: 6,
+        strategy: Strategy::CFP,
+        bug,
+        ..Bounds::default()
+    }
+}
+
+/// The fenced lease keeps the longer terms of the holder it was stolen from, so the
+/// thief's new life waits them out (the long swarm found it processing beside the
+/// holder: rolling-restart seed 2234772, a deploy that shortened the lease).
+#[test]
+fn a_restarted_thief_waits_out_the_longer_lease_it_stole() {
+    common::proven_for(a_thief_restarts(None), &p::SAFETY);
+}
+
+#[test]
+fn a_fence_written_under_the_thiefs_terms_alone_lets_its_new_life_process_beside_the_holder() {
+    let steps = broken(
+        a_thief_restarts(Some(Bug::FenceForgetsTerms)),
+        p::EXCLUSIVITY,
+    );
+    assert_eq!(steps, 12);
+}

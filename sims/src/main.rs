@@ -107,9 +107,9 @@ struct ModelArgs {
     /// Seconds of true time explored, in 1 s ticks [default: 3 past the liveness bound].
     #[arg(long, value_name = "SECONDS")]
     horizon: Option<u8>,
-    /// The balancing strategy.
-    #[arg(long, value_parser = flags::strategy_parser(), default_value_t = Strategy::Handoff)]
-    strategy: Strategy,
+    /// The balancing strategy [default: handoff].
+    #[arg(long, value_parser = flags::strategy_parser())]
+    strategy: Option<Strategy>,
     /// The expiry rule.
     #[arg(long, value_parser = flags::expiry_parser(), default_value_t = ExpiryRule::Observed)]
     expiry: ExpiryRule,
@@ -126,7 +126,7 @@ struct ModelArgs {
     /// blind-heartbeat, delete-parent-first, delete-split-lease, tenure-read-order,
     /// take-keeps-ended-tenure, resume-keeps-ended-tenure, blind-leave,
     /// earlier-tenure-waits, uncounted-table, silent-successor, name-proves-death,
-    /// own-settings-only, newcomer-waits. Queue: dequeue-seed,
+    /// own-settings-only, newcomer-waits, fence-forgets-terms. Queue: dequeue-seed,
     /// dequeue-no-expired, blind-claim, blind-complete, dequeue-unordered, lock-no-drift. Items:
     /// next-for-state-no-expiry, blind-lease, lock-no-drift. Stops at its first
     /// counterexample. A partition variant runs, for every bound not given here, the
@@ -346,7 +346,10 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         drift_ms: args.drift,
         horizon: 1,
         progress: args.progress.or(least.progress).unwrap_or(1),
-        strategy: args.strategy,
+        strategy: args
+            .strategy
+            .or(least.strategy)
+            .unwrap_or(Strategy::Handoff),
         expiry: args.expiry,
         liveness: args.liveness.or(least.liveness),
         bug,

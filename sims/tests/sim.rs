@@ -316,6 +316,25 @@ fn a_deploy_that_lengthens_the_expiration_is_judged_by_the_longer_one() {
     assert!(kinds(&old).contains(&ViolationKind::Liveness));
 }
 
+/// Seed 2234772's lease draw: a rolling restart under `cfp` to a build whose
+/// expiration is 35 s (60 s before), with zombies, partitions and the SDK's retries.
+/// A restarted host of the new build steals a lease from an old host that a network
+/// partition cut off, and restarts again at once; its new life inherits the fence
+/// from the document. Written under the thief's own terms, the fence was waited out
+/// for 35 s while the old host's authority ran for nearly 60: two hosts processed the
+/// partition. A fenced lease now keeps the wider terms of the two.
+#[test]
+fn a_fence_stolen_across_a_deploy_that_shortened_the_lease_keeps_the_longer_terms() {
+    let cfg = swarm::draw(2_234_772);
+    assert_eq!(cfg.deploy_expiration, Some(Millis::from_secs(35)));
+    assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
+    let bad = SimConfig {
+        bug: Some(Bug::FenceForgetsTerms),
+        ..cfg
+    };
+    assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));
+}
+
 /// Seed `seed`'s draw as the long swarm ran it, before the swarm drew Cosmos DB's own
 /// faults (lagging replicas, the SDK's retries) last. (A seed replays one engine's
 /// run: with today's engine these runs take other turns, so they no longer show the

@@ -111,6 +111,13 @@ pub enum KnownBad {
     /// be for up to an expiry more, and a run of newcomers can put the takeover off
     /// again and again.
     NewcomerWaits,
+    /// A fenced lease is written under its writer's terms alone, not the wider of
+    /// those and the earlier holder's it is fenced against: a later life of a host
+    /// that stole a lease from a holder with a longer lease (a deploy that shortened
+    /// it) inherits the fence from the document, waits out only its own shorter
+    /// lease, and processes while the holder still has authority (the swarm's
+    /// rolling-restart seed 2234772).
+    FenceForgetsTerms,
 }
 
 /// Where a holder's authority over its leases comes from, and so what it must write

@@ -160,9 +160,35 @@ impl LeaseDocument {
         self.owner.as_ref() == Some(host)
     }
 
-    /// Marks this version as written under `terms` and `liveness`.
+    /// Marks this version as written under `terms` and `liveness`. A fenced version
+    /// keeps the wider of `terms` and those it carries: the fence is owed to an
+    /// earlier holder, and whoever inherits it from the document (a later life of
+    /// this owner, a host it is released to) must wait out that holder's terms, not
+    /// only the writer's (the swarm's rolling-restart seed 2234772: a deploy that
+    /// shortened the lease, a steal, and a restart of the thief).
+    ///
+    /// ```
+    /// use leasehold_engine::lease::{LeaseDocument, Liveness};
+    /// use leasehold_engine::{Drift, LeaseToken, Millis, Terms, WallTime};
+    ///
+    /// let terms = |s| Terms { duration: Millis::from_secs(s), drift: Drift::ppm(10_000) };
+    /// let mut doc = LeaseDocument::new("g", LeaseToken::from("0"), WallTime(0));
+    /// doc.stamp(terms(60), Liveness::Lease);
+    /// // Stolen by a host of a build with a shorter lease: the fence keeps 60 s.
+    /// doc.fenced = true;
+    /// doc.stamp(terms(35), Liveness::Lease);
+    /// assert_eq!(doc.terms, Some(terms(60)));
+    /// // Once the fence has passed, the owner's own terms.
+    /// doc.fenced = false;
+    /// doc.stamp(terms(35), Liveness::Lease);
+    /// assert_eq!(doc.terms, Some(terms(35)));
+    /// ```
     pub fn stamp(&mut self, terms: Terms, liveness: Liveness) {
-        self.terms = Some(terms);
+        self.terms = Some(if self.fenced {
+            terms.widest(self.terms)
+        } else {
+            terms
+        });
         self.liveness = Some(liveness);
     }
 }

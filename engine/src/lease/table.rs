@@ -622,6 +622,9 @@ impl LeaseHost {
         doc.epoch = doc.epoch.next();
         doc.fenced = fenced;
         doc.timestamp = now.wall;
+        if self.config.known_bad == Some(KnownBad::FenceForgetsTerms) {
+            doc.terms = None;
+        }
         let intent = match reason {
             Reason::Steal { .. } => Intent::Steal,
             _ => Intent::Acquire,

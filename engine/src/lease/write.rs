@@ -5,7 +5,7 @@ use super::host::{LeaseHost, What};
 use super::phase::Phase;
 use super::slot::{ReleaseTo, Slot};
 use super::split::SplitStep;
-use super::{HostDocument, Intent, Record};
+use super::{HostDocument, Intent, KnownBad, Record};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
 use crate::store::Op;
 use crate::time::Now;
@@ -141,6 +141,7 @@ impl LeaseHost {
     ) -> Option<crate::ids::RequestId> {
         let policy = self.config.expiry;
         let session = self.session_liveness();
+        let forget_terms = self.config.known_bad == Some(KnownBad::FenceForgetsTerms);
         let slot = self.slots.get_mut(token)?;
         let own = slot.own.as_mut()?;
         let fence_passed = own.fence_passed(&policy, now);
@@ -196,6 +197,9 @@ impl LeaseHost {
         }
         if intent == Intent::Resume && session {
             doc.owner_tenure = self.membership.beat.tenure();
+        }
+        if forget_terms {
+            doc.terms = None;
         }
         let op = Op::Replace {
             doc: Record::Lease(doc.clone()),
