@@ -69,6 +69,9 @@ pub(crate) trait Hands<M: Driven> {
     fn refused(&mut self, error: M::Error) {
         tracing::debug!(%error, "input refused");
     }
+    /// Sees the machine once an input and its outputs are handled, with the clock
+    /// its times are on.
+    fn settled(&mut self, _machine: &M, _clock: &Clock) {}
 }
 
 /// The store the loop sends requests to, and how it tells time.
@@ -131,6 +134,7 @@ where
                     Err(output) => hands.output(output),
                 }
             }
+            hands.settled(machine, &link.clock);
             let wake = M::tick().and(machine.poll_timeout());
             Ok((machine.is_finished(), wake))
         });

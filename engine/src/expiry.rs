@@ -201,6 +201,22 @@ impl ExpiryPolicy {
             .saturating_sub(self.safety_margin)
     }
 
+    /// How long a driver lets a handler call run on after its lease was lost before
+    /// it aborts the call: half the safety margin. A loss is reported at the latest
+    /// when the holder's authority runs out, and no rival may act until the margin
+    /// has passed after that (on any clock within the drift bound), so an abort this
+    /// soon lands first, with half the margin left for the driver's own lateness.
+    /// The runtime's default, and the simulator's, is this one rule.
+    ///
+    /// ```
+    /// use leasehold_engine::{ExpiryPolicy, Millis};
+    ///
+    /// assert_eq!(ExpiryPolicy::default().abort_grace(), Millis(1_000));
+    /// ```
+    pub fn abort_grace(&self) -> Millis {
+        Millis(self.safety_margin.as_millis() / 2)
+    }
+
     /// The local time at which authority from a write sent at `sent_at` ends.
     /// Authority holds while `now < deadline`.
     pub fn holder_deadline(&self, sent_at: LocalTime) -> LocalTime {

@@ -34,6 +34,18 @@ pub enum BuildError {
     /// The intervals or the strategy do not work together.
     #[error("invalid lease settings: {0}")]
     Config(#[from] ConfigError),
+    /// The abort grace is not shorter than the safety margin: a lost call could
+    /// still run when another host starts the lease.
+    #[error(
+        "abort_grace ({grace:?}) must be shorter than the holder's safety margin ({margin:?}), \
+         or a lost call may run beside the lease's next owner"
+    )]
+    AbortGrace {
+        /// The grace given.
+        grace: Duration,
+        /// The safety margin: how long before any rival may act a holder's authority ends.
+        margin: Duration,
+    },
     /// `max_batch` or a duration is zero.
     #[error("{0} must be above zero")]
     Zero(&'static str),
@@ -43,6 +55,20 @@ pub enum BuildError {
     /// The source has no partitions.
     #[error("the source has no partitions to lease")]
     NoPartitions,
+}
+
+/// Earlier behaviours of the runtime, kept only so that tests can show what they
+/// broke. Never set one in production.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeBad {
+    /// The old default grace: a lost call is aborted 5 s after its loss, unchecked
+    /// against the safety margin, so it may run beside the lease's next owner.
+    LongGrace,
+    /// A lost call's session is reported stopped as soon as its abort is asked, before
+    /// its task has ended: on a multi-threaded runtime the lease can start again on
+    /// this host while the old call still runs.
+    StoppedBeforeTheCallEnds,
 }
 
 /// Builds a [`Processor`]: the source, store and handler, plus names and intervals.
@@ -68,6 +94,8 @@ struct Settings {
     cancel: CancellationToken,
     known_bad: Option<KnownBad>,
     shutdown_deadline: Option<Duration>,
+    abort_grace: Option<Duration>,
+    runtime_bad: Option<RuntimeBad>,
 }
 
 impl ProcessorBuilder<(), (), ()> {
@@ -86,13 +114,17 @@ impl ProcessorBuilder<(), (), ()> {
                     max_batch: 100,
                     poll_interval: Duration::from_secs(5),
                     request_timeout: Duration::from_secs(10),
-                    abort_grace: Duration::from_secs(5),
+                    // Set by `build`, from the lease settings.
+                    abort_grace: Duration::ZERO,
+                    stopped_before_the_call_ends: false,
                     retry_min: Duration::from_millis(100),
                     retry_max: Duration::from_secs(30),
                 },
                 cancel: CancellationToken::new(),
                 known_bad: None,
                 shutdown_deadline: None,
+                abort_grace: None,
+                runtime_bad: None,
             },
             source: (),
             store: (),
@@ -173,10 +205,15 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     }
 
     /// How long a handler call may run on after its lease was lost and its token
-    /// cancelled, before the worker aborts it (default 5 s). The lease does not
-    /// start again on this host until the call has ended or been aborted.
+    /// cancelled, before the worker aborts it (default: half the 2 s safety margin,
+    /// [`ExpiryPolicy::abort_grace`], which the simulator uses too). It must be
+    /// shorter than the margin, or [`build`](Self::build) fails with
+    /// [`BuildError::AbortGrace`]: no rival starts the lease until the margin has
+    /// passed after this host's authority ended. The lease does not start again on
+    /// this host until the call has ended; an abort takes effect at the call's next
+    /// `.await`, so a call blocked in synchronous code outlives it.
     pub fn abort_grace(mut self, after: Duration) -> Self {
-        self.settings.intake.abort_grace = after;
+        self.settings.abort_grace = Some(after);
         self
     }
 
@@ -195,6 +232,13 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     #[doc(hidden)]
     pub fn known_bad(mut self, bad: KnownBad) -> Self {
         self.settings.known_bad = Some(bad);
+        self
+    }
+
+    /// Runs a known-bad runtime behaviour, for tests that show what it breaks.
+    #[doc(hidden)]
+    pub fn runtime_bad(mut self, bad: RuntimeBad) -> Self {
+        self.settings.runtime_bad = Some(bad);
         self
     }
 
@@ -353,6 +397,18 @@ where
             known_bad: settings.known_bad,
         };
         config.validate()?;
+        let margin = Duration::from_millis(config.expiry.safety_margin.as_millis());
+        let mut intake = settings.intake;
+        intake.stopped_before_the_call_ends =
+            settings.runtime_bad == Some(RuntimeBad::StoppedBeforeTheCallEnds);
+        intake.abort_grace = match settings.abort_grace {
+            _ if settings.runtime_bad == Some(RuntimeBad::LongGrace) => Duration::from_secs(5),
+            Some(grace) if grace >= margin => {
+                return Err(BuildError::AbortGrace { grace, margin });
+            }
+            Some(grace) => grace,
+            None => Duration::from_millis(config.expiry.abort_grace().as_millis()),
+        };
         config.partitions = self.source.partitions().await?;
         if config.partitions.is_empty() {
             return Err(BuildError::NoPartitions);
@@ -361,7 +417,7 @@ where
         Ok(Processor {
             me: HostId::from(instance),
             config,
-            intake: settings.intake,
+            intake,
             source: self.source,
             store: self.store,
             handler: Arc::new(self.handler),

@@ -4,6 +4,7 @@
 use leasehold_engine::lease::StopReason;
 use leasehold_engine::{Epoch, LeaseToken, Session};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The lease a handler call processes, handed to every call, as the .NET change feed
@@ -17,6 +18,12 @@ use tokio_util::sync::CancellationToken;
 ///   at once. Its checkpoint is refused, its writes carry an epoch that a later
 ///   session of the lease exceeds, and after the processor's
 ///   [`abort_grace`](super::ProcessorBuilder::abort_grace) the runtime aborts it.
+///
+/// [`deadline`](Self::deadline) says until when the host's authority runs, as far as
+/// it knows: an effect that must never overlap another owner's (a write that no
+/// downstream epoch check guards) is made only while
+/// [`has_authority`](Self::has_authority) holds, with the effect's own duration to
+/// spare. That is the rule the simulator's handlers follow before each commit.
 ///
 /// ```
 /// use leasehold_adapters::runtime::LeaseContext;
@@ -41,6 +48,7 @@ pub struct LeaseContext {
     session: Session,
     cancel: CancellationToken,
     reason: watch::Receiver<Option<StopReason>>,
+    authority: watch::Receiver<Option<Instant>>,
 }
 
 impl LeaseContext {
@@ -50,6 +58,7 @@ impl LeaseContext {
         session: Session,
         cancel: CancellationToken,
         reason: watch::Receiver<Option<StopReason>>,
+        authority: watch::Receiver<Option<Instant>>,
     ) -> LeaseContext {
         LeaseContext {
             lease,
@@ -57,7 +66,33 @@ impl LeaseContext {
             session,
             cancel,
             reason,
+            authority,
         }
+    }
+
+    /// When the host's authority over this lease runs out, on tokio's clock, as the
+    /// engine knows it now: each renewal moves it later. `None` once the lease is
+    /// lost or released (or before the engine has said). Past it, another host may
+    /// soon process the lease.
+    ///
+    /// ```
+    /// use leasehold_adapters::runtime::LeaseContext;
+    /// use std::time::Duration;
+    ///
+    /// // Writes an effect no downstream fences by epoch, only with 3 s to spare.
+    /// fn may_write(ctx: &LeaseContext) -> bool {
+    ///     ctx.deadline()
+    ///         .is_some_and(|d| tokio::time::Instant::now() + Duration::from_secs(3) < d)
+    /// }
+    /// ```
+    pub fn deadline(&self) -> Option<Instant> {
+        *self.authority.borrow()
+    }
+
+    /// Whether the host still has authority over this lease now: the deadline has
+    /// not passed and the lease has not been lost.
+    pub fn has_authority(&self) -> bool {
+        !self.is_lost() && self.deadline().is_some_and(|d| Instant::now() < d)
     }
 
     /// The partition.

@@ -3,7 +3,7 @@
 //! the workers' checkpoints and stops back in.
 
 use super::metrics::Ended;
-use super::worker::{self, Crew, Lease, Stopper};
+use super::worker::{self, Crew, Lease, Orders, Stopper};
 use super::{Handler, Processor, RunError};
 use crate::clock::{Clock, fresh_incarnation};
 use crate::drive::{Hands, Link, drive};
@@ -137,8 +137,12 @@ where
             } => {
                 tracing::info!(%lease, epoch = epoch.0, "lease started");
                 metrics.started();
-                let stopper = Stopper::new(self.life.child_token());
-                let (stop, reason) = (stopper.cancel.clone(), stopper.reason.subscribe());
+                let stopper = Stopper::new(lease.clone(), self.life.child_token());
+                let orders = Orders {
+                    stop: stopper.cancel.clone(),
+                    reason: stopper.reason.subscribe(),
+                    authority: stopper.authority.subscribe(),
+                };
                 self.running.insert(session, stopper);
                 let lease = Lease {
                     token: lease,
@@ -147,7 +151,7 @@ where
                     from: checkpoint,
                 };
                 let crew = self.crew.clone();
-                tokio::spawn(worker::work(lease, stop, reason, crew).in_current_span());
+                tokio::spawn(worker::work(lease, orders, crew).in_current_span());
             }
             Output::Stop {
                 lease,
@@ -194,6 +198,13 @@ where
 
     fn answered(&mut self, intent: &Intent, charge: f64) {
         self.crew.metrics.request(*intent, charge);
+    }
+
+    fn settled(&mut self, host: &LeaseHost, clock: &Clock) {
+        for (session, stopper) in &self.running {
+            let until = host.authority_until(&stopper.token, *session);
+            stopper.authority_until(until.map(|t| clock.instant_of(t)));
+        }
     }
 
     // A checkpoint racing a stop is refused, and a refused input changes nothing but

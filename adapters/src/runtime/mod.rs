@@ -13,7 +13,7 @@ mod estimator;
 mod metrics;
 mod worker;
 
-pub use builder::{BuildError, ProcessorBuilder};
+pub use builder::{BuildError, ProcessorBuilder, RuntimeBad};
 pub use context::LeaseContext;
 pub use estimator::{Estimate, EstimateError, Estimator, LeaseLag};
 pub use metrics::{METRIC_NAMES, Metrics, MetricsSnapshot};
@@ -101,6 +101,8 @@ pub(crate) struct Intake {
     /// How long a call of a lost lease may run on after its cancellation before the
     /// worker aborts it.
     pub abort_grace: Duration,
+    /// Known-bad: report a lost call's session stopped before its task has ended.
+    pub stopped_before_the_call_ends: bool,
     pub retry_min: Duration,
     pub retry_max: Duration,
 }

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 /// The lease a worker processes, as the engine started it.
@@ -20,18 +22,32 @@ pub(super) struct Lease {
     pub from: Option<Checkpoint>,
 }
 
-/// How the driver stops a worker: the token cancels, the reason says why.
+/// How the driver stops a worker: the token cancels, the reason says why. It also
+/// tells the worker's calls how long the host's authority over the lease lasts.
 pub(super) struct Stopper {
+    pub token: LeaseToken,
     pub cancel: CancellationToken,
     pub reason: watch::Sender<Option<StopReason>>,
+    pub authority: watch::Sender<Option<Instant>>,
 }
 
 impl Stopper {
-    pub fn new(cancel: CancellationToken) -> Stopper {
+    pub fn new(token: LeaseToken, cancel: CancellationToken) -> Stopper {
         Stopper {
+            token,
             cancel,
             reason: watch::Sender::new(None),
+            authority: watch::Sender::new(None),
         }
+    }
+
+    /// Publishes the authority's end as the engine knows it now.
+    pub fn authority_until(&self, until: Option<Instant>) {
+        self.authority.send_if_modified(|known| {
+            let changed = *known != until;
+            *known = until;
+            changed
+        });
     }
 
     /// Tells the worker to stop for `reason`; a loss overrides a drain.
@@ -49,15 +65,13 @@ async fn pause(stop: &CancellationToken, d: Duration) -> bool {
     }
 }
 
-/// Resolves `grace` after the lease is lost; never if it is not.
+/// Resolves `grace` after the lease is lost, or after the driver went away (the
+/// processor's future dropped: nothing renews the lease any more); never otherwise.
 async fn lost_then(mut reason: watch::Receiver<Option<StopReason>>, grace: Duration) {
-    if reason
+    // An error is the sender dropped with the driver.
+    let _ = reason
         .wait_for(|r| matches!(r, Some(StopReason::Lost(_))))
-        .await
-        .is_err()
-    {
-        std::future::pending::<()>().await;
-    }
+        .await;
     tokio::time::sleep(grace).await;
 }
 
@@ -117,12 +131,15 @@ async fn report_split(
     }
 }
 
-pub(super) async fn work<S, H>(
-    lease: Lease,
-    stop: CancellationToken,
-    reason: watch::Receiver<Option<StopReason>>,
-    crew: Crew<S, H>,
-) where
+/// What a worker hears from its [`Stopper`].
+pub(super) struct Orders {
+    pub stop: CancellationToken,
+    pub reason: watch::Receiver<Option<StopReason>>,
+    pub authority: watch::Receiver<Option<Instant>>,
+}
+
+pub(super) async fn work<S, H>(lease: Lease, orders: Orders, crew: Crew<S, H>)
+where
     S: PartitionSource,
     H: Handler<S::Item>,
 {
@@ -140,7 +157,19 @@ pub(super) async fn work<S, H>(
         session,
         mut from,
     } = lease;
-    let context = LeaseContext::new(token.clone(), epoch, session, stop.clone(), reason.clone());
+    let Orders {
+        stop,
+        reason,
+        authority,
+    } = orders;
+    let context = LeaseContext::new(
+        token.clone(),
+        epoch,
+        session,
+        stop.clone(),
+        reason.clone(),
+        authority,
+    );
     async move {
         let mut backoff = intake.retry_min;
         'intake: while !stop.is_cancelled() {
@@ -182,8 +211,11 @@ pub(super) async fn work<S, H>(
             // that a call of a lost lease can be aborted once its grace is over. A
             // release or a shutdown lets the batch in flight finish and checkpoint.
             loop {
-                let mut call =
-                    tokio::spawn(handler.handle(context.clone(), batch.clone()).in_current_span());
+                // Aborted if this worker is dropped (the processor's future dropped):
+                // no call outlives the driver that would report it stopped.
+                let mut call = AbortOnDropHandle::new(tokio::spawn(
+                    handler.handle(context.clone(), batch.clone()).in_current_span(),
+                ));
                 let outcome = tokio::select! {
                     outcome = &mut call => Some(outcome),
                     () = lost_then(reason.clone(), intake.abort_grace) => None,
@@ -192,11 +224,20 @@ pub(super) async fn work<S, H>(
                     metrics.call_cancelled();
                 }
                 let Some(outcome) = outcome else {
-                    // Aborting takes effect at the call's next await; a call stuck in
-                    // blocking code runs on, but at an epoch no later session shares.
+                    // Aborting takes effect at the call's next await. The session is
+                    // reported stopped only once the call has ended: until then the
+                    // engine does not start the lease again here. A call stuck in
+                    // blocking code never ends; the engine gives the lease up after
+                    // its stop timeout, at a new epoch.
                     call.abort();
                     metrics.call_aborted();
-                    tracing::warn!(grace = ?intake.abort_grace, "a call of a lost lease outlived its grace; aborted");
+                    tracing::warn!(grace = ?intake.abort_grace, "a call of a lost lease outlived its grace; aborting");
+                    if intake.stopped_before_the_call_ends {
+                        // Known-bad: the task is left to end on its own.
+                        call.detach();
+                    } else {
+                        let _ = (&mut call).await;
+                    }
                     break 'intake;
                 };
                 match outcome {

@@ -365,6 +365,19 @@ impl LeaseHost {
         (!run.is_lost() && run.epoch == own.epoch && own.has_authority(now)).then_some(own.epoch)
     }
 
+    /// When this host's authority over `lease` in `session` runs out, on its local
+    /// clock, as far as it knows now: the deadline a handler checks before an effect
+    /// that must not outlive the lease. `None` when that session does not run here
+    /// with authority (lost, released, stopped, or another session). A renewal moves
+    /// it later; a loss or a release ends it.
+    pub fn authority_until(&self, lease: &LeaseToken, session: Session) -> Option<LocalTime> {
+        let own = self.slots.get(lease)?.own.as_ref()?;
+        let run = self.sessions.get(lease)?;
+        (run.session == session && !run.is_lost() && run.epoch == own.epoch)
+            .then_some(own.authority_until)
+            .flatten()
+    }
+
     /// Handles one input at time `now`.
     ///
     /// An input the host cannot accept returns an error and changes nothing but the
@@ -405,6 +418,10 @@ impl LeaseHost {
                 // Idempotent: a late or duplicate acknowledgement changes nothing.
                 if self.sessions.stopped(&lease, session) {
                     self.touch(&lease);
+                    // A lease the plan could not take while this session ran (one
+                    // given up after the stop timeout, alone in the group) can be
+                    // taken now: plan again at the next read of the heartbeats.
+                    self.table.unsettle();
                 }
             }
         }

@@ -3,10 +3,6 @@
 
 use super::*;
 
-/// How long the simulated runtime lets a lost call run on before aborting it: the
-/// tokio runtime's default grace.
-pub(super) const ABORT_GRACE_MS: u64 = 2_000;
-
 impl World {
     /// Removes a handler and takes it off the ground truth.
     pub(super) fn end_handler(&mut self, host: usize, partition: u32) {

@@ -661,6 +661,12 @@ impl World {
                 let Some(&partition) = self.index.get(&lease) else {
                     return;
                 };
+                // The runtime's rule, from this host's own settings (a deploy may
+                // change them).
+                let grace = self.hosts[host]
+                    .engine
+                    .as_ref()
+                    .map_or(0, |e| e.config().expiry.abort_grace().as_millis());
                 let h = &mut self.hosts[host];
                 let Some(handler) = h.handlers.get_mut(&partition) else {
                     return;
@@ -687,7 +693,7 @@ impl World {
                         }
                         self.checker.linger(partition, host, epoch);
                         self.push(
-                            self.now + handlers::ABORT_GRACE_MS,
+                            self.now + grace,
                             Event::Abort {
                                 host,
                                 life,
