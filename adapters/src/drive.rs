@@ -7,6 +7,7 @@
 use crate::clock::Clock;
 use crate::store::{Response, Store, execute_within};
 use futures::stream::{FuturesUnordered, Stream, StreamExt};
+use leasehold_engine::store::StoreError;
 use leasehold_engine::{Request, RequestId, StoreClient, item_lease, lease, queue};
 use std::fmt::{Debug, Display};
 use std::future::Future;
@@ -72,6 +73,8 @@ pub(crate) trait Hands<M: Driven> {
     /// Sees the machine once an input and its outputs are handled, with the clock
     /// its times are on.
     fn settled(&mut self, _machine: &M, _clock: &Clock) {}
+    /// Hears that the store refused the caller itself (401, 403): no retry mends it.
+    fn denied(&mut self, _error: &StoreError) {}
 }
 
 /// The store the loop sends requests to, and how it tells time.
@@ -147,6 +150,11 @@ where
         input = tokio::select! {
             Some((id, intent, response)) = wire.next(), if !wire.is_empty() => {
                 hands.answered(&intent, response.charge);
+                if let Err(error) = &response.result
+                    && error.is_denied()
+                {
+                    hands.denied(error);
+                }
                 Some(M::response(id, response.result))
             }
             event = events.next(), if events_open => {

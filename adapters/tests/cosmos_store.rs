@@ -181,6 +181,28 @@ async fn malformed_and_foreign_documents_are_skipped_and_left_untouched() {
     let value: serde_json::Value = raw_read.into_model().unwrap();
     assert_eq!(value["LeaseToken"], "1");
     assert!(value.get("Owner").is_none());
+    // A point read names the document and why, instead of saying it is not there
+    // (a host whose own heartbeat was broken so created, got 409, read, got 404, and
+    // never got a tenure).
+    let read = store
+        .execute(Op::Read {
+            pk: PartitionKey::new("g..2"),
+            id: DocId::from("g..2"),
+        })
+        .await
+        .result;
+    assert!(
+        matches!(&read, Err(StoreError::Malformed { id, .. }) if id == "g..2"),
+        "{read:?}"
+    );
+    let absent = store
+        .execute(Op::Read {
+            pk: PartitionKey::new("g..9"),
+            id: DocId::from("g..9"),
+        })
+        .await
+        .result;
+    assert_eq!(absent, Err(StoreError::NotFound));
 }
 
 #[tokio::test]

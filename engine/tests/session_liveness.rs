@@ -782,9 +782,14 @@ fn a_release_called_off_restarts_from_the_progress_not_yet_written() {
     c.checkpoint("a", lease.as_str(), "42").unwrap();
     c.stopped("a", lease.as_str());
     // Whatever a writes now fails without an answer; the claim it confirms is gone.
-    for _ in 0..20 {
+    // A write that failed is sent again a backoff later: time moves on meanwhile.
+    for step in 0..40 {
+        if step % 10 == 9 {
+            c.time += 500;
+            c.input("a", Input::Tick).unwrap();
+        }
         let Some(pos) = c.inflight.iter().position(|(n, _)| n == "a") else {
-            break;
+            continue;
         };
         let (_, req) = c.inflight.remove(pos).unwrap();
         let result = match (&req.intent, &req.op) {

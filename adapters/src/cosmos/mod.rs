@@ -181,8 +181,11 @@ where
                             Ok(doc) => Ok(Reply::Read(Stored { doc, etag })),
                             Err((id, e)) => {
                                 // Never handed to the engine, so never overwritten.
-                                tracing::warn!(%id, error = %e, "skipping a malformed document");
-                                Err(StoreError::NotFound)
+                                tracing::error!(%id, error = %e, "a stored document cannot be read");
+                                Err(StoreError::Malformed {
+                                    id,
+                                    reason: e.to_string(),
+                                })
                             }
                         },
                         (Err(e), _) => Err(store_error(&e)),

@@ -2,7 +2,7 @@
 
 use azure_data_cosmos::CosmosError;
 use leasehold_engine::Millis;
-use leasehold_engine::store::{BadRequest, StatusCode, StoreError};
+use leasehold_engine::store::{BadRequest, Denial, StatusCode, StoreError};
 
 /// How long to wait after a 429 that named no retry-after (injected faults, some
 /// gateways): the service's own windows are one second.
@@ -15,6 +15,9 @@ const DEFAULT_RETRY_AFTER: Millis = Millis(1_000);
 /// - 408, and every failure that did not come from the service (a transport timeout, a
 ///   connection reset), is `Timeout`: the write may or may not have been applied, and
 ///   the engine resolves it by reading.
+/// - 401, and 403 but for a write refused by a region that no longer takes writes
+///   (sub-status 3, a failover), are `Denied`: a revoked key or a missing role, which
+///   no retry mends. The processor stops with it.
 /// - 503 and other server errors are `Unavailable`, also ambiguous.
 pub fn store_error(e: &CosmosError) -> StoreError {
     let status = e.status();
@@ -39,6 +42,17 @@ pub fn store_error(e: &CosmosError) -> StoreError {
         },
         408 => StoreError::Timeout,
         400 => StoreError::BadRequest(BadRequest::Rejected(e.to_string())),
+        401 => StoreError::Denied {
+            status: Denial::Unauthorized,
+            message: e.to_string(),
+        },
+        // 403 with sub-status 3 is a write sent to a region that no longer takes
+        // writes (a failover under way): it passes, as a 503 does.
+        403 if status.sub_status().is_some_and(|s| s.value() == 3) => StoreError::Unavailable,
+        403 => StoreError::Denied {
+            status: Denial::Forbidden,
+            message: e.to_string(),
+        },
         _ => StoreError::Unavailable,
     }
 }
@@ -64,6 +78,8 @@ pub(super) fn code(status: u16) -> StatusCode {
         424 => StatusCode::FailedDependency,
         429 => StatusCode::TooManyRequests,
         400 => StatusCode::BadRequest,
+        401 => StatusCode::Unauthorized,
+        403 => StatusCode::Forbidden,
         _ => StatusCode::ServiceUnavailable,
     }
 }

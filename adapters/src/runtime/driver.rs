@@ -11,6 +11,7 @@ use crate::source::PartitionSource;
 use crate::store::Store;
 use futures::stream;
 use leasehold_engine::lease::{ConfigError, Input, Intent, LeaseHost, Output, Record, StopReason};
+use leasehold_engine::store::StoreError;
 use leasehold_engine::{LeaseToken, Session};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
@@ -63,7 +64,10 @@ where
         running: HashMap::new(),
         life: CancellationToken::new(),
         refused: None,
+        denied: None,
+        fatal: CancellationToken::new(),
     };
+    let fatal = workers.fatal.clone();
     // Without a first input nothing ends the drive with an error: later refusals (a
     // checkpoint racing a stop) go to the hands, which log them.
     let deadline = p.shutdown_deadline;
@@ -74,9 +78,16 @@ where
             tokio::time::sleep(deadline).await;
         };
         tokio::select! {
-            _ = driving => true,
-            () = overdue => false,
+            _ = driving => Some(true),
+            () = overdue => Some(false),
+            () = fatal.cancelled() => None,
         }
+    };
+    let Some(finished) = finished else {
+        // Dropping the workers (on return) aborts every call.
+        let error = workers.denied.take().unwrap_or(StoreError::Unavailable);
+        tracing::error!(%error, "the store refused this host; stopping");
+        return Err(RunError::Denied(error));
     };
     if !finished {
         // Dropping the workers cancels every call; the next life, or another host,
@@ -111,6 +122,10 @@ struct Workers<S, H> {
     life: CancellationToken,
     /// Why the host would not run in its group, if it would not.
     refused: Option<ConfigError>,
+    /// The store's refusal of this host, if it refused it.
+    denied: Option<StoreError>,
+    /// Cancelled on such a refusal: the processor stops at once.
+    fatal: CancellationToken,
 }
 
 impl<S, H> Drop for Workers<S, H> {
@@ -198,6 +213,11 @@ where
 
     fn answered(&mut self, intent: &Intent, charge: f64) {
         self.crew.metrics.request(*intent, charge);
+    }
+
+    fn denied(&mut self, error: &StoreError) {
+        self.denied.get_or_insert_with(|| error.clone());
+        self.fatal.cancel();
     }
 
     fn settled(&mut self, host: &LeaseHost, clock: &Clock) {

@@ -73,6 +73,12 @@ pub enum RunError {
     /// without taking anything.
     #[error("this host cannot join its group: {0}")]
     Refused(leasehold_engine::lease::ConfigError),
+    /// The store refused this host itself (401: a revoked or wrong key; 403: a
+    /// missing data-plane role, an account that no longer exists). No retry mends
+    /// it, so the processor stopped at once: every call was aborted, and its leases
+    /// are left for the other hosts to take once they expire.
+    #[error("the store refused this host: {0}")]
+    Denied(leasehold_engine::store::StoreError),
     /// A graceful shutdown did not finish within the deadline (the store out of
     /// reach, say): every call was aborted, and what was not released is left for
     /// the other hosts to take once it expires.

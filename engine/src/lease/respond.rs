@@ -223,9 +223,11 @@ impl LeaseHost {
                     });
                 }
             }
+            // Applied or not? A read tells (`on_read`).
             Err(_) | Ok(_) => {
                 requeue(slot, checkpoint);
                 slot.stale = true;
+                slot.write_failed = true;
                 self.touch(&token);
             }
         }
@@ -269,7 +271,18 @@ impl LeaseHost {
             Ok(Reply::Read(Stored {
                 doc: Record::Lease(doc),
                 etag,
-            })) => self.reconcile(now, &token, doc, etag),
+            })) => {
+                // Nothing was written since the version this host knew, its own
+                // write whose outcome was unknown included: that write is sent again
+                // only after a backoff, or a store that fails writes at once while
+                // it serves reads would get the same write again and again.
+                let failed = std::mem::take(&mut slot.write_failed);
+                let unchanged = failed && etag == slot.etag;
+                self.reconcile(now, &token, doc, etag);
+                if let Some(slot) = self.slots.get_mut(&token).filter(|_| unchanged) {
+                    slot.retry_at = Some(now.local + backoff);
+                }
+            }
             Err(StoreError::NotFound) | Ok(Reply::Read(_)) => {
                 // A marked lease is deleted only once its children exist: a delete
                 // whose outcome was unknown landed, or another host finished.

@@ -24,6 +24,10 @@ pub(super) struct Slot {
     /// The host must re-read the lease before writing it (after a 412 or an unknown
     /// outcome).
     pub stale: bool,
+    /// The last write failed without saying whether it landed (an unknown outcome or
+    /// an unexpected error): if the re-read shows it did not, it is sent again only
+    /// after a backoff.
+    pub write_failed: bool,
     /// Throttled: do not write before this time.
     pub retry_at: Option<LocalTime>,
     /// The epoch at which this life last owned the lease, or sent a take of it whose
@@ -46,6 +50,7 @@ impl Slot {
             etag_learned: learned,
             op: None,
             stale: false,
+            write_failed: false,
             retry_at: None,
             ours: None,
             own: None,

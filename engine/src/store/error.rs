@@ -17,6 +17,10 @@ pub enum StatusCode {
     MultiStatus,
     /// 400: the request is malformed.
     BadRequest,
+    /// 401: the caller's credentials were refused.
+    Unauthorized,
+    /// 403: the caller may not do this (a missing role, an account not found).
+    Forbidden,
     /// 404: no such document.
     NotFound,
     /// 408: the request timed out; it may or may not have been applied.
@@ -44,6 +48,8 @@ impl StatusCode {
             StatusCode::NoContent => 204,
             StatusCode::MultiStatus => 207,
             StatusCode::BadRequest => 400,
+            StatusCode::Unauthorized => 401,
+            StatusCode::Forbidden => 403,
             StatusCode::NotFound => 404,
             StatusCode::RequestTimeout => 408,
             StatusCode::Conflict => 409,
@@ -136,6 +142,24 @@ pub enum StoreError {
         /// How long the store asked the caller to wait.
         retry_after: Millis,
     },
+    /// 401 or 403: the store refused the caller (a revoked key, a missing
+    /// data-plane role, an account that no longer exists); nothing was applied, and
+    /// nothing will be until an operator acts.
+    Denied {
+        /// 401 or 403.
+        status: Denial,
+        /// What the store said.
+        message: String,
+    },
+    /// The store holds the document, but it cannot be read as one (a field a foreign
+    /// writer broke). It is never handed on, so never written over: an operator
+    /// mends or deletes it.
+    Malformed {
+        /// The document's id.
+        id: String,
+        /// Why it could not be read.
+        reason: String,
+    },
     /// 408, or no reply: the outcome is unknown.
     Timeout,
     /// 503, or a network partition: the outcome is unknown.
@@ -152,6 +176,12 @@ impl StoreError {
             StoreError::TooLarge { .. } => StatusCode::PayloadTooLarge,
             StoreError::BadRequest(_) => StatusCode::BadRequest,
             StoreError::Throttled { .. } => StatusCode::TooManyRequests,
+            StoreError::Denied { status, .. } => match status {
+                Denial::Unauthorized => StatusCode::Unauthorized,
+                Denial::Forbidden => StatusCode::Forbidden,
+            },
+            // The store answered; the document it holds is what is malformed.
+            StoreError::Malformed { .. } => StatusCode::BadRequest,
             StoreError::Timeout => StatusCode::RequestTimeout,
             StoreError::Unavailable => StatusCode::ServiceUnavailable,
         }
@@ -160,6 +190,21 @@ impl StoreError {
     /// Whether the request may have been applied although it failed.
     pub fn is_ambiguous(&self) -> bool {
         matches!(self, StoreError::Timeout | StoreError::Unavailable)
+    }
+
+    /// Whether the store refused the caller itself: no retry helps until an operator
+    /// acts, so a driver stops rather than retry for ever.
+    ///
+    /// ```
+    /// use leasehold_engine::store::{Denial, StoreError};
+    ///
+    /// let revoked = StoreError::Denied { status: Denial::Unauthorized, message: "bad key".into() };
+    /// assert!(revoked.is_denied());
+    /// assert_eq!(revoked.status().code(), 401);
+    /// assert!(!StoreError::Unavailable.is_denied());
+    /// ```
+    pub fn is_denied(&self) -> bool {
+        matches!(self, StoreError::Denied { .. })
     }
 }
 
@@ -180,6 +225,14 @@ impl fmt::Display for StoreError {
             StoreError::Throttled { retry_after } => {
                 write!(f, "{code} throttled: retry after {retry_after}")
             }
+            StoreError::Denied { message, .. } => write!(
+                f,
+                "{code} denied: {message}; nothing was applied (check the key or the role)"
+            ),
+            StoreError::Malformed { id, reason } => write!(
+                f,
+                "document {id:?} cannot be read ({reason}); it is left as it is"
+            ),
             StoreError::Timeout => write!(f, "{code} timed out; the outcome is unknown"),
             StoreError::Unavailable => write!(f, "{code} unavailable; the outcome is unknown"),
         }
@@ -187,3 +240,12 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
+
+/// Which refusal of the caller a [`StoreError::Denied`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Denial {
+    /// 401: the credentials were refused.
+    Unauthorized,
+    /// 403: the caller may not do this.
+    Forbidden,
+}

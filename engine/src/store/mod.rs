@@ -35,7 +35,7 @@ mod query;
 mod replicated;
 
 pub use batch::{BatchOp, BatchOutcome, BatchResponse, check_batch};
-pub use error::{BadRequest, StatusCode, StoreError};
+pub use error::{BadRequest, Denial, StatusCode, StoreError};
 pub use op::{Op, Reply};
 pub use query::{Compare, Condition, FieldPath, FieldPathError, Query, Value, json_field};
 pub use replicated::{Reader, Replicated};
