@@ -4,6 +4,7 @@
 
 use leasehold_adapters::engine::lease::{KnownBad, Record};
 use leasehold_adapters::engine::store::Op;
+use leasehold_adapters::runtime::RuntimeBad;
 use leasehold_adapters::{MemoryFeed, MemoryStore, Processor, Response, Store};
 use leasehold_engine::{Epoch, Session};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,7 +56,10 @@ impl Drop for Ends {
 /// One host, one lease; the first call blocks for a minute, ignoring its
 /// cancellation, while writes are slowed until the lease's authority lapses and a
 /// late renewal brings it back.
-async fn blocked_past_authority(bad: Option<KnownBad>) -> (Vec<Call>, u64, u64) {
+async fn blocked_past_authority(
+    bad: Option<KnownBad>,
+    grace: Option<RuntimeBad>,
+) -> (Vec<Call>, u64, u64) {
     let feed = MemoryFeed::new(["0"]);
     for i in 0..50 {
         feed.push("0", format!("item-{i}"));
@@ -103,6 +107,9 @@ async fn blocked_past_authority(bad: Option<KnownBad>) -> (Vec<Call>, u64, u64) 
     if let Some(bad) = bad {
         builder = builder.known_bad(bad);
     }
+    if let Some(grace) = grace {
+        builder = builder.runtime_bad(grace);
+    }
     let processor = builder.build().await.expect("valid settings");
     let (stop, metrics) = (processor.cancellation(), processor.metrics());
     let run = tokio::spawn(processor.run());
@@ -139,17 +146,27 @@ fn clashes(calls: &[Call]) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_blocked_past_its_authority_is_aborted_and_never_overlaps_a_later_call() {
-    let (calls, cancelled, aborted) = blocked_past_authority(None).await;
-    assert!(calls.len() > 1, "the lease was processed again: {calls:?}");
-    assert_eq!(clashes(&calls), Vec::<String>::new());
-    assert!(calls[1].epoch > calls[0].epoch, "{calls:?}");
-    assert_eq!(aborted, 1);
-    assert!(cancelled >= 1);
+    // With the default grace, and with the old 5 s one: the stop contract alone keeps
+    // the calls apart on this host, whatever the grace.
+    for grace in [None, Some(RuntimeBad::LongGrace)] {
+        let (calls, cancelled, aborted) = blocked_past_authority(None, grace).await;
+        assert!(calls.len() > 1, "the lease was processed again: {calls:?}");
+        assert_eq!(clashes(&calls), Vec::<String>::new());
+        assert!(calls[1].epoch > calls[0].epoch, "{calls:?}");
+        assert_eq!(aborted, 1);
+        assert!(cancelled >= 1);
+    }
 }
 
+/// The old lifecycle, with the old 5 s grace it shipped with (a 1 s grace aborts the
+/// blocked call before the late renewal lands here).
 #[tokio::test(start_paused = true)]
 async fn the_old_lifecycle_runs_a_second_call_beside_the_blocked_one() {
-    let (calls, _, _) = blocked_past_authority(Some(KnownBad::RestartSameEpoch)).await;
+    let (calls, _, _) = blocked_past_authority(
+        Some(KnownBad::RestartSameEpoch),
+        Some(RuntimeBad::LongGrace),
+    )
+    .await;
     let found = clashes(&calls);
     assert!(
         found.iter().any(|c| c.contains("ran at once"))
