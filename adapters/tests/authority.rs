@@ -187,32 +187,28 @@ async fn a_grace_longer_than_the_margin_lets_a_lost_call_run_beside_the_next_own
     assert!(started < ended, "{seen:?}");
 }
 
+/// What building a processor with `grace` gives.
+async fn built_with_grace(grace: Duration) -> Result<(), BuildError> {
+    Processor::builder()
+        .instance("a")
+        .processor_name("p")
+        .abort_grace(grace)
+        .source(MemoryFeed::new(["0"]))
+        .store(MemoryStore::new())
+        .handler(|_, b| async move { Ok(b.checkpoint) })
+        .build()
+        .await
+        .map(|_| ())
+}
+
 #[tokio::test]
 async fn a_grace_not_shorter_than_the_safety_margin_is_refused() {
-    let built = Processor::builder()
-        .instance("a")
-        .processor_name("p")
-        .abort_grace(Duration::from_secs(2))
-        .source(MemoryFeed::new(["0"]))
-        .store(MemoryStore::new())
-        .handler(|_, b| async move { Ok(b.checkpoint) })
-        .build()
-        .await;
+    let built = built_with_grace(Duration::from_secs(2)).await;
     assert!(
         matches!(built, Err(BuildError::AbortGrace { grace, margin }) if grace == margin),
-        "{:?}",
-        built.err()
+        "{built:?}"
     );
-    let shorter = Processor::builder()
-        .instance("a")
-        .processor_name("p")
-        .abort_grace(Duration::from_millis(1_500))
-        .source(MemoryFeed::new(["0"]))
-        .store(MemoryStore::new())
-        .handler(|_, b| async move { Ok(b.checkpoint) })
-        .build()
-        .await;
-    assert!(shorter.is_ok());
+    assert!(built_with_grace(Duration::from_millis(1_500)).await.is_ok());
 }
 
 /// One host on a multi-threaded runtime: its first call blocks a worker thread for

@@ -624,56 +624,24 @@ fn a_restarted_host_that_trusts_its_name_takes_back_its_leases_at_once() {
 
 #[test]
 fn a_restarted_thief_waits_out_the_fence_it_left_in_the_document() {
-    let mut cfg = config(4);
-    cfg.strategy = cfp();
-    let mut c = Cluster::new();
-    c.add("a", cfg.clone());
-    c.run_for(100);
-    c.add("b", cfg);
-    while !c
-        .sent
-        .iter()
-        .any(|(_, n, r)| n == "b" && r.intent == Intent::Steal)
-    {
-        c.run_for(100);
-    }
-    c.run_for(100);
-    let stolen = c
-        .store
-        .iter()
-        .find_map(|s| match &s.doc {
-            Record::Lease(d) if d.owner == Some(HostId::from("b")) => Some(d.clone()),
-            _ => None,
-        })
-        .expect("b stole a lease");
-    assert!(stolen.fenced);
-    c.restart("b");
-    let restarted = c.time;
-    c.run_for(30_000);
-    let started = c
-        .events
-        .iter()
-        .find(|(_, n, o)| {
-            n == "b" && matches!(o, Output::Start { lease, .. } if *lease == stolen.token)
-        })
-        .map(|(t, _, _)| *t)
-        .unwrap();
+    let (restarted, started) = a_thief_restarts(10, 10, None);
     assert!(
         started >= restarted + 10_100,
         "{started} vs restart at {restarted}"
     );
 }
 
-/// A deploy that shortened the lease: a runs the old build (30 s), b the new (10 s).
-/// b steals one of a's leases and restarts at once. Returns the time of the restart
-/// and of the new life's first start of the stolen lease.
-fn a_thief_of_the_new_build_restarts(known_bad: Option<KnownBad>) -> (u64, u64) {
+/// Host a holds four leases under `cfp` with an expiration of `a_secs`; b, with
+/// `b_secs` (a deploy that shortened the lease when it is less), steals one and
+/// restarts at once. Returns the time of the restart and of the new life's first
+/// start of the stolen lease.
+fn a_thief_restarts(a_secs: u64, b_secs: u64, known_bad: Option<KnownBad>) -> (u64, u64) {
     let mut old = config(4);
     old.strategy = cfp();
-    old.expiry.duration = Millis::from_secs(30);
+    old.expiry.duration = Millis::from_secs(a_secs);
     let new = LeaseConfig {
         expiry: ExpiryPolicy {
-            duration: Millis::from_secs(10),
+            duration: Millis::from_secs(b_secs),
             ..old.expiry
         },
         known_bad,
@@ -718,13 +686,13 @@ fn a_thief_of_the_new_build_restarts(known_bad: Option<KnownBad>) -> (u64, u64) 
 /// life waits out 30 s, not its own 10 s (the swarm's rolling-restart seed 2234772).
 #[test]
 fn a_restarted_thief_waits_out_the_longer_lease_of_the_build_it_stole_from() {
-    let (restarted, started) = a_thief_of_the_new_build_restarts(None);
+    let (restarted, started) = a_thief_restarts(30, 10, None);
     assert!(started >= restarted + 30_300, "{started} vs {restarted}");
 }
 
 #[test]
 fn a_fence_under_the_thiefs_own_terms_is_waited_out_too_soon() {
-    let (restarted, started) = a_thief_of_the_new_build_restarts(Some(KnownBad::FenceForgetsTerms));
+    let (restarted, started) = a_thief_restarts(30, 10, Some(KnownBad::FenceForgetsTerms));
     assert!(
         (restarted + 10_100..restarted + 30_300).contains(&started),
         "{started} vs {restarted}"
