@@ -177,7 +177,10 @@ impl<St: Store<Message>> QueueClient<St> {
     }
 
     /// Deletes a delivered message. `LockLost` means another consumer took it over
-    /// (this one held it past its lock): nothing was changed.
+    /// (this one held it past its lock): nothing was changed. Retried after an
+    /// unknown outcome, a completion that finds the message gone is confirmed while
+    /// its lock still excludes every other consumer; later it answers `Gone`, for
+    /// then its own earlier attempt and another consumer's are both possible.
     pub async fn complete(&self, delivery: &Delivery) -> Result<(), QueueClientError> {
         let input = Input::Complete(delivery.id.clone());
         self.settle(input, QueueIntent::Complete).await

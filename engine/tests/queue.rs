@@ -655,3 +655,149 @@ fn refusal(out: &[Output]) -> Option<&QueueError> {
         _ => None,
     }
 }
+
+/// Sends a completion of `id` at `now` and returns its request, not yet served.
+fn send_complete(c: &mut Consumer, now: u64, id: &DocId) -> leasehold_engine::queue::QueueRequest {
+    c.handle_input(at(now), Input::Complete(id.clone()))
+        .unwrap();
+    let mut requests: Vec<_> = std::iter::from_fn(|| c.poll_output())
+        .filter_map(|o| match o {
+            Output::Request(req) => Some(req),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(requests.len(), 1);
+    requests.remove(0)
+}
+
+/// The store applies `req` at `now`, but its reply is lost.
+fn serve_reply_lost(
+    c: &mut Consumer,
+    store: &mut Container<Message>,
+    now: u64,
+    req: leasehold_engine::queue::QueueRequest,
+) {
+    let _applied = store.execute(req.op);
+    let lost = Input::Response {
+        id: req.id,
+        result: Err(leasehold_engine::store::StoreError::Timeout),
+    };
+    c.handle_input(at(now), lost).unwrap();
+    assert!(matches!(
+        c.poll_output(),
+        Some(Output::Failed {
+            error: QueueError::Store(_),
+            ..
+        })
+    ));
+}
+
+/// A completion lands, its reply is lost, and the caller retries it: m1 at once, m2
+/// after a dequeue read the locks while its completion was on the way. `bad` runs
+/// the consumer's earlier reading of the answers. Returns the retries' outputs and
+/// the answer to m2's retry.
+fn retried_completions(bad: bool) -> (Vec<Output>, Result<(), QueueError>) {
+    let mut cfg = config();
+    if bad {
+        cfg.known_bad = Some(leasehold_engine::queue::QueueKnownBad::GoneMeansLost);
+    }
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    enqueue(&mut store, "m2", at(0), Millis::ZERO);
+    let mut a = Consumer::new(HostId::from("a"), Incarnation(0), cfg).unwrap();
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 2 }));
+    assert_eq!(got.len(), 2);
+    let req = send_complete(&mut a, 1_000, &got[0].id);
+    serve_reply_lost(&mut a, &mut store, 1_050, req);
+    assert!(stored(&store, "m1").is_none(), "the first attempt landed");
+    let mut out = run(
+        &mut a,
+        &mut store,
+        at(2_000),
+        Input::Complete(got[0].id.clone()),
+    );
+    // m2: the dequeue at 3 s reads the locks (due every 2.5 s) and finds m2 still
+    // locked, its completion not yet arrived.
+    let req = send_complete(&mut a, 2_900, &got[1].id);
+    enqueue(&mut store, "m3", at(2_950), Millis::ZERO);
+    let between = run(&mut a, &mut store, at(3_000), Input::Dequeue { max: 1 });
+    assert_eq!(deliveries(&between).len(), 1, "m3 is delivered");
+    serve_reply_lost(&mut a, &mut store, 3_100, req);
+    assert!(stored(&store, "m2").is_none(), "the first attempt landed");
+    let after_dequeue = a.handle_input(at(4_000), Input::Complete(got[1].id.clone()));
+    while let Some(o) = a.poll_output() {
+        if let Output::Request(req) = o {
+            let result = store.execute(req.op);
+            let answer = Input::Response { id: req.id, result };
+            out.extend(run(&mut a, &mut store, at(4_000), answer));
+        } else {
+            out.push(o);
+        }
+    }
+    (out, after_dequeue)
+}
+
+/// A completion that landed but whose reply was lost is confirmed when retried while
+/// the lock still excludes every other consumer: only its own first attempt can have
+/// deleted the message. A dequeue in between keeps the lock for that retry.
+#[test]
+fn a_retried_completion_whose_first_attempt_landed_is_confirmed() {
+    let (out, after_dequeue) = retried_completions(false);
+    assert!(after_dequeue.is_ok(), "{after_dequeue:?}");
+    let completed = out
+        .iter()
+        .filter(|o| matches!(o, Output::Completed(_)))
+        .count();
+    assert_eq!(completed, 2, "{out:?}");
+}
+
+/// The sibling: read the earlier way, the same retries say the lock was lost, or
+/// that the consumer holds none, although its own completion deleted the message.
+#[test]
+fn read_the_earlier_way_a_landed_completion_is_reported_lost() {
+    let (out, after_dequeue) = retried_completions(true);
+    assert!(
+        matches!(after_dequeue, Err(QueueError::NotHeld(_))),
+        "{after_dequeue:?}"
+    );
+    let lost = out
+        .iter()
+        .filter(|o| {
+            matches!(
+                o,
+                Output::Failed {
+                    error: QueueError::LockLost(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(lost, 1, "{out:?}");
+    assert!(!out.iter().any(|o| matches!(o, Output::Completed(_))));
+}
+
+/// Once the lock no longer excludes others, a completion that finds the message gone
+/// cannot tell whose completion deleted it, and says so: neither confirmed nor lost.
+#[test]
+fn a_completion_found_gone_after_the_lock_ran_out_cannot_tell_whose_it_was() {
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let mut a = consumer("a");
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let req = send_complete(&mut a, 1_000, &got[0].id);
+    serve_reply_lost(&mut a, &mut store, 1_050, req);
+    // Authority was 9.4 s from the claim.
+    let out = run(
+        &mut a,
+        &mut store,
+        at(9_400),
+        Input::Complete(got[0].id.clone()),
+    );
+    assert!(
+        matches!(refusal(&out), Some(QueueError::Gone(_))),
+        "{out:?}"
+    );
+    // Its lock is forgotten: nothing is left to retry.
+    let again = a.handle_input(at(9_500), Input::Complete(got[0].id.clone()));
+    assert!(matches!(again, Err(QueueError::NotHeld(_))));
+}

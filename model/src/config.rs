@@ -234,6 +234,8 @@ pub struct LeastBound {
     pub delays: Option<u8>,
     /// Stale reads.
     pub stale_reads: Option<u8>,
+    /// Lost replies.
+    pub lost_replies: Option<u8>,
     /// Late replies.
     pub late_replies: Option<u8>,
     /// Retried writes.

@@ -183,6 +183,10 @@ pub enum LockBug {
     NextForStateNoExpiry,
     /// `next_for_state` leases are written without if-match.
     BlindLease,
+    /// The consumer's earlier reading of its answers: a completion found gone counts
+    /// as lost even while its lock still excluded everyone else, so one whose first
+    /// attempt landed with its reply lost is reported `LockLost` when retried.
+    GoneMeansLost,
 }
 
 impl LockBug {
@@ -207,6 +211,12 @@ impl LockBug {
                 give_backs: Some(0),
                 ..LeastBound::default()
             },
+            // One lost reply (the lock models' default) and the retry of the completion.
+            LockBug::GoneMeansLost => LeastBound {
+                lost_replies: Some(1),
+                delays: Some(0),
+                ..lone
+            },
             LockBug::BlindClaim | LockBug::BlindComplete | LockBug::BlindLease => LeastBound {
                 delays: Some(1),
                 ..lone
@@ -226,7 +236,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 8] = [
+    pub const ALL: [LockBug; 9] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -235,6 +245,7 @@ impl LockBug {
         LockBug::LockNoDrift,
         LockBug::NextForStateNoExpiry,
         LockBug::BlindLease,
+        LockBug::GoneMeansLost,
     ];
 
     /// The name on the command line.
@@ -248,6 +259,7 @@ impl LockBug {
             LockBug::LockNoDrift => "lock-no-drift",
             LockBug::NextForStateNoExpiry => "next-for-state-no-expiry",
             LockBug::BlindLease => "blind-lease",
+            LockBug::GoneMeansLost => "gone-means-lost",
         }
     }
 

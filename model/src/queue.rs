@@ -11,7 +11,7 @@ use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World,
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
     Candidate, Consumer, ConsumerConfig, Input, Message, MessageName, MessageState, Output,
-    QueueIntent, QueueName, Selector,
+    QueueError, QueueIntent, QueueKnownBad, QueueName, Selector,
 };
 use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, WallTime};
@@ -45,8 +45,11 @@ pub enum QueueChoice {
 pub struct QueueGhost {
     /// Per message: claims applied.
     pub deliveries: Vec<u8>,
-    /// Per message: completed (deleted by a completion).
-    pub completed: Vec<bool>,
+    /// Per message: the consumer whose completion deleted it.
+    pub completed_by: Vec<Option<u8>>,
+    /// A consumer was told its completion was lost although it landed, or that it
+    /// completed a message someone else's completion deleted.
+    pub misreported: bool,
     /// A completion applied although the completer's lock was not the current one.
     pub stale_completion: bool,
     /// A message's stored dequeue count differed from its deliveries.
@@ -69,6 +72,8 @@ pub struct QueueEvents {
     pub stale_refused: bool,
     /// A message was dead-lettered.
     pub dead_lettered: bool,
+    /// A completion found the message gone, deleted by its own earlier attempt.
+    pub found_own_completion: bool,
 }
 
 /// The queue model.
@@ -121,6 +126,11 @@ pub fn selector(bug: Option<LockBug>) -> Selector {
     }
 }
 
+/// The consumer's earlier behaviour a variant runs, if it is one.
+pub fn known_bad(bug: Option<LockBug>) -> Option<QueueKnownBad> {
+    (bug == Some(LockBug::GoneMeansLost)).then_some(QueueKnownBad::GoneMeansLost)
+}
+
 /// Strips the if-match of a request as the `blind-claim` and `blind-complete`
 /// variants do, or the order of a dequeue's read as `dequeue-unordered` does; shared
 /// with the simulator.
@@ -154,6 +164,7 @@ impl QueueModel {
             policy: bounds.policy(),
             max_dequeue_count: u32::from(bounds.max_dequeue),
             select,
+            known_bad: known_bad(bounds.bug),
             ..ConsumerConfig::new(Self::queue())
         };
         config
@@ -294,7 +305,7 @@ impl Rules for QueueModel {
     fn record(
         &self,
         world: &mut QueueState,
-        _client: u8,
+        client: u8,
         req: &Request<Message, QueueIntent>,
         before: Option<Message>,
         result: &Answer<Message>,
@@ -335,13 +346,16 @@ impl Rules for QueueModel {
                 }
             }
             QueueIntent::Complete if applied => {
-                ghost.completed[m] = true;
+                ghost.completed_by[m] = Some(client);
                 let current = before
                     .as_ref()
                     .and_then(|b| b.lock().map(|l| l.token.clone()));
                 if current != req.lock {
                     ghost.stale_completion = true;
                 }
+            }
+            QueueIntent::Complete if ghost.completed_by[m] == Some(client) => {
+                ghost.events.found_own_completion = true
             }
             QueueIntent::Complete => ghost.events.stale_refused = true,
             QueueIntent::Poison | QueueIntent::DeadLetter if applied => {
@@ -353,11 +367,22 @@ impl Rules for QueueModel {
 
     fn output(
         &self,
-        _world: &mut QueueState,
+        world: &mut QueueState,
         c: u8,
         output: Output,
         journal: &mut Option<Vec<String>>,
     ) -> Option<Input> {
+        let completer = |id: &DocId| world.ghost.completed_by[Self::index(id)];
+        let misreported = match &output {
+            Output::Completed(id) => completer(id) != Some(c),
+            Output::Failed {
+                intent: QueueIntent::Complete,
+                error: QueueError::LockLost(id),
+                ..
+            } => completer(id) == Some(c),
+            _ => false,
+        };
+        world.ghost.misreported |= misreported;
         note(journal, || match &output {
             Output::Delivered(d) => format!(
                 "c{c} gets {} (delivery {}) under lock {}",
@@ -454,7 +479,7 @@ impl stateright::Model for QueueModel {
         }
         let ghost = QueueGhost {
             deliveries: vec![0; docs],
-            completed: vec![false; docs],
+            completed_by: vec![None; docs],
             ..QueueGhost::default()
         };
         let budget = self.bounds.budget();
@@ -504,6 +529,9 @@ impl stateright::Model for QueueModel {
                 !s.ghost.stale_completion
             }),
             Property::always(DEQUEUE_COUNT, |_, s: &QueueState| !s.ghost.count_mismatch),
+            Property::always(COMPLETION_ANSWERED, |_, s: &QueueState| {
+                !s.ghost.misreported
+            }),
             Property::sometimes(REDELIVERED_AFTER_CRASH, |_, s: &QueueState| {
                 s.ghost.events.redelivered_after_crash
             }),
@@ -512,6 +540,9 @@ impl stateright::Model for QueueModel {
             }),
             Property::sometimes(STALE_REFUSED, |_, s: &QueueState| {
                 s.ghost.events.stale_refused
+            }),
+            Property::sometimes(OWN_COMPLETION_FOUND, |_, s: &QueueState| {
+                s.ghost.events.found_own_completion
             }),
             Property::sometimes(DELIVERED_TWICE, |_, s: &QueueState| {
                 s.ghost.deliveries.iter().any(|&d| d >= 2)
@@ -549,7 +580,7 @@ impl QueueModel {
 
     fn all_done(&self, s: &QueueState) -> bool {
         (0..self.bounds.docs).all(|m| {
-            s.ghost.completed[usize::from(m)]
+            s.ghost.completed_by[usize::from(m)].is_some()
                 || s.store
                     .iter()
                     .any(|st| st.doc.name == Self::message_name(m) && st.doc.is_dead_lettered())
@@ -565,6 +596,12 @@ pub const NO_LOSS: &str = "queue: every message completed or dead-lettered once 
 pub const STALE_COMPLETION: &str = "queue: no completion by a stale lock holder succeeds";
 /// A message's dequeue count equals its deliveries.
 pub const DEQUEUE_COUNT: &str = "queue: a message's dequeue count equals its deliveries";
+/// A completion's answer says whether it was the one that deleted the message.
+pub const COMPLETION_ANSWERED: &str =
+    "queue: a completion is confirmed only if it deleted the message, reported lost only if not";
+/// Non-vacuity of the completion's answer.
+pub const OWN_COMPLETION_FOUND: &str =
+    "sometimes: a retried completion finds its own earlier attempt landed";
 /// Non-vacuity of exclusivity.
 pub const REDELIVERED_AFTER_CRASH: &str = "sometimes: a crashed consumer's message is redelivered";
 /// Non-vacuity of the liveness guard.

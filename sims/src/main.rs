@@ -138,9 +138,10 @@ struct ModelArgs {
     /// [default: 0].
     #[arg(long)]
     pauses: Option<u8>,
-    /// Writes that may be applied with their reply lost (ambiguous outcomes).
-    #[arg(long, default_value_t = 0)]
-    lost_replies: u8,
+    /// Writes that may be applied with their reply lost (ambiguous outcomes)
+    /// [default: 0].
+    #[arg(long)]
+    lost_replies: Option<u8>,
     /// Writes that may be held on the wire and delivered later, in any order
     /// [default: 0].
     #[arg(long)]
@@ -337,7 +338,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         zombies: args.zombies.or(least.zombies).unwrap_or(0),
         deploy: args.deploy || least.deploy,
         pauses: args.pauses.or(least.pauses).unwrap_or(0),
-        lost_replies: args.lost_replies,
+        lost_replies: args.lost_replies.or(least.lost_replies).unwrap_or(0),
         delays: args.delays.or(least.delays).unwrap_or(0),
         stale_reads: args.stale_reads.or(least.stale_reads).unwrap_or(0),
         late_replies: args.late_replies.or(least.late_replies).unwrap_or(0),
@@ -550,7 +551,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         docs: args.partitions.or(least.partitions).unwrap_or(2),
         crashes: args.crashes.or(least.crashes).unwrap_or(1),
         pauses: args.pauses.or(least.pauses).unwrap_or(0),
-        lost_replies: args.lost_replies,
+        lost_replies: args.lost_replies.or(least.lost_replies).unwrap_or(0),
         delays: args.delays.or(least.delays).unwrap_or(0),
         skew: args.skew.or(least.skew).unwrap_or(1),
         drift_ms: args.drift,

@@ -243,3 +243,36 @@ fn the_documents_a_dequeue_reads_do_not_grow_with_the_backlog() {
     assert!(most <= 4 * 8, "one dequeue read {most} documents");
     assert!(most >= 8, "the run never filled a batch: {most}");
 }
+
+/// Requests time out after the store applied them: completions are retried blind to
+/// whether their first attempt landed.
+fn timeouts(seed: u64) -> QueueConfig {
+    let mut cfg = small(QueueScenario::Queue, seed);
+    cfg.faults.set(FaultKind::Timeout, 60.0);
+    cfg
+}
+
+/// A retried completion that finds its own earlier attempt landed is confirmed (or
+/// said to be gone once its lock ran out), never reported lost; with the consumer's
+/// earlier reading of a 404, the same runs tell consumers so.
+#[test]
+fn a_completion_whose_reply_timed_out_is_never_reported_lost_when_it_landed() {
+    for seed in 1..=3 {
+        let cfg = timeouts(seed);
+        let run = simulate_queue(&cfg).unwrap();
+        assert!(
+            run.report.passed(),
+            "seed {seed}: {:?}\nreplay: {}",
+            run.report.violations,
+            replay_command(&cfg)
+        );
+        let bad = simulate_queue(&with_bug(cfg, LockBug::GoneMeansLost)).unwrap();
+        assert!(
+            bad.report
+                .violated_kinds()
+                .contains(&ViolationKind::Misreport),
+            "seed {seed}: {:?}",
+            bad.report.violations
+        );
+    }
+}

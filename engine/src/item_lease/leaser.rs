@@ -293,6 +293,7 @@ impl Leaser {
                 token: lease.token.clone(),
                 duration: lease.duration,
                 authority_until,
+                excludes_until: authority_until,
             },
         );
         let grant = Grant {

@@ -119,6 +119,11 @@ pub struct Held {
     pub duration: Millis,
     /// Authority holds while the local clock is before this.
     pub authority_until: LocalTime,
+    /// No other client can take the document before this: the authority the lock
+    /// was granted, which giving authority up does not shorten. A write of this
+    /// client's that finds the document gone before then was answered by one of
+    /// its own earlier writes.
+    pub excludes_until: LocalTime,
 }
 
 /// What one client knows of locks: those it holds, and when it first saw each
@@ -143,6 +148,12 @@ impl Locks {
     /// Whether this client may act on `id` at `now`.
     pub fn has_authority(&self, id: &DocId, now: LocalTime) -> bool {
         self.held.get(id).is_some_and(|h| now < h.authority_until)
+    }
+
+    /// Whether no other client can have taken `id` by `now`: it is held, and the
+    /// lock's granted authority (given up or not) has not run out.
+    pub fn excludes_others(&self, id: &DocId, now: LocalTime) -> bool {
+        self.held.get(id).is_some_and(|h| now < h.excludes_until)
     }
 
     /// Records a successful write of a lock, sent at `sent_at`.

@@ -63,6 +63,23 @@ pub struct ConsumerConfig {
     /// interval costs fewer reads and takes over a crashed consumer's messages up to
     /// that much later; zero reads them on every dequeue.
     pub lock_watch: Option<Millis>,
+    /// An earlier behaviour, kept only so that the checkers can reproduce it.
+    #[doc(hidden)]
+    pub known_bad: Option<QueueKnownBad>,
+}
+
+/// Earlier behaviours of the consumer, kept only so that the checkers can reproduce
+/// the defects they had: the behaviour is the consumer's own reading of its answers,
+/// which no driver or network can fake.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueueKnownBad {
+    /// A completion answered "not found" counts as a lost lock even while the lock
+    /// still excluded every other consumer, and a dequeue lets go of a message as
+    /// soon as a completion gives its authority up. A completion that landed but
+    /// whose reply was lost (or that the SDK sent again) is then reported
+    /// `LockLost` when retried, or refused `NotHeld`.
+    GoneMeansLost,
 }
 
 impl ConsumerConfig {
@@ -76,6 +93,7 @@ impl ConsumerConfig {
             limits: Limits::default(),
             select: Selector::DELIVERABLE,
             lock_watch: None,
+            known_bad: None,
         }
     }
 

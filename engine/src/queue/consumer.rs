@@ -1,6 +1,6 @@
 //! The queue consumer state machine.
 
-use super::config::Candidate;
+use super::config::{Candidate, QueueKnownBad};
 use super::dead_letter::{self, Failure};
 use super::{
     ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageLock, MessageName,
@@ -460,7 +460,16 @@ impl Consumer {
         for stored in visible.chain(&locked) {
             let message = &stored.doc;
             if self.locks.held(&message.id).is_some() {
-                if self.locks.has_authority(&message.id, now.local) {
+                // A lock whose authority a completion gave up is still this
+                // consumer's while it excludes everyone else: let go of here, a
+                // retry of that completion would be refused `NotHeld` although the
+                // first attempt may have landed.
+                let ours = if self.config.known_bad == Some(QueueKnownBad::GoneMeansLost) {
+                    self.locks.has_authority(&message.id, now.local)
+                } else {
+                    self.locks.excludes_others(&message.id, now.local)
+                };
+                if ours {
                     continue;
                 }
                 // A delivery whose authority ran out without a complete or abandon
@@ -652,6 +661,7 @@ impl Consumer {
                                 token: lock.token.clone(),
                                 duration: lock.duration,
                                 authority_until,
+                                excludes_until: authority_until,
                             },
                         );
                         self.out.push_back(Output::Delivered(Delivery {
@@ -682,6 +692,20 @@ impl Consumer {
                 self.claim_answered(false, done);
             }
             Pending::Complete(id) => {
+                let gone = matches!(result, Err(StoreError::NotFound))
+                    && self.config.known_bad != Some(QueueKnownBad::GoneMeansLost);
+                if gone && !self.locks.excludes_others(&id, self.now.local) {
+                    // An attempt of this completion may have landed unseen (its reply
+                    // lost, or the SDK sending it again), and so may another
+                    // consumer's since this lock ran out: which one, nobody can tell.
+                    self.locks.drop_lock(&id);
+                    self.held_docs.remove(&id);
+                    self.fail(id.clone(), QueueIntent::Complete, QueueError::Gone(id));
+                    return;
+                }
+                // Gone while no one else could have taken it: an earlier attempt of
+                // this completion deleted it.
+                let result = if gone { Ok(Reply::Deleted) } else { result };
                 self.after_holder_write(id, QueueIntent::Complete, result, |id| {
                     Output::Completed(id)
                 })
@@ -738,6 +762,7 @@ impl Consumer {
                     held.etag = etag;
                     held.authority_until =
                         sent_at + self.config.policy.authority_span(held.duration);
+                    held.excludes_until = held.authority_until;
                     let authority_until = held.authority_until;
                     if let Some(doc) = self.held_docs.get_mut(&id)
                         && let MessageState::InProgress { lock } = &mut doc.state

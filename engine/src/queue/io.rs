@@ -181,9 +181,17 @@ pub struct QueueRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum QueueError {
     /// The message was re-locked, completed or dead-lettered by someone else since this
-    /// consumer's lock: nothing was changed.
+    /// consumer's lock: this write changed nothing.
     LockLost(DocId),
-    /// This consumer holds no lock on the message.
+    /// A completion found the message gone after its lock stopped excluding other
+    /// consumers: an earlier attempt of this completion whose answer was lost (or
+    /// that the SDK sent again) may have deleted it, or another consumer's after this
+    /// lock ran out. Either way the message needs no more work from this consumer.
+    /// (Found gone while the lock still excluded everyone else, only this
+    /// completion can have deleted it, and it is answered `Completed`.)
+    Gone(DocId),
+    /// This consumer holds no lock on the message: it never did, its lock was lost,
+    /// or its authority ran out and a dequeue let the lock go.
     NotHeld(DocId),
     /// The message would exceed the store's document size limit.
     TooLarge {
@@ -218,6 +226,11 @@ impl fmt::Display for QueueError {
                  dead-lettered it; nothing was changed"
             ),
             QueueError::NotHeld(id) => write!(f, "this consumer holds no lock on message {id}"),
+            QueueError::Gone(id) => write!(
+                f,
+                "message {id} is gone, deleted by this completion's earlier attempt or by \
+                 another consumer after this lock ran out; it needs no more work here"
+            ),
             QueueError::TooLarge { size, limit } => write!(
                 f,
                 "the message is {size} bytes as stored, over the store's limit of {limit}; \

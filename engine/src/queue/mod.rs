@@ -7,7 +7,10 @@
 //! each with its own conditional write that sets a fresh lock and bumps the dequeue
 //! count. Completing deletes the message, conditional on the version the consumer's
 //! lock wrote, so a consumer whose lock was taken over gets `LockLost` and changes
-//! nothing. A message delivered `max_dequeue_count` times is dead-lettered with its
+//! nothing. A completion retried after an unknown outcome (a lost reply, or the SDK
+//! sending it again) that finds the message gone answers `Completed` while the lock
+//! still excludes every other consumer: only this consumer's own completion can have
+//! deleted it then. A message delivered `max_dequeue_count` times is dead-lettered with its
 //! reason instead of delivered again.
 //!
 //! Lock expiry follows [`crate::lock`]: safe under any clock skew.
@@ -24,7 +27,9 @@ mod dead_letter;
 mod io;
 mod message;
 
-pub use config::{Candidate, ConsumerConfig, ConsumerConfigError, Selector, deliverable};
+pub use config::{
+    Candidate, ConsumerConfig, ConsumerConfigError, QueueKnownBad, Selector, deliverable,
+};
 pub use consumer::Consumer;
 pub use io::{Delivery, Input, Output, QueueError, QueueIntent, QueueRequest};
 pub use message::{Message, MessageLock, MessageName, MessageState, NameError, QueueName};

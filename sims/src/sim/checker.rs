@@ -28,6 +28,9 @@ pub enum ViolationKind {
     /// overlapping calls shared an epoch, so downstream fencing could not tell them
     /// apart.
     Session,
+    /// A queue consumer was told its completion was lost although that very
+    /// completion deleted the message.
+    Misreport,
 }
 
 impl ViolationKind {
@@ -41,6 +44,7 @@ impl ViolationKind {
             ViolationKind::Liveness => "liveness",
             ViolationKind::Driver => "driver",
             ViolationKind::Session => "session",
+            ViolationKind::Misreport => "misreport",
         }
     }
 }

@@ -247,6 +247,7 @@ impl QueueConfig {
             max_dequeue_count: self.max_dequeue,
             select: leasehold_model::queue::selector(self.bug),
             lock_watch: self.lock_watch,
+            known_bad: leasehold_model::queue::known_bad(self.bug),
             ..ConsumerConfig::new(QueueName::new("work").expect("a valid name"))
         }
     }

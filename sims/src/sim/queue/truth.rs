@@ -20,6 +20,8 @@ struct Fate {
     commits: u32,
     first_commit: Option<u64>,
     deleted: Option<u64>,
+    /// The consumer life whose completion deleted it.
+    deleted_by: Option<Holder>,
     dead_lettered: Option<u64>,
     deliveries: u32,
 }
@@ -176,12 +178,14 @@ impl Truth {
         }
     }
 
-    /// The store deleted a message: only a completion after a commit may.
-    pub fn deleted(&mut self, id: &DocId, now: u64) {
+    /// The store deleted a message, by `by`'s completion: only a completion after a
+    /// commit may.
+    pub fn deleted(&mut self, id: &DocId, by: Holder, now: u64) {
         let Some(f) = self.fates.get_mut(id) else {
             return;
         };
         f.deleted = Some(now);
+        f.deleted_by = Some(by);
         self.last_settled = self.last_settled.max(now);
         if f.commits == 0 {
             self.violate(
@@ -220,6 +224,27 @@ impl Truth {
     /// A complete or abandon found the lock taken over.
     pub fn lock_lost(&mut self) {
         self.lock_lost += 1;
+    }
+
+    /// `holder` was told its completion of `id` was lost: wrong if that completion
+    /// is the one that deleted it.
+    pub fn completion_lost(&mut self, id: &DocId, holder: Holder, now: u64) {
+        self.lock_lost();
+        if self
+            .fates
+            .get(id)
+            .is_some_and(|f| f.deleted_by == Some(holder))
+        {
+            self.violate(
+                ViolationKind::Misreport,
+                now,
+                format!(
+                    "c{} (life {}) was told its completion of {id} was lost, but that \
+                     completion deleted it",
+                    holder.0, holder.1
+                ),
+            );
+        }
     }
 
     /// A handler's result was dropped for want of authority.

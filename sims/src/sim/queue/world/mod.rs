@@ -5,7 +5,7 @@
 //! - `faults`: crashes, pauses, clock steps, store-wide windows and the heal.
 
 use super::config::QueueConfig;
-use super::truth::Truth;
+use super::truth::{Holder, Truth};
 use crate::sim::clock::HostClock;
 use crate::sim::cost::{Kind, request_units};
 use crate::sim::faults::{FaultKind, StoreWeather};
@@ -590,7 +590,15 @@ impl QueueWorld {
                         },
                     );
                 }
-                (QueueIntent::Complete | QueueIntent::Abandon, _) => {
+                // Honest about what it cannot know: nothing to check.
+                (QueueIntent::Complete, QueueError::Gone(_)) => {
+                    self.clients[c].working.remove(&message);
+                }
+                (QueueIntent::Complete, _) => {
+                    self.truth.completion_lost(&message, (c, life), self.now);
+                    self.clients[c].working.remove(&message);
+                }
+                (QueueIntent::Abandon, _) => {
                     self.truth.lock_lost();
                     self.clients[c].working.remove(&message);
                 }

@@ -94,7 +94,7 @@ impl QueueWorld {
             };
             if applied {
                 self.fence(c, request.lock.as_ref(), &op, before.as_ref());
-                self.observe(&op, before);
+                self.observe(&op, before, (c, life));
             }
             result
         };
@@ -170,9 +170,9 @@ impl QueueWorld {
     }
 
     /// Ground truth of what a successful write did.
-    pub(super) fn observe(&mut self, op: &Op<Message>, before: Option<Message>) {
+    pub(super) fn observe(&mut self, op: &Op<Message>, before: Option<Message>, by: Holder) {
         match op {
-            Op::Delete { id, .. } => self.truth.deleted(id, self.now),
+            Op::Delete { id, .. } => self.truth.deleted(id, by, self.now),
             Op::Batch { ops, .. } => {
                 let moved = matches!(ops.first(), Some(BatchOp::Create(d)) if d.is_dead_lettered());
                 if moved && let Some(message) = before {
