@@ -6,7 +6,7 @@ use crate::sim::checker::{Violation, ViolationKind};
 use leasehold_engine::DocId;
 use leasehold_engine::queue::Message;
 use leasehold_engine::store::Container;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A consumer's life: (consumer, life).
 pub type Holder = (usize, u64);
@@ -38,6 +38,25 @@ pub struct Truth {
     lock_lost: u64,
     dropped: u64,
     last_settled: u64,
+    /// Messages stored and not yet settled: when their current version was written
+    /// (true time), and whether it is locked.
+    open: BTreeMap<DocId, (u64, bool)>,
+    /// Per consumer: since when it has been up, unpaused and holding fewer messages
+    /// than its batch, without a break.
+    room_since: Vec<Option<u64>>,
+    /// Consumer time with room after the heal, ms.
+    room_after_heal: u64,
+    consumers: u64,
+    deadline: u64,
+    /// How long a message may wait while a consumer has room, on top of the wait for
+    /// a lock to expire and the spread of the clocks.
+    grace: u64,
+    /// From a lock's last write to when a consumer that watches it may take it.
+    lock_wait: u64,
+    /// The longest a delivery may occupy a consumer's slot after the heal.
+    slot_limit: u64,
+    starved: BTreeSet<DocId>,
+    unfinished: u64,
 }
 
 /// What the report takes from ground truth.
@@ -65,6 +84,13 @@ pub struct QueueMeasures {
     pub mean_latency_s: f64,
     /// When the last message was settled, seconds after the heal (0 if before).
     pub drained_after_heal_s: f64,
+    /// Messages neither completed nor dead-lettered at the deadline. Not a violation
+    /// by itself: the run may offer more work than its consumers can do (compare
+    /// `room_after_heal`); a message that waits while a consumer has room is one.
+    pub unfinished_at_deadline: u64,
+    /// The share of consumer time after the heal with room for another message
+    /// (0: every consumer always full, the load beyond capacity; 1: always room).
+    pub room_after_heal: f64,
 }
 
 impl Truth {
@@ -80,7 +106,33 @@ impl Truth {
             lock_lost: 0,
             dropped: 0,
             last_settled: 0,
+            open: BTreeMap::new(),
+            room_since: vec![None; cfg.consumers as usize],
+            room_after_heal: 0,
+            consumers: u64::from(cfg.consumers),
+            deadline: cfg.deadline(),
+            grace: Self::grace(cfg),
+            lock_wait: Self::lock_wait(cfg),
+            slot_limit: cfg.work_ms.1 + Self::lock_wait(cfg) + Self::grace(cfg),
+            starved: BTreeSet::new(),
+            unfinished: 0,
         }
+    }
+
+    /// A consumer with room polls within `poll`, and a request is answered within its
+    /// timeout; a message given back comes back after its delay (1 s in these runs).
+    /// Twice each, so that one unlucky turn is never a verdict.
+    fn grace(cfg: &QueueConfig) -> u64 {
+        2 * cfg.poll.as_millis() + 2 * cfg.network.request_timeout.as_millis() + 2_000
+    }
+
+    /// A consumer sees a lock within the lock-watch interval, then waits the lock's
+    /// duration and the drift allowance on a clock that may run slow by as much.
+    fn lock_wait(cfg: &QueueConfig) -> u64 {
+        let lock = cfg.lock.as_millis();
+        let drift = lock * u64::from(cfg.drift_bound_ppm) / 1_000_000;
+        let watch = cfg.consumer_config().lock_watch_interval().as_millis();
+        watch + lock + 2 * drift + cfg.margin.as_millis()
     }
 
     fn violate(&mut self, kind: ViolationKind, at: u64, detail: String) {
@@ -186,6 +238,7 @@ impl Truth {
         };
         f.deleted = Some(now);
         f.deleted_by = Some(by);
+        self.open.remove(id);
         self.last_settled = self.last_settled.max(now);
         if f.commits == 0 {
             self.violate(
@@ -203,6 +256,7 @@ impl Truth {
             return;
         };
         f.dead_lettered = Some(now);
+        self.open.remove(&doc.id);
         self.last_settled = self.last_settled.max(now);
         if doc.dequeue_count < max {
             self.violate(
@@ -257,6 +311,96 @@ impl Truth {
         self.heal_at = now;
     }
 
+    /// The store wrote a new version of message `id`, `locked` or not.
+    pub fn written(&mut self, id: &DocId, locked: bool, now: u64) {
+        let settled = self
+            .fates
+            .get(id)
+            .is_none_or(|f| f.deleted.is_some() || f.dead_lettered.is_some());
+        if !settled {
+            self.open.insert(id.clone(), (now, locked));
+        }
+    }
+
+    /// Consumer `c` now has room for another message, or not.
+    pub fn room(&mut self, c: usize, room: bool, now: u64) {
+        let Some(slot) = self.room_since.get_mut(c) else {
+            return;
+        };
+        match (*slot, room) {
+            (None, true) => *slot = Some(now),
+            (Some(since), false) => {
+                *slot = None;
+                self.room_after_heal += now.saturating_sub(since.max(self.heal_at));
+            }
+            _ => {}
+        }
+    }
+
+    /// Checks, after the heal, what the protocol controls: no message waits while a
+    /// consumer has room for it, and no delivery holds a consumer's slot for good.
+    /// `spread` is how far apart the clocks' walls are (visibility is written by
+    /// one clock and read by another); `slots` are the deliveries consumers hold:
+    /// (consumer, message, since).
+    pub fn probe(&mut self, now: u64, spread: u64, slots: &[(usize, DocId, u64)]) {
+        if now < self.heal_at {
+            return;
+        }
+        let wait = self.grace + spread;
+        for (c, id, since) in slots {
+            if now.saturating_sub((*since).max(self.heal_at)) > self.slot_limit + spread
+                && self.starved.insert(id.clone())
+            {
+                self.violate(
+                    ViolationKind::Liveness,
+                    now,
+                    format!(
+                        "c{c} has held {id} since {:.3} s: a delivery never settled",
+                        *since as f64 / 1e3
+                    ),
+                );
+            }
+        }
+        // The consumer with room the longest: if it could not take a message, none
+        // could.
+        let Some(room) = self
+            .room_since
+            .iter()
+            .enumerate()
+            .filter_map(|(c, s)| s.map(|s| (s.max(self.heal_at), c)))
+            .min()
+        else {
+            return;
+        };
+        if now < room.0 + wait {
+            return;
+        }
+        let starved = self.open.iter().find(|(id, (since, locked))| {
+            let mut start = (*since).max(room.0);
+            if *locked {
+                start += self.lock_wait;
+            }
+            now >= start + wait && !self.starved.contains(*id)
+        });
+        if let Some((id, (since, locked))) = starved {
+            let id = id.clone();
+            let what = if *locked {
+                "its lock written"
+            } else {
+                "visible"
+            };
+            let detail = format!(
+                "{id} waited ({what} at {:.3} s) while c{} had room from {:.3} s to {:.3} s",
+                *since as f64 / 1e3,
+                room.1,
+                room.0 as f64 / 1e3,
+                now as f64 / 1e3
+            );
+            self.starved.insert(id);
+            self.violate(ViolationKind::Liveness, now, detail);
+        }
+    }
+
     /// At the deadline every message is completed or dead-lettered, and the store
     /// agrees.
     pub fn deadline(&mut self, now: u64, store: &Container<Message>) {
@@ -281,16 +425,10 @@ impl Truth {
                 lost.push(id.clone());
             }
         }
-        if !unfinished.is_empty() {
-            self.violate(
-                ViolationKind::Liveness,
-                now,
-                format!(
-                    "{} messages neither completed nor dead-lettered by the deadline, first {}",
-                    unfinished.len(),
-                    unfinished[0]
-                ),
-            );
+        // Not a verdict: the probes judged what the protocol controls.
+        self.unfinished = unfinished.len() as u64;
+        for c in 0..self.room_since.len() {
+            self.room(c, false, now);
         }
         if !lost.is_empty() {
             self.violate(
@@ -331,6 +469,9 @@ impl Truth {
             m.mean_latency_s = latencies.iter().sum::<f64>() / latencies.len() as f64;
         }
         m.drained_after_heal_s = self.last_settled.saturating_sub(self.heal_at) as f64 / 1e3;
+        m.unfinished_at_deadline = self.unfinished;
+        let span = self.deadline.saturating_sub(self.heal_at) * self.consumers;
+        m.room_after_heal = self.room_after_heal as f64 / (span.max(1) as f64);
         m
     }
 }

@@ -93,10 +93,35 @@ impl QueueWorld {
             let client = &mut self.clients[c];
             client.cut_until = 0;
             client.lose_until = 0;
-            if client.paused_until.is_some() {
+            if let Some(until) = client.paused_until {
                 client.paused_until = Some(self.now);
                 let life = client.life;
                 self.push(self.now, Event::Resume { c, life });
+                self.end_deferral(c, until);
+            }
+        }
+    }
+
+    /// The pause of consumer `c` that was to last until `until` ends now: what it
+    /// deferred to then happens now, in the same order, as after any pause.
+    fn end_deferral(&mut self, c: usize, until: u64) {
+        if until <= self.now {
+            return;
+        }
+        let deferred: Vec<(u64, u64)> = self
+            .queue
+            .range((until, 0)..=(until, u64::MAX))
+            .filter(|(_, e)| {
+                matches!(e, Event::Poll { c: k, .. }
+                    | Event::Answer { c: k, .. }
+                    | Event::WorkDone { c: k, .. }
+                    | Event::Retry { c: k, .. } if *k == c)
+            })
+            .map(|(key, _)| *key)
+            .collect();
+        for key in deferred {
+            if let Some(event) = self.queue.remove(&key) {
+                self.push(self.now, event);
             }
         }
     }

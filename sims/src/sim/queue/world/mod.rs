@@ -26,6 +26,9 @@ mod faults;
 mod network;
 
 const SECOND: u64 = 1_000;
+/// How often ground truth checks, after the heal, that no message waits while a
+/// consumer has room.
+const PROBE_MS: u64 = SECOND;
 /// The producer's index among the clients; consumers are 0..n.
 const PRODUCER: usize = usize::MAX;
 
@@ -68,6 +71,9 @@ enum Event {
         life: u64,
     },
     Heal,
+    /// Ground truth looks at the queue (after the heal, every second); nothing in the
+    /// run sees it.
+    Probe,
     Deadline,
 }
 
@@ -274,6 +280,7 @@ impl QueueWorld {
                 Millis::ZERO,
             );
             self.truth.enqueue(message.id.clone(), number, self.now);
+            self.truth.written(&message.id, false, self.now);
             self.store
                 .fresh(Reader(u32::MAX), Op::Create(message))
                 .expect("backlog names are distinct");
@@ -297,6 +304,7 @@ impl QueueWorld {
             }
         }
         self.push(self.cfg.heal_at(), Event::Heal);
+        self.push(self.cfg.heal_at() + PROBE_MS, Event::Probe);
         self.push(self.cfg.deadline(), Event::Deadline);
     }
 
@@ -323,7 +331,21 @@ impl QueueWorld {
                 self.truth.deadline(self.now, &self.store);
                 break;
             }
+            let touched = match &event {
+                Event::Poll { c, .. }
+                | Event::Answer { c, .. }
+                | Event::WorkDone { c, .. }
+                | Event::Retry { c, .. }
+                | Event::Boot { c }
+                | Event::Resume { c, .. } => Some(*c..*c + 1),
+                Event::Fault(_) => Some(0..self.clients.len()),
+                _ => None,
+            };
             self.handle(event);
+            for c in touched.into_iter().flatten().filter(|c| *c < self.clients.len()) {
+                let room = self.has_room(c);
+                self.truth.room(c, room, self.now);
+            }
             if self.tail.is_none() && self.truth.violated() {
                 self.tail = Some(self.trace.tail());
             }
@@ -386,6 +408,7 @@ impl QueueWorld {
             Event::Answer { c, id, result, .. } if c == PRODUCER => {
                 self.producer_answer(id, result)
             }
+            Event::Probe => self.probe(),
             Event::Deadline => {}
             event => {
                 let (c, life) = match &event {
@@ -416,6 +439,40 @@ impl QueueWorld {
                     _ => {}
                 }
             }
+        }
+    }
+
+    /// Whether consumer `c` could take another message now: up, not paused, and
+    /// holding fewer than its batch.
+    fn has_room(&self, c: usize) -> bool {
+        let client = &self.clients[c];
+        client.consumer.is_some()
+            && client.paused_until.is_none_or(|until| until <= self.now)
+            && client.working.len() < self.cfg.batch as usize
+    }
+
+    fn probe(&mut self) {
+        let walls = self
+            .clients
+            .iter()
+            .map(|c| c.clock.wall(self.now).0)
+            .chain([self.producer_now().wall.0]);
+        let (lo, hi) = walls.fold((i64::MAX, i64::MIN), |(lo, hi), w| (lo.min(w), hi.max(w)));
+        let spread = u64::try_from(hi - lo).unwrap_or(0);
+        let slots: Vec<(usize, DocId, u64)> = self
+            .clients
+            .iter()
+            .enumerate()
+            .flat_map(|(c, client)| {
+                client
+                    .working
+                    .iter()
+                    .map(move |(id, w)| (c, id.clone(), w.started))
+            })
+            .collect();
+        self.truth.probe(self.now, spread, &slots);
+        if self.now + PROBE_MS < self.cfg.deadline() {
+            self.push(self.now + PROBE_MS, Event::Probe);
         }
     }
 

@@ -180,7 +180,10 @@ impl QueueWorld {
                     self.truth.dead_lettered(&message, self.now);
                 }
             }
+            Op::Create(doc) => self.truth.written(&doc.id, false, self.now),
             Op::Replace { doc, .. } => {
+                self.truth
+                    .written(&doc.id, doc.lock().is_some(), self.now);
                 if let MessageState::DeadLettered { .. } = doc.state
                     && !before.is_some_and(|b| b.is_dead_lettered())
                 {
