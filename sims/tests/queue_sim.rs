@@ -276,3 +276,35 @@ fn a_completion_whose_reply_timed_out_is_never_reported_lost_when_it_landed() {
         );
     }
 }
+
+/// Two consumers of batch 2 and a backlog of 3,000: more work than they can do in the
+/// run. Messages are left at the deadline, yet nothing went wrong, and the report
+/// says so; the variant that never takes back an expired lock, in the same shape
+/// with crashes, is a liveness violation.
+#[test]
+fn a_backlog_beyond_the_consumers_capacity_is_no_violation_but_a_stranded_message_is() {
+    let over = |seed| {
+        let mut cfg = small(QueueScenario::Queue, seed);
+        cfg.consumers = 2;
+        cfg.batch = 2;
+        cfg.backlog = 3_000;
+        cfg.duration = Millis::from_secs(120);
+        cfg.settle = Millis::from_secs(120);
+        cfg
+    };
+    let run = simulate_queue(&over(1)).unwrap();
+    let m = &run.report.measures;
+    assert!(run.report.passed(), "{:?}", run.report.violations);
+    assert!(m.unfinished_at_deadline > 1_000, "{m:?}");
+    let note = leasehold_sims::sim::queue::capacity_note(m).unwrap();
+    assert!(
+        note.contains("exceeded what the consumers drained"),
+        "{note}"
+    );
+    let stranded = |seed| {
+        let mut cfg = with_bug(over(seed), LockBug::DequeueNoExpired);
+        cfg.faults.set(FaultKind::Crash, 30.0);
+        cfg
+    };
+    assert_caught(stranded, ViolationKind::Liveness);
+}

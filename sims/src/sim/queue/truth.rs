@@ -11,6 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A consumer's life: (consumer, life).
 pub type Holder = (usize, u64);
 
+/// A message's place in the dequeue's order: visible first, then created first.
+type Order = (i64, i64);
+
 #[derive(Clone, Debug, Default)]
 struct Fate {
     number: u32,
@@ -39,8 +42,12 @@ pub struct Truth {
     dropped: u64,
     last_settled: u64,
     /// Messages stored and not yet settled: when their current version was written
-    /// (true time), and whether it is locked.
-    open: BTreeMap<DocId, (u64, bool)>,
+    /// (true time), whether it is locked, and its place in the dequeue order.
+    open: BTreeMap<DocId, (u64, bool, Order)>,
+    /// The open messages in the dequeue's order.
+    order: BTreeSet<(Order, DocId)>,
+    /// Per consumer: when its life began (its sightings of others' locks with it).
+    life_start: Vec<u64>,
     /// Per consumer: since when it has been up, unpaused and holding fewer messages
     /// than its batch, without a break.
     room_since: Vec<Option<u64>>,
@@ -56,6 +63,10 @@ pub struct Truth {
     /// The longest a delivery may occupy a consumer's slot after the heal.
     slot_limit: u64,
     starved: BTreeSet<DocId>,
+    /// Messages passed over by a claim of a later one: (the version passed over, when,
+    /// what happened). Concurrent dequeues pass each other's messages over for a
+    /// moment; one left untouched for the grace after that was starved.
+    passed_over: BTreeMap<DocId, (u64, u64, String)>,
     unfinished: u64,
 }
 
@@ -107,6 +118,8 @@ impl Truth {
             dropped: 0,
             last_settled: 0,
             open: BTreeMap::new(),
+            order: BTreeSet::new(),
+            life_start: vec![0; cfg.consumers as usize],
             room_since: vec![None; cfg.consumers as usize],
             room_after_heal: 0,
             consumers: u64::from(cfg.consumers),
@@ -115,6 +128,7 @@ impl Truth {
             lock_wait: Self::lock_wait(cfg),
             slot_limit: cfg.work_ms.1 + Self::lock_wait(cfg) + Self::grace(cfg),
             starved: BTreeSet::new(),
+            passed_over: BTreeMap::new(),
             unfinished: 0,
         }
     }
@@ -238,9 +252,10 @@ impl Truth {
         };
         f.deleted = Some(now);
         f.deleted_by = Some(by);
-        self.open.remove(id);
+        let commits = f.commits;
+        self.close(id);
         self.last_settled = self.last_settled.max(now);
-        if f.commits == 0 {
+        if commits == 0 {
             self.violate(
                 ViolationKind::EventLost,
                 now,
@@ -256,7 +271,7 @@ impl Truth {
             return;
         };
         f.dead_lettered = Some(now);
-        self.open.remove(&doc.id);
+        self.close(&doc.id);
         self.last_settled = self.last_settled.max(now);
         if doc.dequeue_count < max {
             self.violate(
@@ -311,14 +326,76 @@ impl Truth {
         self.heal_at = now;
     }
 
-    /// The store wrote a new version of message `id`, `locked` or not.
-    pub fn written(&mut self, id: &DocId, locked: bool, now: u64) {
+    /// The store wrote a new version of message `doc`.
+    pub fn written(&mut self, doc: &Message, now: u64) {
         let settled = self
             .fates
-            .get(id)
+            .get(&doc.id)
             .is_none_or(|f| f.deleted.is_some() || f.dead_lettered.is_some());
-        if !settled {
-            self.open.insert(id.clone(), (now, locked));
+        if settled {
+            return;
+        }
+        self.close(&doc.id);
+        let order = (doc.next_visible_at.0, doc.created.0);
+        let locked = doc.lock().is_some();
+        self.open.insert(doc.id.clone(), (now, locked, order));
+        self.order.insert((order, doc.id.clone()));
+    }
+
+    fn close(&mut self, id: &DocId) {
+        if let Some((_, _, order)) = self.open.remove(id) {
+            self.order.remove(&(order, id.clone()));
+        }
+    }
+
+    /// Consumer `c` began a life.
+    pub fn booted(&mut self, c: usize, now: u64) {
+        if let Some(start) = self.life_start.get_mut(c) {
+            *start = now;
+        }
+    }
+
+    /// Whether message `id` has been open long enough, judged by a consumer whose
+    /// life began at `life` (it watches others' locks afresh), that any consumer
+    /// trying should have taken it by `now`.
+    fn overdue(&self, since: u64, locked: bool, life: u64, now: u64) -> bool {
+        let start = if locked {
+            since.max(life) + self.lock_wait
+        } else {
+            since
+        };
+        now >= start.max(self.heal_at) + self.grace
+    }
+
+    /// Consumer `c` claimed `doc` (as stored before the claim). A dequeue takes the
+    /// deliverable messages in order, so a message before it in that order that has
+    /// long been deliverable was passed over; if it stays untouched for the grace
+    /// after, it was starved, however busy the consumers are ([`Truth::probe`]).
+    pub fn claimed(&mut self, c: usize, doc: &Message, now: u64) {
+        if now < self.heal_at + self.grace {
+            return;
+        }
+        let life = self.life_start.get(c).copied().unwrap_or(0);
+        let key = ((doc.next_visible_at.0, doc.created.0), doc.id.clone());
+        let passed = self
+            .order
+            .range(..key)
+            .filter(|(_, id)| !self.starved.contains(id) && !self.passed_over.contains_key(id))
+            .find_map(|(_, id)| {
+                let (since, locked, _) = self.open[id];
+                self.overdue(since, locked, life, now)
+                    .then(|| (id.clone(), since, locked))
+            });
+        if let Some((id, since, locked)) = passed {
+            let what = if locked { "its lock written" } else { "visible" };
+            let detail = format!(
+                "c{c} took {} at {:.3} s while {id} ({what} at {:.3} s), ahead of it in the \
+                 dequeue's order, had long been deliverable, and nobody took it after",
+                doc.id,
+                now as f64 / 1e3,
+                since as f64 / 1e3
+            );
+            self.passed_over.insert(id, (since, now, detail));
         }
     }
 
@@ -347,6 +424,25 @@ impl Truth {
             return;
         }
         let wait = self.grace + spread;
+        let mut confirmed = Vec::new();
+        self.passed_over.retain(|id, (since, at, detail)| {
+            match self.open.get(id) {
+                Some((current, _, _)) if current == since => {
+                    if now >= *at + wait {
+                        confirmed.push((id.clone(), std::mem::take(detail)));
+                        false
+                    } else {
+                        true
+                    }
+                }
+                // Taken, settled or rewritten since: only passed over for a moment.
+                _ => false,
+            }
+        });
+        for (id, detail) in confirmed {
+            self.starved.insert(id);
+            self.violate(ViolationKind::Liveness, now, detail);
+        }
         for (c, id, since) in slots {
             if now.saturating_sub((*since).max(self.heal_at)) > self.slot_limit + spread
                 && self.starved.insert(id.clone())
@@ -375,14 +471,15 @@ impl Truth {
         if now < room.0 + wait {
             return;
         }
-        let starved = self.open.iter().find(|(id, (since, locked))| {
+        let life = self.life_start.get(room.1).copied().unwrap_or(0);
+        let starved = self.open.iter().find(|(id, (since, locked, _))| {
             let mut start = (*since).max(room.0);
             if *locked {
-                start += self.lock_wait;
+                start = (*since).max(room.0).max(life) + self.lock_wait;
             }
             now >= start + wait && !self.starved.contains(*id)
         });
-        if let Some((id, (since, locked))) = starved {
+        if let Some((id, (since, locked, _))) = starved {
             let id = id.clone();
             let what = if *locked {
                 "its lock written"
@@ -473,5 +570,127 @@ impl Truth {
         let span = self.deadline.saturating_sub(self.heal_at) * self.consumers;
         m.room_after_heal = self.room_after_heal as f64 / (span.max(1) as f64);
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::queue::QueueScenario;
+
+    fn truth() -> (Truth, DocId) {
+        let cfg = QueueConfig::scenario(QueueScenario::Queue, 1);
+        let mut truth = Truth::new(&cfg);
+        let doc = message("m1", 0);
+        truth.enqueue(doc.id.clone(), 1, 0);
+        truth.written(&doc, 0);
+        truth.heal(cfg.heal_at());
+        (truth, doc.id)
+    }
+
+    fn message(name: &str, at: i64) -> Message {
+        use leasehold_engine::queue::{MessageName, QueueName};
+        let queue = QueueName::new("work").unwrap();
+        let name = MessageName::new(name).unwrap();
+        Message::new(
+            queue,
+            name,
+            String::new(),
+            leasehold_engine::WallTime(at),
+            leasehold_engine::Millis::ZERO,
+        )
+    }
+
+    fn locked(mut doc: Message) -> Message {
+        use leasehold_engine::queue::{MessageLock, MessageState};
+        let token = leasehold_engine::lock::LockToken {
+            holder: leasehold_engine::HostId::from("c1"),
+            incarnation: leasehold_engine::Incarnation(0),
+            seq: 1,
+        };
+        doc.state = MessageState::InProgress {
+            lock: MessageLock {
+                token,
+                until: doc.next_visible_at,
+                duration: leasehold_engine::Millis::from_secs(30),
+            },
+        };
+        doc
+    }
+
+    const HEAL: u64 = 600_000;
+
+    #[test]
+    fn a_visible_message_that_waits_while_a_consumer_keeps_room_is_a_liveness_violation() {
+        let (mut t, _) = truth();
+        t.room(0, true, HEAL);
+        t.probe(HEAL + t.grace - 1, 0, &[]);
+        assert!(!t.violated(), "within the grace");
+        t.probe(HEAL + t.grace, 0, &[]);
+        assert_eq!(t.violation_counts()[&ViolationKind::Liveness], 1);
+    }
+
+    #[test]
+    fn a_message_that_waits_while_every_consumer_is_full_is_no_violation() {
+        let (mut t, _) = truth();
+        t.room(0, true, HEAL);
+        t.room(0, false, HEAL + 1_000);
+        t.room(0, true, HEAL + 2_000);
+        t.probe(HEAL + t.grace + 1_000, 0, &[]);
+        assert!(!t.violated(), "{:?}", t.violations());
+    }
+
+    #[test]
+    fn a_locked_message_may_wait_out_its_lock_first() {
+        let (mut t, _) = truth();
+        t.written(&locked(message("m1", 0)), HEAL);
+        t.room(0, true, HEAL);
+        t.probe(HEAL + t.lock_wait + t.grace - 1, 0, &[]);
+        assert!(!t.violated());
+        t.probe(HEAL + t.lock_wait + t.grace, 0, &[]);
+        assert!(t.violated());
+    }
+
+    #[test]
+    fn a_delivery_that_holds_a_slot_for_good_is_a_liveness_violation() {
+        let (mut t, id) = truth();
+        t.written(&locked(message("m1", 0)), HEAL - 100_000);
+        let held = [(0, id, HEAL - 100_000)];
+        t.probe(HEAL + t.slot_limit, 0, &held);
+        assert!(!t.violated());
+        t.probe(HEAL + t.slot_limit + 1, 0, &held);
+        assert!(t.violated());
+    }
+
+    /// However busy the consumers, a dequeue that takes a later message while an
+    /// earlier one has long been deliverable passed it over.
+    #[test]
+    fn a_message_passed_over_for_later_ones_is_starved_however_busy_the_consumers() {
+        let (mut t, _) = truth();
+        let later = message("m2", 5);
+        t.enqueue(later.id.clone(), 2, 0);
+        t.written(&later, 0);
+        let at = HEAL + t.grace;
+        t.claimed(0, &later, at);
+        t.probe(at + t.grace - 1, 0, &[]);
+        assert!(!t.violated(), "a rival's claim of m1 may still be on its way");
+        t.probe(at + t.grace, 0, &[]);
+        assert!(t.violated(), "m1 came first, was visible all along, and nobody took it");
+        // Taken by someone meanwhile: passed over only for a moment.
+        let (mut t, _) = truth();
+        t.claimed(0, &later, at);
+        t.written(&locked(message("m1", 0)), at + 10);
+        t.probe(at + t.grace, 0, &[]);
+        assert!(!t.violated(), "{:?}", t.violations());
+        // Locked: passed over only once its lock has long expired.
+        let (mut t, _) = truth();
+        t.written(&locked(message("m1", 0)), HEAL);
+        t.claimed(0, &later, at);
+        t.probe(at + t.grace, 0, &[]);
+        assert!(!t.violated(), "m1's lock had not expired yet");
+        let at = HEAL + t.lock_wait + t.grace;
+        t.claimed(0, &later, at);
+        t.probe(at + t.grace, 0, &[]);
+        assert!(t.violated(), "m1's lock had long expired");
     }
 }

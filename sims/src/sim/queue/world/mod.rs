@@ -280,7 +280,7 @@ impl QueueWorld {
                 Millis::ZERO,
             );
             self.truth.enqueue(message.id.clone(), number, self.now);
-            self.truth.written(&message.id, false, self.now);
+            self.truth.written(&message, self.now);
             self.store
                 .fresh(Reader(u32::MAX), Op::Create(message))
                 .expect("backlog names are distinct");
@@ -342,7 +342,11 @@ impl QueueWorld {
                 _ => None,
             };
             self.handle(event);
-            for c in touched.into_iter().flatten().filter(|c| *c < self.clients.len()) {
+            for c in touched
+                .into_iter()
+                .flatten()
+                .filter(|c| *c < self.clients.len())
+            {
                 let room = self.has_room(c);
                 self.truth.room(c, room, self.now);
             }
@@ -551,6 +555,7 @@ impl QueueWorld {
         client.working.clear();
         let life = client.life;
         client.consumer = Consumer::new(client.name.clone(), Incarnation(life), cfg).ok();
+        self.truth.booted(c, self.now);
         let name = client.name.clone();
         self.note(QueueEvent::Boot(name, life));
         self.push(self.now, Event::Poll { c, life });

@@ -94,6 +94,11 @@ impl QueueWorld {
             };
             if applied {
                 self.fence(c, request.lock.as_ref(), &op, before.as_ref());
+                if request.intent == QueueIntent::Claim
+                    && let Some(doc) = &before
+                {
+                    self.truth.claimed(c, doc, self.now);
+                }
                 self.observe(&op, before, (c, life));
             }
             result
@@ -180,10 +185,9 @@ impl QueueWorld {
                     self.truth.dead_lettered(&message, self.now);
                 }
             }
-            Op::Create(doc) => self.truth.written(&doc.id, false, self.now),
+            Op::Create(doc) => self.truth.written(doc, self.now),
             Op::Replace { doc, .. } => {
-                self.truth
-                    .written(&doc.id, doc.lock().is_some(), self.now);
+                self.truth.written(doc, self.now);
                 if let MessageState::DeadLettered { .. } = doc.state
                     && !before.is_some_and(|b| b.is_dead_lettered())
                 {
