@@ -270,3 +270,75 @@ fn an_item_document_keeps_edc_style_field_names() {
         "a document without its fields is refused, not guessed"
     );
 }
+
+/// Documents the reads of one `next_for_state` returned, and the items it leased:
+/// the store holds `items` items in the state, the oldest 5 of them leased by
+/// another holder.
+fn documents_read_per_next(items: usize) -> (usize, usize) {
+    let mut store = Container::new();
+    for i in 0..items {
+        let id = format!("tp-{i:06}");
+        let item = Item::new(
+            DocId::from(id.as_str()),
+            PartitionKey::from(id.as_str()),
+            ItemState::from("REQUESTED"),
+            WallTime(i as i64),
+        );
+        store.create(item).unwrap();
+    }
+    let mut other = leaser("other", 0);
+    let next = |limit| Input::NextForState {
+        state: ItemState::from("REQUESTED"),
+        limit,
+        duration: D,
+    };
+    run(&mut other, &mut store, at(0), next(5));
+    let mut me = leaser("me", 0);
+    let mut inputs = VecDeque::from([next(10)]);
+    let (mut read, mut leased) = (0, 0);
+    while let Some(input) = inputs.pop_front() {
+        me.handle_input(at(1_000), input).unwrap();
+        while let Some(out) = me.poll_output() {
+            match out {
+                Output::Request(req) => {
+                    let result = store.execute(req.op);
+                    if let Ok(leasehold_engine::store::Reply::Query(found)) = &result {
+                        read += found.len();
+                    }
+                    inputs.push_back(Input::Response { id: req.id, result });
+                }
+                Output::Leased(grants) => leased = grants.len(),
+                _ => {}
+            }
+        }
+    }
+    (read, leased)
+}
+
+/// `next N in state S` reads the oldest items of the state, a window as wide as N
+/// plus the leases at its top: what one call reads does not grow with the items
+/// (it read them all, `ReadAll`, before).
+#[test]
+fn leasing_the_next_items_reads_as_many_documents_at_100000_items_as_at_100() {
+    let (small, got_small) = documents_read_per_next(100);
+    let (large, got_large) = documents_read_per_next(100_000);
+    eprintln!("documents read per call: {small} at 100 items, {large} at 100,000");
+    assert_eq!((got_small, got_large), (10, 10));
+    assert!(large <= 2 * small, "{large} against {small}");
+    // The measure catches a read of every item, as the earlier scan was.
+    let scan = |n: usize| {
+        let mut store = Container::new();
+        for i in 0..n {
+            let id = format!("tp-{i:06}");
+            let (pk, state) = (
+                PartitionKey::from(id.as_str()),
+                ItemState::from("REQUESTED"),
+            );
+            store
+                .create(Item::new(DocId::from(id.as_str()), pk, state, WallTime(0)))
+                .unwrap();
+        }
+        store.read_all("tp-").len()
+    };
+    assert!(scan(100_000) > 2 * scan(100));
+}

@@ -252,7 +252,8 @@ where
         (Ok(Reply::ReadAll(found)), charge)
     }
 
-    /// A selective read, as one parameterized query in one logical partition.
+    /// A selective read, as one parameterized query in one logical partition, or
+    /// across all of them.
     async fn query(&self, q: &StoreQuery) -> (Result<Reply<D>, StoreError>, f64) {
         let (sql, parameters) = query::query_text(q);
         let mut query = Query::from(sql);
@@ -262,7 +263,10 @@ where
                 Err(e) => return (Err(store_error(&e)), 0.0),
             };
         }
-        let scope = FeedScope::partition(q.pk.as_str().to_string());
+        let scope = match &q.pk {
+            Some(pk) => FeedScope::partition(pk.as_str().to_string()),
+            None => FeedScope::full_container(),
+        };
         match self.fetch(query, scope, q.limit).await {
             Ok((found, charge)) => (Ok(Reply::Query(found)), charge),
             Err(failed) => failed,

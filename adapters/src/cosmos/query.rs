@@ -8,6 +8,9 @@ use serde_json::Value;
 /// into the text, in brackets (`c['Lock']['LockedUntil']`), which any property name
 /// may use, keywords such as `Value` included; the emulator takes single quotes only.
 ///
+/// Across partitions (no partition key) the ordering field is written as a dotted
+/// path, the only form the SDK's query plan takes, so it cannot be an SQL keyword.
+///
 /// The ordering field must hold a primitive (a number, string, boolean or null), as the reference
 /// semantics say; without one, the order is by id, so a limit always cuts the same
 /// documents.
@@ -37,7 +40,13 @@ pub(crate) fn query_text(q: &Query) -> (String, Vec<(String, Value)>) {
             clauses.push(format!(
                 "(IS_NUMBER({f}) OR IS_STRING({f}) OR IS_BOOL({f}) OR IS_NULL({f}))"
             ));
-            f
+            // Across partitions the SDK plans the merge itself, and takes an ordering
+            // field only as a dotted path (a keyword there is refused, 400).
+            if q.pk.is_none() {
+                format!("c.{field}")
+            } else {
+                f
+            }
         }
         None => "c.id".to_string(),
     };
@@ -64,7 +73,7 @@ mod tests {
     #[test]
     fn values_travel_as_parameters_and_never_in_the_text() {
         let q = Query {
-            pk: PartitionKey::new("q"),
+            pk: Some(PartitionKey::new("q")),
             prefix: "q:' OR 1=1 --".into(),
             filter: vec![
                 Condition::new(

@@ -71,6 +71,13 @@ pub struct Item {
 }
 
 impl Item {
+    /// The stored path of the state.
+    pub const STATE: FieldPath = FieldPath::from_static("state");
+    /// The stored path of the state's timestamp, which `next_for_state` orders by.
+    pub const STATE_TIMESTAMP: FieldPath = FieldPath::from_static("stateTimestamp");
+    /// The stored path of a lease's duration: present on every leased item.
+    pub const LEASE_DURATION: FieldPath = FieldPath::from_static("lease.leaseDuration");
+
     /// A new unleased item.
     pub fn new(id: DocId, pk: PartitionKey, state: ItemState, at: WallTime) -> Item {
         Item {

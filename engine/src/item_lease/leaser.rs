@@ -7,8 +7,8 @@ use super::{
 };
 use crate::ids::{DocId, HostId, Incarnation, RequestId};
 use crate::lock::{Client, Held, LockToken, Locks};
-use crate::store::{Op, Reply, StoreError, Stored};
-use crate::time::{LocalTime, Millis, Now};
+use crate::store::{Compare, Condition, Op, Query, Reply, StoreError, Stored, Value};
+use crate::time::{LocalTime, Millis, Now, WallTime};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
@@ -52,6 +52,9 @@ pub struct Leaser {
     locks: Locks,
     /// The version of each held item this leaser last wrote.
     held_docs: BTreeMap<DocId, Item>,
+    /// The items leased by others whose leases it watches: the state and state
+    /// timestamp each was last read with, which tell the reads that cover it.
+    watching: BTreeMap<DocId, (ItemState, WallTime)>,
     pending: BTreeMap<RequestId, Pending>,
     /// The running `next_for_state`: leases still unanswered, and those granted.
     next: Option<NextRun>,
@@ -91,7 +94,10 @@ enum Pending {
         id: DocId,
         release: bool,
     },
-    Scan,
+    /// `next_for_state`'s read of the `window` oldest items in the state.
+    Scan {
+        window: usize,
+    },
     Lease {
         item: Item,
         sent_at: LocalTime,
@@ -107,6 +113,7 @@ impl Leaser {
             config: Arc::new(config),
             locks: Locks::default(),
             held_docs: BTreeMap::new(),
+            watching: BTreeMap::new(),
             pending: BTreeMap::new(),
             next: None,
             now: Now::default(),
@@ -172,6 +179,9 @@ impl Leaser {
                 if self.next.is_some() {
                     return Err(ItemError::Busy);
                 }
+                // As wide as the leases it watches in the state, which the oldest
+                // items are likeliest to carry: most calls read once.
+                let watched = self.watching.values().filter(|(s, _)| *s == state).count();
                 self.next = Some(NextRun {
                     scanning: true,
                     outstanding: 0,
@@ -180,10 +190,7 @@ impl Leaser {
                     duration,
                     granted: Vec::new(),
                 });
-                let op = Op::ReadAll {
-                    prefix: self.config.prefix.clone(),
-                };
-                self.send(ItemIntent::Scan, None, op, Pending::Scan);
+                self.scan(limit + watched);
             }
             Input::Save {
                 item,
@@ -211,6 +218,33 @@ impl Leaser {
             }
         }
         Ok(())
+    }
+
+    /// Reads the `window` oldest items in the wanted state, leased or not: a
+    /// selective read, whose cost grows with the window, never with the backlog.
+    fn scan(&mut self, window: usize) {
+        let state = self
+            .next
+            .as_ref()
+            .map(|r| r.state.0.clone())
+            .unwrap_or_default();
+        let query = Query {
+            pk: None,
+            prefix: self.config.prefix.clone(),
+            filter: vec![Condition::new(
+                Item::STATE,
+                Compare::Eq,
+                Value::String(state),
+            )],
+            order_by: Some(Item::STATE_TIMESTAMP),
+            limit: Some(window),
+        };
+        self.send(
+            ItemIntent::Scan,
+            None,
+            Op::Query(query),
+            Pending::Scan { window },
+        );
     }
 
     fn held(&self, id: &DocId) -> Result<(Held, Item), ItemError> {
@@ -407,6 +441,7 @@ impl Leaser {
                     held.etag = etag;
                     held.authority_until =
                         sent_at + self.config.policy.authority_span(held.duration);
+                    held.excludes_until = held.authority_until;
                     let authority_until = held.authority_until;
                     self.locks.hold(id.clone(), held);
                     self.out.push_back(Output::Renewed {
@@ -437,18 +472,31 @@ impl Leaser {
                 Ok(_) => {}
                 Err(e) => self.holder_write_failed(id, ItemIntent::Save, e),
             },
-            Pending::Scan => match result {
-                Ok(Reply::ReadAll(items)) => self.lease_from(items),
-                other => {
-                    if let Err(e) = other {
-                        let prefix = DocId::from(self.config.prefix.as_str());
-                        self.fail(prefix, ItemIntent::Scan, ItemError::Store(e));
+            Pending::Scan { window } => match result {
+                Ok(Reply::Query(items)) => {
+                    // Leases held by others fill the window's top: read a window wider
+                    // by as many, so that `limit` unleased items are in it if they
+                    // exist. It widens only while they fill it, and never past the
+                    // items in the state.
+                    let limit = self.next.as_ref().map_or(0, |r| r.limit);
+                    let others = items
+                        .iter()
+                        .filter(|s| {
+                            s.doc
+                                .lease
+                                .as_ref()
+                                .is_some_and(|l| !self.client.owns(&l.token))
+                        })
+                        .count();
+                    let wider = limit + others;
+                    let full = items.len() == window;
+                    if full && wider > window {
+                        self.scan(wider);
+                    } else {
+                        self.lease_from(items, full);
                     }
-                    if let Some(run) = &mut self.next {
-                        run.scanning = false;
-                    }
-                    self.finish_next_if_done();
                 }
+                other => self.scan_failed(other),
             },
             Pending::Lease { item, sent_at } => {
                 if let Ok(Reply::Replaced(etag)) = result
@@ -465,17 +513,24 @@ impl Leaser {
         }
     }
 
+    /// Ends a `next_for_state` whose read failed: nothing leased.
+    fn scan_failed(&mut self, result: Result<Reply<Item>, StoreError>) {
+        if let Err(e) = result {
+            let prefix = DocId::from(self.config.prefix.as_str());
+            self.fail(prefix, ItemIntent::Scan, ItemError::Store(e));
+        }
+        if let Some(run) = &mut self.next {
+            run.scanning = false;
+        }
+        self.finish_next_if_done();
+    }
+
     /// Picks and leases items from a scan, for `next_for_state`.
-    fn lease_from(&mut self, items: Vec<Stored<Item>>) {
+    fn lease_from(&mut self, items: Vec<Stored<Item>>, full: bool) {
         let Some(run) = self.next.clone() else {
             return;
         };
-        let leased: Vec<&DocId> = items
-            .iter()
-            .filter(|s| s.doc.lease.is_some())
-            .map(|s| &s.doc.id)
-            .collect();
-        self.locks.forget_sightings_except(&leased);
+        self.rewatch(&run.state, &items, full);
         let mut chosen = Vec::new();
         for stored in &items {
             if stored.doc.state != run.state {
@@ -515,6 +570,37 @@ impl Leaser {
             run.outstanding = sent;
         }
         self.finish_next_if_done();
+    }
+
+    /// Keeps watching the leases a read shows, and stops watching those it shows
+    /// gone: a read of the oldest items in `state` covers every item of the state
+    /// older than the last it returned, or every item if it was not `full`. A lease
+    /// outside the window is still watched: forgotten, its wait would start again.
+    fn rewatch(&mut self, state: &ItemState, items: &[Stored<Item>], full: bool) {
+        let newest = items.last().map(|s| s.doc.state_timestamp);
+        let covered = |(s, at): &(ItemState, WallTime)| {
+            s == state && (!full || newest.is_some_and(|newest| *at < newest))
+        };
+        let stale: Vec<DocId> = self
+            .watching
+            .iter()
+            .filter(|(id, seen)| covered(seen) && !items.iter().any(|s| &s.doc.id == *id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            self.watching.remove(&id);
+            self.locks.forget_sighting(&id);
+        }
+        for stored in items {
+            let doc = &stored.doc;
+            if doc.lease.is_some() {
+                let seen = (doc.state.clone(), doc.state_timestamp);
+                self.watching.insert(doc.id.clone(), seen);
+            } else {
+                self.watching.remove(&doc.id);
+                self.locks.forget_sighting(&doc.id);
+            }
+        }
     }
 
     fn finish_next_if_done(&mut self) {

@@ -189,6 +189,11 @@ impl Locks {
         }
     }
 
+    /// Forgets the sighting of `id` (it is gone or unlocked).
+    pub fn forget_sighting(&mut self, id: &DocId) {
+        self.seen.remove(id);
+    }
+
     /// Forgets sightings of documents not in `present` (they are gone or unlocked).
     pub fn forget_sightings_except(&mut self, present: &[&DocId]) {
         self.seen.retain(|id, _| present.contains(&id));

@@ -263,7 +263,7 @@ impl Consumer {
     /// A query of this queue's documents, live messages and dead letters alike.
     fn query(&self) -> Query {
         Query {
-            pk: self.pk(),
+            pk: Some(self.pk()),
             prefix: self.config.queue.prefix(),
             filter: Vec::new(),
             order_by: None,

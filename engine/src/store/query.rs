@@ -263,7 +263,7 @@ impl Condition {
 ///     store.create(Message::new(queue.clone(), name, "".into(), WallTime(at), Millis::ZERO)).unwrap();
 /// }
 /// let query = Query {
-///     pk: PartitionKey::new("q"),
+///     pk: Some(PartitionKey::new("q")),
 ///     prefix: queue.prefix(),
 ///     filter: vec![Condition::new(
 ///         FieldPath::from_static("NextVisibleTime"),
@@ -279,8 +279,10 @@ impl Condition {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Query {
-    /// The one partition key read.
-    pub pk: PartitionKey,
+    /// The one partition key read; `None` reads across every partition (on Cosmos DB
+    /// a cross-partition query, which fans out to every physical partition and
+    /// merges the answers in order).
+    pub pk: Option<PartitionKey>,
     /// Only ids starting with this (empty for every id).
     pub prefix: String,
     /// Conditions, all of which must hold.
@@ -294,7 +296,7 @@ pub struct Query {
 impl Query {
     /// Whether `doc` is one this query selects, ignoring the limit.
     pub fn selects<D: Document>(&self, doc: &D) -> bool {
-        doc.partition_key() == self.pk
+        self.pk.as_ref().is_none_or(|pk| doc.partition_key() == *pk)
             && doc.id().as_str().starts_with(&self.prefix)
             && self.filter.iter().all(|c| c.holds(doc))
             && self

@@ -293,7 +293,9 @@ impl<D: Document> Replicated<D> {
         let in_scope = |key: &Key| match op {
             Op::Read { pk, id } => key.0 == *id && key.1 == *pk,
             Op::ReadAll { prefix } => key.0.as_str().starts_with(prefix.as_str()),
-            Op::Query(q) => key.1 == q.pk && key.0.as_str().starts_with(&q.prefix),
+            Op::Query(q) => {
+                q.pk.as_ref().is_none_or(|pk| key.1 == *pk) && key.0.as_str().starts_with(&q.prefix)
+            }
             _ => false,
         };
         let mut keys: Vec<Key> = self

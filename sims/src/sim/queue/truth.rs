@@ -387,7 +387,11 @@ impl Truth {
                     .then(|| (id.clone(), since, locked))
             });
         if let Some((id, since, locked)) = passed {
-            let what = if locked { "its lock written" } else { "visible" };
+            let what = if locked {
+                "its lock written"
+            } else {
+                "visible"
+            };
             let detail = format!(
                 "c{c} took {} at {:.3} s while {id} ({what} at {:.3} s), ahead of it in the \
                  dequeue's order, had long been deliverable, and nobody took it after",
@@ -673,9 +677,15 @@ mod tests {
         let at = HEAL + t.grace;
         t.claimed(0, &later, at);
         t.probe(at + t.grace - 1, 0, &[]);
-        assert!(!t.violated(), "a rival's claim of m1 may still be on its way");
+        assert!(
+            !t.violated(),
+            "a rival's claim of m1 may still be on its way"
+        );
         t.probe(at + t.grace, 0, &[]);
-        assert!(t.violated(), "m1 came first, was visible all along, and nobody took it");
+        assert!(
+            t.violated(),
+            "m1 came first, was visible all along, and nobody took it"
+        );
         // Taken by someone meanwhile: passed over only for a moment.
         let (mut t, _) = truth();
         t.claimed(0, &later, at);
