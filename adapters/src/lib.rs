@@ -57,4 +57,4 @@ pub use runtime::{
     Metrics, MetricsSnapshot, Processor, ProcessorBuilder, RunError,
 };
 pub use source::{Backlog, Batch, MemoryFeed, PartitionSource, SourceError};
-pub use store::{Response, Store};
+pub use store::{ContainerError, Response, Store};

@@ -26,6 +26,48 @@ pub trait Store<D: Document>: Clone + Send + Sync + 'static {
 
     /// Calls and request units so far, by kind of operation.
     fn charges(&self) -> &Charges;
+
+    /// Checks, before use, that the container can hold these documents safely: its
+    /// partition key path is the documents' own ([`Document::PARTITION_KEY_PATH`])
+    /// and it deletes nothing by a default time to live. A store with no container
+    /// to check (the in-memory one) is always fit.
+    fn check(&self) -> impl Future<Output = Result<(), ContainerError>> + Send {
+        async { Ok(()) }
+    }
+}
+
+/// Why a container is unfit for the documents a store would keep in it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ContainerError {
+    /// The container is partitioned by another path: writes would land in the wrong
+    /// logical partitions, or be refused.
+    #[error(
+        "container {container} is partitioned by {found:?}, but these documents need {expected:?}; \
+         create the container with partition key path {expected}"
+    )]
+    PartitionKey {
+        /// The container's id.
+        container: String,
+        /// The path the documents need.
+        expected: &'static str,
+        /// The container's paths.
+        found: Vec<String>,
+    },
+    /// The container deletes items a time after their last write: leases, heartbeats
+    /// or messages would vanish, and be created again and read from the beginning.
+    #[error(
+        "container {container} deletes items {seconds} s after their last write (default time to \
+         live); turn its default TTL off, or set it to no default"
+    )]
+    DefaultTtl {
+        /// The container's id.
+        container: String,
+        /// Its default time to live.
+        seconds: u32,
+    },
+    /// The container's settings could not be read.
+    #[error("the container's settings could not be read: {0}")]
+    Unreadable(StoreError),
 }
 
 /// Executes `op` on `store`, giving up after `timeout`: the outcome is then unknown to

@@ -53,6 +53,8 @@ struct Doc {
 }
 
 impl Document for Doc {
+    const PARTITION_KEY_PATH: &'static str = "/pk";
+
     fn id(&self) -> &DocId {
         &self.id
     }

@@ -800,3 +800,33 @@ impl StoredCheckpoints {
             .collect()
     }
 }
+
+/// A lease container partitioned by another path than `/id` would scatter or refuse
+/// every lease write: the processor says so before it starts anything.
+#[tokio::test(start_paused = true)]
+async fn a_lease_container_partitioned_by_another_path_stops_the_processor_before_it_starts() {
+    let emulator = Emulator::new();
+    emulator.container("leases", "/pk", 1);
+    let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
+    let processor = Processor::builder()
+        .instance("a")
+        .processor_name("test")
+        .source(feed(2, 4))
+        .store(store.clone())
+        .handler(|_ctx, batch: leasehold_adapters::Batch<_>| async move { Ok(batch.checkpoint) })
+        .build()
+        .await
+        .unwrap();
+    let error = processor.run().await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            leasehold_adapters::RunError::Container(leasehold_adapters::ContainerError::PartitionKey {
+                expected: "/id",
+                ..
+            })
+        ),
+        "{error}"
+    );
+    assert_eq!(store.charges().total_units(), 0.0, "nothing was written or read");
+}

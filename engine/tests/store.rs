@@ -16,6 +16,8 @@ struct Item {
 }
 
 impl Document for Item {
+    const PARTITION_KEY_PATH: &'static str = "/pk";
+
     fn id(&self) -> &DocId {
         &self.id
     }

@@ -74,7 +74,9 @@ impl<D> std::fmt::Debug for CosmosStore<D> {
 }
 
 impl<D> CosmosStore<D> {
-    /// A store on `container`, whose partition key path must be `/id`.
+    /// A store on `container`, whose partition key path must be the documents'
+    /// ([`Document::PARTITION_KEY_PATH`]); [`Store::check`] checks it, and the
+    /// processor does so before it starts.
     pub fn new(container: ContainerClient) -> Self {
         CosmosStore {
             container,
@@ -426,6 +428,35 @@ where
         let (result, charge) = self.run(op).await;
         self.charges.record(kind, charge);
         Response { result, charge }
+    }
+
+    async fn check(&self) -> Result<(), crate::store::ContainerError> {
+        use crate::store::ContainerError;
+        use azure_data_cosmos::models::{ContainerProperties, TimeToLive};
+        let properties: ContainerProperties = self
+            .container
+            .read(None)
+            .await
+            .and_then(|r| r.into_model())
+            .map_err(|e| ContainerError::Unreadable(store_error(&e)))?;
+        let container = properties.id.to_string();
+        let found: Vec<String> = properties
+            .partition_key
+            .paths()
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        if found != [D::PARTITION_KEY_PATH] {
+            return Err(ContainerError::PartitionKey {
+                container,
+                expected: D::PARTITION_KEY_PATH,
+                found,
+            });
+        }
+        match properties.default_ttl {
+            TimeToLive::Seconds(seconds) => Err(ContainerError::DefaultTtl { container, seconds }),
+            _ => Ok(()),
+        }
     }
 
     fn charges(&self) -> &Charges {

@@ -36,6 +36,7 @@ where
 {
     let mut host = LeaseHost::new(p.me.clone(), p.config.clone(), fresh_incarnation())
         .map_err(RunError::Config)?;
+    p.store.check().await.map_err(RunError::Container)?;
     // Everything the workers send back is one of the engine's inputs.
     let (tx, rx) = mpsc::unbounded_channel::<Input>();
     let cancel = p.cancel.clone();

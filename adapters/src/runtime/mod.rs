@@ -79,6 +79,10 @@ pub enum RunError {
     /// are left for the other hosts to take once they expire.
     #[error("the store refused this host: {0}")]
     Denied(leasehold_engine::store::StoreError),
+    /// The lease container cannot hold the leases safely (another partition key
+    /// path, or a default time to live); the host started nothing.
+    #[error("{0}")]
+    Container(crate::store::ContainerError),
     /// A graceful shutdown did not finish within the deadline (the store out of
     /// reach, say): every call was aborted, and what was not released is left for
     /// the other hosts to take once it expires.

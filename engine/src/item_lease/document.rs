@@ -92,6 +92,8 @@ impl Item {
 }
 
 impl Document for Item {
+    const PARTITION_KEY_PATH: &'static str = "/partitionKey";
+
     fn id(&self) -> &DocId {
         &self.id
     }

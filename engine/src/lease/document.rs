@@ -356,6 +356,8 @@ impl Record {
 }
 
 impl Document for Record {
+    const PARTITION_KEY_PATH: &'static str = "/id";
+
     fn id(&self) -> &DocId {
         match self {
             Record::Lease(doc) => &doc.id,

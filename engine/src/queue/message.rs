@@ -301,6 +301,8 @@ impl Message {
 }
 
 impl Document for Message {
+    const PARTITION_KEY_PATH: &'static str = "/QueueName";
+
     fn id(&self) -> &DocId {
         &self.id
     }

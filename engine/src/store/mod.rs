@@ -48,6 +48,11 @@ use std::hash::Hash;
 
 /// A document the store can hold.
 pub trait Document: Clone + Eq + Hash + Debug {
+    /// The path of the partition key in the stored document, as a Cosmos DB
+    /// container declares it (`/id`): a container partitioned otherwise cannot hold
+    /// these documents, and a store checks it before use.
+    const PARTITION_KEY_PATH: &'static str;
+
     /// The document's `id`.
     fn id(&self) -> &DocId;
     /// The document's partition key value.
