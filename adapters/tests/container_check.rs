@@ -36,7 +36,10 @@ async fn a_container_partitioned_by_another_path_is_refused_with_both_paths() {
             found: vec!["/pk".into()],
         }
     );
-    assert!(error.to_string().contains("partition key path /id"), "{error}");
+    assert!(
+        error.to_string().contains("partition key path /id"),
+        "{error}"
+    );
 }
 
 #[tokio::test]

@@ -821,12 +821,18 @@ async fn a_lease_container_partitioned_by_another_path_stops_the_processor_befor
     assert!(
         matches!(
             &error,
-            leasehold_adapters::RunError::Container(leasehold_adapters::ContainerError::PartitionKey {
-                expected: "/id",
-                ..
-            })
+            leasehold_adapters::RunError::Container(
+                leasehold_adapters::ContainerError::PartitionKey {
+                    expected: "/id",
+                    ..
+                }
+            )
         ),
         "{error}"
     );
-    assert_eq!(store.charges().total_units(), 0.0, "nothing was written or read");
+    assert_eq!(
+        store.charges().total_units(),
+        0.0,
+        "nothing was written or read"
+    );
 }

@@ -261,28 +261,20 @@ use leasehold_sims::sim::flags::{self, parse_duration};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Every refusal is a usage or input error, like clap's: exit 2, so that exit 1
+    // always means a violation or a counterexample. `balance` finds neither: any
+    // error of its is a flag or a file it cannot use.
     let result = match cli.command {
         Command::Balance(args) => run_balance(args).map(|()| ExitCode::SUCCESS),
-        // Bounds the model refuses are usage errors, like clap's: exit 2, so that
-        // exit 1 always means a counterexample.
-        Command::Check(args) => run_check(args).or_else(|message| {
-            eprintln!("error: {message}");
-            Ok(ExitCode::from(2))
-        }),
-        // So are an Explorer's bounds, and a port it cannot serve on.
-        Command::Explore(args) => run_explore(args).or_else(|message| {
-            eprintln!("error: {message}");
-            Ok(ExitCode::from(2))
-        }),
+        Command::Check(args) => run_check(args),
+        // Including a port the Explorer cannot serve on.
+        Command::Explore(args) => run_explore(args),
         Command::Sim(args) => Ok(leasehold_sims::sim::cli::run(&args)),
     };
-    match result {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    result.unwrap_or_else(|message| {
+        eprintln!("error: {message}");
+        ExitCode::from(2)
+    })
 }
 
 fn run_balance(args: BalanceArgs) -> Result<(), String> {
