@@ -8,6 +8,8 @@ use stateright::{Checker, Expectation, HasDiscoveries, Model};
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How to search.
@@ -32,6 +34,9 @@ pub struct Options {
     pub max_states: Option<usize>,
     /// Stop early, at the first discovery of some kind.
     pub stop: Stop,
+    /// Set from elsewhere (a Ctrl-C handler) to stop the check at once: it is then
+    /// incomplete, its checker threads left to end with the process.
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 /// When a check may stop before it has explored everything.
@@ -54,6 +59,7 @@ impl Default for Options {
             timeout: None,
             max_states: None,
             stop: Stop::Never,
+            interrupt: None,
         }
     }
 }
@@ -208,18 +214,34 @@ where
         seconds: started.elapsed().as_secs_f64(),
     };
     let mut reported = Instant::now();
+    // Stateright's own timeout is seen only between states, and a depth-first
+    // worker can run long without one: past it (and a second of grace), or once
+    // interrupted, the check stops waiting for its workers.
+    let mut abandoned = false;
     while !checker.is_done() {
         std::thread::sleep(every.min(Duration::from_millis(20)));
+        let interrupted = options
+            .interrupt
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed));
+        let overdue = options
+            .timeout
+            .is_some_and(|t| started.elapsed() >= t + Duration::from_secs(1));
+        if interrupted || overdue {
+            abandoned = true;
+            break;
+        }
         if reported.elapsed() >= every {
             progress(&counts(&checker));
             reported = Instant::now();
         }
     }
-    let checker = checker.join();
+    let checker = if abandoned { checker } else { checker.join() };
     let last = counts(&checker);
-    let timed_out = options
-        .timeout
-        .is_some_and(|t| started.elapsed() + Duration::from_millis(50) >= t);
+    let timed_out = abandoned
+        || options
+            .timeout
+            .is_some_and(|t| started.elapsed() + Duration::from_millis(50) >= t);
     let capped = options.max_states.is_some_and(|max| last.states >= max);
     let discoveries = checker.discoveries();
     // A stop condition ends the run early only once it is met; a run whose condition

@@ -354,3 +354,29 @@ fn a_variant_of_the_other_model_is_refused() {
     assert!(QueueModel::new(bounds).is_err());
     assert!(LockBug::parse("dequeue-seed", LockKind::Items).is_err());
 }
+
+/// A check told to stop (as Ctrl-C tells the CLI's) ends at once, incomplete, with
+/// nothing proven.
+#[test]
+fn an_interrupted_check_is_incomplete_and_proves_nothing() {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let options = Options {
+        search: Search::Dfs,
+        threads: 1,
+        interrupt: Some(flag),
+        ..Options::default()
+    };
+    let bounds = LockBounds {
+        lost_replies: 1,
+        delays: 1,
+        ..LockBounds::default()
+    };
+    let model = QueueModel::new(bounds).unwrap();
+    let report = check::check(&model, &options, Duration::from_secs(60), |_| {});
+    assert!(!report.complete);
+    assert!(
+        report.verdicts.iter().all(|v| v.outcome != Outcome::Holds),
+        "{:?}",
+        report.verdicts
+    );
+}

@@ -4,8 +4,10 @@
 //! - [`snapshot`]: reads lease containers exported from a change feed processor.
 //! - [`balance`]: answers "which leases would this host take, and why".
 //! - [`check`]: model-checks the partition-lease protocol and explains counterexamples.
+//! - [`interrupt`]: what Ctrl-C does to a long command.
 
 pub mod balance;
 pub mod check;
+pub mod interrupt;
 pub mod sim;
 pub mod snapshot;

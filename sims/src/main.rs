@@ -406,6 +406,7 @@ fn options_of(args: &ModelArgs) -> Options {
         } else {
             Stop::Never
         },
+        interrupt: Some(leasehold_sims::interrupt::flag()),
     }
 }
 
@@ -499,6 +500,14 @@ where
         eprintln!("{}", check::progress_line(p));
     });
     print!("{}", check::render_report(model, &report, command));
+    if options
+        .interrupt
+        .as_ref()
+        .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    {
+        println!("interrupted (Ctrl-C): the counts above are what was explored");
+        return Ok(ExitCode::from(leasehold_sims::interrupt::EXIT));
+    }
     Ok(ExitCode::from(check::verdict(&report).exit_code()))
 }
 

@@ -442,7 +442,9 @@ fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
         bar
     };
     let first = seeds.start;
-    let summary = swarm::run(seeds, variant, |_, s| {
+    let asked = seeds.end - seeds.start;
+    let stop = crate::interrupt::flag();
+    let summary = swarm::run_until(seeds, variant, &stop, |_, s| {
         bar.inc(1);
         let broken: u64 = s.failures.len() as u64;
         bar.set_message(format!("{broken} seeds with violations"));
@@ -510,6 +512,13 @@ fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
                 summary.failures.len()
             );
         }
+    }
+    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "interrupted (Ctrl-C) after {} of {asked}: the summary covers those",
+            counted(summary.seeds, "seed", "seeds")
+        );
+        return Ok(ExitCode::from(crate::interrupt::EXIT));
     }
     Ok(ExitCode::from(if summary.failures.is_empty() {
         0

@@ -14,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The run seed `seed` stands for: a small cluster, a random scenario, strategy and
 /// fault mix. Every fault kind is on in some seeds.
@@ -345,13 +346,23 @@ fn run_seed(seed: u64, variant: Variant) -> Result<Outcome, (String, String, Str
 /// Runs `variant` on every seed in `seeds`, calling `progress` after each. For the
 /// shipped protocols one seed in five is a queue run ([`is_queue_seed`]) and the
 /// others are partition-lease runs; a known-bad variant runs its own kind only.
-pub fn run(
+pub fn run(seeds: Range<u64>, variant: Variant, progress: impl FnMut(u64, &Summary)) -> Summary {
+    run_until(seeds, variant, &AtomicBool::new(false), progress)
+}
+
+/// [`run`], stopping before the next seed once `stop` is set: the summary then
+/// covers the seeds run so far.
+pub fn run_until(
     seeds: Range<u64>,
     variant: Variant,
+    stop: &AtomicBool,
     mut progress: impl FnMut(u64, &Summary),
 ) -> Summary {
     let mut summary = Summary::default();
     for seed in seeds {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         summary.seeds += 1;
         match run_seed(seed, variant) {
             Ok(o) => {

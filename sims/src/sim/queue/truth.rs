@@ -14,6 +14,17 @@ pub type Holder = (usize, u64);
 /// A message's place in the dequeue's order: visible first, then created first.
 type Order = (i64, i64);
 
+/// A message stored and not yet settled.
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    /// When its current version was written (true time).
+    since: u64,
+    /// Who holds its lock, if it is locked: (consumer, life).
+    holder: Option<Holder>,
+    /// Its place in the dequeue's order; `order.0` is its visibility (wall time).
+    order: Order,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Fate {
     number: u32,
@@ -43,11 +54,11 @@ pub struct Truth {
     last_settled: u64,
     /// Messages stored and not yet settled: when their current version was written
     /// (true time), whether it is locked, and its place in the dequeue order.
-    open: BTreeMap<DocId, (u64, bool, Order)>,
+    open: BTreeMap<DocId, Open>,
     /// The open messages in the dequeue's order.
     order: BTreeSet<(Order, DocId)>,
-    /// Per consumer: when its life began (its sightings of others' locks with it).
-    life_start: Vec<u64>,
+    /// Per consumer: its life and when it began (its sightings of locks with it).
+    life_start: Vec<(u64, u64)>,
     /// Per consumer: since when it has been up, unpaused and holding fewer messages
     /// than its batch, without a break.
     room_since: Vec<Option<u64>>,
@@ -62,6 +73,8 @@ pub struct Truth {
     lock_wait: u64,
     /// The longest a delivery may occupy a consumer's slot after the heal.
     slot_limit: u64,
+    /// The lock duration.
+    lock: u64,
     starved: BTreeSet<DocId>,
     /// Messages passed over by a claim of a later one: (the version passed over, when,
     /// what happened). Concurrent dequeues pass each other's messages over for a
@@ -119,7 +132,7 @@ impl Truth {
             last_settled: 0,
             open: BTreeMap::new(),
             order: BTreeSet::new(),
-            life_start: vec![0; cfg.consumers as usize],
+            life_start: vec![(0, 0); cfg.consumers as usize],
             room_since: vec![None; cfg.consumers as usize],
             room_after_heal: 0,
             consumers: u64::from(cfg.consumers),
@@ -127,6 +140,7 @@ impl Truth {
             grace: Self::grace(cfg),
             lock_wait: Self::lock_wait(cfg),
             slot_limit: cfg.work_ms.1 + Self::lock_wait(cfg) + Self::grace(cfg),
+            lock: cfg.lock.as_millis(),
             starved: BTreeSet::new(),
             passed_over: BTreeMap::new(),
             unfinished: 0,
@@ -337,57 +351,68 @@ impl Truth {
         }
         self.close(&doc.id);
         let order = (doc.next_visible_at.0, doc.created.0);
-        let locked = doc.lock().is_some();
-        self.open.insert(doc.id.clone(), (now, locked, order));
+        // Consumers are named c0, c1, ... and a lock names its holder's life.
+        let holder = doc.lock().map(|l| {
+            let c = l.token.holder.as_str()[1..].parse().unwrap_or(usize::MAX);
+            (c, l.token.incarnation.0)
+        });
+        let open = Open {
+            since: now,
+            holder,
+            order,
+        };
+        self.open.insert(doc.id.clone(), open);
         self.order.insert((order, doc.id.clone()));
     }
 
     fn close(&mut self, id: &DocId) {
-        if let Some((_, _, order)) = self.open.remove(id) {
-            self.order.remove(&(order, id.clone()));
+        if let Some(open) = self.open.remove(id) {
+            self.order.remove(&(open.order, id.clone()));
         }
     }
 
     /// Consumer `c` began a life.
-    pub fn booted(&mut self, c: usize, now: u64) {
+    pub fn booted(&mut self, c: usize, life: u64, now: u64) {
         if let Some(start) = self.life_start.get_mut(c) {
-            *start = now;
+            *start = (life, now);
         }
     }
 
-    /// Whether message `id` has been open long enough, judged by a consumer whose
-    /// life began at `life` (it watches others' locks afresh), that any consumer
-    /// trying should have taken it by `now`.
-    fn overdue(&self, since: u64, locked: bool, life: u64, now: u64) -> bool {
-        let start = if locked {
-            since.max(life) + self.lock_wait
-        } else {
-            since
-        };
-        now >= start.max(self.heal_at) + self.grace
+    /// From when consumer `c` could take message `m`, by the protocol's rules: a
+    /// pending message once written (its visibility is judged apart); a locked one
+    /// once `c` has watched its lock for the lock wait, which it starts at its life's
+    /// start if later, and, for the lock's own holder, only once the lock stopped
+    /// excluding others (a consumer watches its own lock only after it let it go).
+    fn deliverable_from(&self, m: &Open, c: usize) -> u64 {
+        let (life, started) = self.life_start.get(c).copied().unwrap_or((0, 0));
+        match m.holder {
+            None => m.since,
+            Some(holder) if holder == (c, life) => m.since + self.lock + self.lock_wait,
+            Some(_) => m.since.max(started) + self.lock_wait,
+        }
     }
 
     /// Consumer `c` claimed `doc` (as stored before the claim). A dequeue takes the
-    /// deliverable messages in order, so a message before it in that order that has
-    /// long been deliverable was passed over; if it stays untouched for the grace
-    /// after, it was starved, however busy the consumers are ([`Truth::probe`]).
+    /// deliverable messages in order, so a message before it in that order that `c`
+    /// could long have taken was passed over; if nobody takes it within the time any
+    /// consumer needs to (a lock wait and the grace) after, it was starved, however
+    /// busy the consumers are ([`Truth::probe`]).
     pub fn claimed(&mut self, c: usize, doc: &Message, now: u64) {
         if now < self.heal_at + self.grace {
             return;
         }
-        let life = self.life_start.get(c).copied().unwrap_or(0);
         let key = ((doc.next_visible_at.0, doc.created.0), doc.id.clone());
         let passed = self
             .order
             .range(..key)
             .filter(|(_, id)| !self.starved.contains(id) && !self.passed_over.contains_key(id))
             .find_map(|(_, id)| {
-                let (since, locked, _) = self.open[id];
-                self.overdue(since, locked, life, now)
-                    .then(|| (id.clone(), since, locked))
+                let m = &self.open[id];
+                let from = self.deliverable_from(m, c).max(self.heal_at);
+                (now >= from + self.grace).then(|| (id.clone(), *m))
             });
-        if let Some((id, since, locked)) = passed {
-            let what = if locked {
+        if let Some((id, m)) = passed {
+            let what = if m.holder.is_some() {
                 "its lock written"
             } else {
                 "visible"
@@ -397,9 +422,10 @@ impl Truth {
                  dequeue's order, had long been deliverable, and nobody took it after",
                 doc.id,
                 now as f64 / 1e3,
-                since as f64 / 1e3
+                m.since as f64 / 1e3
             );
-            self.passed_over.insert(id, (since, now, detail));
+            let confirm_at = now + self.lock_wait + self.grace;
+            self.passed_over.insert(id, (m.since, confirm_at, detail));
         }
     }
 
@@ -420,19 +446,18 @@ impl Truth {
 
     /// Checks, after the heal, what the protocol controls: no message waits while a
     /// consumer has room for it, and no delivery holds a consumer's slot for good.
-    /// `spread` is how far apart the clocks' walls are (visibility is written by
-    /// one clock and read by another); `slots` are the deliveries consumers hold:
-    /// (consumer, message, since).
-    pub fn probe(&mut self, now: u64, spread: u64, slots: &[(usize, DocId, u64)]) {
+    /// `walls` are the consumers' wall clocks now (a message is visible to a consumer
+    /// by its own clock, and another's wrote its visibility); `slots` are the
+    /// deliveries consumers hold: (consumer, message, since).
+    pub fn probe(&mut self, now: u64, walls: &[i64], slots: &[(usize, DocId, u64)]) {
         if now < self.heal_at {
             return;
         }
-        let wait = self.grace + spread;
         let mut confirmed = Vec::new();
-        self.passed_over.retain(|id, (since, at, detail)| {
+        self.passed_over.retain(|id, (since, confirm_at, detail)| {
             match self.open.get(id) {
-                Some((current, _, _)) if current == since => {
-                    if now >= *at + wait {
+                Some(m) if m.since == *since => {
+                    if now >= *confirm_at {
                         confirmed.push((id.clone(), std::mem::take(detail)));
                         false
                     } else {
@@ -448,7 +473,7 @@ impl Truth {
             self.violate(ViolationKind::Liveness, now, detail);
         }
         for (c, id, since) in slots {
-            if now.saturating_sub((*since).max(self.heal_at)) > self.slot_limit + spread
+            if now.saturating_sub((*since).max(self.heal_at)) > self.slot_limit
                 && self.starved.insert(id.clone())
             {
                 self.violate(
@@ -461,44 +486,39 @@ impl Truth {
                 );
             }
         }
-        // The consumer with room the longest: if it could not take a message, none
-        // could.
-        let Some(room) = self
+        let grace = self.grace;
+        let roomy: Vec<(usize, u64)> = self
             .room_since
             .iter()
             .enumerate()
-            .filter_map(|(c, s)| s.map(|s| (s.max(self.heal_at), c)))
-            .min()
-        else {
-            return;
-        };
-        if now < room.0 + wait {
-            return;
-        }
-        let life = self.life_start.get(room.1).copied().unwrap_or(0);
-        let starved = self.open.iter().find(|(id, (since, locked, _))| {
-            let mut start = (*since).max(room.0);
-            if *locked {
-                start = (*since).max(room.0).max(life) + self.lock_wait;
+            .filter_map(|(c, s)| s.map(|s| (c, s.max(self.heal_at))))
+            .filter(|(_, s)| now >= s + grace)
+            .collect();
+        for (c, room) in roomy {
+            let wall = walls.get(c).copied().unwrap_or(i64::MIN);
+            let starved = self.order.iter().map(|(_, id)| id).find(|id| {
+                let m = &self.open[*id];
+                // Visible to c for the grace already, by c's own clock.
+                let visible = m.order.0.saturating_add(grace as i64) <= wall;
+                let from = self.deliverable_from(m, c).max(room);
+                visible && now >= from + grace && !self.starved.contains(*id)
+            });
+            if let Some(id) = starved.cloned() {
+                let m = self.open[&id];
+                let what = if m.holder.is_some() {
+                    "its lock written"
+                } else {
+                    "visible"
+                };
+                let detail = format!(
+                    "{id} waited ({what} at {:.3} s) while c{c} had room from {:.3} s to {:.3} s",
+                    m.since as f64 / 1e3,
+                    room as f64 / 1e3,
+                    now as f64 / 1e3
+                );
+                self.starved.insert(id);
+                self.violate(ViolationKind::Liveness, now, detail);
             }
-            now >= start + wait && !self.starved.contains(*id)
-        });
-        if let Some((id, (since, locked, _))) = starved {
-            let id = id.clone();
-            let what = if *locked {
-                "its lock written"
-            } else {
-                "visible"
-            };
-            let detail = format!(
-                "{id} waited ({what} at {:.3} s) while c{} had room from {:.3} s to {:.3} s",
-                *since as f64 / 1e3,
-                room.1,
-                room.0 as f64 / 1e3,
-                now as f64 / 1e3
-            );
-            self.starved.insert(id);
-            self.violate(ViolationKind::Liveness, now, detail);
         }
     }
 
@@ -623,14 +643,16 @@ mod tests {
     }
 
     const HEAL: u64 = 600_000;
+    /// Consumer c0's wall clock: every message long visible to it.
+    const WALL: i64 = i64::MAX / 2;
 
     #[test]
     fn a_visible_message_that_waits_while_a_consumer_keeps_room_is_a_liveness_violation() {
         let (mut t, _) = truth();
         t.room(0, true, HEAL);
-        t.probe(HEAL + t.grace - 1, 0, &[]);
+        t.probe(HEAL + t.grace - 1, &[WALL], &[]);
         assert!(!t.violated(), "within the grace");
-        t.probe(HEAL + t.grace, 0, &[]);
+        t.probe(HEAL + t.grace, &[WALL], &[]);
         assert_eq!(t.violation_counts()[&ViolationKind::Liveness], 1);
     }
 
@@ -640,7 +662,7 @@ mod tests {
         t.room(0, true, HEAL);
         t.room(0, false, HEAL + 1_000);
         t.room(0, true, HEAL + 2_000);
-        t.probe(HEAL + t.grace + 1_000, 0, &[]);
+        t.probe(HEAL + t.grace + 1_000, &[WALL], &[]);
         assert!(!t.violated(), "{:?}", t.violations());
     }
 
@@ -649,9 +671,9 @@ mod tests {
         let (mut t, _) = truth();
         t.written(&locked(message("m1", 0)), HEAL);
         t.room(0, true, HEAL);
-        t.probe(HEAL + t.lock_wait + t.grace - 1, 0, &[]);
+        t.probe(HEAL + t.lock_wait + t.grace - 1, &[WALL], &[]);
         assert!(!t.violated());
-        t.probe(HEAL + t.lock_wait + t.grace, 0, &[]);
+        t.probe(HEAL + t.lock_wait + t.grace, &[WALL], &[]);
         assert!(t.violated());
     }
 
@@ -660,9 +682,9 @@ mod tests {
         let (mut t, id) = truth();
         t.written(&locked(message("m1", 0)), HEAL - 100_000);
         let held = [(0, id, HEAL - 100_000)];
-        t.probe(HEAL + t.slot_limit, 0, &held);
+        t.probe(HEAL + t.slot_limit, &[WALL], &held);
         assert!(!t.violated());
-        t.probe(HEAL + t.slot_limit + 1, 0, &held);
+        t.probe(HEAL + t.slot_limit + 1, &[WALL], &held);
         assert!(t.violated());
     }
 
@@ -676,12 +698,13 @@ mod tests {
         t.written(&later, 0);
         let at = HEAL + t.grace;
         t.claimed(0, &later, at);
-        t.probe(at + t.grace - 1, 0, &[]);
+        let confirm = at + t.lock_wait + t.grace;
+        t.probe(confirm - 1, &[WALL], &[]);
         assert!(
             !t.violated(),
             "a rival's claim of m1 may still be on its way"
         );
-        t.probe(at + t.grace, 0, &[]);
+        t.probe(confirm, &[WALL], &[]);
         assert!(
             t.violated(),
             "m1 came first, was visible all along, and nobody took it"
@@ -690,17 +713,43 @@ mod tests {
         let (mut t, _) = truth();
         t.claimed(0, &later, at);
         t.written(&locked(message("m1", 0)), at + 10);
-        t.probe(at + t.grace, 0, &[]);
+        t.probe(confirm, &[WALL], &[]);
         assert!(!t.violated(), "{:?}", t.violations());
         // Locked: passed over only once its lock has long expired.
         let (mut t, _) = truth();
         t.written(&locked(message("m1", 0)), HEAL);
         t.claimed(0, &later, at);
-        t.probe(at + t.grace, 0, &[]);
+        t.probe(confirm, &[WALL], &[]);
         assert!(!t.violated(), "m1's lock had not expired yet");
         let at = HEAL + t.lock_wait + t.grace;
         t.claimed(0, &later, at);
-        t.probe(at + t.grace, 0, &[]);
+        t.probe(at + t.lock_wait + t.grace, &[WALL], &[]);
         assert!(t.violated(), "m1's lock had long expired");
+    }
+
+    /// A consumer watches its own lock only once the lock stopped excluding others,
+    /// and a message is visible to a consumer by its own wall clock.
+    #[test]
+    fn a_consumer_waits_out_its_own_lock_and_sees_by_its_own_clock() {
+        let (mut t, _) = truth();
+        t.booted(1, 0, 0);
+        t.written(&locked(message("m1", 0)), HEAL);
+        t.room(1, true, HEAL);
+        let others = HEAL + t.lock_wait + t.grace;
+        t.probe(others, &[WALL, WALL], &[]);
+        assert!(!t.violated(), "c1 holds the lock: it must first let it go");
+        t.probe(others + t.lock, &[WALL, WALL], &[]);
+        assert!(t.violated());
+        // Visible at wall 10,000 s by its writer's clock; c0's reads 9,990 s.
+        let (mut t, _) = truth();
+        let late = message("m2", 10_000_000);
+        t.enqueue(late.id.clone(), 2, 0);
+        t.written(&late, 0);
+        t.close(&DocId::from("work:m1"));
+        t.room(0, true, HEAL);
+        t.probe(HEAL + 10 * t.grace, &[9_990_000], &[]);
+        assert!(!t.violated(), "not visible to c0 yet");
+        t.probe(HEAL + 10 * t.grace, &[10_000_000 + t.grace as i64], &[]);
+        assert!(t.violated());
     }
 }

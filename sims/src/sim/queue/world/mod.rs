@@ -337,7 +337,7 @@ impl QueueWorld {
                 | Event::WorkDone { c, .. }
                 | Event::Retry { c, .. }
                 | Event::Boot { c }
-                | Event::Resume { c, .. } => Some(*c..*c + 1),
+                | Event::Resume { c, .. } => Some(*c..c.saturating_add(1)),
                 Event::Fault(_) => Some(0..self.clients.len()),
                 _ => None,
             };
@@ -456,13 +456,11 @@ impl QueueWorld {
     }
 
     fn probe(&mut self) {
-        let walls = self
+        let walls: Vec<i64> = self
             .clients
             .iter()
             .map(|c| c.clock.wall(self.now).0)
-            .chain([self.producer_now().wall.0]);
-        let (lo, hi) = walls.fold((i64::MAX, i64::MIN), |(lo, hi), w| (lo.min(w), hi.max(w)));
-        let spread = u64::try_from(hi - lo).unwrap_or(0);
+            .collect();
         let slots: Vec<(usize, DocId, u64)> = self
             .clients
             .iter()
@@ -474,7 +472,7 @@ impl QueueWorld {
                     .map(move |(id, w)| (c, id.clone(), w.started))
             })
             .collect();
-        self.truth.probe(self.now, spread, &slots);
+        self.truth.probe(self.now, &walls, &slots);
         if self.now + PROBE_MS < self.cfg.deadline() {
             self.push(self.now + PROBE_MS, Event::Probe);
         }
@@ -555,7 +553,7 @@ impl QueueWorld {
         client.working.clear();
         let life = client.life;
         client.consumer = Consumer::new(client.name.clone(), Incarnation(life), cfg).ok();
-        self.truth.booted(c, self.now);
+        self.truth.booted(c, life, self.now);
         let name = client.name.clone();
         self.note(QueueEvent::Boot(name, life));
         self.push(self.now, Event::Poll { c, life });
