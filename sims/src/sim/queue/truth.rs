@@ -62,6 +62,9 @@ pub struct Truth {
     /// Per consumer: since when it has been up, unpaused and holding fewer messages
     /// than its batch, without a break.
     room_since: Vec<Option<u64>>,
+    /// Per consumer: the spans of time it had room, (start, end), in order; the
+    /// last open-ended while it has room.
+    room_spans: Vec<Vec<(u64, u64)>>,
     /// Consumer time with room after the heal, ms.
     room_after_heal: u64,
     consumers: u64,
@@ -134,6 +137,7 @@ impl Truth {
             order: BTreeSet::new(),
             life_start: vec![(0, 0); cfg.consumers as usize],
             room_since: vec![None; cfg.consumers as usize],
+            room_spans: vec![Vec::new(); cfg.consumers as usize],
             room_after_heal: 0,
             consumers: u64::from(cfg.consumers),
             deadline: cfg.deadline(),
@@ -380,16 +384,28 @@ impl Truth {
 
     /// From when consumer `c` could take message `m`, by the protocol's rules: a
     /// pending message once written (its visibility is judged apart); a locked one
-    /// once `c` has watched its lock for the lock wait, which it starts at its life's
-    /// start if later, and, for the lock's own holder, only once the lock stopped
-    /// excluding others (a consumer watches its own lock only after it let it go).
+    /// once `c` has watched its lock for the lock wait. It watches only while it
+    /// dequeues (has room), and reliably only once faults end, so from its first room
+    /// after the latest of the lock's write, its life's start and the heal; and the
+    /// lock's own holder only once the lock stopped excluding others (a consumer
+    /// watches its own lock only after it let it go).
     fn deliverable_from(&self, m: &Open, c: usize) -> u64 {
         let (life, started) = self.life_start.get(c).copied().unwrap_or((0, 0));
-        match m.holder {
-            None => m.since,
-            Some(holder) if holder == (c, life) => m.since + self.lock + self.lock_wait,
-            Some(_) => m.since.max(started) + self.lock_wait,
-        }
+        let after = |t: u64| t.max(started).max(self.heal_at);
+        let from = match m.holder {
+            None => return m.since,
+            Some(holder) if holder == (c, life) => after(m.since + self.lock),
+            Some(_) => after(m.since),
+        };
+        self.first_room(c, from)
+            .map_or(u64::MAX, |seen| seen.saturating_add(self.lock_wait))
+    }
+
+    /// The first moment at or after `t` when consumer `c` had room.
+    fn first_room(&self, c: usize, t: u64) -> Option<u64> {
+        let spans = self.room_spans.get(c)?;
+        let i = spans.partition_point(|(_, end)| *end <= t);
+        spans.get(i).map(|(start, _)| (*start).max(t))
     }
 
     /// Consumer `c` claimed `doc` (as stored before the claim). A dequeue takes the
@@ -409,7 +425,7 @@ impl Truth {
             .find_map(|(_, id)| {
                 let m = &self.open[id];
                 let from = self.deliverable_from(m, c).max(self.heal_at);
-                (now >= from + self.grace).then(|| (id.clone(), *m))
+                (now >= from.saturating_add(self.grace)).then(|| (id.clone(), *m))
             });
         if let Some((id, m)) = passed {
             let what = if m.holder.is_some() {
@@ -435,10 +451,16 @@ impl Truth {
             return;
         };
         match (*slot, room) {
-            (None, true) => *slot = Some(now),
+            (None, true) => {
+                *slot = Some(now);
+                self.room_spans[c].push((now, u64::MAX));
+            }
             (Some(since), false) => {
                 *slot = None;
                 self.room_after_heal += now.saturating_sub(since.max(self.heal_at));
+                if let Some(span) = self.room_spans[c].last_mut() {
+                    span.1 = now;
+                }
             }
             _ => {}
         }
@@ -501,7 +523,7 @@ impl Truth {
                 // Visible to c for the grace already, by c's own clock.
                 let visible = m.order.0.saturating_add(grace as i64) <= wall;
                 let from = self.deliverable_from(m, c).max(room);
-                visible && now >= from + grace && !self.starved.contains(*id)
+                visible && now >= from.saturating_add(grace) && !self.starved.contains(*id)
             });
             if let Some(id) = starved.cloned() {
                 let m = self.open[&id];
@@ -717,9 +739,10 @@ mod tests {
         assert!(!t.violated(), "{:?}", t.violations());
         // Locked: passed over only once its lock has long expired.
         let (mut t, _) = truth();
+        t.room(0, true, HEAL);
         t.written(&locked(message("m1", 0)), HEAL);
         t.claimed(0, &later, at);
-        t.probe(confirm, &[WALL], &[]);
+        t.probe(at + t.grace, &[WALL], &[]);
         assert!(!t.violated(), "m1's lock had not expired yet");
         let at = HEAL + t.lock_wait + t.grace;
         t.claimed(0, &later, at);
