@@ -152,10 +152,11 @@ impl Truth {
     }
 
     /// A consumer with room polls within `poll`, and a request is answered within its
-    /// timeout; a message given back comes back after its delay (1 s in these runs).
-    /// Twice each, so that one unlucky turn is never a verdict.
+    /// timeout; a message given back comes back after its delay. Twice each, so that
+    /// one unlucky turn is never a verdict.
     fn grace(cfg: &QueueConfig) -> u64 {
-        2 * cfg.poll.as_millis() + 2 * cfg.network.request_timeout.as_millis() + 2_000
+        let delay = super::world::ABANDON_DELAY.as_millis();
+        2 * (cfg.poll.as_millis() + cfg.network.request_timeout.as_millis() + delay)
     }
 
     /// A consumer sees a lock within the lock-watch interval, then waits the lock's

@@ -26,6 +26,8 @@ mod faults;
 mod network;
 
 const SECOND: u64 = 1_000;
+/// How long a failed handler's message stays invisible after its abandon.
+pub(super) const ABANDON_DELAY: Millis = Millis::from_secs(1);
 /// How often ground truth checks, after the heal, that no message waits while a
 /// consumer has room.
 const PROBE_MS: u64 = SECOND;
@@ -703,7 +705,7 @@ impl QueueWorld {
         } else {
             Input::Abandon {
                 message: message.clone(),
-                delay: Millis::from_secs(1),
+                delay: ABANDON_DELAY,
             }
         };
         if !self.feed(c, input) {
