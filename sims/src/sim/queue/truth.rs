@@ -163,7 +163,11 @@ impl Truth {
     /// duration and the drift allowance on a clock that may run slow by as much.
     fn lock_wait(cfg: &QueueConfig) -> u64 {
         let lock = cfg.lock.as_millis();
-        let drift = lock * u64::from(cfg.drift_bound_ppm) / 1_000_000;
+        // The engine's allowance at the run's drift bound (the variant that drops it
+        // still runs on drifting clocks).
+        let drift = leasehold_engine::Drift::ppm(cfg.drift_bound_ppm)
+            .allowance(cfg.lock)
+            .as_millis();
         let watch = cfg.consumer_config().lock_watch_interval().as_millis();
         watch + lock + 2 * drift + cfg.margin.as_millis()
     }
