@@ -46,6 +46,10 @@ pub struct Bounds {
     /// Session consistency does (one version back, never older than what the reader
     /// has seen).
     pub stale_reads: u8,
+    /// How many writes back a lagging replica may serve a document (1: one version
+    /// old; more lets a new life's first read see a version from before several
+    /// writes).
+    pub stale_depth: u8,
     /// Replies, to reads and writes alike, that may be held on the way back and
     /// delivered after other steps.
     pub late_replies: u8,
@@ -93,6 +97,7 @@ impl Bounds {
             lost_replies: self.lost_replies,
             delays: self.delays,
             stale_reads: self.stale_reads,
+            stale_depth: self.stale_depth,
             late_replies: self.late_replies,
             retries: self.retries,
             horizon: self.horizon,
@@ -114,6 +119,7 @@ impl Default for Bounds {
             lost_replies: 1,
             delays: 1,
             stale_reads: 0,
+            stale_depth: 1,
             late_replies: 0,
             retries: 0,
             skew: 1,
@@ -208,6 +214,10 @@ pub enum Bug {
     /// and restarts, and its new life, which inherits the fence from the document,
     /// waits out only the shorter lease while the holder still has authority.
     FenceForgetsTerms,
+    /// Under lease liveness, a claim by name counts as a handoff to this very life
+    /// (an engine switch): a new life whose stale read made it claim a lease its
+    /// zombie was handed processes it beside the zombie.
+    ClaimByName,
 }
 
 /// The bounds a variant's counterexample needs where they differ from the general
@@ -234,6 +244,8 @@ pub struct LeastBound {
     pub delays: Option<u8>,
     /// Stale reads.
     pub stale_reads: Option<u8>,
+    /// How many writes back a stale read may go.
+    pub stale_depth: Option<u8>,
     /// Lost replies.
     pub lost_replies: Option<u8>,
     /// Late replies.
@@ -341,6 +353,16 @@ impl Bug {
                 zombies: Some(1),
                 ..quiet
             },
+            Bug::ClaimByName => LeastBound {
+                zombies: Some(1),
+                stale_reads: Some(1),
+                stale_depth: Some(2),
+                delays: Some(0),
+                liveness: Some(Liveness::Lease),
+                horizon: Some(6),
+                depth_first: true,
+                ..quiet
+            },
             Bug::OwnSettingsOnly => LeastBound {
                 partitions: Some(1),
                 zombies: Some(1),
@@ -419,7 +441,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 21] = [
+    pub const ALL: [Bug; 22] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -441,6 +463,7 @@ impl Bug {
         Bug::OwnSettingsOnly,
         Bug::NewcomerWaits,
         Bug::FenceForgetsTerms,
+        Bug::ClaimByName,
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
@@ -475,6 +498,7 @@ impl Bug {
             Bug::NameProvesDeath => Some(KnownBad::NameProvesDeath),
             Bug::NewcomerWaits => Some(KnownBad::NewcomerWaits),
             Bug::FenceForgetsTerms => Some(KnownBad::FenceForgetsTerms),
+            Bug::ClaimByName => Some(KnownBad::ClaimByName),
             _ => None,
         }
     }
@@ -503,6 +527,7 @@ impl Bug {
             Bug::OwnSettingsOnly => "own-settings-only",
             Bug::NewcomerWaits => "newcomer-waits",
             Bug::FenceForgetsTerms => "fence-forgets-terms",
+            Bug::ClaimByName => "claim-by-name",
         }
     }
 }
@@ -594,6 +619,7 @@ impl Bounds {
         range("progress", self.progress.into(), 0, 5)?;
         range("splits", self.splits.into(), 0, 2)?;
         range("zombies", self.zombies.into(), 0, 1)?;
+        range("stale depth", self.stale_depth.into(), 1, 4)?;
         if self.splits > 0 {
             // Each split adds two leases, and the model has room for 5.
             let room = crate::state::MAX_PARTITIONS as u64 - 2 * u64::from(self.splits);

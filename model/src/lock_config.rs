@@ -115,6 +115,7 @@ impl LockBounds {
             delays: self.delays,
             // The lock models read and write as before: their reads are served fresh.
             stale_reads: 0,
+            stale_depth: 0,
             late_replies: 0,
             retries: 0,
             horizon: self.horizon,

@@ -135,8 +135,12 @@ pub struct Budget {
     /// Writes held on the wire.
     pub delays: u8,
     /// Documents a read may be served at an older version (Session consistency); the
-    /// store then retains one older version of each document.
+    /// store then retains `stale_depth` older versions of each document.
     pub stale_reads: u8,
+    /// How many writes back a lagging replica may be (at least 1 where reads may be
+    /// stale): a new life's session has seen nothing, so a replica may serve it a
+    /// version from before several writes it never saw.
+    pub stale_depth: u8,
     /// Replies (to reads and writes alike) that may be held on the way back and
     /// delivered later.
     pub late_replies: u8,
@@ -869,10 +873,17 @@ pub fn initial<M: Machine, G: Clone, X: Default>(
                     handler: X::default(),
                 })
                 .collect(),
-            // One older version of each document is enough for a replica to lag by;
-            // none is kept when no read may be stale, so that such checks keep their
+            // As many older versions of each document as a replica may lag by; none
+            // is kept when no read may be stale, so that such checks keep their
             // states exactly.
-            store: Replicated::new(store.clone(), u8::from(budget.stale_reads > 0)),
+            store: Replicated::new(
+                store.clone(),
+                if budget.stale_reads > 0 {
+                    budget.stale_depth.max(1)
+                } else {
+                    0
+                },
+            ),
             net: BTreeMap::new(),
             given_up: BTreeSet::new(),
             replies: BTreeMap::new(),

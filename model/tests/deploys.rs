@@ -138,3 +138,50 @@ fn a_fence_written_under_the_thiefs_terms_alone_lets_its_new_life_process_beside
     );
     assert_eq!(steps, 12);
 }
+
+/// Two hosts, two partitions under handoff with lease liveness: h0 claims a lease of
+/// h1's, is handed it, renews it and becomes a zombie. Its new life's first read of
+/// the table comes from a replica two writes behind (a new session has seen
+/// nothing), which still shows h1 as the owner, so the new life claims the lease too.
+fn a_zombie_was_handed_a_lease(bug: Option<Bug>, stale_depth: u8) -> Bounds {
+    Bounds {
+        hosts: 2,
+        partitions: 2,
+        crashes: 0,
+        zombies: 1,
+        lost_replies: 0,
+        delays: 0,
+        stale_reads: 1,
+        stale_depth,
+        horizon: 6,
+        strategy: Strategy::Handoff,
+        liveness: Some(Liveness::Lease),
+        bug,
+        ..Bounds::default()
+    }
+}
+
+/// A handoff names the life it answers, so the new life waits out the version its
+/// zombie was handed (the long swarm's skewed-clocks seed 2584798: the new life
+/// renewed the lease at the zombie's epoch and processed beside it).
+#[test]
+fn a_new_life_never_takes_a_handoff_its_zombie_was_given() {
+    common::proven_for(a_zombie_was_handed_a_lease(None, 2), &p::SAFETY);
+}
+
+#[test]
+fn a_new_life_that_takes_its_claim_by_name_as_the_handoff_processes_beside_its_zombie() {
+    let bounds = a_zombie_was_handed_a_lease(Some(Bug::ClaimByName), 2);
+    assert!(broken(bounds, p::EXCLUSIVITY) > 0);
+}
+
+/// The model gap that hid it: a replica one write behind shows the new life the
+/// handoff itself, never the earlier owner, and the claim is never made.
+#[test]
+fn a_replica_one_write_behind_cannot_show_the_claim_by_name_bug() {
+    let report = common::proven_for(
+        a_zombie_was_handed_a_lease(Some(Bug::ClaimByName), 1),
+        &p::SAFETY,
+    );
+    assert!(report.complete);
+}

@@ -63,6 +63,9 @@ pub fn flags(bounds: &Bounds) -> String {
             let _ = write!(out, " {flag} {value}");
         }
     }
+    if bounds.stale_reads > 0 && bounds.stale_depth > 1 {
+        let _ = write!(out, " --stale-depth {}", bounds.stale_depth);
+    }
     if bounds.progress != 1 {
         let _ = write!(out, " --progress {}", bounds.progress);
     }

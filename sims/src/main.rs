@@ -151,6 +151,11 @@ struct ModelArgs {
     /// has seen) [default: 0].
     #[arg(long)]
     stale_reads: Option<u8>,
+    /// Partitions: how many writes back a stale read may go (a new life's session
+    /// has seen nothing, so a lagging replica may serve it a version older than the
+    /// last write) [default: 1].
+    #[arg(long)]
+    stale_depth: Option<u8>,
     /// Partitions: replies, to reads and writes, that may be held on the way back
     /// and delivered later [default: 0].
     #[arg(long)]
@@ -333,6 +338,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         lost_replies: args.lost_replies.or(least.lost_replies).unwrap_or(0),
         delays: args.delays.or(least.delays).unwrap_or(0),
         stale_reads: args.stale_reads.or(least.stale_reads).unwrap_or(0),
+        stale_depth: args.stale_depth.or(least.stale_depth).unwrap_or(1),
         late_replies: args.late_replies.or(least.late_replies).unwrap_or(0),
         retries: args.retries.or(least.retries).unwrap_or(0),
         skew: args.skew.or(least.skew).unwrap_or(1),
@@ -526,6 +532,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         ("--zombies", args.zombies.is_some()),
         ("--deploy", args.deploy),
         ("--stale-reads", args.stale_reads.is_some()),
+        ("--stale-depth", args.stale_depth.is_some()),
         ("--late-replies", args.late_replies.is_some()),
         ("--retries", args.retries.is_some()),
         ("--progress", args.progress.is_some()),

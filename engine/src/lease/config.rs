@@ -118,6 +118,12 @@ pub enum KnownBad {
     /// lease, and processes while the holder still has authority (the swarm's
     /// rolling-restart seed 2234772).
     FenceForgetsTerms,
+    /// Under lease liveness, a lease named after this host that it claimed counts as
+    /// handed to this very life, although a claim names only the host: a handoff
+    /// answering an earlier life's claim, found by a new life whose stale read of
+    /// the lease made it claim the lease too, is processed at once beside the
+    /// earlier life, a zombie (the swarm's skewed-clocks seed 2584798).
+    ClaimByName,
 }
 
 /// Where a holder's authority over its leases comes from, and so what it must write

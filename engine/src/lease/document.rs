@@ -3,7 +3,7 @@
 
 use super::Liveness;
 use crate::expiry::Terms;
-use crate::ids::{Checkpoint, DocId, Epoch, HostId, LeaseToken, PartitionKey, Tenure};
+use crate::ids::{Checkpoint, DocId, Epoch, HostId, Incarnation, LeaseToken, PartitionKey, Tenure};
 use crate::store::{Document, FieldPath, Value, json_field, json_size};
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
@@ -70,6 +70,12 @@ pub struct LeaseDocument {
     /// lease held under session liveness, whose document is not renewed.
     #[serde(rename = "Liveness", default, skip_serializing_if = "Option::is_none")]
     pub liveness: Option<Liveness>,
+    /// Written by a handoff only: the life of the recipient whose heartbeat the
+    /// handoff answered. A claim names a host, and two lives of one name (a zombie
+    /// and its replacement) may both claim a lease: only the life named here may
+    /// process this version without first waiting it out. Any other write clears it.
+    #[serde(rename = "HandedTo", default, skip_serializing_if = "Option::is_none")]
+    pub handed_to: Option<Incarnation>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -117,6 +123,7 @@ impl LeaseDocument {
             split_done: false,
             terms: None,
             liveness: None,
+            handed_to: None,
         }
     }
 
@@ -245,6 +252,11 @@ pub struct HostDocument {
     /// The liveness its writer runs.
     #[serde(rename = "Liveness", default, skip_serializing_if = "Option::is_none")]
     pub liveness: Option<Liveness>,
+    /// The writer's life: a handoff names it in the lease it hands over, so that
+    /// only this life, and not another under the same name, takes the lease as its
+    /// own at once.
+    #[serde(rename = "Life", default, skip_serializing_if = "Option::is_none")]
+    pub life: Option<Incarnation>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -266,6 +278,7 @@ impl HostDocument {
             leases: None,
             terms: None,
             liveness: None,
+            life: None,
         }
     }
 }
@@ -395,6 +408,31 @@ mod tests {
         assert_eq!(json["ContinuationToken"], "\"17\"");
         let back: Record = serde_json::from_value(json).unwrap();
         assert_eq!(back, Record::Lease(doc));
+    }
+
+    #[test]
+    fn only_a_handed_over_lease_names_a_life_and_a_heartbeat_names_its_writers() {
+        let mut doc = LeaseDocument::new("grp", LeaseToken::from("3"), WallTime(42));
+        let json = serde_json::to_value(Record::Lease(doc.clone())).unwrap();
+        assert!(
+            json.get("HandedTo").is_none(),
+            "the CFP shape has no such key"
+        );
+        doc.handed_to = Some(Incarnation(7));
+        let json = serde_json::to_value(Record::Lease(doc.clone())).unwrap();
+        assert_eq!(json["HandedTo"], 7);
+        assert_eq!(
+            serde_json::from_value::<Record>(json).unwrap(),
+            Record::Lease(doc)
+        );
+        let mut beat = HostDocument::new("grp", HostId::from("h1"), WallTime(1));
+        beat.life = Some(Incarnation(7));
+        let json = serde_json::to_value(Record::Host(beat.clone())).unwrap();
+        assert_eq!(json["Life"], 7);
+        assert_eq!(
+            serde_json::from_value::<Record>(json).unwrap(),
+            Record::Host(beat)
+        );
     }
 
     #[test]

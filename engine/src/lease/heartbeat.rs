@@ -271,6 +271,7 @@ impl Heartbeat {
             (state, _) => {
                 let mut doc = HostDocument::new(plan.prefix, plan.me.clone(), now.wall);
                 doc.claims = self.claims.clone();
+                doc.life = Some(plan.incarnation);
                 doc.tenure = tenure;
                 doc.splits = self.splits;
                 doc.owned = plan.session.then_some(plan.owned);

@@ -350,7 +350,13 @@ impl LeaseHost {
         // back by a resume, a conditional write at a new epoch naming the tenure.
         let in_tenure = !self.session_liveness() || self.held_in_tenure(&doc);
         let resume_known_bad = self.config.known_bad == Some(KnownBad::ResumeKeepsEndedTenure);
-        let claimed = self.membership.beat.claims(token);
+        // A handoff to this very life: one answering an earlier life's claim, which
+        // this life may have made too, is that life's, and may be running.
+        let handed_here = if self.config.known_bad == Some(KnownBad::ClaimByName) {
+            self.membership.beat.claims(token)
+        } else {
+            doc.handed_to == Some(self.incarnation())
+        };
         let created = self.unknown_creates.remove(token);
         let lease_liveness = !self.session_liveness();
         let name_proves_death = self.config.known_bad == Some(KnownBad::NameProvesDeath);
@@ -370,7 +376,7 @@ impl LeaseHost {
         slot.update(doc, etag, now.local, learned);
         let mine = slot.doc.is_owned_by(&self.me);
         // Under lease liveness a lease named after this host came to this life by its
-        // own take, or by a handoff it claimed; one named so otherwise may be an earlier
+        // own take, or by a handoff naming this life; one named so otherwise may be an earlier
         // life's, which a reused name does not prove dead (paused, partitioned, or a
         // second replica under one name): it is processed only once the version this
         // host found would have expired, as after a steal. Under session liveness the
@@ -379,7 +385,7 @@ impl LeaseHost {
             && lease_liveness
             && !name_proves_death
             && slot.ours != Some(slot.doc.epoch)
-            && !claimed
+            && !handed_here
             && !created;
         let inherited = inherited.then(|| slot.observation());
         // (Not for a lease found named after this host: another life of its name

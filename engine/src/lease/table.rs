@@ -500,6 +500,7 @@ impl LeaseHost {
             let mut doc = slot.doc.clone();
             doc.owner = None;
             doc.owner_tenure = None;
+            doc.handed_to = None;
             doc.epoch = doc.epoch.next();
             doc.fenced = false;
             doc.timestamp = now.wall;
@@ -619,6 +620,7 @@ impl LeaseHost {
             doc.owner_tenure = Some(tenure);
         }
         doc.owner = Some(self.me.clone());
+        doc.handed_to = None;
         doc.epoch = doc.epoch.next();
         doc.fenced = fenced;
         doc.timestamp = now.wall;

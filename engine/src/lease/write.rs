@@ -153,6 +153,9 @@ impl LeaseHost {
         // lease, and a re-read finds it again), and the mark brings it back.
         doc.fenced = own.fence.is_some() && !fence_passed;
         let checkpoint = own.checkpoint.take();
+        // Only a handoff names a life; this host's own writes of a lease it owns
+        // name none, so that the next life of its name waits out this version.
+        doc.handed_to = None;
         if intent == Intent::Split {
             doc.split_into = own.split.clone().unwrap_or_default();
         }
@@ -177,10 +180,13 @@ impl LeaseHost {
             };
             // The recipient's tenure as last seen: if it has a newer one by the time
             // it reads the lease, the lease is free, and it takes it like any other.
+            let theirs = doc.owner.as_ref().and_then(|o| self.membership.member(o));
             if session {
-                let theirs = doc.owner.as_ref().and_then(|o| self.membership.member(o));
                 doc.owner_tenure = theirs.and_then(|m| m.doc.tenure);
             }
+            // The recipient's life as last seen, for the same reason: another life
+            // of its name, which may have claimed the lease as well, waits it out.
+            doc.handed_to = theirs.and_then(|m| m.doc.life);
             // A lease released before its fence passed carries the fence on.
             doc.fenced = !fence_passed;
             // A release may land at any moment once sent, even after a timeout:
