@@ -335,6 +335,23 @@ fn a_fence_stolen_across_a_deploy_that_shortened_the_lease_keeps_the_longer_term
     assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));
 }
 
+/// Seed 2584798's lease draw: skewed clocks under handoff with lease liveness,
+/// zombies and lagging replicas. h03 is handed a lease, then cut off (a zombie) while
+/// a new life starts under its name; that life's first read of the lease comes from a
+/// replica that still shows the earlier owner, so it claims the lease too. Reading it
+/// again, named after h03, it took its claim for the handoff's cause and processed the
+/// lease beside the zombie. A handoff now names the life it answers.
+#[test]
+fn a_new_life_whose_stale_read_made_it_claim_its_zombies_lease_waits_it_out() {
+    let cfg = swarm::draw(2_584_798);
+    assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
+    let bad = SimConfig {
+        bug: Some(Bug::ClaimByName),
+        ..cfg
+    };
+    assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));
+}
+
 /// Seed `seed`'s draw as the long swarm ran it, before the swarm drew Cosmos DB's own
 /// faults (lagging replicas, the SDK's retries) last. (A seed replays one engine's
 /// run: with today's engine these runs take other turns, so they no longer show the
