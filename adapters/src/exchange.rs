@@ -4,7 +4,7 @@
 
 use crate::clock::Clock;
 use crate::drive::{Driven, Hands, Link, Seat, drive};
-use crate::store::Store;
+use crate::store::{ContainerError, Store};
 use leasehold_engine::store::StoreError;
 use leasehold_engine::{item_lease, queue};
 use std::sync::{Arc, Mutex};
@@ -24,6 +24,9 @@ pub(crate) struct Exchange<M, St> {
     /// Replace only before the first call: the machine's times are on this clock.
     pub(crate) clock: Clock,
     pub(crate) timeout: Duration,
+    /// Set once the store's container passed its check: every clone checks it once,
+    /// before its first request, as the processor does before it starts.
+    checked: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl<M, St: Clone> Clone for Exchange<M, St> {
@@ -33,6 +36,7 @@ impl<M, St: Clone> Clone for Exchange<M, St> {
             store: self.store.clone(),
             clock: self.clock,
             timeout: self.timeout,
+            checked: self.checked.clone(),
         }
     }
 }
@@ -44,7 +48,17 @@ impl<M: Client, St: Store<M::Doc>> Exchange<M, St> {
             store,
             clock,
             timeout,
+            checked: Default::default(),
         }
+    }
+
+    /// Checks the store's container before the first request. Only a pass is kept:
+    /// a container that could not be read is checked again at the next call.
+    pub(crate) async fn checked(&self) -> Result<(), ContainerError> {
+        self.checked
+            .get_or_try_init(|| self.store.check())
+            .await
+            .map(|_| ())
     }
 
     pub(crate) fn with_machine<R>(&self, f: impl FnOnce(&M) -> R) -> R {

@@ -2,7 +2,7 @@
 
 use crate::clock::{Clock, fresh_incarnation};
 use crate::exchange::Exchange;
-use crate::store::Store;
+use crate::store::{ContainerError, Store};
 use leasehold_engine::item_lease::{
     Grant, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig, Output,
 };
@@ -15,6 +15,10 @@ pub enum ItemLeaseClientError {
     /// The operation failed: another holder's lease, a lost lease, a store error.
     #[error(transparent)]
     Item(#[from] ItemError),
+    /// The store's container cannot hold the items safely (checked before the
+    /// first request).
+    #[error(transparent)]
+    Container(#[from] ContainerError),
     /// The leaser reported no outcome: a bug in leasehold, reported rather than
     /// panicked on.
     #[error("the item leaser reported no outcome for {0:?}; please report this bug")]
@@ -104,7 +108,7 @@ impl<St: Store<Item>> ItemLeaseClient<St> {
             item: item.clone(),
             duration: duration.into(),
         };
-        for out in self.exchange.call(input).await? {
+        for out in self.call(input).await? {
             match out {
                 Output::Acquired(grant) => return Ok(grant),
                 Output::Failed { error, .. } => return Err(error.into()),
@@ -159,7 +163,7 @@ impl<St: Store<Item>> ItemLeaseClient<St> {
         };
         let mut leased = None;
         let turn = Some(self.scanning.clone());
-        for out in self.exchange.call_alone(input, turn).await? {
+        for out in self.call_alone(input, turn).await? {
             match out {
                 Output::Leased(grants) => leased = Some(grants),
                 // A failed scan still ends the run, with nothing leased.
@@ -186,8 +190,22 @@ impl<St: Store<Item>> ItemLeaseClient<St> {
         &self.exchange.store
     }
 
+    async fn call(&self, input: Input) -> Result<Vec<Output>, ItemLeaseClientError> {
+        self.exchange.checked().await?;
+        Ok(self.exchange.call(input).await?)
+    }
+
+    async fn call_alone(
+        &self,
+        input: Input,
+        turn: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    ) -> Result<Vec<Output>, ItemLeaseClientError> {
+        self.exchange.checked().await?;
+        Ok(self.exchange.call_alone(input, turn).await?)
+    }
+
     async fn settle(&self, input: Input, intent: ItemIntent) -> Result<(), ItemLeaseClientError> {
-        for out in self.exchange.call(input).await? {
+        for out in self.call(input).await? {
             match out {
                 Output::Renewed { .. } | Output::Broken(_) | Output::Saved(_) => return Ok(()),
                 Output::Failed { error, .. } => return Err(error.into()),

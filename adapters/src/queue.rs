@@ -2,7 +2,7 @@
 
 use crate::clock::{Clock, fresh_incarnation};
 use crate::exchange::Exchange;
-use crate::store::Store;
+use crate::store::{ContainerError, Store};
 use leasehold_engine::queue::{
     Consumer, ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageName,
     NameError, Output, QueueError, QueueIntent,
@@ -17,6 +17,10 @@ pub enum QueueClientError {
     /// The consumer settings cannot work.
     #[error("invalid queue settings: {0}")]
     Config(#[from] ConsumerConfigError),
+    /// The store's container cannot hold the queue's messages safely (checked
+    /// before the first request).
+    #[error(transparent)]
+    Container(#[from] ContainerError),
     /// The message name is not one the store can hold.
     #[error(transparent)]
     Name(#[from] NameError),
@@ -133,7 +137,7 @@ impl<St: Store<Message>> QueueClient<St> {
             payload: payload.into(),
             delay: delay.into(),
         };
-        for out in self.exchange.call(input).await? {
+        for out in self.call(input).await? {
             match out {
                 Output::Enqueued {
                     already_present, ..
@@ -159,7 +163,7 @@ impl<St: Store<Message>> QueueClient<St> {
         let mut dequeued = Dequeued::default();
         let input = Input::Dequeue { max };
         let turn = Some(self.dequeuing.clone());
-        for out in self.exchange.call_alone(input, turn).await? {
+        for out in self.call_alone(input, turn).await? {
             match out {
                 Output::Delivered(d) => dequeued.deliveries.push(d),
                 Output::DeadLettered { message, reason } => {
@@ -246,7 +250,7 @@ impl<St: Store<Message>> QueueClient<St> {
     /// [`requeue`](Self::requeue) needs. Dead letters live under their own ids, so
     /// listing them reads only them, and no dequeue ever reads them.
     pub async fn dead_letters(&self, max: usize) -> Result<Vec<Stored<Message>>, QueueClientError> {
-        for out in self.exchange.call(Input::ListDeadLetters { max }).await? {
+        for out in self.call(Input::ListDeadLetters { max }).await? {
             match out {
                 Output::DeadLetters(found) => return Ok(found),
                 Output::Failed { error, .. } => return Err(error.into()),
@@ -281,8 +285,22 @@ impl<St: Store<Message>> QueueClient<St> {
         &self.exchange.store
     }
 
+    async fn call(&self, input: Input) -> Result<Vec<Output>, QueueClientError> {
+        self.exchange.checked().await?;
+        Ok(self.exchange.call(input).await?)
+    }
+
+    async fn call_alone(
+        &self,
+        input: Input,
+        turn: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    ) -> Result<Vec<Output>, QueueClientError> {
+        self.exchange.checked().await?;
+        Ok(self.exchange.call_alone(input, turn).await?)
+    }
+
     async fn settle(&self, input: Input, intent: QueueIntent) -> Result<(), QueueClientError> {
-        for out in self.exchange.call(input).await? {
+        for out in self.call(input).await? {
             match out {
                 Output::Completed(_) | Output::Abandoned(_) | Output::DeadLettered { .. } => {
                     return Ok(());

@@ -71,3 +71,82 @@ async fn a_container_with_a_default_time_to_live_is_refused() {
     client.replace(properties, None).await.expect("replaced");
     assert_eq!(store.check().await, Ok(()));
 }
+
+/// The queue and item-lease clients check the container before their first request,
+/// as the processor does before it starts: a container partitioned by the lease
+/// documents' path refuses both, naming the path each needs, and nothing is written.
+#[tokio::test]
+async fn the_queue_and_item_clients_refuse_a_container_partitioned_for_other_documents() {
+    use leasehold_adapters::{
+        ItemLeaseClient, ItemLeaseClientError, QueueClient, QueueClientError,
+    };
+    use leasehold_engine::item_lease::{ItemState, LeaserConfig};
+    use leasehold_engine::queue::{ConsumerConfig, QueueName};
+    use std::time::Duration;
+
+    let emulator = Emulator::new();
+    emulator.container("by-id", "/id", 1);
+    let config = ConsumerConfig::new(QueueName::new("orders").expect("a queue name"));
+    let store = CosmosStore::<Message>::new(emulator.client("by-id", vec![]).await);
+    let queue = QueueClient::new(store.clone(), "worker-1", config).expect("valid settings");
+    let refused = queue.enqueue("order-17", "{}", Duration::ZERO).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(QueueClientError::Container(ContainerError::PartitionKey {
+                expected: "/QueueName",
+                ..
+            }))
+        ),
+        "{refused:?}"
+    );
+    let items = CosmosStore::new(emulator.client("by-id", vec![]).await);
+    let leaser = ItemLeaseClient::new(items, "connector-a", LeaserConfig::new("tp-"));
+    let refused = leaser
+        .next_for_state(ItemState::from("REQUESTED"), 10, Duration::from_secs(60))
+        .await;
+    assert!(
+        matches!(
+            &refused,
+            Err(ItemLeaseClientError::Container(
+                ContainerError::PartitionKey {
+                    expected: "/partitionKey",
+                    ..
+                }
+            ))
+        ),
+        "{refused:?}"
+    );
+    let sent: u64 = leasehold_adapters::OpKind::ALL
+        .iter()
+        .map(|&k| store.charges().calls(k))
+        .sum();
+    assert_eq!(sent, 0, "nothing was sent but the check");
+}
+
+/// The sibling: on containers partitioned as each needs, the same calls go through.
+#[tokio::test]
+async fn the_queue_and_item_clients_run_on_containers_partitioned_as_they_need() {
+    use leasehold_adapters::{ItemLeaseClient, QueueClient};
+    use leasehold_engine::item_lease::{ItemState, LeaserConfig};
+    use leasehold_engine::queue::{ConsumerConfig, QueueName};
+    use std::time::Duration;
+
+    let emulator = Emulator::new();
+    emulator.container("queue", "/QueueName", 1);
+    emulator.container("items", "/partitionKey", 1);
+    let config = ConsumerConfig::new(QueueName::new("orders").expect("a queue name"));
+    let store = CosmosStore::<Message>::new(emulator.client("queue", vec![]).await);
+    let queue = QueueClient::new(store, "worker-1", config).expect("valid settings");
+    queue
+        .enqueue("order-17", "{}", Duration::ZERO)
+        .await
+        .expect("enqueued");
+    let items = CosmosStore::new(emulator.client("items", vec![]).await);
+    let leaser = ItemLeaseClient::new(items, "connector-a", LeaserConfig::new("tp-"));
+    let grants = leaser
+        .next_for_state(ItemState::from("REQUESTED"), 10, Duration::from_secs(60))
+        .await
+        .expect("no items, no error");
+    assert!(grants.is_empty());
+}
