@@ -1268,3 +1268,65 @@ fn a_scan_listed_out_of_order_comes_to_the_same_as_one_listed_in_order() {
         "the lease deleted under its owner stopped processing"
     );
 }
+
+/// Group `orders` shares its container with group `orders-eu`, whose name begins
+/// with `orders`: the ids of every document of `orders-eu` held by a read of `prefix`.
+fn other_groups_documents_read_by(cluster: &Cluster, prefix: &str) -> usize {
+    let read = cluster
+        .store
+        .clone()
+        .execute(Op::ReadAll {
+            prefix: prefix.to_string(),
+        })
+        .expect("a read of the container");
+    let leasehold_engine::store::Reply::ReadAll(items) = read else {
+        panic!("a read answers with documents");
+    };
+    items
+        .iter()
+        .filter(|s| {
+            leasehold_engine::store::Document::id(&s.doc)
+                .as_str()
+                .starts_with("orders-eu")
+        })
+        .count()
+}
+
+#[test]
+fn a_group_reads_none_of_the_documents_of_a_group_whose_name_begins_with_its_own() {
+    let mut cluster = Cluster::new();
+    cluster.add(
+        "a",
+        LeaseConfig {
+            prefix: "orders".into(),
+            ..config(2)
+        },
+    );
+    cluster.add(
+        "b",
+        LeaseConfig {
+            prefix: "orders-eu".into(),
+            ..config(2)
+        },
+    );
+    cluster.run_for(20_000);
+    let scans: Vec<String> = cluster
+        .sent
+        .iter()
+        .filter(|(_, name, r)| name == "a" && matches!(r.intent, Intent::Scan | Intent::Audit))
+        .filter_map(|(_, _, r)| match &r.op {
+            Op::ReadAll { prefix } => Some(prefix.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!scans.is_empty(), "a scanned its table");
+    for prefix in &scans {
+        assert_eq!(
+            other_groups_documents_read_by(&cluster, prefix),
+            0,
+            "{prefix}"
+        );
+    }
+    // The sibling: a read by the bare group name pays for the other group's leases.
+    assert!(other_groups_documents_read_by(&cluster, "orders") > 0);
+}

@@ -343,6 +343,24 @@ pub enum Record {
 }
 
 impl Record {
+    /// What the id of every document of group `prefix` starts with: its leases
+    /// (`prefix..token`) and heartbeats (`prefix.host.name`). A read by it leaves out
+    /// the documents of another group whose name merely begins with this one's
+    /// (`orders-eu` beside `orders`), which a read by the bare name would pay for.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::{HostDocument, LeaseDocument, Record};
+    /// use leasehold_engine::{HostId, LeaseToken};
+    ///
+    /// let group = Record::group_prefix("orders");
+    /// assert!(LeaseDocument::id_for("orders", &LeaseToken::from("3")).as_str().starts_with(&group));
+    /// assert!(HostDocument::id_for("orders", &HostId::from("h1")).as_str().starts_with(&group));
+    /// assert!(!LeaseDocument::id_for("orders-eu", &LeaseToken::from("3")).as_str().starts_with(&group));
+    /// ```
+    pub fn group_prefix(prefix: &str) -> String {
+        format!("{prefix}.")
+    }
+
     /// Marks this version as written under `terms` and `liveness`.
     pub fn stamp(&mut self, terms: Terms, liveness: Liveness) {
         match self {

@@ -41,8 +41,16 @@ impl LeaseHost {
             lease_duration: self.config.expiry.duration,
         };
         let (intent, prefix, table) = match self.table.choose(now, &group) {
-            Some(Why::Needed) => (Intent::Scan, self.config.prefix.clone(), true),
-            Some(Why::Audit) => (Intent::Audit, self.config.prefix.clone(), true),
+            Some(Why::Needed) => (
+                Intent::Scan,
+                Record::group_prefix(&self.config.prefix),
+                true,
+            ),
+            Some(Why::Audit) => (
+                Intent::Audit,
+                Record::group_prefix(&self.config.prefix),
+                true,
+            ),
             None => (
                 Intent::ReadMembers,
                 HostDocument::id_prefix(&self.config.prefix),
