@@ -26,6 +26,7 @@ use std::time::Duration;
 #[command(
     name = "leasehold",
     version,
+    propagate_version = true,
     about = "Leases shared through Azure Cosmos DB, checked and simulated"
 )]
 struct Cli {
@@ -47,6 +48,19 @@ enum Command {
     /// each state as its facts, each step in the domain's words, each path as a
     /// sequence diagram.
     Explore(ExploreArgs),
+    /// Print a completion script for a shell, generated from this command line's own
+    /// definitions; for bash: `leasehold completions bash > /etc/bash_completion.d/leasehold`.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from this command line's own definitions:
+    /// `leasehold man | man -l -`, or `leasehold man check` for one subcommand's.
+    Man {
+        /// The subcommand whose page to print [default: the top-level page].
+        subcommand: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -275,11 +289,44 @@ fn main() -> ExitCode {
         // Including a port the Explorer cannot serve on.
         Command::Explore(args) => run_explore(args),
         Command::Sim(args) => Ok(leasehold_sims::sim::cli::run(&args)),
+        Command::Completions { shell } => {
+            let mut cli = Cli::command();
+            clap_complete::generate(shell, &mut cli, "leasehold", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { subcommand } => run_man(subcommand.as_deref()),
     };
     result.unwrap_or_else(|message| {
         eprintln!("error: {message}");
         ExitCode::from(2)
     })
+}
+
+/// The man page of `leasehold`, or of one of its subcommands (`leasehold-check`).
+fn run_man(subcommand: Option<&str>) -> Result<ExitCode, String> {
+    let mut cli = Cli::command();
+    cli.build();
+    let page = match subcommand {
+        None => cli,
+        Some(name) => {
+            let names: Vec<String> = cli
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .filter(|n| n != "help")
+                .collect();
+            let found = cli.find_subcommand(name).cloned().ok_or_else(|| {
+                format!(
+                    "no subcommand {name:?}; the subcommands are {}",
+                    names.join(", ")
+                )
+            })?;
+            found
+        }
+    };
+    clap_mangen::Man::new(page)
+        .render(&mut std::io::stdout())
+        .map_err(|e| format!("could not write the man page: {e}"))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_balance(args: BalanceArgs) -> Result<(), String> {
