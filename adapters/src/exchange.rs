@@ -34,7 +34,7 @@ impl<M, St: Clone> Clone for Exchange<M, St> {
         Exchange {
             machine: self.machine.clone(),
             store: self.store.clone(),
-            clock: self.clock,
+            clock: self.clock.clone(),
             timeout: self.timeout,
             checked: self.checked.clone(),
         }
@@ -102,7 +102,7 @@ impl<M: Client, St: Store<M::Doc>> Exchange<M, St> {
     async fn run(&self, input: M::Input) -> Result<Vec<M::Output>, M::Error> {
         let link = Link {
             store: self.store.clone(),
-            clock: self.clock,
+            clock: self.clock.clone(),
             timeout: self.timeout,
         };
         let mut outputs = Collect(Vec::new());

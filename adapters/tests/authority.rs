@@ -408,3 +408,70 @@ async fn a_host_whose_store_is_unavailable_runs_on_and_paces_its_writes() {
     eprintln!("{writes} writes in ten minutes of outage");
     assert!(writes < 2_000, "{writes} writes");
 }
+
+/// Host a runs the lease alone on `clock`; its handler notes, every 100 ms, whether
+/// it still has authority. At 6 s the machine is suspended for 30 s (a VM saved and
+/// restored): `suspend` plays it on the processor's clock, as the machine's clock
+/// that counts suspend would show it, or not, as tokio's clock alone would. Returns
+/// what the handler's first check after the wake-up found.
+async fn authority_after_a_suspend(counted: bool) -> bool {
+    use leasehold_adapters::Clock;
+    use leasehold_engine::WallTime;
+    let clock = Clock::following_tokio(WallTime(1_700_000_000_000));
+    let after: Arc<Mutex<Option<bool>>> = Arc::default();
+    let woke = Arc::new(AtomicBool::new(false));
+    let (note, seen_woke) = (after.clone(), woke.clone());
+    let a = Processor::builder()
+        .instance("a")
+        .processor_name("suspend")
+        .acquire_interval(Duration::from_secs(2))
+        .renew_interval(Duration::from_secs(3))
+        .expiration_interval(Duration::from_secs(12))
+        .poll_interval(Duration::from_millis(500))
+        .max_batch(1)
+        .clock(clock.clone())
+        .source(feed())
+        .store(MemoryStore::new())
+        .handler(move |ctx, batch| {
+            let (note, seen_woke) = (note.clone(), seen_woke.clone());
+            async move {
+                loop {
+                    if seen_woke.load(Ordering::Relaxed) {
+                        note.lock().unwrap().get_or_insert(ctx.has_authority());
+                        return Ok(batch.checkpoint);
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        })
+        .build()
+        .await
+        .expect("valid settings");
+    let (stop, run) = (a.cancellation(), tokio::spawn(a.run()));
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    if counted {
+        clock.suspend(Duration::from_secs(30));
+    }
+    woke.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(60), run).await;
+    let found = *after.lock().unwrap();
+    found.expect("the handler checked after the wake-up")
+}
+
+/// A suspend longer than the lease: the handler's first check after the wake-up,
+/// before any of the runtime's timers has fired, finds its authority over, because
+/// the runtime's clock counts the suspend (`CLOCK_BOOTTIME` on Linux).
+#[tokio::test(start_paused = true)]
+async fn after_a_suspend_longer_than_the_lease_a_handler_finds_its_authority_over() {
+    assert!(!authority_after_a_suspend(true).await);
+}
+
+/// The sibling: on a clock that does not count the suspend (tokio's, `CLOCK_MONOTONIC`
+/// on Linux), the same handler believes it still holds the lease 30 s into a 12 s
+/// expiration.
+#[tokio::test(start_paused = true)]
+async fn on_a_clock_that_stops_in_a_suspend_a_handler_believes_it_still_holds_the_lease() {
+    assert!(authority_after_a_suspend(false).await);
+}

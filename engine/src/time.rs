@@ -58,7 +58,7 @@ impl Add for Millis {
 
 impl fmt::Display for Millis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 % 1000 == 0 {
+        if self.0.is_multiple_of(1000) {
             write!(f, "{}s", self.0 / 1000)
         } else {
             write!(f, "{}ms", self.0)

@@ -314,13 +314,12 @@ fn run_man(subcommand: Option<&str>) -> Result<ExitCode, String> {
                 .map(|c| c.get_name().to_string())
                 .filter(|n| n != "help")
                 .collect();
-            let found = cli.find_subcommand(name).cloned().ok_or_else(|| {
+            cli.find_subcommand(name).cloned().ok_or_else(|| {
                 format!(
                     "no subcommand {name:?}; the subcommands are {}",
                     names.join(", ")
                 )
-            })?;
-            found
+            })?
         }
     };
     clap_mangen::Man::new(page)

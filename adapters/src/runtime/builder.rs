@@ -2,6 +2,7 @@
 
 use super::LeaseContext;
 use super::{Handler, Intake, Metrics, Processor};
+use crate::clock::Clock;
 use crate::source::Batch;
 use crate::source::{PartitionSource, SourceError};
 use crate::store::Store;
@@ -96,6 +97,7 @@ struct Settings {
     shutdown_deadline: Option<Duration>,
     abort_grace: Option<Duration>,
     runtime_bad: Option<RuntimeBad>,
+    clock: Option<Clock>,
 }
 
 impl ProcessorBuilder<(), (), ()> {
@@ -125,6 +127,7 @@ impl ProcessorBuilder<(), (), ()> {
                 shutdown_deadline: None,
                 abort_grace: None,
                 runtime_bad: None,
+                clock: None,
             },
             source: (),
             store: (),
@@ -239,6 +242,14 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     #[doc(hidden)]
     pub fn runtime_bad(mut self, bad: RuntimeBad) -> Self {
         self.settings.runtime_bad = Some(bad);
+        self
+    }
+
+    /// Runs on `clock` instead of the system's (for tests on tokio's paused clock,
+    /// and of a suspend: [`Clock::suspend`]).
+    #[doc(hidden)]
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.settings.clock = Some(clock);
         self
     }
 
@@ -424,6 +435,7 @@ where
             cancel: settings.cancel,
             metrics,
             shutdown_deadline,
+            clock: settings.clock.unwrap_or_else(Clock::system),
         })
     }
 }

@@ -1,8 +1,9 @@
 //! What a handler call knows of its lease: which one, under which fencing token, and
 //! whether it has been told to stop.
 
+use crate::clock::Clock;
 use leasehold_engine::lease::StopReason;
-use leasehold_engine::{Epoch, LeaseToken, Session};
+use leasehold_engine::{Epoch, LeaseToken, LocalTime, Session};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -48,7 +49,8 @@ pub struct LeaseContext {
     session: Session,
     cancel: CancellationToken,
     reason: watch::Receiver<Option<StopReason>>,
-    authority: watch::Receiver<Option<Instant>>,
+    authority: watch::Receiver<Option<LocalTime>>,
+    clock: Clock,
 }
 
 impl LeaseContext {
@@ -58,7 +60,8 @@ impl LeaseContext {
         session: Session,
         cancel: CancellationToken,
         reason: watch::Receiver<Option<StopReason>>,
-        authority: watch::Receiver<Option<Instant>>,
+        authority: watch::Receiver<Option<LocalTime>>,
+        clock: Clock,
     ) -> LeaseContext {
         LeaseContext {
             lease,
@@ -67,6 +70,7 @@ impl LeaseContext {
             cancel,
             reason,
             authority,
+            clock,
         }
     }
 
@@ -85,14 +89,20 @@ impl LeaseContext {
     ///         .is_some_and(|d| tokio::time::Instant::now() + Duration::from_secs(3) < d)
     /// }
     /// ```
+    ///
+    /// The engine's clock counts time the machine spent suspended (a VM saved and
+    /// restored, a laptop asleep), which tokio's does not: the instant is computed
+    /// afresh at each call, so after a suspend it may already have passed.
     pub fn deadline(&self) -> Option<Instant> {
-        *self.authority.borrow()
+        self.authority.borrow().map(|t| self.clock.instant_of(t))
     }
 
     /// Whether the host still has authority over this lease now: the deadline has
-    /// not passed and the lease has not been lost.
+    /// not passed on the engine's clock (which counts a suspend) and the lease has not
+    /// been lost.
     pub fn has_authority(&self) -> bool {
-        !self.is_lost() && self.deadline().is_some_and(|d| Instant::now() < d)
+        let until = *self.authority.borrow();
+        !self.is_lost() && until.is_some_and(|d| self.clock.now().local < d)
     }
 
     /// The partition.

@@ -50,7 +50,7 @@ where
     let events = std::pin::pin!(stream::select(shutdown, reports));
     let link = Link {
         store: p.store.clone(),
-        clock: Clock::system(),
+        clock: p.clock.clone(),
         timeout: p.intake.request_timeout,
     };
     tracing::info!(partitions = p.config.partitions.len(), "processor started");
@@ -67,6 +67,7 @@ where
         refused: None,
         denied: None,
         fatal: CancellationToken::new(),
+        clock: link.clock.clone(),
     };
     let fatal = workers.fatal.clone();
     // Without a first input nothing ends the drive with an error: later refusals (a
@@ -127,6 +128,8 @@ struct Workers<S, H> {
     denied: Option<StoreError>,
     /// Cancelled on such a refusal: the processor stops at once.
     fatal: CancellationToken,
+    /// The engine's clock, which the calls judge their authority by.
+    clock: Clock,
 }
 
 impl<S, H> Drop for Workers<S, H> {
@@ -158,6 +161,7 @@ where
                     stop: stopper.cancel.clone(),
                     reason: stopper.reason.subscribe(),
                     authority: stopper.authority.subscribe(),
+                    clock: self.clock.clone(),
                 };
                 self.running.insert(session, stopper);
                 let lease = Lease {
@@ -221,10 +225,10 @@ where
         self.fatal.cancel();
     }
 
-    fn settled(&mut self, host: &LeaseHost, clock: &Clock) {
+    fn settled(&mut self, host: &LeaseHost, _clock: &Clock) {
         for (session, stopper) in &self.running {
             let until = host.authority_until(&stopper.token, *session);
-            stopper.authority_until(until.map(|t| clock.instant_of(t)));
+            stopper.authority_until(until);
         }
     }
 

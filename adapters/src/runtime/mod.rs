@@ -131,6 +131,7 @@ pub struct Processor<S, St, H> {
     pub(crate) cancel: CancellationToken,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) shutdown_deadline: Duration,
+    pub(crate) clock: crate::clock::Clock,
 }
 
 impl Processor<(), (), ()> {

@@ -2,14 +2,14 @@
 //! reports the session stopped only once its call has ended or been aborted.
 
 use super::{Handler, Intake, LeaseContext, Metrics};
+use crate::clock::Clock;
 use crate::source::PartitionSource;
 use leasehold_engine::lease::{Input, StopReason};
-use leasehold_engine::{Checkpoint, Epoch, LeaseToken, Session};
+use leasehold_engine::{Checkpoint, Epoch, LeaseToken, LocalTime, Session};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
@@ -28,7 +28,7 @@ pub(super) struct Stopper {
     pub token: LeaseToken,
     pub cancel: CancellationToken,
     pub reason: watch::Sender<Option<StopReason>>,
-    pub authority: watch::Sender<Option<Instant>>,
+    pub authority: watch::Sender<Option<LocalTime>>,
 }
 
 impl Stopper {
@@ -42,7 +42,7 @@ impl Stopper {
     }
 
     /// Publishes the authority's end as the engine knows it now.
-    pub fn authority_until(&self, until: Option<Instant>) {
+    pub fn authority_until(&self, until: Option<LocalTime>) {
         self.authority.send_if_modified(|known| {
             let changed = *known != until;
             *known = until;
@@ -135,7 +135,9 @@ async fn report_split(
 pub(super) struct Orders {
     pub stop: CancellationToken,
     pub reason: watch::Receiver<Option<StopReason>>,
-    pub authority: watch::Receiver<Option<Instant>>,
+    pub authority: watch::Receiver<Option<LocalTime>>,
+    /// The clock the authority's end is on.
+    pub clock: Clock,
 }
 
 pub(super) async fn work<S, H>(lease: Lease, orders: Orders, crew: Crew<S, H>)
@@ -161,6 +163,7 @@ where
         stop,
         reason,
         authority,
+        clock,
     } = orders;
     let context = LeaseContext::new(
         token.clone(),
@@ -169,6 +172,7 @@ where
         stop.clone(),
         reason.clone(),
         authority,
+        clock,
     );
     async move {
         let mut backoff = intake.retry_min;

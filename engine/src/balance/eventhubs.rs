@@ -50,7 +50,7 @@ pub(super) fn plan(mode: Mode, view: &TableView, me: &HostId) -> Plan {
     let held = groups.entry(me).or_default().len();
     let owners = groups.len();
     let min = leases.len() / owners;
-    let extra_possible = leases.len() % owners > 0;
+    let extra_possible = !leases.len().is_multiple_of(owners);
     let max = min + usize::from(extra_possible);
 
     // Partitions of other owners above `max`, each with its owner and that owner's count.

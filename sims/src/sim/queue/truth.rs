@@ -214,7 +214,7 @@ impl Truth {
 
     /// Whether a message's handler always fails.
     pub fn is_poison(&self, id: &DocId) -> bool {
-        self.poison_every > 0 && self.number(id) % self.poison_every == 0
+        self.poison_every > 0 && self.number(id).is_multiple_of(self.poison_every)
     }
 
     /// A consumer was handed the message.
