@@ -1,7 +1,7 @@
 //! The processor builder, with the change feed processor's defaults.
 
 use super::LeaseContext;
-use super::{Handler, Intake, Metrics, Processor};
+use super::{Exhausted, Handler, Intake, Metrics, Processor};
 use crate::clock::Clock;
 use crate::source::Batch;
 use crate::source::{PartitionSource, SourceError};
@@ -47,7 +47,7 @@ pub enum BuildError {
         /// The safety margin: how long before any rival may act a holder's authority ends.
         margin: Duration,
     },
-    /// `max_batch` or a duration is zero.
+    /// `max_batch`, `max_attempts` or a duration is zero.
     #[error("{0} must be above zero")]
     Zero(&'static str),
     /// The source could not list its partitions.
@@ -121,6 +121,8 @@ impl ProcessorBuilder<(), (), ()> {
                     stopped_before_the_call_ends: false,
                     retry_min: Duration::from_millis(100),
                     retry_max: Duration::from_secs(30),
+                    max_attempts: None,
+                    exhausted: Exhausted::Skip,
                 },
                 cancel: CancellationToken::new(),
                 known_bad: None,
@@ -253,6 +255,41 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
         self
     }
 
+    /// After `attempts` failures in a row of the handler on one batch (errors and
+    /// panics alike), do what `then` says instead of retrying again: skip the batch,
+    /// or stop the processor. Not set, a failed batch is retried for ever, with
+    /// backoff (the default, as the change feed processor does). Each skipped batch
+    /// counts in `leasehold_batches_skipped_total`.
+    ///
+    /// ```
+    /// use leasehold_adapters::runtime::Exhausted;
+    /// use leasehold_adapters::{MemoryFeed, MemoryStore, Processor};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let processor = Processor::builder()
+    ///     .instance("host-1")
+    ///     .processor_name("orders")
+    ///     .max_attempts(5, Exhausted::Skip)
+    ///     .source(MemoryFeed::new(["0"]))
+    ///     .store(MemoryStore::new())
+    ///     .handler(|ctx, batch| async move {
+    ///         if ctx.attempt() == 5 {
+    ///             // The last attempt: keep the batch somewhere before it is skipped.
+    ///         }
+    ///         Ok(batch.checkpoint)
+    ///     })
+    ///     .build()
+    ///     .await;
+    /// assert!(processor.is_ok());
+    /// # }
+    /// ```
+    pub fn max_attempts(mut self, attempts: u32, then: Exhausted) -> Self {
+        self.settings.intake.max_attempts = Some(attempts);
+        self.settings.intake.exhausted = then;
+        self
+    }
+
     /// Stop with this token instead of a fresh one.
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
         self.settings.cancel = token;
@@ -381,6 +418,9 @@ where
         let name = checked_name("processor name", name)?;
         if settings.intake.max_batch == 0 {
             return Err(BuildError::Zero("max_batch"));
+        }
+        if settings.intake.max_attempts == Some(0) {
+            return Err(BuildError::Zero("max_attempts"));
         }
         let shutdown_deadline = settings.shutdown_deadline.unwrap_or(settings.expiration);
         for (what, d) in [

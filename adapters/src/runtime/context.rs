@@ -51,6 +51,7 @@ pub struct LeaseContext {
     reason: watch::Receiver<Option<StopReason>>,
     authority: watch::Receiver<Option<LocalTime>>,
     clock: Clock,
+    attempt: u32,
 }
 
 impl LeaseContext {
@@ -71,6 +72,7 @@ impl LeaseContext {
             reason,
             authority,
             clock,
+            attempt: 1,
         }
     }
 
@@ -103,6 +105,23 @@ impl LeaseContext {
     pub fn has_authority(&self) -> bool {
         let until = *self.authority.borrow();
         !self.is_lost() && until.is_some_and(|d| self.clock.now().local < d)
+    }
+
+    /// Which attempt at this batch the call is: 1 for the first, one more after each
+    /// failure (error or panic) of the handler on the same batch. With
+    /// [`max_attempts`](super::ProcessorBuilder::max_attempts) set, the call whose
+    /// attempt equals it is the last before the batch is skipped or the processor
+    /// stops: the place to dead-letter the batch.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// This context, for attempt `attempt` at a batch.
+    pub(super) fn for_attempt(&self, attempt: u32) -> LeaseContext {
+        LeaseContext {
+            attempt,
+            ..self.clone()
+        }
     }
 
     /// The partition.

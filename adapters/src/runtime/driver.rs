@@ -14,6 +14,7 @@ use leasehold_engine::lease::{ConfigError, Input, Intent, LeaseHost, Output, Rec
 use leasehold_engine::store::StoreError;
 use leasehold_engine::{LeaseToken, Session};
 use std::collections::HashMap;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -61,6 +62,8 @@ where
             intake: p.intake,
             tx,
             metrics: p.metrics,
+            poisoned: Arc::default(),
+            shutdown: p.cancel.clone(),
         },
         running: HashMap::new(),
         life: CancellationToken::new(),
@@ -104,6 +107,19 @@ where
             deadline,
             held,
             heartbeat_left: host.has_left(),
+        });
+    }
+    if let Some((lease, attempts, error)) = workers
+        .crew
+        .poisoned
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+    {
+        return Err(RunError::Poisoned {
+            lease,
+            attempts,
+            error,
         });
     }
     match workers.refused.take() {

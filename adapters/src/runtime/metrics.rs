@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// use leasehold_adapters::runtime::METRIC_NAMES;
 /// assert!(METRIC_NAMES.iter().all(|(name, ..)| name.starts_with("leasehold_")));
 /// ```
-pub const METRIC_NAMES: [(&str, &str, &str); 13] = [
+pub const METRIC_NAMES: [(&str, &str, &str); 14] = [
     ("leasehold_leases_owned", "gauge", "leases being processed"),
     (
         "leasehold_lease_acquisitions_total",
@@ -36,6 +36,11 @@ pub const METRIC_NAMES: [(&str, &str, &str); 13] = [
         "leasehold_handler_failures_total",
         "counter",
         "handler errors and panics",
+    ),
+    (
+        "leasehold_batches_skipped_total",
+        "counter",
+        "batches skipped after the handler failed on them max_attempts times",
     ),
     (
         "leasehold_handler_cancellations_total",
@@ -86,6 +91,7 @@ pub struct Metrics {
     splits: AtomicU64,
     batches: AtomicU64,
     handler_failures: AtomicU64,
+    skipped_batches: AtomicU64,
     checkpoints: AtomicU64,
     cancelled_calls: AtomicU64,
     aborted_calls: AtomicU64,
@@ -109,6 +115,8 @@ pub struct MetricsSnapshot {
     pub batches: u64,
     /// Handler errors and panics (each retried).
     pub handler_failures: u64,
+    /// Batches skipped after the handler failed on them `max_attempts` times.
+    pub skipped_batches: u64,
     /// Checkpoints the store confirmed.
     pub checkpoints: u64,
     /// Handler calls whose lease stopped while they ran (their token was cancelled).
@@ -186,6 +194,11 @@ impl Metrics {
         self.batches.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn batch_skipped(&self) {
+        self.skipped_batches.fetch_add(1, Ordering::Relaxed);
+        self.count("leasehold_batches_skipped_total");
+    }
+
     pub(crate) fn handler_failed(&self) {
         self.handler_failures.fetch_add(1, Ordering::Relaxed);
         self.count("leasehold_handler_failures_total");
@@ -244,6 +257,7 @@ impl Metrics {
             splits: self.splits.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
             handler_failures: self.handler_failures.load(Ordering::Relaxed),
+            skipped_batches: self.skipped_batches.load(Ordering::Relaxed),
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
             cancelled_calls: self.cancelled_calls.load(Ordering::Relaxed),
             aborted_calls: self.aborted_calls.load(Ordering::Relaxed),

@@ -62,6 +62,22 @@ where
     }
 }
 
+/// What the runtime does with a batch the handler failed on as many times in a row
+/// as [`ProcessorBuilder::max_attempts`] allows. Without that setting a failed batch
+/// is retried for ever, with backoff, as the change feed processor does: one poison
+/// batch then holds its lease back for good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exhausted {
+    /// Checkpoint past the batch, as if it had been handled, and read on. A handler
+    /// that must keep such batches dead-letters them itself on its last attempt
+    /// ([`LeaseContext::attempt`]).
+    Skip,
+    /// Stop the processor gracefully: every other lease finishes its batch and is
+    /// released; this one is released at the checkpoint before the batch, so nothing
+    /// is skipped, and [`Processor::run`] returns [`RunError::Poisoned`].
+    Stop,
+}
+
 /// Why a processor stopped other than by its cancellation token.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -100,6 +116,20 @@ pub enum RunError {
         /// Whether its heartbeat was deleted.
         heartbeat_left: bool,
     },
+    /// The handler failed on one batch as many times in a row as
+    /// [`ProcessorBuilder::max_attempts`] allows, with [`Exhausted::Stop`]: the
+    /// processor shut down gracefully, leaving the lease at the checkpoint before it.
+    #[error(
+        "the handler failed {attempts} times in a row on a batch of lease {lease}; last error: {error}"
+    )]
+    Poisoned {
+        /// The lease whose batch it was.
+        lease: leasehold_engine::LeaseToken,
+        /// The attempts made.
+        attempts: u32,
+        /// The last attempt's error (or panic).
+        error: String,
+    },
 }
 
 /// Settings of the per-lease workers.
@@ -115,6 +145,9 @@ pub(crate) struct Intake {
     pub stopped_before_the_call_ends: bool,
     pub retry_min: Duration,
     pub retry_max: Duration,
+    /// Attempts at one batch before `exhausted` applies; `None` retries for ever.
+    pub max_attempts: Option<u32>,
+    pub exhausted: Exhausted,
 }
 
 /// A host of a processor group. Build it with [`Processor::builder`], then

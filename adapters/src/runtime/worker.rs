@@ -1,7 +1,7 @@
 //! One lease's worker: reads the source, calls the handler, reports checkpoints, and
 //! reports the session stopped only once its call has ended or been aborted.
 
-use super::{Handler, Intake, LeaseContext, Metrics};
+use super::{Exhausted, Handler, Intake, LeaseContext, Metrics};
 use crate::clock::Clock;
 use crate::source::PartitionSource;
 use leasehold_engine::lease::{Input, StopReason};
@@ -82,6 +82,11 @@ pub(super) struct Crew<S, H> {
     pub intake: Intake,
     pub tx: UnboundedSender<Input>,
     pub metrics: Arc<Metrics>,
+    /// The first batch the handler exhausted its attempts on, under
+    /// [`Exhausted::Stop`](super::Exhausted::Stop): its lease, attempts and last error.
+    pub poisoned: Arc<std::sync::Mutex<Option<(LeaseToken, u32, String)>>>,
+    /// The processor's own cancellation: a poison batch under `Stop` shuts it down.
+    pub shutdown: CancellationToken,
 }
 
 impl<S: Clone, H> Clone for Crew<S, H> {
@@ -92,6 +97,8 @@ impl<S: Clone, H> Clone for Crew<S, H> {
             intake: self.intake,
             tx: self.tx.clone(),
             metrics: self.metrics.clone(),
+            poisoned: self.poisoned.clone(),
+            shutdown: self.shutdown.clone(),
         }
     }
 }
@@ -152,6 +159,8 @@ where
         intake,
         tx,
         metrics,
+        poisoned,
+        shutdown,
     } = crew;
     let Lease {
         token,
@@ -214,11 +223,15 @@ where
             // The handler runs as its own task so that a panic stays there, and so
             // that a call of a lost lease can be aborted once its grace is over. A
             // release or a shutdown lets the batch in flight finish and checkpoint.
+            let mut attempt: u32 = 1;
+            let mut last_error: String;
             loop {
                 // Aborted if this worker is dropped (the processor's future dropped):
                 // no call outlives the driver that would report it stopped.
                 let mut call = AbortOnDropHandle::new(tokio::spawn(
-                    handler.handle(context.clone(), batch.clone()).in_current_span(),
+                    handler
+                        .handle(context.for_attempt(attempt), batch.clone())
+                        .in_current_span(),
                 ));
                 let outcome = tokio::select! {
                     outcome = &mut call => Some(outcome),
@@ -258,13 +271,41 @@ where
                     }
                     Ok(Err(e)) => {
                         metrics.handler_failed();
-                        tracing::warn!(%e, retry_in = ?backoff, "the handler failed; retrying the batch");
+                        last_error = e.to_string();
+                        tracing::warn!(%e, attempt, retry_in = ?backoff, "the handler failed");
                     }
                     Err(join) => {
                         metrics.handler_failed();
-                        tracing::error!(%join, retry_in = ?backoff, "the handler panicked; retrying the batch");
+                        last_error = format!("the handler panicked: {join}");
+                        tracing::error!(%join, attempt, retry_in = ?backoff, "the handler panicked");
                     }
                 }
+                if intake.max_attempts.is_some_and(|max| attempt >= max) {
+                    match intake.exhausted {
+                        Exhausted::Skip => {
+                            metrics.batch_skipped();
+                            tracing::error!(attempt, error = %last_error, "skipping the batch: the handler failed on it too often");
+                            backoff = intake.retry_min;
+                            from = Some(batch.checkpoint.clone());
+                            let _ = tx.send(Input::Checkpoint {
+                                lease: token.clone(),
+                                session,
+                                checkpoint: batch.checkpoint.clone(),
+                            });
+                            break;
+                        }
+                        Exhausted::Stop => {
+                            tracing::error!(attempt, error = %last_error, "stopping the processor: the handler failed on a batch too often");
+                            poisoned
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .get_or_insert_with(|| (token.clone(), attempt, last_error.clone()));
+                            shutdown.cancel();
+                            break 'intake;
+                        }
+                    }
+                }
+                attempt += 1;
                 if pause(&stop, backoff).await {
                     break 'intake;
                 }
