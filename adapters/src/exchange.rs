@@ -65,6 +65,17 @@ impl<M: Client, St: Store<M::Doc>> Exchange<M, St> {
         self.machine.clone().with(|m| f(m))
     }
 
+    /// As [`call_alone`](Self::call_alone), once the store's container has passed
+    /// its check ([`checked`](Self::checked)): what the clients run.
+    pub(crate) async fn checked_call(
+        &self,
+        input: M::Input,
+        turn: Option<Arc<tokio::sync::Mutex<()>>>,
+    ) -> Result<Vec<M::Output>, Checked<M::Error>> {
+        self.checked().await.map_err(Checked::Container)?;
+        self.call_alone(input, turn).await.map_err(Checked::Engine)
+    }
+
     /// Runs `input` to the end and returns every output it led to, requests aside.
     ///
     /// The work runs in its own task, so a caller that drops the future (a timeout, a
@@ -110,6 +121,12 @@ impl<M: Client, St: Store<M::Doc>> Exchange<M, St> {
         drive(machine, &link, Some(input), none, &mut outputs).await?;
         Ok(outputs.0)
     }
+}
+
+/// Why a client's command failed: its container, or the engine's answer.
+pub(crate) enum Checked<E> {
+    Container(ContainerError),
+    Engine(E),
 }
 
 /// A command's outputs, requests aside.

@@ -1,7 +1,7 @@
 //! The item-lease client: the engine's item leaser on an async store.
 
 use crate::clock::{Clock, fresh_incarnation};
-use crate::exchange::Exchange;
+use crate::exchange::{Checked, Exchange};
 use crate::store::{ContainerError, Store};
 use leasehold_engine::item_lease::{
     Grant, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig, Output,
@@ -23,6 +23,15 @@ pub enum ItemLeaseClientError {
     /// panicked on.
     #[error("the item leaser reported no outcome for {0:?}; please report this bug")]
     NoOutcome(ItemIntent),
+}
+
+impl From<Checked<ItemError>> for ItemLeaseClientError {
+    fn from(failed: Checked<ItemError>) -> Self {
+        match failed {
+            Checked::Container(e) => ItemLeaseClientError::Container(e),
+            Checked::Engine(e) => ItemLeaseClientError::Item(e),
+        }
+    }
 }
 
 /// A holder of leases on single documents, as Eclipse EDC's Cosmos DB stores take
@@ -108,7 +117,7 @@ impl<St: Store<Item>> ItemLeaseClient<St> {
             item: item.clone(),
             duration: duration.into(),
         };
-        for out in self.call(input).await? {
+        for out in self.exchange.checked_call(input, None).await? {
             match out {
                 Output::Acquired(grant) => return Ok(grant),
                 Output::Failed { error, .. } => return Err(error.into()),
@@ -163,7 +172,7 @@ impl<St: Store<Item>> ItemLeaseClient<St> {
         };
         let mut leased = None;
         let turn = Some(self.scanning.clone());
-        for out in self.call_alone(input, turn).await? {
+        for out in self.exchange.checked_call(input, turn).await? {
             match out {
                 Output::Leased(grants) => leased = Some(grants),
                 // A failed scan still ends the run, with nothing leased.
@@ -190,22 +199,8 @@ impl<St: Store<Item>> ItemLeaseClient<St> {
         &self.exchange.store
     }
 
-    async fn call(&self, input: Input) -> Result<Vec<Output>, ItemLeaseClientError> {
-        self.exchange.checked().await?;
-        Ok(self.exchange.call(input).await?)
-    }
-
-    async fn call_alone(
-        &self,
-        input: Input,
-        turn: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
-    ) -> Result<Vec<Output>, ItemLeaseClientError> {
-        self.exchange.checked().await?;
-        Ok(self.exchange.call_alone(input, turn).await?)
-    }
-
     async fn settle(&self, input: Input, intent: ItemIntent) -> Result<(), ItemLeaseClientError> {
-        for out in self.call(input).await? {
+        for out in self.exchange.checked_call(input, None).await? {
             match out {
                 Output::Renewed { .. } | Output::Broken(_) | Output::Saved(_) => return Ok(()),
                 Output::Failed { error, .. } => return Err(error.into()),

@@ -1,7 +1,7 @@
 //! The work-queue client: the engine's queue consumer on an async store.
 
 use crate::clock::{Clock, fresh_incarnation};
-use crate::exchange::Exchange;
+use crate::exchange::{Checked, Exchange};
 use crate::store::{ContainerError, Store};
 use leasehold_engine::queue::{
     Consumer, ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageName,
@@ -31,6 +31,15 @@ pub enum QueueClientError {
     /// panicked on.
     #[error("the queue consumer reported no outcome for {0:?}; please report this bug")]
     NoOutcome(QueueIntent),
+}
+
+impl From<Checked<QueueError>> for QueueClientError {
+    fn from(failed: Checked<QueueError>) -> Self {
+        match failed {
+            Checked::Container(e) => QueueClientError::Container(e),
+            Checked::Engine(e) => QueueClientError::Queue(e),
+        }
+    }
 }
 
 /// What an enqueue found.
@@ -137,7 +146,7 @@ impl<St: Store<Message>> QueueClient<St> {
             payload: payload.into(),
             delay: delay.into(),
         };
-        for out in self.call(input).await? {
+        for out in self.exchange.checked_call(input, None).await? {
             match out {
                 Output::Enqueued {
                     already_present, ..
@@ -163,7 +172,7 @@ impl<St: Store<Message>> QueueClient<St> {
         let mut dequeued = Dequeued::default();
         let input = Input::Dequeue { max };
         let turn = Some(self.dequeuing.clone());
-        for out in self.call_alone(input, turn).await? {
+        for out in self.exchange.checked_call(input, turn).await? {
             match out {
                 Output::Delivered(d) => dequeued.deliveries.push(d),
                 Output::DeadLettered { message, reason } => {
@@ -250,7 +259,11 @@ impl<St: Store<Message>> QueueClient<St> {
     /// [`requeue`](Self::requeue) needs. Dead letters live under their own ids, so
     /// listing them reads only them, and no dequeue ever reads them.
     pub async fn dead_letters(&self, max: usize) -> Result<Vec<Stored<Message>>, QueueClientError> {
-        for out in self.call(Input::ListDeadLetters { max }).await? {
+        for out in self
+            .exchange
+            .checked_call(Input::ListDeadLetters { max }, None)
+            .await?
+        {
             match out {
                 Output::DeadLetters(found) => return Ok(found),
                 Output::Failed { error, .. } => return Err(error.into()),
@@ -285,22 +298,8 @@ impl<St: Store<Message>> QueueClient<St> {
         &self.exchange.store
     }
 
-    async fn call(&self, input: Input) -> Result<Vec<Output>, QueueClientError> {
-        self.exchange.checked().await?;
-        Ok(self.exchange.call(input).await?)
-    }
-
-    async fn call_alone(
-        &self,
-        input: Input,
-        turn: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
-    ) -> Result<Vec<Output>, QueueClientError> {
-        self.exchange.checked().await?;
-        Ok(self.exchange.call_alone(input, turn).await?)
-    }
-
     async fn settle(&self, input: Input, intent: QueueIntent) -> Result<(), QueueClientError> {
-        for out in self.call(input).await? {
+        for out in self.exchange.checked_call(input, None).await? {
             match out {
                 Output::Completed(_) | Output::Abandoned(_) | Output::DeadLettered { .. } => {
                     return Ok(());
