@@ -1,0 +1,465 @@
+//! A deterministic swarm of the real runtime: three `Processor`s on one paused-time
+//! tokio runtime share a `MemoryStore` through a seeded faulty wrapper (latency and
+//! spikes, 429s, writes applied with their reply lost, writes lost, network cuts),
+//! and hosts crash (their `run()` future dropped) and come back under a new or the
+//! same name. Every handler call is recorded in virtual time and checked as the
+//! simulator checks its own: no two lives process one partition at once, no stored
+//! checkpoint goes back, and after the heal every item is handled.
+//!
+//! `cargo test` runs a fixed set of seeds; `LEASEHOLD_RUNTIME_SWARM=A..B cargo test
+//! -p leasehold-adapters --test runtime_swarm -- --ignored` runs a range, printing
+//! each failing seed and the command that replays it.
+
+use leasehold_adapters::engine::lease::Record;
+use leasehold_adapters::engine::store::{Op, Reply, StoreError};
+use leasehold_adapters::runtime::RuntimeBad;
+use leasehold_adapters::{Charges, MemoryFeed, MemoryStore, Processor, Response, Store};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+const PARTITIONS: [&str; 4] = ["0", "1", "2", "3"];
+const ITEMS: usize = 20;
+const HOSTS: usize = 3;
+/// Faults are drawn for this long; then the heal, and this long again to finish.
+const FAULTY: Duration = Duration::from_secs(90);
+const CALM: Duration = Duration::from_secs(180);
+
+/// One host's view of the shared store, with its own seeded faults.
+#[derive(Clone)]
+struct Faulty {
+    inner: MemoryStore<Record>,
+    rng: Arc<Mutex<ChaCha8Rng>>,
+    /// Cut off from the store: calls hang until the driver gives up on them.
+    cut: Arc<AtomicBool>,
+    healed: Arc<AtomicBool>,
+    /// Checkpoints that went back, as "lease: from → to".
+    back: Arc<Mutex<Vec<String>>>,
+}
+
+fn position(doc: &Record) -> Option<(String, u64)> {
+    let Record::Lease(lease) = doc else {
+        return None;
+    };
+    let at = lease
+        .checkpoint
+        .as_ref()?
+        .as_str()
+        .trim_matches('"')
+        .parse()
+        .ok()?;
+    Some((lease.token.as_str().to_string(), at))
+}
+
+impl Store<Record> for Faulty {
+    async fn execute(&self, op: Op<Record>) -> Response<Record> {
+        let none = Response {
+            result: Err(StoreError::Timeout),
+            charge: 0.0,
+        };
+        if self.cut.load(Ordering::Relaxed) {
+            std::future::pending::<()>().await;
+        }
+        let calm = self.healed.load(Ordering::Relaxed);
+        let (latency, fault) = {
+            let mut rng = self.rng.lock().unwrap();
+            let spike = !calm && rng.random_bool(0.03);
+            let latency = if spike {
+                rng.random_range(1_000..8_000)
+            } else {
+                rng.random_range(2..40)
+            };
+            let fault = if calm { 0 } else { rng.random_range(0..100) };
+            (Duration::from_millis(latency), fault)
+        };
+        tokio::time::sleep(latency / 2).await;
+        let write = op.is_write();
+        match fault {
+            // Throttled before anything happened.
+            0..=2 => {
+                tokio::time::sleep(latency / 2).await;
+                return Response {
+                    result: Err(StoreError::Throttled {
+                        retry_after: leasehold_engine::Millis(200),
+                    }),
+                    charge: 0.0,
+                };
+            }
+            // A write lost on the way: the sender cannot tell.
+            3..=4 if write => {
+                tokio::time::sleep(latency / 2).await;
+                return none;
+            }
+            _ => {}
+        }
+        let before = match &op {
+            Op::Replace { doc, .. } => {
+                let id = leasehold_engine::store::Document::id(doc).clone();
+                let pk = leasehold_engine::store::Document::partition_key(doc);
+                match self.inner.execute(Op::Read { pk, id }).await.result {
+                    Ok(Reply::Read(stored)) => position(&stored.doc),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let response = self.inner.execute(op.clone()).await;
+        if let (Some((lease, from)), Ok(Reply::Replaced(_)), Op::Replace { doc, .. }) =
+            (&before, &response.result, &op)
+            && let Some((_, to)) = position(doc)
+            && to < *from
+        {
+            self.back
+                .lock()
+                .unwrap()
+                .push(format!("{lease}: {from} → {to}"));
+        }
+        tokio::time::sleep(latency / 2).await;
+        // Applied, and the reply lost.
+        if (5..=7).contains(&fault) && write {
+            return none;
+        }
+        response
+    }
+
+    fn charges(&self) -> &Charges {
+        self.inner.charges()
+    }
+}
+
+/// One handler call of a life: partition, life, start and end in virtual time.
+#[derive(Clone, Debug)]
+struct Call {
+    lease: String,
+    life: usize,
+    start: Instant,
+    end: Option<Instant>,
+}
+
+/// Marks a call ended when its future ends or is dropped (an abort, a crash).
+struct Ends(Arc<Mutex<Vec<Call>>>, usize);
+
+impl Drop for Ends {
+    fn drop(&mut self) {
+        self.0.lock().unwrap()[self.1].end = Some(Instant::now());
+    }
+}
+
+#[derive(Debug, Default)]
+struct Verdict {
+    overlaps: Vec<String>,
+    back: Vec<String>,
+    unhandled: Vec<String>,
+}
+
+impl Verdict {
+    fn safe(&self) -> bool {
+        self.overlaps.is_empty() && self.back.is_empty()
+    }
+
+    fn clean(&self) -> bool {
+        self.safe() && self.unhandled.is_empty()
+    }
+}
+
+/// Runs seed `seed`; `bad` runs the runtime's known-bad grace with handlers that
+/// ignore their cancellation.
+async fn run(seed: u64, bad: bool) -> Verdict {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let store = MemoryStore::<Record>::new();
+    let feed = MemoryFeed::new(PARTITIONS);
+    for p in PARTITIONS {
+        for i in 0..ITEMS {
+            feed.push(p, format!("{p}-{i}"));
+        }
+    }
+    let calls: Arc<Mutex<Vec<Call>>> = Arc::default();
+    let handled: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let back: Arc<Mutex<Vec<String>>> = Arc::default();
+    let healed = Arc::new(AtomicBool::new(false));
+    let cuts: Vec<Arc<AtomicBool>> = (0..HOSTS).map(|_| Arc::default()).collect();
+    let mut lives = 0usize;
+    let start = |host: usize, name: String, life: usize, rng_seed: u64| {
+        let (calls, handled) = (calls.clone(), handled.clone());
+        let faulty = Faulty {
+            inner: store.clone(),
+            rng: Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(rng_seed))),
+            cut: cuts[host].clone(),
+            healed: healed.clone(),
+            back: back.clone(),
+        };
+        let mut builder = Processor::builder()
+            .instance(name)
+            .processor_name("swarm")
+            .acquire_interval(Duration::from_secs(2))
+            .renew_interval(Duration::from_secs(3))
+            .expiration_interval(Duration::from_secs(12))
+            .request_timeout(Duration::from_secs(5))
+            .poll_interval(Duration::from_millis(500))
+            .max_batch(2)
+            .source(feed.clone())
+            .store(faulty)
+            .handler(move |ctx, batch| {
+                let (calls, handled) = (calls.clone(), handled.clone());
+                async move {
+                    let index = {
+                        let mut calls = calls.lock().unwrap();
+                        calls.push(Call {
+                            lease: ctx.lease().as_str().to_string(),
+                            life,
+                            start: Instant::now(),
+                            end: None,
+                        });
+                        calls.len() - 1
+                    };
+                    let _ends = Ends(calls, index);
+                    for item in &batch.items {
+                        // Every fifth item is slow (6 s): a call may outlive its
+                        // authority. A cooperative handler checks its cancellation
+                        // every 100 ms; the known-bad one never does.
+                        let slow = item.ends_with('0') || item.ends_with('5');
+                        let steps = if slow { 60 } else { 2 };
+                        for _ in 0..steps {
+                            if !bad && ctx.is_lost() {
+                                return Err("stopped".into());
+                            }
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        handled.lock().unwrap().insert(item.clone());
+                    }
+                    Ok(batch.checkpoint)
+                }
+            });
+        if bad {
+            builder = builder.runtime_bad(RuntimeBad::LongGrace);
+        }
+        builder
+    };
+    let mut running: Vec<Option<tokio::task::JoinHandle<()>>> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for host in 0..HOSTS {
+        let name = format!("h{host}");
+        let p = start(host, name.clone(), lives, rng.random())
+            .build()
+            .await
+            .expect("valid settings");
+        lives += 1;
+        running.push(Some(tokio::spawn(async move {
+            let _ = p.run().await;
+        })));
+        names.push(name);
+    }
+    let began = Instant::now();
+    while began.elapsed() < FAULTY {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(500..4_000))).await;
+        let host = rng.random_range(0..HOSTS);
+        match rng.random_range(0..10) {
+            // A crash: the run() future dropped, every call aborted.
+            0..=1 => {
+                if let Some(task) = running[host].take() {
+                    task.abort();
+                    let _ = task.await;
+                }
+            }
+            // A restart under the old name or a new one.
+            2..=4 if running[host].is_none() => {
+                if rng.random_bool(0.5) {
+                    names[host] = format!("h{host}-{lives}");
+                }
+                let p = start(host, names[host].clone(), lives, rng.random())
+                    .build()
+                    .await
+                    .expect("valid settings");
+                lives += 1;
+                running[host] = Some(tokio::spawn(async move {
+                    let _ = p.run().await;
+                }));
+            }
+            // A network cut of a few seconds to half a minute.
+            5..=6 => {
+                let cut = cuts[host].clone();
+                let window = Duration::from_millis(rng.random_range(2_000..30_000));
+                cut.store(true, Ordering::Relaxed);
+                tokio::spawn(async move {
+                    tokio::time::sleep(window).await;
+                    cut.store(false, Ordering::Relaxed);
+                });
+            }
+            _ => {}
+        }
+    }
+    // The heal: no more faults; every host that is down comes back.
+    healed.store(true, Ordering::Relaxed);
+    for cut in &cuts {
+        cut.store(false, Ordering::Relaxed);
+    }
+    for host in 0..HOSTS {
+        if running[host].is_none() {
+            let p = start(host, names[host].clone(), lives, rng.random())
+                .build()
+                .await
+                .expect("valid settings");
+            lives += 1;
+            running[host] = Some(tokio::spawn(async move {
+                let _ = p.run().await;
+            }));
+        }
+    }
+    tokio::time::sleep(CALM).await;
+    for task in running.into_iter().flatten() {
+        task.abort();
+        let _ = task.await;
+    }
+    let mut verdict = Verdict::default();
+    let calls = calls.lock().unwrap().clone();
+    let mut by_lease: BTreeMap<&str, Vec<&Call>> = BTreeMap::new();
+    for call in &calls {
+        by_lease.entry(&call.lease).or_default().push(call);
+    }
+    let t = |i: Instant| (i - began).as_secs_f64();
+    for (lease, calls) in by_lease {
+        for (i, a) in calls.iter().enumerate() {
+            for b in &calls[i + 1..] {
+                let a_end = a.end.unwrap_or_else(Instant::now);
+                let b_end = b.end.unwrap_or_else(Instant::now);
+                if a.life != b.life && a.start < b_end && b.start < a_end {
+                    verdict.overlaps.push(format!(
+                        "partition {lease}: life {} ran {:.3}–{:.3} s and life {} ran {:.3}–{:.3} s",
+                        a.life,
+                        t(a.start),
+                        t(a_end),
+                        b.life,
+                        t(b.start),
+                        t(b_end)
+                    ));
+                }
+            }
+        }
+    }
+    if std::env::var("LEASEHOLD_RUNTIME_SWARM_CALLS").is_ok() {
+        if let Ok(Reply::ReadAll(docs)) = store
+            .execute(Op::ReadAll {
+                prefix: String::new(),
+            })
+            .await
+            .result
+        {
+            for d in docs {
+                eprintln!("doc {:?}", d.doc);
+            }
+        }
+        eprintln!("names {names:?}, lives {lives}");
+        for c in &calls {
+            eprintln!(
+                "call {} life {} {:.3}–{:?}",
+                c.lease,
+                c.life,
+                t(c.start),
+                c.end.map(t)
+            );
+        }
+    }
+    verdict.back = back.lock().unwrap().clone();
+    let handled = handled.lock().unwrap();
+    for p in PARTITIONS {
+        for i in 0..ITEMS {
+            let item = format!("{p}-{i}");
+            if !handled.contains(&item) {
+                verdict.unhandled.push(item);
+            }
+        }
+    }
+    verdict
+}
+
+/// Runs `seeds`, each on its own paused runtime; returns the failing ones: unsafe
+/// ones, and with `live` those where some item was never handled too.
+fn swarm(seeds: std::ops::Range<u64>, bad: bool, live: bool) -> Vec<(u64, Verdict)> {
+    seeds
+        .filter_map(|seed| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .expect("a runtime");
+            let verdict = runtime.block_on(run(seed, bad));
+            let failed = if live {
+                !verdict.clean()
+            } else {
+                !verdict.safe()
+            };
+            failed.then_some((seed, verdict))
+        })
+        .collect()
+}
+
+fn report(failed: &[(u64, Verdict)]) {
+    for (seed, verdict) in failed {
+        eprintln!("seed {seed}: {verdict:?}");
+        eprintln!(
+            "replay: LEASEHOLD_RUNTIME_SWARM={seed}..{} cargo test -p leasehold-adapters --test runtime_swarm -- --ignored",
+            seed + 1
+        );
+    }
+}
+
+/// Safety only: liveness after the heal does not hold yet (see
+/// `the_runtime_finishes_every_partition_after_the_heal`).
+#[test]
+fn the_runtime_keeps_every_partition_to_one_life_and_its_checkpoints_forward_under_faults() {
+    let failed = swarm(0..12, false, false);
+    report(&failed);
+    assert!(failed.is_empty(), "{} failing seeds", failed.len());
+}
+
+/// The sibling: the old 5 s grace, with handlers that ignore their cancellation, lets
+/// a lost call run beside the next owner on some seed of the same set.
+#[test]
+fn with_the_old_grace_a_lost_call_runs_beside_the_next_owner() {
+    let failed = swarm(0..12, true, false);
+    assert!(
+        failed.iter().any(|(_, v)| !v.overlaps.is_empty()),
+        "no overlap in 12 seeds"
+    );
+}
+
+/// OPEN BUG, found by this swarm (2026-11-26): after the heal some partitions are
+/// never processed again (seeds 2, 6, 7, 9, 12, 16, 17 and 19 of 0..20). On seed 7 the
+/// one live host holds every lease in its current tenure, yet runs none: it lost all
+/// four while cut off, resumed them, and never started them again, while it sends
+/// about 18 re-reads and 9 heartbeats a second. `LEASEHOLD_RUNTIME_SWARM_CALLS=1`
+/// prints the calls and the stored documents. Ignored until fixed: the model and the
+/// simulator must find it first.
+#[test]
+#[ignore = "open liveness bug of the runtime; see the comment"]
+fn the_runtime_finishes_every_partition_after_the_heal() {
+    let failed = swarm(0..20, false, true);
+    report(&failed);
+    assert!(failed.is_empty(), "{} failing seeds", failed.len());
+}
+
+/// A long range: `LEASEHOLD_RUNTIME_SWARM=A..B`.
+#[test]
+#[ignore = "a long range, on demand"]
+fn a_range_of_seeds() {
+    let range = std::env::var("LEASEHOLD_RUNTIME_SWARM").unwrap_or_else(|_| "0..100".into());
+    let (a, b) = range.split_once("..").expect("A..B");
+    let seeds = a.parse().expect("A")..b.parse().expect("B");
+    let bad = std::env::var("LEASEHOLD_RUNTIME_SWARM_BAD").is_ok();
+    let started = std::time::Instant::now();
+    let n = seeds.end - seeds.start;
+    // `LEASEHOLD_RUNTIME_SWARM_SAFETY=1` leaves liveness out (see the open bug).
+    let live = std::env::var("LEASEHOLD_RUNTIME_SWARM_SAFETY").is_err();
+    let failed = swarm(seeds, bad, live);
+    report(&failed);
+    eprintln!(
+        "{n} seeds, {} failing, {:.1} s",
+        failed.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(failed.is_empty());
+}
