@@ -12,8 +12,10 @@
 
 use leasehold_adapters::engine::lease::Record;
 use leasehold_adapters::engine::store::{Op, Reply, StoreError};
-use leasehold_adapters::runtime::RuntimeBad;
-use leasehold_adapters::{Charges, MemoryFeed, MemoryStore, Processor, Response, Store};
+use leasehold_adapters::runtime::{Handler, ProcessorBuilder, RuntimeBad};
+use leasehold_adapters::{
+    Charges, MemoryFeed, MemoryStore, PartitionSource, Processor, Response, Store,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
@@ -184,6 +186,19 @@ enum Bad {
     Store,
 }
 
+/// Builds a host and runs it in its own task; dropping the task (an abort) is its crash.
+async fn launch<S, St, H>(builder: ProcessorBuilder<S, St, H>) -> tokio::task::JoinHandle<()>
+where
+    S: PartitionSource,
+    St: Store<Record>,
+    H: Handler<S::Item>,
+{
+    let p = builder.build().await.expect("valid settings");
+    tokio::spawn(async move {
+        let _ = p.run().await;
+    })
+}
+
 /// Runs seed `seed`.
 async fn run(seed: u64, bad: Bad) -> Verdict {
     let throttled_for_good = bad == Bad::Store;
@@ -268,14 +283,10 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
     let mut names: Vec<String> = Vec::new();
     for host in 0..HOSTS {
         let name = format!("h{host}");
-        let p = start(host, name.clone(), lives, rng.random())
-            .build()
-            .await
-            .expect("valid settings");
+        running.push(Some(
+            launch(start(host, name.clone(), lives, rng.random())).await,
+        ));
         lives += 1;
-        running.push(Some(tokio::spawn(async move {
-            let _ = p.run().await;
-        })));
         names.push(name);
     }
     let began = Instant::now();
@@ -295,14 +306,9 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
                 if rng.random_bool(0.5) {
                     names[host] = format!("h{host}-{lives}");
                 }
-                let p = start(host, names[host].clone(), lives, rng.random())
-                    .build()
-                    .await
-                    .expect("valid settings");
+                running[host] =
+                    Some(launch(start(host, names[host].clone(), lives, rng.random())).await);
                 lives += 1;
-                running[host] = Some(tokio::spawn(async move {
-                    let _ = p.run().await;
-                }));
             }
             // A network cut of a few seconds to half a minute.
             5..=6 => {
@@ -324,14 +330,9 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
     }
     for host in 0..HOSTS {
         if running[host].is_none() {
-            let p = start(host, names[host].clone(), lives, rng.random())
-                .build()
-                .await
-                .expect("valid settings");
+            running[host] =
+                Some(launch(start(host, names[host].clone(), lives, rng.random())).await);
             lives += 1;
-            running[host] = Some(tokio::spawn(async move {
-                let _ = p.run().await;
-            }));
         }
     }
     tokio::time::sleep(CALM).await;
