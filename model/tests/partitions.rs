@@ -155,13 +155,29 @@ fn two_hosts_two_partitions_one_crash_with_skew_and_drift_are_safe_and_live_unde
     );
 }
 
+/// 9.2 M unique states, about 95 s on two threads in a debug build: past what
+/// `cargo test` should spend on one check, so run by hand with `--ignored`; the
+/// session protocol's three-host check in `cargo test` is the one-partition one below.
 #[test]
+#[ignore]
 fn three_hosts_two_partitions_one_crash_are_safe_and_live_under_handoff_with_session_liveness() {
     let report = exhaustive(&model(Bounds {
         liveness: Some(Liveness::Session),
         ..three_hosts(Strategy::Handoff)
     }));
     assert_proven(&report, &[p::TAKEOVER, p::REBALANCE, p::CALM_AFTER_CRASH]);
+}
+
+/// Three lives of a session each may hand, take or fence: 1.2 M unique states, about
+/// 14 s. With one partition there is nothing to rebalance.
+#[test]
+fn three_hosts_one_partition_one_crash_are_safe_and_live_under_handoff_with_session_liveness() {
+    let report = exhaustive(&model(Bounds {
+        partitions: 1,
+        liveness: Some(Liveness::Session),
+        ..three_hosts(Strategy::Handoff)
+    }));
+    assert_proven(&report, &[p::TAKEOVER, p::CALM_AFTER_CRASH]);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::{ConfigError, Liveness};
 use leasehold_engine::{ExpiryRule, Millis, WallTime};
@@ -16,6 +16,7 @@ use leasehold_model::{Bounds, BoundsError, Bug, PartitionModel};
 use leasehold_model::{ItemModel, LockBounds, LockBug, LockKind, QueueModel};
 use leasehold_sims::balance::{self, Question};
 use leasehold_sims::check;
+use leasehold_sims::defaults;
 use leasehold_sims::snapshot;
 use std::io::Read;
 use std::path::PathBuf;
@@ -58,7 +59,7 @@ enum Command {
     /// Print the man page (roff), generated from this command line's own definitions:
     /// `leasehold man | man -l -`, or `leasehold man check` for one subcommand's.
     Man {
-        /// The subcommand whose page to print [default: the top-level page].
+        /// The subcommand whose page to print; without one, the top-level page.
         subcommand: Option<String>,
     },
 }
@@ -78,31 +79,29 @@ struct ModelArgs {
     /// What to check.
     #[arg(value_enum, default_value_t = Target::Partitions)]
     target: Target,
-    /// Hosts in the cluster; consumers (queue) or holders (items) (1-4) [default: 2].
+    /// Hosts in the cluster; consumers (queue) or holders (items) (1-4).
     #[arg(long, visible_aliases = ["consumers", "holders"])]
     hosts: Option<u8>,
-    /// Partitions, one lease each; messages (queue) or items (items) (1-4)
-    /// [default: 2].
+    /// Partitions, one lease each; messages (queue) or items (items) (1-4).
     #[arg(long, visible_aliases = ["messages", "items"])]
     partitions: Option<u8>,
-    /// Crashes allowed; a crashed host may restart as a new life [default: 1].
+    /// Crashes allowed; a crashed host may restart as a new life.
     #[arg(long)]
     crashes: Option<u8>,
     /// Partitions: graceful shutdowns allowed; the host releases its leases, leaves,
-    /// and may restart as a new life under the same name [default: 0].
+    /// and may restart as a new life under the same name.
     #[arg(long)]
     shutdowns: Option<u8>,
     /// Partitions: zombies allowed (0-1). A host believed crashed acts on, cut off
     /// from the store, until its authority ends, while a new life may start under its
-    /// name (a paused VM, a partitioned pod its orchestrator replaced) [default: 0].
+    /// name (a paused VM, a partitioned pod its orchestrator replaced).
     #[arg(long)]
     zombies: Option<u8>,
     /// Partitions: a deploy half done: every host but h0 runs the next build, whose
     /// lease is twice as long.
     #[arg(long)]
     deploy: bool,
-    /// Each wall clock is off true time by up to this many seconds, either way (0-3)
-    /// [default: 1].
+    /// Each wall clock is off true time by up to this many seconds, either way (0-3).
     #[arg(long, value_name = "SECONDS")]
     skew: Option<u8>,
     /// Partitions: explore every wall-clock set-up even under the observed expiry
@@ -112,27 +111,26 @@ struct ModelArgs {
     unreduced: bool,
     /// Partitions: splits of the feed allowed (0-2). Partition 0's range may split
     /// into two children, and then the first child into two; the leases must fit in
-    /// 5, so at most 3 partitions with one split and 1 with two [default: 0].
+    /// 5, so at most 3 partitions with one split and 1 with two.
     #[arg(long)]
     splits: Option<u8>,
     /// Each clock gains or loses up to this many milliseconds per second (0-200).
-    #[arg(long, default_value_t = 100, value_name = "MS_PER_S")]
+    #[arg(long, default_value_t = defaults::check_bounds().drift_ms, value_name = "MS_PER_S")]
     drift: u16,
-    /// Seconds of true time explored, in 1 s ticks [default: 3 past the liveness bound].
+    /// Seconds of true time explored, in 1 s ticks.
     #[arg(long, value_name = "SECONDS")]
     horizon: Option<u8>,
-    /// The balancing strategy [default: handoff].
+    /// The balancing strategy.
     #[arg(long, value_parser = flags::strategy_parser())]
     strategy: Option<Strategy>,
     /// The expiry rule.
-    #[arg(long, value_parser = flags::expiry_parser(), default_value_t = ExpiryRule::Observed)]
+    #[arg(long, value_parser = flags::expiry_parser(), default_value_t = defaults::check_bounds().expiry)]
     expiry: ExpiryRule,
     /// How much earlier than strictly needed a holder gives up its authority, such as
-    /// 4s [default: none; with `--expiry timestamp` that is CFP as shipped].
+    /// 4s.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     margin: Option<Millis>,
-    /// Where a holder's authority comes from [default: session for handoff, lease
-    /// for the rest]. Session needs handoff.
+    /// Where a holder's authority comes from. Session needs handoff.
     #[arg(long, value_parser = flags::liveness_parser())]
     liveness: Option<Liveness>,
     /// Run a known-bad variant. Partitions: timestamp-skew, blind-acquire,
@@ -148,54 +146,50 @@ struct ModelArgs {
     /// shown in seconds and say so.
     #[arg(long, value_name = "NAME")]
     bug: Option<String>,
-    /// Late ticks allowed: time passes while a host has due work (a GC pause)
-    /// [default: 0].
+    /// Late ticks allowed: time passes while a host has due work (a GC pause).
     #[arg(long)]
     pauses: Option<u8>,
-    /// Writes that may be applied with their reply lost (ambiguous outcomes)
-    /// [default: 0].
+    /// Writes that may be applied with their reply lost (ambiguous outcomes).
     #[arg(long)]
     lost_replies: Option<u8>,
-    /// Writes that may be held on the wire and delivered later, in any order
-    /// [default: 0].
+    /// Writes that may be held on the wire and delivered later, in any order.
     #[arg(long)]
     delays: Option<u8>,
     /// Partitions: documents that reads may serve one version old, as a replica
     /// lagging behind at Session consistency may (never older than what the reader
-    /// has seen) [default: 0].
+    /// has seen).
     #[arg(long)]
     stale_reads: Option<u8>,
     /// Partitions: how many writes back a stale read may go (a new life's session
     /// has seen nothing, so a lagging replica may serve it a version older than the
-    /// last write) [default: 1].
+    /// last write).
     #[arg(long)]
     stale_depth: Option<u8>,
     /// Partitions: replies, to reads and writes, that may be held on the way back
-    /// and delivered later [default: 0].
+    /// and delivered later.
     #[arg(long)]
     late_replies: Option<u8>,
     /// Partitions: writes that may be applied and then answered as the SDK's own
-    /// retry of them finds the store (412, 409 or 404 where the write won)
-    /// [default: 0].
+    /// retry of them finds the store (412, 409 or 404 where the write won).
     #[arg(long)]
     retries: Option<u8>,
-    /// Checkpoints each handler reports per lease [default: 1].
+    /// Checkpoints each handler reports per lease.
     #[arg(long)]
     progress: Option<u8>,
-    /// Queue and items: abandons or breaks clients may choose, in all [default: 1].
+    /// Queue and items: abandons or breaks clients may choose, in all.
     #[arg(long)]
     give_backs: Option<u8>,
     /// Queue and items: renewals clients may choose, in all.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults::lock_bounds().renewals)]
     renewals: u8,
     /// Queue: dequeue batch size; items: next_for_state limit.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults::lock_bounds().batch)]
     batch: u8,
     /// Queue: deliveries after which a message is dead-lettered.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::lock_bounds().max_dequeue)]
     max_dequeue: u8,
     /// Checker threads (1 to 64; more than the machine has are not used).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    #[arg(long, default_value_t = defaults::THREADS, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
     /// Depth-first search (the default without --bug: faster, less memory).
     #[arg(long, conflicts_with = "bfs")]
@@ -254,11 +248,11 @@ struct BalanceArgs {
     /// are skipped and counted.
     #[arg(long, value_name = "FILE")]
     leases: PathBuf,
-    /// The processor group: leases have ids `{prefix}..{token}` [default: the only
-    /// group in the export].
+    /// The processor group: leases have ids `{prefix}..{token}`; without it, the only
+    /// group in the export.
     #[arg(long)]
     prefix: Option<String>,
-    /// The decision time [default: this machine's clock].
+    /// The decision time; without it, this machine's clock.
     #[arg(long, value_name = "RFC3339", value_parser = parse_now)]
     now: Option<WallTime>,
     /// The lease expiration interval, such as 60s or 10m.
@@ -278,8 +272,14 @@ fn parse_now(text: &str) -> Result<WallTime, String> {
 
 use leasehold_sims::sim::flags::{self, parse_duration};
 
+/// The command line as users see it: its definitions, with every default in the help
+/// read from the code ([`defaults::annotate`]).
+fn command() -> clap::Command {
+    defaults::annotate(Cli::command())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     // Every refusal is a usage or input error, like clap's: exit 2, so that exit 1
     // always means a violation or a counterexample. `balance` finds neither: any
     // error of its is a flag or a file it cannot use.
@@ -290,7 +290,7 @@ fn main() -> ExitCode {
         Command::Explore(args) => run_explore(args),
         Command::Sim(args) => Ok(leasehold_sims::sim::cli::run(&args)),
         Command::Completions { shell } => {
-            let mut cli = Cli::command();
+            let mut cli = command();
             clap_complete::generate(shell, &mut cli, "leasehold", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
@@ -304,7 +304,7 @@ fn main() -> ExitCode {
 
 /// The man page of `leasehold`, or of one of its subcommands (`leasehold-check`).
 fn run_man(subcommand: Option<&str>) -> Result<ExitCode, String> {
-    let mut cli = Cli::command();
+    let mut cli = command();
     cli.build();
     let page = match subcommand {
         None => cli,
@@ -373,28 +373,38 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
     // Every bound not given: the variant's least bound where it has one, else the
     // general default.
     let least = bug.map(Bug::least_bound).unwrap_or_default();
+    let d = defaults::check_bounds();
     let mut bounds = Bounds {
-        hosts: args.hosts.or(least.hosts).unwrap_or(2),
-        partitions: args.partitions.or(least.partitions).unwrap_or(2),
-        crashes: args.crashes.or(least.crashes).unwrap_or(1),
-        shutdowns: args.shutdowns.or(least.shutdowns).unwrap_or(0),
-        zombies: args.zombies.or(least.zombies).unwrap_or(0),
+        hosts: args.hosts.or(least.hosts).unwrap_or(d.hosts),
+        partitions: args.partitions.or(least.partitions).unwrap_or(d.partitions),
+        crashes: args.crashes.or(least.crashes).unwrap_or(d.crashes),
+        shutdowns: args.shutdowns.or(least.shutdowns).unwrap_or(d.shutdowns),
+        zombies: args.zombies.or(least.zombies).unwrap_or(d.zombies),
         deploy: args.deploy || least.deploy,
-        pauses: args.pauses.or(least.pauses).unwrap_or(0),
-        lost_replies: args.lost_replies.or(least.lost_replies).unwrap_or(0),
-        delays: args.delays.or(least.delays).unwrap_or(0),
-        stale_reads: args.stale_reads.or(least.stale_reads).unwrap_or(0),
-        stale_depth: args.stale_depth.or(least.stale_depth).unwrap_or(1),
-        late_replies: args.late_replies.or(least.late_replies).unwrap_or(0),
-        retries: args.retries.or(least.retries).unwrap_or(0),
-        skew: args.skew.or(least.skew).unwrap_or(1),
+        pauses: args.pauses.or(least.pauses).unwrap_or(d.pauses),
+        lost_replies: args
+            .lost_replies
+            .or(least.lost_replies)
+            .unwrap_or(d.lost_replies),
+        delays: args.delays.or(least.delays).unwrap_or(d.delays),
+        stale_reads: args
+            .stale_reads
+            .or(least.stale_reads)
+            .unwrap_or(d.stale_reads),
+        stale_depth: args
+            .stale_depth
+            .or(least.stale_depth)
+            .unwrap_or(d.stale_depth),
+        late_replies: args
+            .late_replies
+            .or(least.late_replies)
+            .unwrap_or(d.late_replies),
+        retries: args.retries.or(least.retries).unwrap_or(d.retries),
+        skew: args.skew.or(least.skew).unwrap_or(d.skew),
         drift_ms: args.drift,
         horizon: 1,
-        progress: args.progress.or(least.progress).unwrap_or(1),
-        strategy: args
-            .strategy
-            .or(least.strategy)
-            .unwrap_or(Strategy::Handoff),
+        progress: args.progress.or(least.progress).unwrap_or(d.progress),
+        strategy: args.strategy.or(least.strategy).unwrap_or(d.strategy),
         expiry: args.expiry,
         liveness: args.liveness.or(least.liveness),
         bug,
@@ -405,14 +415,17 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
             None => None,
         },
         unreduced: args.unreduced,
-        splits: args.splits.or(least.splits).unwrap_or(0),
+        splits: args.splits.or(least.splits).unwrap_or(d.splits),
     };
     refuse_unsupported_liveness(&bounds);
     bounds.horizon = match args.horizon.or(least.horizon) {
         Some(h) => h,
         None => {
             bounds.lease_config().map_err(|e| e.to_string())?;
-            bounds.liveness_ticks().saturating_add(3).min(30)
+            bounds
+                .liveness_ticks()
+                .saturating_add(defaults::PARTITION_HORIZON_PAST_LIVENESS)
+                .min(defaults::HORIZON_CAP)
         }
     };
     PartitionModel::new(bounds).map_err(|e| e.to_string())
@@ -600,17 +613,21 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
     };
     // Every bound not given: the variant's least bound where it has one.
     let least = bug.map(LockBug::least_bound).unwrap_or_default();
+    let d = defaults::lock_bounds();
     let mut bounds = LockBounds {
-        clients: args.hosts.or(least.hosts).unwrap_or(2),
-        docs: args.partitions.or(least.partitions).unwrap_or(2),
-        crashes: args.crashes.or(least.crashes).unwrap_or(1),
-        pauses: args.pauses.or(least.pauses).unwrap_or(0),
-        lost_replies: args.lost_replies.or(least.lost_replies).unwrap_or(0),
-        delays: args.delays.or(least.delays).unwrap_or(0),
-        skew: args.skew.or(least.skew).unwrap_or(1),
+        clients: args.hosts.or(least.hosts).unwrap_or(d.clients),
+        docs: args.partitions.or(least.partitions).unwrap_or(d.docs),
+        crashes: args.crashes.or(least.crashes).unwrap_or(d.crashes),
+        pauses: args.pauses.or(least.pauses).unwrap_or(d.pauses),
+        lost_replies: args
+            .lost_replies
+            .or(least.lost_replies)
+            .unwrap_or(d.lost_replies),
+        delays: args.delays.or(least.delays).unwrap_or(d.delays),
+        skew: args.skew.or(least.skew).unwrap_or(d.skew),
         drift_ms: args.drift,
         horizon: 1,
-        give_backs: args.give_backs.or(least.give_backs).unwrap_or(1),
+        give_backs: args.give_backs.or(least.give_backs).unwrap_or(d.give_backs),
         renewals: args.renewals,
         batch: args.batch,
         max_dequeue: args.max_dequeue,
@@ -618,7 +635,10 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
     };
     bounds.horizon = match args.horizon.or(least.horizon) {
         Some(h) => h,
-        None => bounds.liveness_ticks(kind).saturating_add(1).min(30),
+        None => bounds
+            .liveness_ticks(kind)
+            .saturating_add(defaults::LOCK_HORIZON_PAST_LIVENESS)
+            .min(defaults::HORIZON_CAP),
     };
     Ok(bounds)
 }
@@ -691,4 +711,64 @@ fn read_input(path: &PathBuf) -> Result<String, String> {
         Some(rest) => rest.to_string(),
         None => text,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every argument id of `sub` in the command line.
+    fn ids(sub: &str) -> Vec<String> {
+        let cli = command();
+        let sub = cli.find_subcommand(sub).expect("the subcommand exists");
+        sub.get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn no_flag_states_its_default_by_hand() {
+        assert_eq!(
+            defaults::stated_by_hand(&Cli::command()),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn every_model_default_names_a_flag_of_check_and_explore() {
+        for sub in ["check", "explore"] {
+            let ids = ids(sub);
+            for (id, _) in defaults::model_defaults() {
+                assert!(ids.iter().any(|i| i == id), "{sub} has no --{id}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_flag_of_check_without_a_clap_default_shows_one_from_the_code() {
+        let cli = command();
+        let check = cli.find_subcommand("check").expect("check exists");
+        // Flags whose absence means "not asked for", not a value.
+        let unvalued = [
+            "deploy",
+            "unreduced",
+            "bug",
+            "dfs",
+            "bfs",
+            "timeout",
+            "max_states",
+            "first",
+            "replay",
+            "help",
+            "version",
+        ];
+        for arg in check.get_arguments() {
+            let id = arg.get_id().as_str();
+            if unvalued.contains(&id) || !arg.get_default_values().is_empty() {
+                continue;
+            }
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            assert!(help.contains("[default: "), "--{id}: {help}");
+        }
+    }
 }

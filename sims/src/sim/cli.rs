@@ -61,16 +61,15 @@ pub struct SimArgs {
 #[derive(clap::Args, Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct RunFlags {
-    /// Hosts at full strength [scenario default: 10]; queue scenarios: consumers
-    /// [default: 4].
+    /// Hosts at full strength; queue scenarios: consumers.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hosts: Option<u32>,
-    /// Time from the disturbance until faults heal and the source stops [default: 10m].
+    /// Time from the disturbance until faults heal and the source stops.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub duration: Option<Millis>,
-    /// The liveness deadline after the heal [default: computed from the intervals].
+    /// The liveness deadline after the heal.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub settle: Option<Millis>,
@@ -80,21 +79,20 @@ pub struct RunFlags {
     #[arg(long, value_name = "LIST")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<String>,
-    /// The clock drift the hosts allow for, in ppm [default: 10000, 1%].
+    /// The clock drift the hosts allow for, in ppm (10000 is 1%).
     #[arg(long, value_name = "PPM")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift_bound: Option<u32>,
-    /// How much earlier than strictly needed a host or consumer gives up its authority
-    /// [default: 2s; with `--expiry timestamp`: none, as CFP ships].
+    /// How much earlier than strictly needed a host or consumer gives up its authority.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub margin: Option<Millis>,
-    /// How long an idle handler or consumer waits before polling again [default: 5s].
+    /// How long an idle handler or consumer waits before polling again.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub poll: Option<Millis>,
     /// The most events in one batch; queue scenarios: the most messages one consumer
-    /// holds [default: 100].
+    /// holds.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_batch: Option<u64>,
@@ -110,7 +108,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "NAME")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bug: Option<String>,
-    /// Trace events shown before a violation [default: 40].
+    /// Trace events shown before a violation.
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<usize>,
@@ -120,15 +118,15 @@ pub struct RunFlags {
 #[derive(clap::Args, Debug, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct LeaseFlags {
-    /// Partitions [scenario default: 100].
+    /// Partitions.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partitions: Option<u32>,
-    /// Scale-out: hosts before the disturbance [default: 1].
+    /// Scale-out: hosts before the disturbance.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<u32>,
-    /// Scale-in and crash: hosts that leave [defaults: 5 and 3].
+    /// Scale-in and crash: hosts that leave.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub affected: Option<u32>,
@@ -137,28 +135,26 @@ pub struct LeaseFlags {
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub interval: Option<Millis>,
     /// Rolling restart: the lease expiration the new build runs with, so that old
-    /// and new hosts with different settings meet mid-deploy [default: unchanged].
+    /// and new hosts with different settings meet mid-deploy.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub deploy_expiration: Option<Millis>,
     /// Rolling restart: `new`, each new pod under a new name, started before the old
     /// one stops (a Deployment); or `reuse`, under the old pod's name once it has
-    /// stopped (a StatefulSet) [default: new].
+    /// stopped (a StatefulSet).
     #[arg(long, value_name = "NEW|REUSE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub names: Option<String>,
-    /// Time before the disturbance [default: 5m; steady: 0].
+    /// Time before the disturbance.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub warmup: Option<Millis>,
     /// Where authority comes from, for every strategy listed: `lease` (each lease
-    /// renewed) or `session` (one heartbeat per host; handoff only) [default:
-    /// session for handoff, lease for the rest].
+    /// renewed) or `session` (one heartbeat per host; handoff only).
     #[arg(long, value_parser = flags::liveness_parser())]
     #[serde(with = "opt_text", skip_serializing_if = "Option::is_none")]
     pub liveness: Option<Liveness>,
-    /// Under session liveness, how often the group reads the whole lease table
-    /// [default: 5m].
+    /// Under session liveness, how often the group reads the whole lease table.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub audit: Option<Millis>,
@@ -166,23 +162,23 @@ pub struct LeaseFlags {
     #[arg(long, value_parser = flags::expiry_parser())]
     #[serde(with = "opt_text", skip_serializing_if = "Option::is_none")]
     pub expiry: Option<ExpiryRule>,
-    /// Lease expiration [default: 60s].
+    /// Lease expiration.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub expiration: Option<Millis>,
-    /// Renew interval [default: 17s].
+    /// Renew interval.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub renew: Option<Millis>,
-    /// Acquire interval [default: 13s].
+    /// Acquire interval.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub acquire: Option<Millis>,
-    /// Events per second per partition [default: 1].
+    /// Events per second per partition.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
-    /// How many times the rate partition 0 gets [default: 1; hot-partition: 50].
+    /// How many times the rate partition 0 gets.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hot_factor: Option<f64>,
@@ -192,35 +188,35 @@ pub struct LeaseFlags {
 #[derive(clap::Args, Debug, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct QueueFlags {
-    /// Queue scenarios: messages enqueued over the duration [default: 300].
+    /// Queue scenarios: messages enqueued over the duration.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub messages: Option<u32>,
     /// Queue scenarios: messages already waiting when the consumers start, besides
-    /// those enqueued over the duration [default: 0].
+    /// those enqueued over the duration.
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<u32>,
-    /// Queue scenarios: the lock duration of a delivery [default: 30s].
+    /// Queue scenarios: the lock duration of a delivery.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub lock: Option<Millis>,
     /// Queue scenarios: how often a dequeue reads the locked messages, besides when a
-    /// watched lock is due [default: a quarter of the lock; 0s: every dequeue].
+    /// watched lock is due (0s: at every dequeue).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub lock_watch: Option<Millis>,
-    /// Queue scenarios: deliveries before a message is dead-lettered [default: 5].
+    /// Queue scenarios: deliveries before a message is dead-lettered.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_dequeue: Option<u32>,
     /// Queue scenarios: every message whose number is a multiple of this is poison
-    /// [default: 0, none; queue-poison: 10].
+    /// (0: none).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poison_every: Option<u32>,
     /// Queue scenarios: one handler run in this many fails and abandons its message
-    /// [default: 0, none].
+    /// (0: none).
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fail_one_in: Option<u32>,

@@ -1,0 +1,429 @@
+//! The README's figures are what its commands print at the README's flags.
+//!
+//! A figure is marked in README.md by an HTML comment, which Markdown does not show:
+//! - `<!-- figure: ARGS -->` right before a fenced block: the block is the whole
+//!   output of `leasehold ARGS`;
+//! - `<!-- figure: ARGS => TEXT -->` before a paragraph or a table: `TEXT` is a piece
+//!   of one line the command prints, and every number in it appears in the paragraph
+//!   or table that follows (the figures the prose quotes).
+//!
+//! `figure, slow:` marks a command that takes more than a few seconds; those are
+//! checked by the ignored test (`--ignored`). Elapsed times are masked on both sides.
+//! `scripts/readme-figures` rewrites every figure from its command's output
+//! (`LEASEHOLD_README_WRITE=1`), and each test then checks the result.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug)]
+struct Figure {
+    /// The marker's line, 0-based.
+    line: usize,
+    args: String,
+    slow: bool,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    /// The block's lines, fences excluded.
+    Block { start: usize, end: usize },
+    /// A piece of one output line, quoted by the text from `quoted` up to a blank line.
+    Piece { text: String, quoted: usize },
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_path_buf()
+}
+
+/// Every figure marked in `readme`, or what is wrong with a marker.
+fn figures(readme: &str) -> Result<Vec<Figure>, String> {
+    let lines: Vec<&str> = readme.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(body) = line
+            .trim()
+            .strip_prefix("<!-- figure")
+            .and_then(|b| b.strip_suffix("-->"))
+        else {
+            continue;
+        };
+        let (slow, body) = match body.strip_prefix(", slow:") {
+            Some(rest) => (true, rest),
+            None => (
+                false,
+                body.strip_prefix(':').ok_or(format!(
+                    "line {}: `<!-- figure:` or `<!-- figure, slow:`",
+                    i + 1
+                ))?,
+            ),
+        };
+        let kind = match body.split_once("=>") {
+            Some((args, text)) => {
+                // The quoted text starts after the markers stacked on this one.
+                let mut quoted = i + 1;
+                while lines
+                    .get(quoted)
+                    .is_some_and(|l| l.trim().starts_with("<!-- figure"))
+                {
+                    quoted += 1;
+                }
+                out.push(Figure {
+                    line: i,
+                    args: args.trim().to_string(),
+                    slow,
+                    kind: Kind::Piece {
+                        text: text.trim().to_string(),
+                        quoted,
+                    },
+                });
+                continue;
+            }
+            None => {
+                if !lines.get(i + 1).is_some_and(|l| l.starts_with("```")) {
+                    return Err(format!(
+                        "line {}: a figure without `=>` must stand right before a fenced block",
+                        i + 1
+                    ));
+                }
+                let end = (i + 2..lines.len())
+                    .find(|&j| lines[j].starts_with("```"))
+                    .ok_or(format!("line {}: the block is never closed", i + 1))?;
+                Kind::Block { start: i + 2, end }
+            }
+        };
+        out.push(Figure {
+            line: i,
+            args: body.trim().to_string(),
+            slow,
+            kind,
+        });
+    }
+    Ok(out)
+}
+
+/// What `leasehold ARGS` prints, run from the workspace root (exit codes 0 and 1
+/// both print figures: a counterexample exits 1).
+fn output(args: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(args.split_whitespace())
+        .current_dir(root())
+        .output()
+        .expect("the leasehold binary runs");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "`leasehold {args}` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn is_number_char(c: char) -> bool {
+    c.is_ascii_digit() || c == ',' || c == '.'
+}
+
+/// The numbers in `text`, as written (`142,736`, `8.8`).
+fn numbers(text: &str) -> Vec<String> {
+    text.split(|c: char| !is_number_char(c))
+        .map(|t| t.trim_matches([',', '.']))
+        .filter(|t| t.chars().any(|c| c.is_ascii_digit()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A line with its elapsed times masked: a check's `, 1.1 s: complete` and the
+/// simulator's `wall time (s)` row differ from run to run.
+fn mask(line: &str) -> String {
+    if line.starts_with("wall time") {
+        return "wall time …".to_string();
+    }
+    let mut out = line.to_string();
+    if let Some(at) = out.find(" s: ") {
+        let head = &out[..at];
+        let start = head.trim_end_matches(is_number_char).len();
+        if start < at && head[..start].ends_with(", ") {
+            out.replace_range(start..at, "…");
+        }
+    }
+    out
+}
+
+fn masked(text: &str) -> Vec<String> {
+    text.lines().map(mask).collect()
+}
+
+/// `text` with each run of white space as one space: a table's column widths follow
+/// its widest cell, which is not the figure.
+fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The text a piece quotes: from `quoted` up to the next blank line.
+fn quoted_text(lines: &[&str], quoted: usize) -> String {
+    lines[quoted.min(lines.len())..]
+        .iter()
+        .take_while(|l| !l.trim().is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether `number` stands in `text` as a whole number, not inside a longer one.
+fn stands_in(text: &str, number: &str) -> bool {
+    text.match_indices(number).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let rest = &text[at + number.len()..];
+        let mut after = rest.chars();
+        let next = after.next();
+        // `228` does not stand in `2280` or `228.5`; it does in `costs 228.`.
+        let continues = match next {
+            Some(c) if c.is_ascii_digit() => true,
+            Some('.' | ',') => after.next().is_some_and(|c| c.is_ascii_digit()),
+            _ => false,
+        };
+        !before.is_some_and(|c| c.is_ascii_digit()) && !continues
+    })
+}
+
+/// What is wrong with `figure` given its command's `printed` output, if anything.
+fn judge(lines: &[&str], figure: &Figure, printed: &str) -> Option<String> {
+    let at = figure.line + 1;
+    match &figure.kind {
+        Kind::Block { start, end } => {
+            let want: Vec<String> = lines[*start..*end].iter().map(|l| mask(l)).collect();
+            let got = masked(printed);
+            (want != got).then(|| {
+                let first = want
+                    .iter()
+                    .zip(&got)
+                    .position(|(w, g)| w != g)
+                    .unwrap_or(want.len().min(got.len()));
+                format!(
+                    "line {at}: `leasehold {}` prints another block; first difference at its \
+                     line {}:\n  README: {}\n  prints: {}",
+                    figure.args,
+                    first + 1,
+                    want.get(first).map_or("(nothing)", String::as_str),
+                    got.get(first).map_or("(nothing)", String::as_str),
+                )
+            })
+        }
+        Kind::Piece { text, quoted } => {
+            let piece = squash(&mask(text));
+            if !masked(printed).iter().any(|l| squash(l).contains(&piece)) {
+                return Some(format!(
+                    "line {at}: `leasehold {}` no longer prints `{text}`",
+                    figure.args
+                ));
+            }
+            let prose = quoted_text(lines, *quoted);
+            let missing: Vec<String> = numbers(text)
+                .into_iter()
+                .filter(|n| !stands_in(&prose, n))
+                .collect();
+            (!missing.is_empty()).then(|| {
+                format!(
+                    "line {at}: the text after the figure does not quote {} from `{text}`",
+                    missing.join(", ")
+                )
+            })
+        }
+    }
+}
+
+/// The piece of `printed` that `text` stands for once its numbers may differ: the
+/// same words, other numbers.
+fn find_again(text: &str, printed: &str) -> Option<String> {
+    // The text as words and number slots.
+    let mut parts: Vec<(bool, String)> = Vec::new();
+    for c in squash(text).chars() {
+        let number = c.is_ascii_digit();
+        match parts.last_mut() {
+            Some((n, s)) if *n == number || (*n && (c == ',' || c == '.')) => s.push(c),
+            _ => parts.push((number, c.to_string())),
+        }
+    }
+    for line in printed.lines().map(squash) {
+        for start in 0..line.len() {
+            if !line.is_char_boundary(start) {
+                continue;
+            }
+            let mut at = start;
+            let mut ok = true;
+            for (number, s) in &parts {
+                let rest = &line[at..];
+                if *number {
+                    let len = rest.len() - rest.trim_start_matches(is_number_char).len();
+                    let len = rest[..len].trim_end_matches([',', '.']).len();
+                    if len == 0 {
+                        ok = false;
+                        break;
+                    }
+                    at += len;
+                } else if let Some(r) = rest.strip_prefix(s.as_str()) {
+                    at = line.len() - r.len();
+                } else {
+                    ok = false;
+                    break;
+                }
+            }
+            if ok {
+                return Some(line[start..at].to_string());
+            }
+        }
+    }
+    None
+}
+
+/// `readme` with `figure` rewritten from `printed`.
+fn rewrite(readme: &str, figure: &Figure, printed: &str) -> String {
+    let mut lines: Vec<String> = readme.lines().map(str::to_string).collect();
+    match &figure.kind {
+        Kind::Block { start, end } => {
+            lines.splice(*start..*end, printed.lines().map(str::to_string));
+        }
+        Kind::Piece { text, quoted } => {
+            let Some(new) = find_again(text, printed) else {
+                return readme.to_string();
+            };
+            lines[figure.line] = lines[figure.line].replace(text.as_str(), &new);
+            for (old, new) in numbers(text).iter().zip(numbers(&new)) {
+                for line in lines[*quoted..]
+                    .iter_mut()
+                    .take_while(|l| !l.trim().is_empty())
+                {
+                    if stands_in(line, old) {
+                        *line = line.replace(old.as_str(), &new);
+                    }
+                }
+            }
+        }
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out
+}
+
+/// Checks (or, with `LEASEHOLD_README_WRITE=1`, rewrites) the README's figures whose
+/// slowness is `slow`.
+fn check_figures(slow: bool) {
+    let path = root().join("README.md");
+    let mut readme = std::fs::read_to_string(&path).expect("README.md");
+    let write = std::env::var_os("LEASEHOLD_README_WRITE").is_some();
+    let count = figures(&readme).expect("the markers parse").len();
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    // Figure by figure, parsing again after each rewrite: a block's length may change.
+    for index in 0..count {
+        let all = figures(&readme).expect("the markers parse");
+        let figure = &all[index];
+        if figure.slow != slow {
+            continue;
+        }
+        checked += 1;
+        let printed = output(&figure.args);
+        if write {
+            readme = rewrite(&readme, figure, &printed);
+            std::fs::write(&path, &readme).expect("README.md is writable");
+            continue;
+        }
+        let lines: Vec<&str> = readme.lines().collect();
+        wrong.extend(judge(&lines, figure, &printed));
+    }
+    assert!(checked > 0, "no figure is marked");
+    assert!(
+        wrong.is_empty(),
+        "README figures that no longer match (scripts/readme-figures rewrites them):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_readmes_quick_figures_are_what_their_commands_print() {
+    check_figures(false);
+}
+
+/// The figures of checks that take tens of seconds (`check items` at its defaults).
+#[test]
+#[ignore]
+fn the_readmes_slow_figures_are_what_their_commands_print() {
+    check_figures(true);
+}
+
+const SAMPLE: &str = "\
+Intro.
+
+<!-- figure: sim queue-poison => RU / consumer / min (est.) -->
+Costs 461 RU.
+
+<!-- figure: balance --strategy cfp --host host-c --leases samples/cfp-leases.json --now 2026-11-21T12:00:00Z -->
+```text
+{}
+```
+";
+
+#[test]
+fn a_figure_that_drifted_from_its_command_is_caught() {
+    let lines: Vec<&str> = SAMPLE.lines().collect();
+    let found = figures(SAMPLE).unwrap();
+    assert_eq!(found.len(), 2);
+    // The prose quotes 461; the command prints another figure.
+    let printed = "RU / consumer / min (est.)                  228\n";
+    let drifted = Figure {
+        kind: Kind::Piece {
+            text: "RU / consumer / min (est.)                  461".into(),
+            quoted: 3,
+        },
+        ..figures(SAMPLE).unwrap().remove(0)
+    };
+    let why = judge(&lines, &drifted, printed).expect("caught");
+    assert!(why.contains("no longer prints"), "{why}");
+    // The command agrees with the marker, but the prose quotes another number.
+    let stale_prose = Figure {
+        kind: Kind::Piece {
+            text: "RU / consumer / min (est.)                  228".into(),
+            quoted: 3,
+        },
+        ..figures(SAMPLE).unwrap().remove(0)
+    };
+    let why = judge(&lines, &stale_prose, printed).expect("caught");
+    assert!(why.contains("does not quote 228"), "{why}");
+    // A block that is not what the command prints.
+    let why = judge(&lines, &found[1], "{\"take\":[]}\n").expect("caught");
+    assert!(why.contains("another block"), "{why}");
+    // And the rewrite makes each agree.
+    let fixed = rewrite(SAMPLE, &drifted, printed);
+    assert!(fixed.contains("Costs 228 RU."), "{fixed}");
+    let fixed = rewrite(SAMPLE, &found[1], "{\"take\":[]}\n");
+    let again = figures(&fixed).unwrap();
+    let lines: Vec<&str> = fixed.lines().collect();
+    assert_eq!(judge(&lines, &again[1], "{\"take\":[]}\n"), None);
+}
+
+#[test]
+fn elapsed_times_are_masked_and_nothing_else() {
+    assert_eq!(
+        mask("142,736 states, 112,888 unique, depth 32, 1.1 s: complete"),
+        "142,736 states, 112,888 unique, depth 32, … s: complete"
+    );
+    assert_eq!(mask("wall time (s)   0.28   0.26"), "wall time …");
+    assert_eq!(mask("max latency (s)   8.8"), "max latency (s)   8.8");
+}
+
+#[test]
+fn a_marker_without_its_block_is_refused() {
+    let err = figures("<!-- figure: check queue -->\nprose\n").unwrap_err();
+    assert!(err.contains("fenced block"), "{err}");
+    assert!(figures("<!-- figure check queue -->\n").is_err());
+}
+
+#[test]
+fn a_number_inside_a_longer_one_does_not_count_as_quoted() {
+    assert!(stands_in("costs 228 RU", "228"));
+    assert!(!stands_in("costs 2280 RU", "228"));
+    assert!(!stands_in("costs 228.5 RU", "228"));
+    assert!(stands_in("costs 228.", "228"));
+}
