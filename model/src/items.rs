@@ -320,7 +320,7 @@ impl Rules for ItemModel {
                 item,
                 intent,
                 error,
-            } => format!("c{c}: {intent:?} of {item} failed: {error}"),
+            } => format!("c{c}: {intent} of {item} failed: {error}"),
             Output::Acquired(g) => format!("c{c} leased {} under {}", g.item, g.token),
             Output::Renewed {
                 item,
@@ -331,7 +331,7 @@ impl Rules for ItemModel {
             ),
             Output::Broken(item) => format!("c{c} gave up {item}"),
             Output::Saved(item) => format!("c{c} moved {item} to its new state"),
-            other => format!("c{c}: {other:?}"),
+            Output::Request(req) => format!("c{c} asks to {} (sent by the driver)", req.intent),
         });
         None
     }
@@ -347,7 +347,7 @@ impl Rules for ItemModel {
             Op::Create(doc) => doc.id().to_string(),
             Op::Batch { .. } => "a batch".into(),
         };
-        format!("{:?} {target}", req.intent)
+        format!("{} {target}", req.intent)
     }
 }
 

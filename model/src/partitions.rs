@@ -701,7 +701,7 @@ pub(crate) fn request(req: &Req) -> String {
         Op::ReadAll { .. } | Op::Query(_) => "the lease table".into(),
         Op::Batch { .. } => "a batch".into(),
     };
-    format!("{:?} {target}", req.intent)
+    format!("{} {target}", req.intent)
 }
 
 /// The ghost bit of host `h`'s lapse on partition `p`.

@@ -393,7 +393,7 @@ impl Rules for QueueModel {
                 intent,
                 error,
             } => {
-                format!("c{c}: {intent:?} of {message} failed: {error}")
+                format!("c{c}: {intent} of {message} failed: {error}")
             }
             Output::Enqueued {
                 name,
@@ -428,7 +428,8 @@ impl Rules for QueueModel {
                 dead_letter,
                 message,
             } => format!("c{c} requeued {dead_letter} as {message}"),
-            other => format!("c{c}: {other:?}"),
+            Output::DeadLetters(letters) => format!("c{c} listed {} dead letters", letters.len()),
+            Output::Request(req) => format!("c{c} asks to {} (sent by the driver)", req.intent),
         });
         None
     }
@@ -456,7 +457,7 @@ impl Rules for QueueModel {
                 _ => "a batch".into(),
             },
         };
-        format!("{:?} {target}", req.intent)
+        format!("{} {target}", req.intent)
     }
 }
 

@@ -437,8 +437,8 @@ fn a_handoff_to_a_claimant_that_crashed_is_freed_by_its_former_owner() {
     let trace = counterexample(&model, p::OWNED);
     assert!(
         trace.contains("CRASHES")
-            && trace.contains("sends Handoff")
-            && trace.contains("sends Expire"),
+            && trace.contains("sends handoff")
+            && trace.contains("sends expire"),
         "{trace}"
     );
 }

@@ -513,6 +513,34 @@ fn lock_traces_tell_outputs_in_words() {
             assert!(!text.contains(debug), "{debug} in {text}");
         }
     }
+    // Requests by their names, as `--bug` names are written, not as Rust variants.
+    assert!(queue.contains(" sends claim q:m"), "{queue}");
+    assert!(!queue.contains(" sends Claim"), "{queue}");
+    assert!(items.contains(" sends scan the items"), "{items}");
+}
+
+/// Every intent has a name of its own in traces, written as flags are (`create-lease`).
+#[test]
+fn every_intent_has_its_own_lower_case_name() {
+    use leasehold_engine::item_lease::ItemIntent;
+    use leasehold_engine::lease::Intent;
+    use leasehold_engine::queue::QueueIntent;
+    let lease = [
+        Intent::Scan,
+        Intent::CreateLease,
+        Intent::ConfirmClaim,
+        Intent::FinishSplit,
+    ];
+    let names: Vec<&str> = lease.iter().map(|i| i.name()).collect();
+    assert_eq!(
+        names,
+        ["scan", "create-lease", "confirm-claim", "finish-split"]
+    );
+    assert_eq!(
+        QueueIntent::ListDeadLetters.to_string(),
+        "list-dead-letters"
+    );
+    assert_eq!(ItemIntent::Break.to_string(), "break");
 }
 
 /// A horizon that ends before the liveness bound judges no state for liveness: the

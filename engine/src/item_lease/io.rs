@@ -113,6 +113,27 @@ pub enum ItemIntent {
     Lease,
 }
 
+impl ItemIntent {
+    /// The intent's name in traces and reports (`acquire`, `break`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ItemIntent::Read => "read",
+            ItemIntent::Acquire => "acquire",
+            ItemIntent::Renew => "renew",
+            ItemIntent::Break => "break",
+            ItemIntent::Save => "save",
+            ItemIntent::Scan => "scan",
+            ItemIntent::Lease => "lease",
+        }
+    }
+}
+
+impl std::fmt::Display for ItemIntent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A store request from a leaser.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ItemRequest {

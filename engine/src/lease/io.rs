@@ -235,6 +235,43 @@ pub enum Intent {
     DeleteParent,
 }
 
+impl Intent {
+    /// The intent's name in traces and reports (`create-lease`, `handoff`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Intent::Scan => "scan",
+            Intent::ReadMembers => "read-members",
+            Intent::Audit => "audit",
+            Intent::CreateLease => "create-lease",
+            Intent::Acquire => "acquire",
+            Intent::Steal => "steal",
+            Intent::Claim => "claim",
+            Intent::Renew => "renew",
+            Intent::Resume => "resume",
+            Intent::Checkpoint => "checkpoint",
+            Intent::Release => "release",
+            Intent::Handoff => "handoff",
+            Intent::ConfirmClaim => "confirm-claim",
+            Intent::Reread => "reread",
+            Intent::Heartbeat => "heartbeat",
+            Intent::Leave => "leave",
+            Intent::Retire => "retire",
+            Intent::Fence => "fence",
+            Intent::Expire => "expire",
+            Intent::Split => "split",
+            Intent::CreateChild => "create-child",
+            Intent::FinishSplit => "finish-split",
+            Intent::DeleteParent => "delete-parent",
+        }
+    }
+}
+
+impl std::fmt::Display for Intent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What a store request is spent on, for cost accounting: the split the simulator's
 /// report and the runtime's metrics give.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -164,6 +164,31 @@ pub enum QueueIntent {
     Requeue,
 }
 
+impl QueueIntent {
+    /// The intent's name in traces and reports (`claim`, `dead-letter`).
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueIntent::Enqueue => "enqueue",
+            QueueIntent::Scan => "scan",
+            QueueIntent::Watch => "watch",
+            QueueIntent::Claim => "claim",
+            QueueIntent::Poison => "poison",
+            QueueIntent::Complete => "complete",
+            QueueIntent::Renew => "renew",
+            QueueIntent::Abandon => "abandon",
+            QueueIntent::DeadLetter => "dead-letter",
+            QueueIntent::ListDeadLetters => "list-dead-letters",
+            QueueIntent::Requeue => "requeue",
+        }
+    }
+}
+
+impl std::fmt::Display for QueueIntent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A store request from a consumer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct QueueRequest {

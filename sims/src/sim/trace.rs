@@ -130,14 +130,14 @@ impl fmt::Display for TraceEvent {
             } => write!(f, "fault {kind} on the store ({size_ms} ms)"),
             TraceEvent::Heal => f.write_str("faults healed; crashed hosts restart"),
             TraceEvent::Request { host, intent, doc } => match doc {
-                Some(doc) => write!(f, "{host} sends {intent:?} {doc}"),
-                None => write!(f, "{host} sends {intent:?}"),
+                Some(doc) => write!(f, "{host} sends {intent} {doc}"),
+                None => write!(f, "{host} sends {intent}"),
             },
             TraceEvent::Reply {
                 host,
                 intent,
                 status,
-            } => write!(f, "{host} hears {status} for {intent:?}"),
+            } => write!(f, "{host} hears {status} for {intent}"),
             TraceEvent::Start {
                 host,
                 partition,

@@ -162,20 +162,20 @@ impl World {
                 let what = match fault {
                     WriteFault::CheckpointBack => {
                         let message = format!(
-                            "{sender}'s {intent:?} moved partition {partition}'s checkpoint back from {old} to {new}"
+                            "{sender}'s {intent} moved partition {partition}'s checkpoint back from {old} to {new}"
                         );
                         self.violate(ViolationKind::CheckpointMonotonicity, message);
                         continue;
                     }
                     WriteFault::EpochNotRaised => format!(
-                        "{sender}'s {intent:?} gave partition {partition} to {} at epoch {}, not above {}'s epoch {}: the epoch no longer fences the former owner",
+                        "{sender}'s {intent} gave partition {partition} to {} at epoch {}, not above {}'s epoch {}: the epoch no longer fences the former owner",
                         owner_name(after),
                         after.epoch.0,
                         owner_name(before),
                         before.epoch.0
                     ),
                     WriteFault::StaleOwnerWrite => format!(
-                        "the store accepted {sender}'s {intent:?} of partition {partition} at epoch {} over epoch {} owned by {}",
+                        "the store accepted {sender}'s {intent} of partition {partition} at epoch {} over epoch {} owned by {}",
                         after.epoch.0,
                         before.epoch.0,
                         owner_name(before)
