@@ -200,3 +200,76 @@ fn the_explorer_finds_a_known_bad_variants_counterexample() {
         Outcome::Counterexample
     );
 }
+
+/// The `x`, the anchor and the text of every `<text>` of `svg`, and its width.
+fn svg_texts(svg: &str) -> (usize, Vec<(usize, bool, String)>) {
+    let attr = |tag: &str, name: &str| -> Option<String> {
+        let at = tag.find(&format!(" {name}='"))? + name.len() + 3;
+        Some(tag[at..at + tag[at..].find('\'')?].to_string())
+    };
+    let width = attr(&svg[..svg.find('>').unwrap()], "width")
+        .and_then(|w| w.parse().ok())
+        .expect("a width");
+    let mut texts = Vec::new();
+    for piece in svg.split("<text").skip(1) {
+        let (tag, rest) = piece.split_once('>').expect("a text tag");
+        let body = rest.split("</text>").next().unwrap_or_default();
+        let x = attr(tag, "x").and_then(|x| x.parse().ok()).expect("an x");
+        let centred = tag.contains("text-anchor='middle'");
+        texts.push((x, centred, body.replace("&gt;", ">").replace("&lt;", "<")));
+    }
+    (width, texts)
+}
+
+/// A path of the partition model: the first step offered, `steps` times.
+fn first_steps(
+    model: &PartitionModel,
+    steps: usize,
+) -> stateright::Path<<PartitionModel as Model>::State, <PartitionModel as Model>::Action> {
+    let mut state = model.init_states().remove(0);
+    let first = state.clone();
+    let mut taken = Vec::new();
+    for _ in 0..steps {
+        let mut actions = Vec::new();
+        model.actions(&state, &mut actions);
+        let Some(action) = actions.into_iter().next() else {
+            break;
+        };
+        state = model.next_state(&state, action.clone()).expect("a step");
+        taken.push(action);
+    }
+    stateright::Path::from_actions(model, first, taken.iter()).expect("the path replays")
+}
+
+/// Every label fits in the diagram at a monospace advance of 0.6 em (11 px font), and
+/// the diagram brings its own white background, so its black ink reads on the
+/// Explorer's dark theme too. The sibling: the old fixed width (the store's lifeline
+/// plus 260 px) cuts labels of this very path.
+#[test]
+fn a_sequence_diagram_fits_its_longest_label_on_its_own_background() {
+    let model = partitions();
+    let svg = leasehold_model::sequence_diagram(&model, first_steps(&model, 8));
+    assert!(
+        svg.contains("<rect width='100%' height='100%' fill='white'/>"),
+        "{svg}"
+    );
+    let (width, texts) = svg_texts(&svg);
+    let extent = |(x, centred, text): &(usize, bool, String)| {
+        let advance = text.chars().count() as f64 * 6.6;
+        if *centred {
+            *x as f64 + advance / 2.0
+        } else {
+            *x as f64 + advance
+        }
+    };
+    let widest = texts.iter().map(extent).fold(0.0, f64::max);
+    assert!(
+        widest <= width as f64,
+        "a label reaches {widest} px of {width}"
+    );
+    let store_x = 40 + model.lanes().len() * 150;
+    assert!(
+        widest > (store_x + 260) as f64,
+        "no label of this path needs more than the old width"
+    );
+}

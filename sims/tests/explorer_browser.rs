@@ -157,6 +157,45 @@ fn first_step(target: &str, test: &str) -> Option<Page> {
     })
 }
 
+/// The value of attribute `name` in `tag`, quoted either way (the browser's DOM
+/// writes double quotes where the model wrote single ones).
+fn attr(tag: &str, name: &str) -> Option<String> {
+    ['"', '\''].into_iter().find_map(|q| {
+        let at = tag.find(&format!(" {name}={q}"))? + name.len() + 3;
+        Some(tag[at..at + tag[at..].find(q)?].to_string())
+    })
+}
+
+/// The diagram as the browser shows it fits its longest label (at a monospace
+/// advance of 0.6 em of its 11 px font) and carries its own white background, so its
+/// black ink reads on the dark theme too (black on `#142b46` was about 1.5:1).
+fn assert_legible(svg: &str) {
+    let head = &svg[..svg.find('>').expect("an svg tag")];
+    let width: f64 = attr(head, "width")
+        .and_then(|w| w.parse().ok())
+        .expect("a width");
+    assert!(
+        svg.contains("fill=\"white\"") || svg.contains("fill='white'"),
+        "no background of its own: {svg}"
+    );
+    for piece in svg.split("<text").skip(1) {
+        let (tag, rest) = piece.split_once('>').expect("a text tag");
+        let text = rest.split("</text>").next().unwrap_or_default();
+        let chars = text
+            .replace("&gt;", ">")
+            .replace("&lt;", "<")
+            .replace("&amp;", "&");
+        let x: f64 = attr(tag, "x").and_then(|x| x.parse().ok()).expect("an x");
+        let advance = chars.chars().count() as f64 * 6.6;
+        let right = if tag.contains("middle") {
+            x + advance / 2.0
+        } else {
+            x + advance
+        };
+        assert!(right <= width, "{text:?} reaches {right} px of {width}");
+    }
+}
+
 #[test]
 fn the_partition_explorer_renders_states_view_and_sequence_diagram() {
     // The first initial state, then its first step: h0's timers fire.
@@ -183,6 +222,7 @@ fn the_partition_explorer_renders_states_view_and_sequence_diagram() {
         !state.contains("LeaseHost {"),
         "the engine dump shows: {state}"
     );
+    assert_legible(&svg);
 }
 
 #[test]
@@ -198,4 +238,5 @@ fn the_queue_explorer_renders_in_the_domains_words() {
     assert!(choices.contains("polls: dequeue"), "state list: {choices}");
     assert!(svg.contains(">c0<") && svg.contains(">store<"), "{svg}");
     assert!(state.contains("message q:m0: locked by c0"), "{state}");
+    assert_legible(&svg);
 }
