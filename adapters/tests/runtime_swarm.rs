@@ -1,6 +1,8 @@
 //! A deterministic swarm of the real runtime: three `Processor`s on one paused-time
-//! tokio runtime share a `MemoryStore` through a seeded faulty wrapper (latency and
-//! spikes, 429s, writes applied with their reply lost, writes lost, network cuts),
+//! tokio runtime share the engine's reference store through a seeded faulty wrapper
+//! (latency and spikes, 429s, writes applied with their reply lost, writes lost,
+//! network cuts, and reads served by lagging replicas at Session consistency: each
+//! life is one session, `Replicated`'s rule),
 //! and hosts crash (their `run()` future dropped) and come back under a new or the
 //! same name. Every handler call is recorded in virtual time and checked as the
 //! simulator checks its own: no two lives process one partition at once, no stored
@@ -11,15 +13,13 @@
 //! each failing seed and the command that replays it.
 
 use leasehold_adapters::engine::lease::Record;
-use leasehold_adapters::engine::store::{Op, Reply, StoreError};
+use leasehold_adapters::engine::store::{Container, Op, Reader, Replicated, Reply, StoreError};
 use leasehold_adapters::runtime::{Handler, ProcessorBuilder, RuntimeBad};
-use leasehold_adapters::{
-    Charges, MemoryFeed, MemoryStore, PartitionSource, Processor, Response, Store,
-};
+use leasehold_adapters::{Charges, MemoryFeed, PartitionSource, Processor, Response, Store};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -30,11 +30,21 @@ const HOSTS: usize = 3;
 /// Faults are drawn for this long; then the heal, and this long again to finish.
 const FAULTY: Duration = Duration::from_secs(90);
 const CALM: Duration = Duration::from_secs(180);
+/// Older versions of each document a lagging replica may serve.
+const STALE_DEPTH: u8 = 3;
+/// While faults run, the share of reads served by a lagging replica; such a read
+/// shows each document it covers, one time in two, some version its reader has not
+/// seen past (Session promises nothing more).
+const STALE_READS: f64 = 0.2;
 
 /// One host's view of the shared store, with its own seeded faults.
 #[derive(Clone)]
 struct Faulty {
-    inner: MemoryStore<Record>,
+    /// The store every host shares, as Session consistency shows it.
+    shared: Arc<Mutex<Replicated<Record>>>,
+    /// This life's session.
+    reader: Reader,
+    charges: Arc<Charges>,
     rng: Arc<Mutex<ChaCha8Rng>>,
     /// Cut off from the store: calls hang until the driver gives up on them.
     cut: Arc<AtomicBool>,
@@ -43,6 +53,8 @@ struct Faulty {
     throttled_for_good: bool,
     /// Checkpoints that went back, as "lease: from → to".
     back: Arc<Mutex<Vec<String>>>,
+    /// Documents served older than the current version.
+    stale_served: Arc<AtomicUsize>,
 }
 
 fn position(doc: &Record) -> Option<(String, u64)> {
@@ -106,18 +118,34 @@ impl Store<Record> for Faulty {
             }
             _ => {}
         }
-        let before = match &op {
-            Op::Replace { doc, .. } => {
-                let id = leasehold_engine::store::Document::id(doc).clone();
-                let pk = leasehold_engine::store::Document::partition_key(doc);
-                match self.inner.execute(Op::Read { pk, id }).await.result {
-                    Ok(Reply::Read(stored)) => position(&stored.doc),
-                    _ => None,
+        let stale = !calm && !write && self.rng.lock().unwrap().random_bool(STALE_READS);
+        let (before, response) = {
+            let mut shared = self.shared.lock().unwrap();
+            let before = match &op {
+                Op::Replace { doc, .. } => {
+                    let id = leasehold_engine::store::Document::id(doc);
+                    let pk = leasehold_engine::store::Document::partition_key(doc);
+                    shared.read(&pk, id).ok().and_then(|s| position(&s.doc))
                 }
-            }
-            _ => None,
+                _ => None,
+            };
+            let mut rng = self.rng.lock().unwrap();
+            let result = shared.execute(self.reader, op.clone(), &mut |_, n| {
+                if stale && rng.random_bool(0.5) {
+                    self.stale_served.fetch_add(1, Ordering::Relaxed);
+                    rng.random_range(1..=n)
+                } else {
+                    0
+                }
+            });
+            (
+                before,
+                Response {
+                    result,
+                    charge: 0.0,
+                },
+            )
         };
-        let response = self.inner.execute(op.clone()).await;
         if let (Some((lease, from)), Ok(Reply::Replaced(_)), Op::Replace { doc, .. }) =
             (&before, &response.result, &op)
             && let Some((_, to)) = position(doc)
@@ -137,7 +165,7 @@ impl Store<Record> for Faulty {
     }
 
     fn charges(&self) -> &Charges {
-        self.inner.charges()
+        &self.charges
     }
 }
 
@@ -164,6 +192,8 @@ struct Verdict {
     overlaps: Vec<String>,
     back: Vec<String>,
     unhandled: Vec<String>,
+    /// Documents lagging replicas served (a measure, not a failure).
+    stale_served: usize,
 }
 
 impl Verdict {
@@ -204,7 +234,10 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
     let throttled_for_good = bad == Bad::Store;
     let bad = bad == Bad::Grace;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let store = MemoryStore::<Record>::new();
+    let store = Arc::new(Mutex::new(Replicated::new(
+        Container::<Record>::new(),
+        STALE_DEPTH,
+    )));
     let feed = MemoryFeed::new(PARTITIONS);
     for p in PARTITIONS {
         for i in 0..ITEMS {
@@ -214,18 +247,23 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
     let calls: Arc<Mutex<Vec<Call>>> = Arc::default();
     let handled: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let back: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stale_served: Arc<AtomicUsize> = Arc::default();
     let healed = Arc::new(AtomicBool::new(false));
     let cuts: Vec<Arc<AtomicBool>> = (0..HOSTS).map(|_| Arc::default()).collect();
     let mut lives = 0usize;
     let start = |host: usize, name: String, life: usize, rng_seed: u64| {
         let (calls, handled) = (calls.clone(), handled.clone());
         let faulty = Faulty {
-            inner: store.clone(),
+            shared: store.clone(),
+            // One session per life: a new life has seen nothing.
+            reader: Reader(life as u32),
+            charges: Arc::default(),
             rng: Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(rng_seed))),
             cut: cuts[host].clone(),
             healed: healed.clone(),
             throttled_for_good,
             back: back.clone(),
+            stale_served: stale_served.clone(),
         };
         let mut builder = Processor::builder()
             .instance(name)
@@ -367,16 +405,8 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
         }
     }
     if std::env::var("LEASEHOLD_RUNTIME_SWARM_CALLS").is_ok() {
-        if let Ok(Reply::ReadAll(docs)) = store
-            .execute(Op::ReadAll {
-                prefix: String::new(),
-            })
-            .await
-            .result
-        {
-            for d in docs {
-                eprintln!("doc {:?}", d.doc);
-            }
+        for d in store.lock().unwrap().read_all("") {
+            eprintln!("doc {:?}", d.doc);
         }
         eprintln!("names {names:?}, lives {lives}");
         for c in &calls {
@@ -390,6 +420,7 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
         }
     }
     verdict.back = back.lock().unwrap().clone();
+    verdict.stale_served = stale_served.load(Ordering::Relaxed);
     let handled = handled.lock().unwrap();
     for p in PARTITIONS {
         for i in 0..ITEMS {
@@ -438,6 +469,19 @@ fn the_runtime_keeps_each_partition_to_one_life_under_faults_and_finishes_after_
     let failed = swarm(0..12, Bad::None, true);
     report(&failed);
     assert!(failed.is_empty(), "{} failing seeds", failed.len());
+}
+
+/// The Session fault is live: lagging replicas serve old versions to the runtime on
+/// these seeds (else the swarm above would claim what it never tried).
+#[test]
+fn lagging_replicas_serve_the_runtime_old_versions() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let verdict = runtime.block_on(run(0, Bad::None));
+    assert!(verdict.stale_served > 0, "{verdict:?}");
 }
 
 /// The sibling: the old 5 s grace, with handlers that ignore their cancellation, lets
