@@ -102,14 +102,15 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
     );
     let _ = writeln!(
         out,
-        "  strategy {}, {} expiry, margin {} ms, {} liveness{}; faults: {}, {}, {}{}{}",
+        "  strategy {}, {} expiry, margin {}, {} liveness{}; faults: {}, {}, {}{}{}",
         b.strategy,
         // The rule the hosts run, which a variant may set (timestamp-skew runs CFP's).
         match model.config.expiry.rule {
             ExpiryRule::Observed => "observed",
             ExpiryRule::Timestamp => "timestamp",
         },
-        model.config.expiry.safety_margin.as_millis(),
+        // As the flag takes it: `--margin 4s` reads back `margin 4s`.
+        model.config.expiry.safety_margin,
         model.config.liveness(),
         b.bug
             .map_or(String::new(), |bug| format!(", KNOWN-BAD VARIANT {bug}")),

@@ -11,7 +11,7 @@ use crate::sim::SimConfig;
 use crate::sim::config::Scenario;
 use crate::sim::queue::{QueueConfig, QueueScenario};
 use clap::Command;
-use leasehold_model::{Bounds, LockBounds};
+use leasehold_model::{Bounds, Bug, LockBounds, LockBug, LockKind};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -201,6 +201,65 @@ pub fn sim_defaults() -> Vec<(String, String)> {
     out
 }
 
+/// The known-bad variants `--bug` takes, from the model's own lists: the help named
+/// them by hand and fell behind (`delete-parent-first`, then `claim-by-name`).
+fn variants(lock_kinds: &[(LockKind, &str)]) -> String {
+    let names = |bugs: &mut dyn Iterator<Item = &'static str>| bugs.collect::<Vec<_>>().join(", ");
+    let mut out = format!(
+        "partitions: {}",
+        names(&mut Bug::ALL.iter().map(|b| b.name()))
+    );
+    for (kind, label) in lock_kinds {
+        let list = names(
+            &mut LockBug::ALL
+                .iter()
+                .filter(|b| b.applies_to(*kind))
+                .map(|b| b.name()),
+        );
+        out.push_str(&format!("; {label}: {list}"));
+    }
+    out
+}
+
+/// `--bug`'s list for `check` and `explore`, with how many the model does not show
+/// in seconds.
+pub fn check_variants() -> String {
+    let far = Bug::ALL
+        .iter()
+        .filter(|b| b.least_bound().out_of_reach)
+        .count()
+        + LockBug::ALL
+            .iter()
+            .filter(|b| b.least_bound().out_of_reach)
+            .count();
+    format!(
+        "{}; not shown in seconds: {far}",
+        variants(&[(LockKind::Queue, "queue"), (LockKind::Items, "items")])
+    )
+}
+
+/// `--bug`'s list for `sim`.
+pub fn sim_variants() -> String {
+    variants(&[(LockKind::Queue, "queue scenarios")])
+}
+
+/// Appends `[tag: text]` to the help of argument `id` of `command`, if it has one.
+fn append_tagged(command: Command, id: &str, tag: &str, text: &str) -> Command {
+    if command.get_arguments().all(|a| a.get_id() != id) {
+        return command;
+    }
+    command.mut_arg(id, |arg| {
+        let tail = format!(" [{tag}: {text}]");
+        let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        let long = arg.get_long_help().map(ToString::to_string);
+        let arg = arg.help(format!("{help}{tail}"));
+        match long {
+            Some(long) => arg.long_help(format!("{long}{tail}")),
+            None => arg,
+        }
+    })
+}
+
 /// Appends `[default: text]` to the help of each argument of `command` named in
 /// `defaults` (and its long help, where it has one).
 fn append<'a>(
@@ -208,19 +267,7 @@ fn append<'a>(
     defaults: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> Command {
     for (id, text) in defaults {
-        if command.get_arguments().all(|a| a.get_id() != id) {
-            continue;
-        }
-        command = command.mut_arg(id, |arg| {
-            let tail = format!(" [default: {text}]");
-            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
-            let long = arg.get_long_help().map(ToString::to_string);
-            let arg = arg.help(format!("{help}{tail}"));
-            match long {
-                Some(long) => arg.long_help(format!("{long}{tail}")),
-                None => arg,
-            }
-        });
+        command = append_tagged(command, id, "default", text);
     }
     command
 }
@@ -232,10 +279,16 @@ pub fn annotate(command: Command) -> Command {
     let model = model_defaults();
     let sim = sim_defaults();
     let model = || model.iter().map(|(id, text)| (*id, text.as_str()));
+    let (check_bugs, sim_bugs) = (check_variants(), sim_variants());
     command
-        .mut_subcommand("check", |c| append(c, model()))
-        .mut_subcommand("explore", |c| append(c, model()))
+        .mut_subcommand("check", |c| {
+            append_tagged(append(c, model()), "bug", "variants", &check_bugs)
+        })
+        .mut_subcommand("explore", |c| {
+            append_tagged(append(c, model()), "bug", "variants", &check_bugs)
+        })
         .mut_subcommand("sim", |c| {
+            let c = append_tagged(c, "bug", "variants", &sim_bugs);
             append(
                 c,
                 sim.iter()

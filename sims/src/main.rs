@@ -133,17 +133,9 @@ struct ModelArgs {
     /// Where a holder's authority comes from. Session needs handoff.
     #[arg(long, value_parser = flags::liveness_parser())]
     liveness: Option<Liveness>,
-    /// Run a known-bad variant. Partitions: timestamp-skew, blind-acquire,
-    /// blind-checkpoint, thin-margin, same-epoch, restart-same-epoch, unfenced-takeover,
-    /// blind-heartbeat, delete-parent-first, delete-split-lease, tenure-read-order,
-    /// take-keeps-ended-tenure, resume-keeps-ended-tenure, blind-leave,
-    /// earlier-tenure-waits, uncounted-table, silent-successor, name-proves-death,
-    /// own-settings-only, newcomer-waits, fence-forgets-terms. Queue: dequeue-seed,
-    /// dequeue-no-expired, blind-claim, blind-complete, dequeue-unordered, lock-no-drift. Items:
-    /// next-for-state-no-expiry, blind-lease, lock-no-drift. Stops at its first
-    /// counterexample. A partition variant runs, for every bound not given here, the
-    /// least bound known to show it (the bounds `model/tests` find it at); six are not
-    /// shown in seconds and say so.
+    /// Run a known-bad variant; stops at its first counterexample. A variant runs, for
+    /// every bound not given here, the least bound known to show it (the bounds
+    /// `model/tests` find it at); those not shown in seconds say so.
     #[arg(long, value_name = "NAME")]
     bug: Option<String>,
     /// Late ticks allowed: time passes while a host has due work (a GC pause).

@@ -317,7 +317,7 @@ fn timestamp_skew_at_its_defaults_is_found_and_its_header_names_the_rule_it_runs
     let text = stdout(&out);
     assert!(text.contains("skew ±2 s"), "{text}");
     assert!(
-        text.contains("strategy cfp, timestamp expiry, margin 0 ms"),
+        text.contains("strategy cfp, timestamp expiry, margin 0s,"),
         "{text}"
     );
     assert_eq!(out.status.code(), Some(1), "{text}");
@@ -563,4 +563,14 @@ fn a_horizon_short_of_the_liveness_bound_says_its_liveness_verdicts_are_vacuous(
         !default.contains("ends before the liveness bound"),
         "{default}"
     );
+}
+
+/// The header gives the margin as the flag takes it: `--margin 1500ms` reads back
+/// `margin 1500ms` (it said `margin 4000 ms` for `--margin 4s`).
+#[test]
+fn the_header_gives_the_margin_as_the_flag_takes_it() {
+    let out = leasehold(&["check", "--margin", "1500ms", "--max-states", "1"]);
+    let text = stdout(&out);
+    assert!(text.contains(", margin 1500ms, "), "{text}");
+    assert!(!text.contains(" ms, "), "{text}");
 }

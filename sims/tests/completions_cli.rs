@@ -60,3 +60,47 @@ fn a_man_page_for_a_subcommand_that_does_not_exist_is_refused_by_name() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\"bogus\"") && err.contains("check"), "{err}");
 }
+
+/// `--bug`'s help lists every variant the model has, from the model's own lists
+/// (`delete-parent-first`, then `claim-by-name`, were missing from a list written by
+/// hand).
+#[test]
+fn the_bug_help_names_every_variant() {
+    use leasehold_model::{Bug, LockBug};
+    let check = stdout(&leasehold(&["check", "--help"]));
+    let sim = stdout(&leasehold(&["sim", "--help"]));
+    for name in Bug::ALL.iter().map(|b| b.name()) {
+        assert!(check.contains(name), "check --help lacks {name}");
+        assert!(sim.contains(name), "sim --help lacks {name}");
+    }
+    for name in LockBug::ALL.iter().map(|b| b.name()) {
+        assert!(check.contains(name), "check --help lacks {name}");
+    }
+}
+
+/// The rendered help states the defaults the runs use: a queue run fails one handler
+/// run in 20 (help said 0), and polls every 2 s where a lease run polls every 5 s.
+#[test]
+fn sim_help_states_the_defaults_the_runs_use() {
+    let help = stdout(&leasehold(&["sim", "--help"]));
+    let flag = |name: &str| -> String {
+        let at = help.find(&format!("--{name} ")).expect(name);
+        help[at..]
+            .split("\n\n")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        flag("fail-one-in").contains("[default: 20]"),
+        "{}",
+        flag("fail-one-in")
+    );
+    assert!(
+        flag("poll").contains("[default: 5s; queue scenarios: 2s]"),
+        "{}",
+        flag("poll")
+    );
+    let check = stdout(&leasehold(&["check", "--help"]));
+    assert!(check.contains("[default: 2]"), "{check}");
+}

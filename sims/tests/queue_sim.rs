@@ -308,3 +308,33 @@ fn a_backlog_beyond_the_consumers_capacity_is_no_violation_but_a_stranded_messag
     };
     assert_caught(stranded, ViolationKind::Liveness);
 }
+
+/// The queue report's JSON gives figures to two decimals, as the lease report does
+/// (`228.3100000000025` before).
+#[test]
+fn a_queue_reports_figures_are_rounded() {
+    let run = simulate_queue(&small(QueueScenario::QueuePoison, 1)).unwrap();
+    let json = serde_json::to_value(&run.report).unwrap();
+    let mut floats = Vec::new();
+    fn walk(v: &serde_json::Value, out: &mut Vec<f64>) {
+        match v {
+            serde_json::Value::Number(n) if n.is_f64() => out.extend(n.as_f64()),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(&json, &mut floats);
+    assert!(floats.len() > 5, "{json}");
+    for (key, x) in ["ru_per_consumer_min", "ru_per_delivery"].map(|k| (k, &json[k])) {
+        let x = x.as_f64().expect(key);
+        assert_eq!(x, (x * 100.0).round() / 100.0, "{key}: {x}");
+    }
+    let text = json.to_string();
+    assert!(
+        !text
+            .split(|c: char| !c.is_ascii_digit() && c != '.')
+            .any(|n| n.split_once('.').is_some_and(|(_, frac)| frac.len() > 2)),
+        "{text}"
+    );
+}

@@ -428,3 +428,67 @@ fn a_fencing_violation_names_owners_without_debug_formatting() {
     assert!(!line.contains("Some(") && !line.contains("None"), "{line}");
     assert!(line.contains("nobody's epoch"), "{line}");
 }
+
+/// A queue run's violation list says how many it left out, as a lease run's does
+/// (`violations 228` in the table, 20 listed, and nothing said before).
+#[test]
+fn a_cut_violation_list_says_how_many_it_left_out() {
+    let out = sim(&["queue", "--bug", "dequeue-seed"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    let listed = err
+        .lines()
+        .filter(|l| l.contains(" at ") && l.contains(" s: "))
+        .count();
+    let total: u64 = text(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("violations"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("the table counts violations");
+    assert!(total > listed as u64, "{total} counted, {listed} listed");
+    assert!(
+        err.contains(&format!("… and {} more", total - listed as u64)),
+        "{err}"
+    );
+}
+
+/// Queue traces name requests as flags are written (`c1 sends claim`), not `Claim`.
+#[test]
+fn a_queue_trace_names_its_requests_in_words() {
+    let err = text(&sim(&["queue", "--bug", "dequeue-seed"]).stderr);
+    assert!(err.contains(" sends claim work:m"), "{err}");
+    assert!(!err.contains(" sends Claim"), "{err}");
+}
+
+/// The rows indented under `protocol RU` sum to it; checkpoints, which it leaves
+/// out, stand beside it (they were indented under it).
+#[test]
+fn the_rows_under_protocol_ru_sum_to_it() {
+    let out = text(&sim(&["scale-out", "--strategy", "cfp"]).stdout);
+    let value = |line: &str| -> f64 {
+        line.split_whitespace()
+            .last()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("a figure in {line:?}"))
+    };
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("protocol RU"))
+        .expect("a protocol row");
+    let total = value(lines[at]);
+    let parts: Vec<&str> = lines[at + 1..]
+        .iter()
+        .take_while(|l| l.starts_with("  "))
+        .copied()
+        .collect();
+    let sum: f64 = parts.iter().map(|l| value(l)).sum();
+    assert!(
+        (sum - total).abs() < 0.05 * parts.len() as f64,
+        "{sum} against {total}:\n{out}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("checkpoint RU")),
+        "checkpoints beside the total:\n{out}"
+    );
+}

@@ -124,3 +124,100 @@ fn a_rust_version_below_a_dependencys_is_caught() {
         "{short:?}"
     );
 }
+
+/// The crates meant for publishing.
+const PUBLISHED: [&str; 4] = [
+    "leasehold-engine",
+    "leasehold-model",
+    "leasehold-adapters",
+    "leasehold-sims",
+];
+
+/// What a published crate's manifest lacks of what crates.io and docs.rs show:
+/// license, readme, keywords, categories, repository, rust-version and docs.rs
+/// settings.
+fn manifest_gaps(package: &Value) -> Vec<&'static str> {
+    let mut gaps = Vec::new();
+    let text = |key: &str| package[key].as_str().is_some_and(|s| !s.is_empty());
+    let list = |key: &str| package[key].as_array().is_some_and(|a| !a.is_empty());
+    for (ok, name) in [
+        (text("license"), "license"),
+        (text("readme"), "readme"),
+        (text("repository"), "repository"),
+        (text("rust_version"), "rust-version"),
+        (text("description"), "description"),
+        (list("keywords"), "keywords"),
+        (list("categories"), "categories"),
+        (
+            package["metadata"]["docs"]["rs"].is_object(),
+            "package.metadata.docs.rs",
+        ),
+    ] {
+        if !ok {
+            gaps.push(name);
+        }
+    }
+    gaps
+}
+
+#[test]
+fn every_published_crate_carries_its_license_files_and_metadata() {
+    let metadata = metadata();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    for name in PUBLISHED {
+        let package = metadata["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in the workspace"));
+        assert_eq!(manifest_gaps(package), Vec::<&str>::new(), "{name}");
+        let dir = Path::new(package["manifest_path"].as_str().unwrap())
+            .parent()
+            .unwrap();
+        for file in ["LICENSE-MIT", "LICENSE-APACHE"] {
+            let text = std::fs::read_to_string(dir.join(file))
+                .unwrap_or_else(|e| panic!("{name}/{file}: {e}"));
+            assert!(text.len() > 500, "{name}/{file} is a license text");
+        }
+    }
+    let changelog = std::fs::read_to_string(root.join("CHANGELOG.md")).expect("CHANGELOG.md");
+    for heading in ["## What is public API", "## [Unreleased]"] {
+        assert!(changelog.contains(heading), "CHANGELOG.md lacks {heading}");
+    }
+}
+
+/// The sibling: a manifest without keywords or docs.rs settings is caught.
+#[test]
+fn a_manifest_without_its_metadata_is_caught() {
+    let bare = serde_json::json!({
+        "license": "MIT OR Apache-2.0",
+        "readme": "README.md",
+        "repository": "https://example.invalid",
+        "rust_version": "1.88",
+        "description": "d",
+        "keywords": [],
+        "categories": ["database"],
+        "metadata": null,
+    });
+    assert_eq!(
+        manifest_gaps(&bare),
+        vec!["keywords", "package.metadata.docs.rs"]
+    );
+}
+
+/// The README's exit-code table lists every code the command line uses (it never
+/// mentioned 3 or 130).
+#[test]
+fn the_readme_lists_every_exit_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    for code in ["0", "1", "2", "3", "130"] {
+        assert!(
+            readme
+                .lines()
+                .any(|l| l.starts_with(&format!("| {code} | "))),
+            "no row for exit {code}"
+        );
+    }
+}

@@ -4,8 +4,8 @@ use super::config::{Scenario, SimConfig, SimError, parse_strategy_spec};
 use super::faults::Faults;
 use super::flags::{self, opt_duration, opt_text};
 use super::queue::QueueScenario;
-use super::report::{RunReport, table};
-use super::{queue_cli, replay_command, simulate, svg, swarm};
+use super::report::{RunReport, table, violation_lines};
+use super::{queue_cli, replay_command, simulate_with, svg, swarm};
 use crate::check::counted;
 use leasehold_engine::lease::Liveness;
 use leasehold_engine::{ExpiryRule, Millis};
@@ -96,15 +96,9 @@ pub struct RunFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_batch: Option<u64>,
-    /// Run a known-bad variant of the protocol (the model checker's): timestamp-skew,
-    /// blind-acquire, blind-checkpoint, thin-margin, same-epoch, restart-same-epoch,
-    /// unfenced-takeover, blind-heartbeat, delete-parent-first, delete-split-lease,
-    /// tenure-read-order, take-keeps-ended-tenure, resume-keeps-ended-tenure, blind-leave,
-    /// earlier-tenure-waits, uncounted-table, silent-successor (all but the split ones from
-    /// unfenced-takeover on need handoff under session liveness); queue scenarios:
-    /// dequeue-seed, dequeue-no-expired, blind-claim, blind-complete, dequeue-unordered,
-    /// lock-no-drift.
-    /// With swarm, every seed runs the variant (lease or queue runs only).
+    /// Run a known-bad variant of the protocol (the model checker's; those of session
+    /// liveness need handoff under it). With swarm, every seed runs the variant
+    /// (lease or queue runs only).
     #[arg(long, value_name = "NAME")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bug: Option<String>,
@@ -321,7 +315,20 @@ fn run_scenario(args: &SimArgs) -> Result<ExitCode, SimError> {
     let mut reports = Vec::new();
     let mut failed = false;
     for cfg in &configs {
-        let run = simulate(cfg, args.svg.is_some())?;
+        // Virtual seconds simulated; drawn only on a terminal, so reports and tests
+        // see nothing of it.
+        let bar = indicatif::ProgressBar::new(cfg.deadline().as_millis() / 1_000);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(&format!(
+                "{} {{bar:40}} {{pos}}/{{len}} virtual s · {{elapsed}}",
+                cfg.label()
+            ))
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        let run = simulate_with(cfg, args.svg.is_some(), &mut |now| {
+            bar.set_position(now / 1_000);
+        })?;
+        bar.finish_and_clear();
         if let (Some(base), Some(timeline)) = (&args.svg, &run.finished.timeline) {
             let path = svg_path(base, &cfg.label(), configs.len() > 1);
             let title = format!(
@@ -374,13 +381,10 @@ pub fn violation_text(cfg: &SimConfig, report: &RunReport, tail: &[String]) -> S
         cfg.label(),
         cfg.seed
     );
-    for v in &report.violations {
-        out.push_str(&format!("  {} at {:.3} s: {}\n", v.kind, v.at_s, v.detail));
-    }
-    let more: u64 = report.violation_counts.values().sum::<u64>() - report.violations.len() as u64;
-    if more > 0 {
-        out.push_str(&format!("  … and {more} more\n"));
-    }
+    out.push_str(&violation_lines(
+        &report.violations,
+        report.violation_counts.values().sum(),
+    ));
     out.push_str(&format!("last {} events before the first:\n", tail.len()));
     for line in tail {
         out.push_str(&format!("  {line}\n"));

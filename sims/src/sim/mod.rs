@@ -60,8 +60,18 @@ pub struct Run {
 
 /// Runs `config`; `timeline` keeps the ownership timeline for [`svg::draw`].
 pub fn simulate(config: &SimConfig, timeline: bool) -> Result<Run, SimError> {
+    simulate_with(config, timeline, &mut |_| {})
+}
+
+/// Runs `config` as [`simulate`], telling `progress` the virtual time reached, in
+/// milliseconds, from time to time (the run ends at [`SimConfig::deadline`]).
+pub fn simulate_with(
+    config: &SimConfig,
+    timeline: bool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Run, SimError> {
     let started = Instant::now();
-    let finished = world::World::new(config, timeline)?.run();
+    let finished = world::World::new(config, timeline)?.run_with(progress);
     let wall = started.elapsed().as_secs_f64();
     Ok(Run {
         report: RunReport::new(config, &finished, wall),

@@ -5,6 +5,7 @@ use super::cli::{SimArgs, refuse, run_settings};
 use super::config::SimError;
 use super::flags;
 use super::queue::{QueueConfig, QueueRun, QueueScenario, replay_command, simulate_queue, table};
+use super::report::violation_lines;
 use std::process::ExitCode;
 
 /// Builds the queue run from the flags; lease-only flags are refused.
@@ -59,9 +60,10 @@ pub fn run(args: &SimArgs, scenario: QueueScenario) -> Result<ExitCode, SimError
 /// Seed, scenario, what broke, the last trace events and the replay command.
 pub fn violation_text(cfg: &QueueConfig, run: &QueueRun) -> String {
     let mut out = format!("VIOLATION in {} (seed {}):\n", cfg.scenario, cfg.seed);
-    for v in &run.report.violations {
-        out.push_str(&format!("  {} at {:.3} s: {}\n", v.kind, v.at_s, v.detail));
-    }
+    out.push_str(&violation_lines(
+        &run.report.violations,
+        run.report.violation_counts.values().sum(),
+    ));
     out.push_str(&format!(
         "last {} events before the first:\n",
         run.tail.len()

@@ -192,7 +192,22 @@ impl RunReport {
     }
 }
 
-fn round2(x: f64) -> f64 {
+/// The violations a report keeps, one per line, and how many more it counted but
+/// left out (a run keeps the first 20 of each).
+pub fn violation_lines(kept: &[Violation], counted: u64) -> String {
+    let mut out = String::new();
+    for v in kept {
+        let _ = writeln!(out, "  {} at {:.3} s: {}", v.kind, v.at_s, v.detail);
+    }
+    let more = counted.saturating_sub(kept.len() as u64);
+    if more > 0 {
+        let _ = writeln!(out, "  … and {more} more");
+    }
+    out
+}
+
+/// `x` to two decimals, as every report's JSON gives its figures.
+pub(crate) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
@@ -232,9 +247,16 @@ pub fn table(reports: &[RunReport]) -> String {
     row("protocol RU / host / min", &|r| {
         format!("{:.1}", r.protocol_ru_per_host_min)
     });
-    for purpose in Purpose::ALL {
+    // Coordination's purposes under the protocol total they sum to; the rest (the
+    // checkpoints) beside it, not indented under a total that leaves them out.
+    let purposes = Purpose::ALL
+        .iter()
+        .filter(|p| p.is_protocol())
+        .chain(Purpose::ALL.iter().filter(|p| !p.is_protocol()));
+    for purpose in purposes {
         let name = purpose.name();
-        row(&format!("  {name} RU / host / min"), &|r| {
+        let indent = if purpose.is_protocol() { "  " } else { "" };
+        row(&format!("{indent}{name} RU / host / min"), &|r| {
             r.by_purpose
                 .get(name)
                 .map_or("-".into(), |c| format!("{:.1}", c.ru_per_host_min))

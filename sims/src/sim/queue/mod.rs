@@ -35,6 +35,7 @@ pub use truth::{Holder, QueueMeasures, Truth};
 pub use world::{QueueEvent, QueueFinished, QueueWorld};
 
 use super::checker::{Violation, ViolationKind};
+use super::report::round2;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -109,16 +110,28 @@ pub fn simulate_queue(config: &QueueConfig) -> Result<QueueRun, QueueConfigError
     let wall_s = started.elapsed().as_secs_f64();
     let minutes = (finished.end as f64 / 60_000.0).max(1e-9) * f64::from(config.consumers);
     let truth = &finished.truth;
+    // Figures to two decimals, as the lease report's: `228.3100000000025` is noise.
+    let mut measures = truth.measures();
+    for x in [
+        &mut measures.max_latency_s,
+        &mut measures.mean_latency_s,
+        &mut measures.drained_after_heal_s,
+        &mut measures.room_after_heal,
+    ] {
+        *x = round2(*x);
+    }
     let report = QueueReport {
         scenario: config.scenario.name().to_string(),
         seed: config.seed,
         consumers: config.consumers,
-        measures: truth.measures(),
-        store_requests_per_consumer_min: finished.requests as f64 / minutes,
-        ru_per_consumer_min: finished.ru / minutes,
-        ru_per_delivery: finished.ru / (truth.measures().deliveries.max(1) as f64),
+        measures,
+        store_requests_per_consumer_min: round2(finished.requests as f64 / minutes),
+        ru_per_consumer_min: round2(finished.ru / minutes),
+        ru_per_delivery: round2(finished.ru / (truth.measures().deliveries.max(1) as f64)),
         dequeues: finished.dequeues,
-        docs_read_per_dequeue: finished.docs_read as f64 / (finished.dequeues.max(1) as f64),
+        docs_read_per_dequeue: round2(
+            finished.docs_read as f64 / (finished.dequeues.max(1) as f64),
+        ),
         max_docs_read_per_dequeue: finished.max_docs_read,
         faults: finished
             .faults
@@ -131,8 +144,8 @@ pub fn simulate_queue(config: &QueueConfig) -> Result<QueueRun, QueueConfigError
             .map(|(k, n)| (k.name().to_string(), *n))
             .collect(),
         violations: truth.violations().to_vec(),
-        virtual_s: finished.end as f64 / 1e3,
-        wall_s,
+        virtual_s: round2(finished.end as f64 / 1e3),
+        wall_s: round2(wall_s),
         steps: finished.steps,
         trace_hash: format!("{:016x}", finished.trace_hash),
     };

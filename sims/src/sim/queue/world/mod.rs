@@ -107,8 +107,8 @@ impl fmt::Display for QueueEvent {
             QueueEvent::Fault(k, Some(h), ms) => write!(f, "fault {k} on {h} ({ms} ms)"),
             QueueEvent::Fault(k, None, ms) => write!(f, "fault {k} ({ms} ms)"),
             QueueEvent::Heal => f.write_str("heal"),
-            QueueEvent::Request(h, i, Some(d)) => write!(f, "{h} sends {i:?} {d}"),
-            QueueEvent::Request(h, i, None) => write!(f, "{h} sends {i:?}"),
+            QueueEvent::Request(h, i, Some(d)) => write!(f, "{h} sends {i} {d}"),
+            QueueEvent::Request(h, i, None) => write!(f, "{h} sends {i}"),
             QueueEvent::Delivered(h, d, n) => write!(f, "{h} gets {d} (delivery {n})"),
             QueueEvent::Processed(h, d, ok) => {
                 write!(f, "{h} {} {d}", if *ok { "commits" } else { "fails" })
