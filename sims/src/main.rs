@@ -270,7 +270,31 @@ fn command() -> clap::Command {
     defaults::annotate(Cli::command())
 }
 
+/// Exit code when the reader of stdout went away (`leasehold check | head`): 128 plus
+/// SIGPIPE's number, as a shell reports a process the signal ended.
+const READER_GONE: i32 = 141;
+
+/// A closed stdout ends the command quietly with [`READER_GONE`]: `print!` panics
+/// on a broken pipe, since Rust ignores SIGPIPE, and the panic's message and
+/// backtrace were printed after the reader had what it wanted.
+fn end_quietly_on_a_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
+            std::process::exit(READER_GONE);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    end_quietly_on_a_broken_pipe();
     let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     // Every refusal is a usage or input error, like clap's: exit 2, so that exit 1
     // always means a violation or a counterexample. `balance` finds neither: any

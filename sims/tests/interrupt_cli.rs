@@ -49,3 +49,28 @@ fn an_interrupted_check_reports_what_it_explored_and_exits_130() {
     assert!(out.contains("INCOMPLETE"), "{out}");
     assert!(out.contains("interrupted (Ctrl-C)"), "{out}");
 }
+
+/// A reader that goes away (`leasehold check | head -1`) ends the command quietly
+/// with 141, as a shell reports SIGPIPE; it panicked with a backtrace before.
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(["check", "queue"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("leasehold starts");
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("stderr reads");
+    let status = child.wait().expect("leasehold ends");
+    assert_eq!(status.code(), Some(141), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
