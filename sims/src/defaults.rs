@@ -221,20 +221,24 @@ fn variants(lock_kinds: &[(LockKind, &str)]) -> String {
     out
 }
 
-/// `--bug`'s list for `check` and `explore`, with how many the model does not show
-/// in seconds.
+/// `--bug`'s list for `check` and `explore`, with those the model does not show in
+/// seconds.
 pub fn check_variants() -> String {
-    let far = Bug::ALL
+    let far: Vec<&str> = Bug::ALL
         .iter()
         .filter(|b| b.least_bound().out_of_reach)
-        .count()
-        + LockBug::ALL
-            .iter()
-            .filter(|b| b.least_bound().out_of_reach)
-            .count();
+        .map(|b| b.name())
+        .chain(
+            LockBug::ALL
+                .iter()
+                .filter(|b| b.least_bound().out_of_reach)
+                .map(|b| b.name()),
+        )
+        .collect();
     format!(
-        "{}; not shown in seconds: {far}",
-        variants(&[(LockKind::Queue, "queue"), (LockKind::Items, "items")])
+        "{}; not shown in seconds: {}",
+        variants(&[(LockKind::Queue, "queue"), (LockKind::Items, "items")]),
+        far.join(", ")
     )
 }
 
