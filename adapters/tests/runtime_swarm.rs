@@ -214,6 +214,9 @@ enum Bad {
     Grace,
     /// A store that throttles every call after the heal.
     Store,
+    /// No bug: handlers that ignore their cancellation, under the shipped grace, which
+    /// must abort them before any rival starts (the stop contract's bound: none).
+    Ignoring,
 }
 
 /// Builds a host and runs it in its own task; dropping the task (an abort) is its crash.
@@ -232,6 +235,7 @@ where
 /// Runs seed `seed`.
 async fn run(seed: u64, bad: Bad) -> Verdict {
     let throttled_for_good = bad == Bad::Store;
+    let ignoring = matches!(bad, Bad::Grace | Bad::Ignoring);
     let bad = bad == Bad::Grace;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let store = Arc::new(Mutex::new(Replicated::new(
@@ -302,7 +306,7 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
                         let slow = item.ends_with('0') || item.ends_with('5');
                         let steps = if slow { 60 } else { 2 };
                         for _ in 0..steps {
-                            if !bad && ctx.is_lost() {
+                            if !ignoring && ctx.is_lost() {
                                 return Err("stopped".into());
                             }
                             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -495,6 +499,16 @@ fn with_the_old_grace_a_lost_call_runs_beside_the_next_owner() {
     );
 }
 
+/// Handlers that ignore their cancellation, under the shipped grace (half the
+/// margin): the abort lands at their next `.await`, before any rival may start, so
+/// they never run beside the next owner either. The old 5 s grace is the sibling.
+#[test]
+fn handlers_that_ignore_their_cancellation_are_aborted_before_the_next_owner_starts() {
+    let failed = swarm(0..12, Bad::Ignoring, true);
+    report(&failed);
+    assert!(failed.is_empty(), "{} failing seeds", failed.len());
+}
+
 /// The liveness check's sibling: a store that never serves again after the heal
 /// leaves items unhandled (on the seeds whose faults kept some partition from
 /// finishing before the heal).
@@ -516,13 +530,17 @@ fn a_range_of_seeds() {
     let range = std::env::var("LEASEHOLD_RUNTIME_SWARM").unwrap_or_else(|_| "0..100".into());
     let (a, b) = range.split_once("..").expect("A..B");
     let seeds = a.parse().expect("A")..b.parse().expect("B");
-    let bad = match std::env::var("LEASEHOLD_RUNTIME_SWARM_BAD") {
-        Ok(_) => Bad::Grace,
-        Err(_) => Bad::None,
+    let bad = match (
+        std::env::var("LEASEHOLD_RUNTIME_SWARM_BAD"),
+        std::env::var("LEASEHOLD_RUNTIME_SWARM_IGNORING"),
+    ) {
+        (Ok(_), _) => Bad::Grace,
+        (_, Ok(_)) => Bad::Ignoring,
+        _ => Bad::None,
     };
     let started = std::time::Instant::now();
     let n = seeds.end - seeds.start;
-    let failed = swarm(seeds, bad, bad == Bad::None);
+    let failed = swarm(seeds, bad, bad != Bad::Grace);
     report(&failed);
     eprintln!(
         "{n} seeds, {} failing, {:.1} s",
