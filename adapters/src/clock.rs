@@ -15,7 +15,10 @@ use tokio::time::Instant;
 /// within an authority that ran out while it slept. The suspend is what a clock that
 /// counts it (`CLOCK_BOOTTIME` on Linux and Android, `CLOCK_MONOTONIC` on Apple
 /// systems) gained over `Instant`; both are the machine's, so on a paused tokio clock
-/// (tests) local time is tokio's alone. Elsewhere no suspend is counted. Timers still
+/// (tests) local time is tokio's alone. On Windows `Instant` itself counts a suspend
+/// (it reads `QueryPerformanceCounter`, which Microsoft documents as counting sleep,
+/// standby and hibernation; rust-lang/rust#79462), so nothing is added there. On other
+/// platforms no suspend is counted. Timers still
 /// run on tokio's clock: [`instant_of`](Self::instant_of) maps a local time to a tokio
 /// instant afresh at each call.
 ///
@@ -140,6 +143,8 @@ fn boot_time() -> Option<Duration> {
     ))
 }
 
+/// Nothing to add: on Windows `Instant` counts a suspend already (see [`Clock`]);
+/// elsewhere no clock that counts one is known.
 #[cfg(not(any(target_os = "linux", target_os = "android", target_vendor = "apple")))]
 fn boot_time() -> Option<Duration> {
     None
