@@ -10,7 +10,8 @@
 //!
 //! `cargo test` runs a fixed set of seeds; `LEASEHOLD_RUNTIME_SWARM=A..B cargo test
 //! -p leasehold-adapters --test runtime_swarm -- --ignored` runs a range, printing
-//! each failing seed and the command that replays it.
+//! each failing seed and the command that replays it (with
+//! `LEASEHOLD_RUNTIME_SWARM_IGNORING=1`, handlers that ignore their cancellation).
 
 use leasehold_adapters::engine::lease::Record;
 use leasehold_adapters::engine::store::{Container, Op, Reader, Replicated, Reply, StoreError};
