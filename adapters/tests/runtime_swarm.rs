@@ -2,9 +2,8 @@
 //! tokio runtime share the engine's reference store through a seeded faulty wrapper
 //! (latency and spikes, 429s, writes applied with their reply lost, writes lost,
 //! network cuts, and reads served by lagging replicas at Session consistency: each
-//! life is one session, `Replicated`'s rule),
-//! and hosts crash (their `run()` future dropped) and come back under a new or the
-//! same name. Every handler call is recorded in virtual time and checked as the
+//! life is one session, `Replicated`'s rule), and hosts stop gracefully or crash
+//! (their `run()` future dropped) and come back under a new or the same name. Every handler call is recorded in virtual time and checked as the
 //! simulator checks its own: no two lives process one partition at once, no stored
 //! checkpoint goes back, and after the heal every item is handled.
 //!
@@ -195,6 +194,8 @@ struct Verdict {
     unhandled: Vec<String>,
     /// Documents lagging replicas served (a measure, not a failure).
     stale_served: usize,
+    /// Graceful stops that ran to their end.
+    graceful_stops: usize,
 }
 
 impl Verdict {
@@ -220,17 +221,26 @@ enum Bad {
     Ignoring,
 }
 
-/// Builds a host and runs it in its own task; dropping the task (an abort) is its crash.
-async fn launch<S, St, H>(builder: ProcessorBuilder<S, St, H>) -> tokio::task::JoinHandle<()>
+/// A running host: its task, whose abort is its crash, and the token that stops it
+/// gracefully.
+struct Host {
+    task: tokio::task::JoinHandle<()>,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+/// Builds a host and runs it in its own task.
+async fn launch<S, St, H>(builder: ProcessorBuilder<S, St, H>) -> Host
 where
     S: PartitionSource,
     St: Store<Record>,
     H: Handler<S::Item>,
 {
     let p = builder.build().await.expect("valid settings");
-    tokio::spawn(async move {
+    let stop = p.cancellation();
+    let task = tokio::spawn(async move {
         let _ = p.run().await;
-    })
+    });
+    Host { task, stop }
 }
 
 /// Runs seed `seed`.
@@ -322,7 +332,8 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
         }
         builder
     };
-    let mut running: Vec<Option<tokio::task::JoinHandle<()>>> = Vec::new();
+    let mut running: Vec<Option<Host>> = Vec::new();
+    let mut graceful_stops = 0;
     let mut names: Vec<String> = Vec::new();
     for host in 0..HOSTS {
         let name = format!("h{host}");
@@ -339,9 +350,9 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
         match rng.random_range(0..10) {
             // A crash: the run() future dropped, every call aborted.
             0..=1 => {
-                if let Some(task) = running[host].take() {
-                    task.abort();
-                    let _ = task.await;
+                if let Some(h) = running[host].take() {
+                    h.task.abort();
+                    let _ = h.task.await;
                 }
             }
             // A restart under the old name or a new one.
@@ -363,6 +374,15 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
                     cut.store(false, Ordering::Relaxed);
                 });
             }
+            // A graceful stop (a deploy, a scale-in): batches in flight finish and
+            // checkpoint, leases are released; the host stays down until a restart.
+            7 => {
+                if let Some(h) = running[host].take() {
+                    h.stop.cancel();
+                    let _ = h.task.await;
+                    graceful_stops += 1;
+                }
+            }
             _ => {}
         }
     }
@@ -379,9 +399,9 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
         }
     }
     tokio::time::sleep(CALM).await;
-    for task in running.into_iter().flatten() {
-        task.abort();
-        let _ = task.await;
+    for h in running.into_iter().flatten() {
+        h.task.abort();
+        let _ = h.task.await;
     }
     let mut verdict = Verdict::default();
     let calls = calls.lock().unwrap().clone();
@@ -426,6 +446,7 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
     }
     verdict.back = back.lock().unwrap().clone();
     verdict.stale_served = stale_served.load(Ordering::Relaxed);
+    verdict.graceful_stops = graceful_stops;
     let handled = handled.lock().unwrap();
     for p in PARTITIONS {
         for i in 0..ITEMS {
@@ -476,10 +497,10 @@ fn the_runtime_keeps_each_partition_to_one_life_under_faults_and_finishes_after_
     assert!(failed.is_empty(), "{} failing seeds", failed.len());
 }
 
-/// The Session fault is live: lagging replicas serve old versions to the runtime on
-/// these seeds (else the swarm above would claim what it never tried).
+/// The newer faults are live: lagging replicas serve old versions to the runtime, and
+/// hosts stop gracefully (else the swarm above would claim what it never tried).
 #[test]
-fn lagging_replicas_serve_the_runtime_old_versions() {
+fn lagging_replicas_and_graceful_stops_happen() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -487,6 +508,7 @@ fn lagging_replicas_serve_the_runtime_old_versions() {
         .expect("a runtime");
     let verdict = runtime.block_on(run(0, Bad::None));
     assert!(verdict.stale_served > 0, "{verdict:?}");
+    assert!(verdict.graceful_stops > 0, "{verdict:?}");
 }
 
 /// The sibling: the old 5 s grace, with handlers that ignore their cancellation, lets
