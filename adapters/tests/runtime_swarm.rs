@@ -480,11 +480,16 @@ fn swarm(seeds: std::ops::Range<u64>, bad: Bad, live: bool) -> Vec<(u64, Verdict
         .collect()
 }
 
-fn report(failed: &[(u64, Verdict)]) {
+fn report(failed: &[(u64, Verdict)], bad: Bad) {
+    let mode = match bad {
+        Bad::Grace => "LEASEHOLD_RUNTIME_SWARM_BAD=1 ",
+        Bad::Ignoring => "LEASEHOLD_RUNTIME_SWARM_IGNORING=1 ",
+        Bad::None | Bad::Store => "",
+    };
     for (seed, verdict) in failed {
         eprintln!("seed {seed}: {verdict:?}");
         eprintln!(
-            "replay: LEASEHOLD_RUNTIME_SWARM={seed}..{} cargo test -p leasehold-adapters --test runtime_swarm -- --ignored",
+            "replay: {mode}LEASEHOLD_RUNTIME_SWARM={seed}..{} cargo test -p leasehold-adapters --test runtime_swarm -- --ignored",
             seed + 1
         );
     }
@@ -493,7 +498,7 @@ fn report(failed: &[(u64, Verdict)]) {
 #[test]
 fn the_runtime_keeps_each_partition_to_one_life_under_faults_and_finishes_after_the_heal() {
     let failed = swarm(0..12, Bad::None, true);
-    report(&failed);
+    report(&failed, Bad::None);
     assert!(failed.is_empty(), "{} failing seeds", failed.len());
 }
 
@@ -528,7 +533,7 @@ fn with_the_old_grace_a_lost_call_runs_beside_the_next_owner() {
 #[test]
 fn handlers_that_ignore_their_cancellation_are_aborted_before_the_next_owner_starts() {
     let failed = swarm(0..12, Bad::Ignoring, true);
-    report(&failed);
+    report(&failed, Bad::Ignoring);
     assert!(failed.is_empty(), "{} failing seeds", failed.len());
 }
 
@@ -564,7 +569,7 @@ fn a_range_of_seeds() {
     let started = std::time::Instant::now();
     let n = seeds.end - seeds.start;
     let failed = swarm(seeds, bad, bad != Bad::Grace);
-    report(&failed);
+    report(&failed, bad);
     eprintln!(
         "{n} seeds, {} failing, {:.1} s",
         failed.len(),

@@ -5,7 +5,7 @@
 //! Now no doc comment states a default: [`annotate`] appends `[default: …]` to each
 //! flag's help from the same values `check` and `sim` start from ([`check_bounds`],
 //! [`lock_bounds`], [`SimConfig::scenario`], [`QueueConfig::scenario`]), listing
-//! where scenarios differ (`5m; steady: 0s`).
+//! where scenarios differ (`300s; steady: 0s`).
 
 use crate::sim::SimConfig;
 use crate::sim::config::Scenario;
@@ -22,6 +22,8 @@ pub const PARTITION_HORIZON_PAST_LIVENESS: u8 = 3;
 pub const LOCK_HORIZON_PAST_LIVENESS: u8 = 1;
 /// The longest horizon a check picks on its own, in seconds.
 pub const HORIZON_CAP: u8 = 30;
+/// What `--liveness` left unset means, in `check` and `sim` alike.
+const LIVENESS_UNSET: &str = "session for handoff, lease for the rest";
 /// Checker threads when `--threads` is not given.
 pub const THREADS: u16 = 2;
 
@@ -89,10 +91,7 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
             "margin",
             "none; with `--expiry timestamp` that is CFP as shipped".to_string(),
         ),
-        (
-            "liveness",
-            "session for handoff, lease for the rest".to_string(),
-        ),
+        ("liveness", LIVENESS_UNSET.to_string()),
         ("pauses", both(b.pauses, l.pauses)),
         ("lost_replies", both(b.lost_replies, l.lost_replies)),
         ("delays", both(b.delays, l.delays)),
@@ -110,7 +109,7 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
 fn unset_means(key: &str) -> &'static str {
     match key {
         "settle" => "computed from the intervals",
-        "liveness" => "session for handoff, lease for the rest",
+        "liveness" => LIVENESS_UNSET,
         "deploy-expiration" => "the old build's",
         "lock-watch" => "a quarter of the lock",
         _ => "none",
@@ -133,7 +132,7 @@ fn text_of(key: &str, value: &Value) -> String {
     }
 }
 
-/// The value most scenarios have, then each scenario that differs: `5m; steady: 0s`.
+/// The value most scenarios have, then each scenario that differs: `300s; steady: 0s`.
 fn spread(key: &str, values: &[(&'static str, Value)]) -> Option<String> {
     let texts: Vec<(&str, String)> = values
         .iter()
@@ -249,7 +248,11 @@ pub fn sim_variants() -> String {
 
 /// Appends `[tag: text]` to the help of argument `id` of `command`, if it has one.
 fn append_tagged(command: Command, id: &str, tag: &str, text: &str) -> Command {
-    if command.get_arguments().all(|a| a.get_id() != id) {
+    let Some(arg) = command.get_arguments().find(|a| a.get_id() == id) else {
+        return command;
+    };
+    // Clap shows its own default; a second one would be noise, or a contradiction.
+    if tag == "default" && !arg.get_default_values().is_empty() {
         return command;
     }
     command.mut_arg(id, |arg| {
@@ -296,11 +299,8 @@ pub fn annotate(command: Command) -> Command {
             append(
                 c,
                 sim.iter()
-                    // The scenario is the argument itself; seed and strategy have
-                    // clap defaults of their own; a variant has none.
-                    .filter(|(id, _)| {
-                        !["scenario", "seed", "strategy", "bug"].contains(&id.as_str())
-                    })
+                    // The scenario is the argument itself; a variant has no default.
+                    .filter(|(id, _)| !["scenario", "bug"].contains(&id.as_str()))
                     .map(|(id, text)| (id.as_str(), text.as_str())),
             )
         })

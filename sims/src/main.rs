@@ -286,7 +286,9 @@ fn end_quietly_on_a_broken_pipe() {
             .map(String::as_str)
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or_default();
-        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
+        // EPIPE on Unix; ERROR_NO_DATA (232, "the pipe is being closed") on Windows.
+        let gone = text.contains("Broken pipe") || text.contains("os error 232");
+        if text.starts_with("failed printing to stdout") && gone {
             std::process::exit(READER_GONE);
         }
         default(info);
@@ -757,6 +759,26 @@ mod tests {
             for (id, _) in defaults::model_defaults() {
                 assert!(ids.iter().any(|i| i == id), "{sub} has no --{id}");
             }
+        }
+    }
+
+    #[test]
+    fn every_valued_flag_of_sim_shows_one_default_from_the_code() {
+        let cli = command();
+        let sim = cli.find_subcommand("sim").expect("sim exists");
+        // Flags whose absence means "not asked for", not a value.
+        let unvalued = [
+            "scenario", "seeds", "faults", "bug", "json", "svg", "quiet", "help", "version",
+        ];
+        for arg in sim.get_arguments() {
+            let id = arg.get_id().as_str();
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let stated = help.matches("[default").count();
+            assert!(stated <= 1, "--{id} states {stated} defaults: {help}");
+            if unvalued.contains(&id) || !arg.get_default_values().is_empty() {
+                continue;
+            }
+            assert_eq!(stated, 1, "--{id}: {help}");
         }
     }
 

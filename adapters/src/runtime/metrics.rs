@@ -224,6 +224,9 @@ impl Metrics {
             ("group", self.group.clone()),
             ("instance", self.instance.clone()),
             ("purpose", intent.purpose().name().to_string()),
+            // The variant's name (`CreateLease`), as released: label values are what
+            // dashboards and alerts match on, so they keep that form rather than follow
+            // the traces' `create-lease`.
             ("intent", format!("{intent:?}")),
         ];
         metrics::counter!("leasehold_requests_total", &labels).increment(1);

@@ -193,7 +193,7 @@ impl RunReport {
 }
 
 /// The violations a report keeps, one per line, and how many more it counted but
-/// left out (a run keeps the first 20 of each).
+/// left out (a run keeps the first 20).
 pub fn violation_lines(kept: &[Violation], counted: u64) -> String {
     let mut out = String::new();
     for v in kept {

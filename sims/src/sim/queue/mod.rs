@@ -120,6 +120,7 @@ pub fn simulate_queue(config: &QueueConfig) -> Result<QueueRun, QueueConfigError
     ] {
         *x = round2(*x);
     }
+    let deliveries = measures.deliveries;
     let report = QueueReport {
         scenario: config.scenario.name().to_string(),
         seed: config.seed,
@@ -127,7 +128,7 @@ pub fn simulate_queue(config: &QueueConfig) -> Result<QueueRun, QueueConfigError
         measures,
         store_requests_per_consumer_min: round2(finished.requests as f64 / minutes),
         ru_per_consumer_min: round2(finished.ru / minutes),
-        ru_per_delivery: round2(finished.ru / (truth.measures().deliveries.max(1) as f64)),
+        ru_per_delivery: round2(finished.ru / (deliveries.max(1) as f64)),
         dequeues: finished.dequeues,
         docs_read_per_dequeue: round2(
             finished.docs_read as f64 / (finished.dequeues.max(1) as f64),
