@@ -206,6 +206,60 @@ fn a_poison_message_is_dead_lettered_with_its_reason_after_the_maximum_deliverie
     );
 }
 
+/// Two poison messages ahead of a healthy one, and a dequeue of one: `bad` runs the
+/// consumer's earlier dequeue, which ended once it had acted on its one read.
+fn dequeue_behind_poison(bad: bool) -> Vec<Output> {
+    let mut cfg = config();
+    if bad {
+        cfg.known_bad = Some(leasehold_engine::queue::QueueKnownBad::PoisonSpendsBatch);
+    }
+    let mut a = Consumer::new(HostId::from("a"), Incarnation(0), cfg).unwrap();
+    let mut store = Container::new();
+    enqueue(&mut store, "p1", at(0), Millis::ZERO);
+    enqueue(&mut store, "p2", at(0), Millis::ZERO);
+    enqueue(&mut store, "healthy", at(0), Millis::from_secs(1));
+    for _ in 0..3 {
+        for got in deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 2 })) {
+            let input = Input::Abandon {
+                message: got.id,
+                delay: Millis::ZERO,
+            };
+            run(&mut a, &mut store, at(0), input);
+        }
+    }
+    run(&mut a, &mut store, at(2_000), Input::Dequeue { max: 1 })
+}
+
+#[test]
+fn poison_messages_ahead_of_a_healthy_one_take_no_place_in_the_batch() {
+    let out = dequeue_behind_poison(false);
+    let got = deliveries(&out);
+    assert_eq!(got.len(), 1, "{out:?}");
+    assert_eq!(got[0].name.as_str(), "healthy");
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::DequeueFinished {
+            delivered: 1,
+            dead_lettered: 2
+        }
+    )));
+}
+
+/// The sibling: the earlier dequeue spends its one place on the first poison message
+/// and delivers nothing while the healthy message waits.
+#[test]
+fn read_the_earlier_way_a_poison_message_spends_the_batch() {
+    let out = dequeue_behind_poison(true);
+    assert!(deliveries(&out).is_empty(), "{out:?}");
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::DequeueFinished {
+            delivered: 0,
+            dead_lettered: 1
+        }
+    )));
+}
+
 #[test]
 fn a_holder_dead_letters_a_message_and_the_reason_is_kept() {
     let mut store = Container::new();

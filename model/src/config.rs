@@ -260,6 +260,8 @@ pub struct LeastBound {
     pub progress: Option<u8>,
     /// Queue and items: abandons or breaks clients may choose.
     pub give_backs: Option<u8>,
+    /// Queue: deliveries after which a message is dead-lettered.
+    pub max_dequeue: Option<u8>,
     /// Seconds of true time explored.
     pub horizon: Option<u8>,
     /// Where authority comes from.

@@ -188,6 +188,10 @@ pub enum LockBug {
     /// as lost even while its lock still excluded everyone else, so one whose first
     /// attempt landed with its reply lost is reported `LockLost` when retried.
     GoneMeansLost,
+    /// The consumer's earlier dequeue: a poison message moved to the dead letters
+    /// takes a place in the batch, so a batch of one spent on it delivers nothing
+    /// while a healthy message waits behind (the simulator's seed 2838879).
+    PoisonSpendsBatch,
 }
 
 impl LockBug {
@@ -227,6 +231,18 @@ impl LockBug {
                 skew: Some(0),
                 ..lone
             },
+            // One consumer, one delivery allowed: its crash leaves its message to
+            // turn poison once the lock expires, ahead of the healthy ones in
+            // visibility order; a second message is taken while it watches the lock
+            // and a third waits behind the poison one.
+            LockBug::PoisonSpendsBatch => LeastBound {
+                hosts: Some(1),
+                partitions: Some(3),
+                crashes: Some(1),
+                give_backs: Some(0),
+                max_dequeue: Some(1),
+                ..LeastBound::default()
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -237,7 +253,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 9] = [
+    pub const ALL: [LockBug; 10] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -247,6 +263,7 @@ impl LockBug {
         LockBug::NextForStateNoExpiry,
         LockBug::BlindLease,
         LockBug::GoneMeansLost,
+        LockBug::PoisonSpendsBatch,
     ];
 
     /// The name on the command line.
@@ -261,6 +278,7 @@ impl LockBug {
             LockBug::NextForStateNoExpiry => "next-for-state-no-expiry",
             LockBug::BlindLease => "blind-lease",
             LockBug::GoneMeansLost => "gone-means-lost",
+            LockBug::PoisonSpendsBatch => "poison-spends-batch",
         }
     }
 

@@ -74,6 +74,12 @@ pub struct QueueEvents {
     pub dead_lettered: bool,
     /// A completion found the message gone, deleted by its own earlier attempt.
     pub found_own_completion: bool,
+    /// One dequeue moved a poison message and delivered a healthy one.
+    pub poison_then_delivered: bool,
+    /// A dequeue that moved poison messages ended with room in its batch while a
+    /// healthy message was pending and visible to it. An event, not a lasting flag:
+    /// a counterexample then ends at the dequeue that did it.
+    pub batch_spent_on_poison: bool,
 }
 
 /// The queue model.
@@ -128,7 +134,11 @@ pub fn selector(bug: Option<LockBug>) -> Selector {
 
 /// The consumer's earlier behaviour a variant runs, if it is one.
 pub fn known_bad(bug: Option<LockBug>) -> Option<QueueKnownBad> {
-    (bug == Some(LockBug::GoneMeansLost)).then_some(QueueKnownBad::GoneMeansLost)
+    match bug {
+        Some(LockBug::GoneMeansLost) => Some(QueueKnownBad::GoneMeansLost),
+        Some(LockBug::PoisonSpendsBatch) => Some(QueueKnownBad::PoisonSpendsBatch),
+        _ => None,
+    }
 }
 
 /// Strips the if-match of a request as the `blind-claim` and `blind-complete`
@@ -383,6 +393,25 @@ impl Rules for QueueModel {
             _ => false,
         };
         world.ghost.misreported |= misreported;
+        if let Output::DequeueFinished {
+            delivered,
+            dead_lettered,
+        } = output
+            && dead_lettered > 0
+        {
+            world.ghost.events.poison_then_delivered |= delivered > 0;
+            // Everything this dequeue read and wrote happened in this step, with no
+            // other consumer between: what the store holds now is what it saw.
+            if delivered < usize::from(self.bounds.batch) {
+                let wall = world::now(&self.bounds.budget(), world, c).wall;
+                let max = self.config.max_dequeue_count;
+                world.ghost.events.batch_spent_on_poison |= world.store.iter().any(|s| {
+                    matches!(s.doc.state, MessageState::Pending)
+                        && s.doc.next_visible_at <= wall
+                        && s.doc.dequeue_count < max
+                });
+            }
+        }
         note(journal, || match &output {
             Output::Delivered(d) => format!(
                 "c{c} gets {} (delivery {}) under lock {}",
@@ -533,6 +562,9 @@ impl stateright::Model for QueueModel {
             Property::always(COMPLETION_ANSWERED, |_, s: &QueueState| {
                 !s.ghost.misreported
             }),
+            Property::always(POISON_TAKES_NO_PLACE, |_, s: &QueueState| {
+                !s.ghost.events.batch_spent_on_poison
+            }),
             Property::sometimes(REDELIVERED_AFTER_CRASH, |_, s: &QueueState| {
                 s.ghost.events.redelivered_after_crash
             }),
@@ -550,6 +582,9 @@ impl stateright::Model for QueueModel {
             }),
             Property::sometimes(DEAD_LETTERED, |_, s: &QueueState| {
                 s.ghost.events.dead_lettered
+            }),
+            Property::sometimes(POISON_THEN_DELIVERED, |_, s: &QueueState| {
+                s.ghost.events.poison_then_delivered
             }),
         ]
     }
@@ -600,6 +635,12 @@ pub const DEQUEUE_COUNT: &str = "queue: a message's dequeue count equals its del
 /// A completion's answer says whether it was the one that deleted the message.
 pub const COMPLETION_ANSWERED: &str =
     "queue: a completion is confirmed only if it deleted the message, reported lost only if not";
+/// A poison message moved to the dead letters takes no place in the batch.
+pub const POISON_TAKES_NO_PLACE: &str = "queue: a dequeue that moves poison messages still \
+     delivers the healthy visible ones it has room for";
+/// Non-vacuity of the poison property.
+pub const POISON_THEN_DELIVERED: &str =
+    "sometimes: one dequeue moves a poison message and delivers a healthy one";
 /// Non-vacuity of the completion's answer.
 pub const OWN_COMPLETION_FOUND: &str =
     "sometimes: a retried completion finds its own earlier attempt landed";

@@ -102,8 +102,13 @@ fn two_consumers_two_messages_and_a_crash_under_skew_and_drift_keep_every_queue_
     };
     let report = exhaustive(&QueueModel::new(bounds).unwrap());
     // Refusing a stale completion, or finding one's own, needs a held or lost write;
-    // the next tests reach them.
-    let need_lost = [queue::STALE_REFUSED, queue::OWN_COMPLETION_FOUND];
+    // a dequeue that both moves a poison message and delivers needs a third message.
+    // The next tests reach them.
+    let need_lost = [
+        queue::STALE_REFUSED,
+        queue::OWN_COMPLETION_FOUND,
+        queue::POISON_THEN_DELIVERED,
+    ];
     for property in need_lost {
         assert_eq!(report.verdict(property).outcome, Outcome::NotReached);
     }
@@ -137,6 +142,46 @@ fn lost_replies_and_delayed_writes_keep_every_queue_property() {
         report.verdict(queue::STALE_REFUSED).outcome,
         Outcome::Reached
     );
+}
+
+/// The poison variant's least bound: one consumer that may crash once, three
+/// messages, one delivery each.
+fn poison_backlog(bug: Option<LockBug>) -> LockBounds {
+    let least = LockBug::PoisonSpendsBatch.least_bound();
+    LockBounds {
+        clients: least.hosts.unwrap(),
+        docs: least.partitions.unwrap(),
+        crashes: least.crashes.unwrap(),
+        give_backs: least.give_backs.unwrap(),
+        max_dequeue: least.max_dequeue.unwrap(),
+        bug,
+        ..queue_bounds()
+    }
+}
+
+/// A poison message ahead of a healthy one in visibility order (the crashed life's
+/// message, its lock expired after its one delivery) is moved to the dead letters and
+/// the same dequeue goes on to deliver the healthy one.
+#[test]
+fn a_poison_message_takes_no_place_in_the_batch() {
+    let report = exhaustive(&QueueModel::new(poison_backlog(None)).unwrap());
+    assert_eq!(
+        report.verdict(queue::POISON_TAKES_NO_PLACE).outcome,
+        Outcome::Holds
+    );
+    assert_eq!(
+        report.verdict(queue::POISON_THEN_DELIVERED).outcome,
+        Outcome::Reached
+    );
+}
+
+/// The sibling, the simulator's seed 2838879: a batch of one spent on the poison
+/// message delivers nothing while the healthy one waits behind it.
+#[test]
+fn a_batch_spent_on_a_poison_message_leaves_a_healthy_one_waiting() {
+    let model = QueueModel::new(poison_backlog(Some(LockBug::PoisonSpendsBatch))).unwrap();
+    let text = counterexample(&model, queue::POISON_TAKES_NO_PLACE);
+    assert!(text.contains("0 delivered, 1 dead-lettered"), "{text}");
 }
 
 /// The backlog's order kept wrong (`dequeue-unordered`: the visible messages read in id

@@ -204,14 +204,15 @@ pub fn lock_flags(bounds: &LockBounds) -> String {
         "--hosts {} --partitions {} --crashes {} --skew {} --drift {} --horizon {}",
         bounds.clients, bounds.docs, bounds.crashes, bounds.skew, bounds.drift_ms, bounds.horizon,
     );
+    let d = crate::defaults::lock_bounds();
     for (flag, value, default) in [
-        ("--pauses", bounds.pauses, 0),
-        ("--lost-replies", bounds.lost_replies, 0),
-        ("--delays", bounds.delays, 0),
-        ("--give-backs", bounds.give_backs, 1),
-        ("--renewals", bounds.renewals, 0),
-        ("--batch", bounds.batch, 1),
-        ("--max-dequeue", bounds.max_dequeue, 2),
+        ("--pauses", bounds.pauses, d.pauses),
+        ("--lost-replies", bounds.lost_replies, d.lost_replies),
+        ("--delays", bounds.delays, d.delays),
+        ("--give-backs", bounds.give_backs, d.give_backs),
+        ("--renewals", bounds.renewals, d.renewals),
+        ("--batch", bounds.batch, d.batch),
+        ("--max-dequeue", bounds.max_dequeue, d.max_dequeue),
     ] {
         if value != default {
             let _ = write!(out, " {flag} {value}");

@@ -101,6 +101,7 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
         ("retries", b.retries.to_string()),
         ("progress", b.progress.to_string()),
         ("give_backs", l.give_backs.to_string()),
+        ("max_dequeue", l.max_dequeue.to_string()),
     ]
 }
 

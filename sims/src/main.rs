@@ -178,8 +178,8 @@ struct ModelArgs {
     #[arg(long, default_value_t = defaults::lock_bounds().batch)]
     batch: u8,
     /// Queue: deliveries after which a message is dead-lettered.
-    #[arg(long, default_value_t = defaults::lock_bounds().max_dequeue)]
-    max_dequeue: u8,
+    #[arg(long)]
+    max_dequeue: Option<u8>,
     /// Checker threads (1 to 64; more than the machine has are not used).
     #[arg(long, default_value_t = defaults::THREADS, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
@@ -648,7 +648,10 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         give_backs: args.give_backs.or(least.give_backs).unwrap_or(d.give_backs),
         renewals: args.renewals,
         batch: args.batch,
-        max_dequeue: args.max_dequeue,
+        max_dequeue: args
+            .max_dequeue
+            .or(least.max_dequeue)
+            .unwrap_or(d.max_dequeue),
         bug,
     };
     bounds.horizon = match args.horizon.or(least.horizon) {

@@ -338,3 +338,29 @@ fn a_queue_reports_figures_are_rounded() {
         "{text}"
     );
 }
+
+/// The long swarm's seed 2838879: three consumers of batch 1 behind a backlog of
+/// poison messages. Each dequeue moved one poison message to the dead letters and
+/// delivered nothing, so a healthy message waited 17 s while a consumer had room. A
+/// dequeue now reads again for the places its poison moves left; the consumer's
+/// earlier dequeue (`poison-spends-batch`) starves the message again.
+#[test]
+fn a_backlog_of_poison_messages_starves_no_healthy_one() {
+    let cfg = leasehold_sims::sim::swarm::draw_queue(2_838_879);
+    assert_eq!((cfg.scenario, cfg.batch), (QueueScenario::QueuePoison, 1));
+    let run = simulate_queue(&cfg).unwrap();
+    assert!(
+        run.report.passed(),
+        "{:?}\nreplay: {}",
+        run.report.violations,
+        replay_command(&cfg)
+    );
+    let bad = simulate_queue(&with_bug(cfg, LockBug::PoisonSpendsBatch)).unwrap();
+    assert!(
+        bad.report
+            .violated_kinds()
+            .contains(&ViolationKind::Liveness),
+        "{:?}",
+        bad.report.violations
+    );
+}

@@ -80,6 +80,11 @@ pub enum QueueKnownBad {
     /// whose reply was lost (or that the SDK sent again) is then reported
     /// `LockLost` when retried, or refused `NotHeld`.
     GoneMeansLost,
+    /// A dequeue ends once it has acted on its one read, so a message moved to the
+    /// dead letters takes a place in the batch: with a backlog of poison messages
+    /// ahead, a batch of one delivers nothing poll after poll while healthy messages
+    /// wait behind them.
+    PoisonSpendsBatch,
 }
 
 impl ConsumerConfig {

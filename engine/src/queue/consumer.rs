@@ -22,7 +22,10 @@ use std::sync::Arc;
 /// - It delivers a message locked by someone else only after seeing the same version
 ///   for the lock's duration plus the drift allowance (see [`crate::lock`]), and
 ///   its own authority over a delivery ends before anyone else may take it.
-/// - A message delivered `max_dequeue_count` times is dead-lettered, not delivered.
+/// - A message delivered `max_dequeue_count` times is dead-lettered, not delivered,
+///   and takes no place in the batch: a dequeue that moved poison messages reads
+///   again for the room they left, so a backlog of them never starves the healthy
+///   messages behind it.
 ///
 /// ```
 /// use leasehold_engine::queue::{Consumer, ConsumerConfig, Input, MessageName, Output, QueueName};
@@ -94,6 +97,9 @@ struct DequeueRun {
     claims: usize,
     delivered: usize,
     dead_lettered: usize,
+    /// Poison messages this round of reads moved: each round that moved one reads
+    /// again for the room left, and the rounds end because each removes a message.
+    moved_this_round: usize,
 }
 
 /// Which of a dequeue's two reads a reply answers.
@@ -348,37 +354,21 @@ impl Consumer {
             claims: 0,
             delivered: 0,
             dead_lettered: 0,
+            moved_this_round: 0,
         });
-        let status =
-            |s: &str| Condition::new(Message::STATUS, Compare::Eq, Value::String(s.into()));
-        // Pending and visible, oldest visibility first, no more than can be claimed:
-        // what this read returns does not grow with the backlog.
-        let visible = Query {
-            filter: vec![
-                status("Pending"),
-                Condition::new(
-                    Message::NEXT_VISIBLE,
-                    Compare::Le,
-                    Value::Number(self.now.wall.0),
-                ),
-            ],
-            order_by: Some(Message::NEXT_VISIBLE),
-            limit: Some(max),
-            ..self.query()
-        };
-        self.send(
-            QueueIntent::Scan,
-            None,
-            Op::Query(visible),
-            Pending::Read(DequeueRead::Visible),
-        );
+        self.read_visible(max);
         // Every lock, expired or not: the observed rule judges a lock expired only by
         // watching its version stay unchanged. Read when a watched lock is due, and
         // on a cadence to see new ones; not on every dequeue, which doubled the cost
         // of an idle poll.
         if watch {
+            let status = Condition::new(
+                Message::STATUS,
+                Compare::Eq,
+                Value::String("InProgress".into()),
+            );
             let locked = Query {
-                filter: vec![status("InProgress")],
+                filter: vec![status],
                 ..self.query()
             };
             self.send(
@@ -389,6 +379,34 @@ impl Consumer {
             );
         }
         Ok(())
+    }
+
+    /// Reads the pending messages visible now, oldest visibility first, no more than
+    /// `limit`: what this read returns does not grow with the backlog.
+    fn read_visible(&mut self, limit: usize) {
+        let visible = Query {
+            filter: vec![
+                Condition::new(
+                    Message::STATUS,
+                    Compare::Eq,
+                    Value::String("Pending".into()),
+                ),
+                Condition::new(
+                    Message::NEXT_VISIBLE,
+                    Compare::Le,
+                    Value::Number(self.now.wall.0),
+                ),
+            ],
+            order_by: Some(Message::NEXT_VISIBLE),
+            limit: Some(limit),
+            ..self.query()
+        };
+        self.send(
+            QueueIntent::Scan,
+            None,
+            Op::Query(visible),
+            Pending::Read(DequeueRead::Visible),
+        );
     }
 
     /// Settles one of a dequeue's reads; once both are in, claims from them.
@@ -445,7 +463,10 @@ impl Consumer {
         seen_at: LocalTime,
     ) {
         let now = self.now;
-        let max = self.dequeue.as_ref().map_or(0, |d| d.max);
+        let room = self
+            .dequeue
+            .as_ref()
+            .map_or(0, |d| d.max.saturating_sub(d.delivered));
         let watched = locked.is_some();
         let locked = locked.unwrap_or_default();
         let locked_ids: Vec<&DocId> = locked.iter().map(|s| &s.doc.id).collect();
@@ -509,7 +530,7 @@ impl Consumer {
                 &b.doc.id,
             ))
         });
-        chosen.truncate(max);
+        chosen.truncate(room);
         if watched {
             self.watch_at = Some(watch_at);
         }
@@ -568,16 +589,25 @@ impl Consumer {
     }
 
     fn finish_dequeue_if_done(&mut self) {
-        if let Some(run) = &self.dequeue
-            && run.reads_pending == 0
-            && run.claims == 0
-        {
-            let run = self.dequeue.take().expect("checked above");
-            self.out.push_back(Output::DequeueFinished {
-                delivered: run.delivered,
-                dead_lettered: run.dead_lettered,
-            });
+        let spent_on_poison = self.config.known_bad == Some(QueueKnownBad::PoisonSpendsBatch);
+        let Some(run) = &mut self.dequeue else { return };
+        if run.reads_pending > 0 || run.claims > 0 {
+            return;
         }
+        let room = run.max.saturating_sub(run.delivered);
+        if run.moved_this_round > 0 && room > 0 && !run.read_failed && !spent_on_poison {
+            // The poison moves took places a healthy message behind them may fill.
+            run.moved_this_round = 0;
+            run.reads_pending = 1;
+            run.watching = false;
+            self.read_visible(room);
+            return;
+        }
+        let run = self.dequeue.take().expect("checked above");
+        self.out.push_back(Output::DequeueFinished {
+            delivered: run.delivered,
+            dead_lettered: run.dead_lettered,
+        });
     }
 
     fn claim_answered(&mut self, delivered: bool, dead_lettered: bool) {
@@ -585,6 +615,7 @@ impl Consumer {
             run.claims = run.claims.saturating_sub(1);
             run.delivered += usize::from(delivered);
             run.dead_lettered += usize::from(dead_lettered);
+            run.moved_this_round += usize::from(dead_lettered);
         }
         self.finish_dequeue_if_done();
     }
