@@ -11,8 +11,11 @@
 //! -p leasehold-adapters --test runtime_swarm -- --ignored` runs a range, printing
 //! each failing seed and the command that replays it (with
 //! `LEASEHOLD_RUNTIME_SWARM_IGNORING=1`, handlers that ignore their cancellation).
+//! To read one seed: `LEASEHOLD_RUNTIME_SWARM_CALLS=1` prints the draws, the calls
+//! and the documents at the end; `LEASEHOLD_RUNTIME_SWARM_LOG=1` also every write and
+//! the runtime's log lines, in virtual time.
 
-use leasehold_adapters::engine::lease::Record;
+use leasehold_adapters::engine::lease::{KnownBad, Record};
 use leasehold_adapters::engine::store::{Container, Op, Reader, Replicated, Reply, StoreError};
 use leasehold_adapters::runtime::{Handler, ProcessorBuilder, RuntimeBad};
 use leasehold_adapters::{Charges, MemoryFeed, PartitionSource, Processor, Response, Store};
@@ -156,6 +159,20 @@ impl Store<Record> for Faulty {
                 .unwrap()
                 .push(format!("{lease}: {from} → {to}"));
         }
+        if std::env::var("LEASEHOLD_RUNTIME_SWARM_LOG").is_ok() && write {
+            let what = match &op {
+                Op::Replace { doc, .. } => format!("replace {doc:?}"),
+                Op::Create(doc) => format!("create {doc:?}"),
+                other => format!("{other:?}"),
+            };
+            tracing::info!(
+                reader = self.reader.0,
+                fault,
+                ok = response.result.is_ok(),
+                "write {}",
+                &what[..what.len().min(420)]
+            );
+        }
         tokio::time::sleep(latency / 2).await;
         // Applied, and the reply lost.
         if (5..=7).contains(&fault) && write {
@@ -219,6 +236,9 @@ enum Bad {
     /// No bug: handlers that ignore their cancellation, under the shipped grace, which
     /// must abort them before any rival starts (the stop contract's bound: none).
     Ignoring,
+    /// Such handlers, and the engine's earlier rule that releases or hands off a lost
+    /// lease while its call may still run (`KnownBad::FreeBesideLostCall`).
+    FreeBeside,
 }
 
 /// A running host: its task, whose abort is its crash, and the token that stops it
@@ -245,8 +265,17 @@ where
 
 /// Runs seed `seed`.
 async fn run(seed: u64, bad: Bad) -> Verdict {
+    use tracing_subscriber::layer::SubscriberExt;
+    let _guard = std::env::var("LEASEHOLD_RUNTIME_SWARM_LOG")
+        .is_ok()
+        .then(|| {
+            tracing::subscriber::set_default(
+                tracing_subscriber::registry().with(debug_log::Log(Instant::now())),
+            )
+        });
     let throttled_for_good = bad == Bad::Store;
-    let ignoring = matches!(bad, Bad::Grace | Bad::Ignoring);
+    let ignoring = matches!(bad, Bad::Grace | Bad::Ignoring | Bad::FreeBeside);
+    let free_beside = bad == Bad::FreeBeside;
     let bad = bad == Bad::Grace;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let store = Arc::new(Mutex::new(Replicated::new(
@@ -330,6 +359,9 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
         if bad {
             builder = builder.runtime_bad(RuntimeBad::LongGrace);
         }
+        if free_beside {
+            builder = builder.known_bad(KnownBad::FreeBesideLostCall);
+        }
         builder
     };
     let mut running: Vec<Option<Host>> = Vec::new();
@@ -344,10 +376,26 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
         names.push(name);
     }
     let began = Instant::now();
+    let verbose = std::env::var("LEASEHOLD_RUNTIME_SWARM_CALLS").is_ok();
+    let say = |what: String| {
+        if verbose {
+            eprintln!("{:.3} s: {what}", (Instant::now() - began).as_secs_f64());
+        }
+    };
     while began.elapsed() < FAULTY {
         tokio::time::sleep(Duration::from_millis(rng.random_range(500..4_000))).await;
         let host = rng.random_range(0..HOSTS);
-        match rng.random_range(0..10) {
+        let draw = rng.random_range(0..10);
+        say(format!(
+            "host {host} ({}) draws {draw}, {}",
+            names[host],
+            if running[host].is_some() {
+                "up"
+            } else {
+                "down"
+            }
+        ));
+        match draw {
             // A crash: the run() future dropped, every call aborted.
             0..=1 => {
                 if let Some(h) = running[host].take() {
@@ -484,7 +532,7 @@ fn report(failed: &[(u64, Verdict)], bad: Bad) {
     let mode = match bad {
         Bad::Grace => "LEASEHOLD_RUNTIME_SWARM_BAD=1 ",
         Bad::Ignoring => "LEASEHOLD_RUNTIME_SWARM_IGNORING=1 ",
-        Bad::None | Bad::Store => "",
+        Bad::None | Bad::Store | Bad::FreeBeside => "",
     };
     for (seed, verdict) in failed {
         eprintln!("seed {seed}: {verdict:?}");
@@ -537,6 +585,25 @@ fn handlers_that_ignore_their_cancellation_are_aborted_before_the_next_owner_sta
     assert!(failed.is_empty(), "{} failing seeds", failed.len());
 }
 
+/// Seed 84112 of the long range: a host drained two leases for a handoff, its
+/// authority lapsed meanwhile (a late heartbeat), and it handed them off at once
+/// while their calls, which ignore their cancellation, ran on until aborted: the
+/// recipient started 0.3 s before. The handoff now waits for the calls to end.
+#[test]
+fn a_handoff_after_a_lapse_waits_for_the_lost_calls_to_end() {
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime")
+    };
+    let verdict = runtime().block_on(run(84_112, Bad::Ignoring));
+    assert!(verdict.clean(), "{verdict:?}");
+    let bad = runtime().block_on(run(84_112, Bad::FreeBeside));
+    assert!(!bad.overlaps.is_empty(), "{bad:?}");
+}
+
 /// The liveness check's sibling: a store that never serves again after the heal
 /// leaves items unhandled (on the seeds whose faults kept some partition from
 /// finishing before the heal).
@@ -576,4 +643,50 @@ fn a_range_of_seeds() {
         started.elapsed().as_secs_f64()
     );
     assert!(failed.is_empty());
+}
+
+mod debug_log {
+    use std::collections::BTreeMap;
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id};
+    use tracing_subscriber::layer::{Context, Layer};
+    use tracing_subscriber::registry::LookupSpan;
+
+    pub struct Log(pub tokio::time::Instant);
+    struct F(BTreeMap<String, String>);
+    struct V<'a>(&'a mut BTreeMap<String, String>);
+    impl Visit for V<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.insert(field.name().into(), format!("{value:?}"));
+        }
+    }
+    impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Log {
+        fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+            let mut f = BTreeMap::new();
+            attrs.record(&mut V(&mut f));
+            if let Some(span) = ctx.span(id) {
+                span.extensions_mut().insert(F(f));
+            }
+        }
+        fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+            let mut f = BTreeMap::new();
+            event.record(&mut V(&mut f));
+            let mut scope = String::new();
+            if let Some(s) = ctx.event_scope(event) {
+                for span in s.from_root() {
+                    if let Some(F(m)) = span.extensions().get::<F>() {
+                        for (k, v) in m {
+                            scope.push_str(&format!("{k}={v} "));
+                        }
+                    }
+                }
+            }
+            eprintln!(
+                "{:.3} s [{}] {scope}{:?}",
+                (tokio::time::Instant::now() - self.0).as_secs_f64(),
+                event.metadata().level(),
+                f
+            );
+        }
+    }
 }

@@ -950,8 +950,48 @@ fn a_drain_that_outlives_authority_ends_with_a_hard_stop() {
             StopReason::Lost(LossCause::AuthorityLapsed)
         ]
     );
-    assert_eq!(c.lease("0").owner, None, "released once authority ran out");
+    // Lost, but its call may still run: the release that would let the next host
+    // start at once waits for the call to end, or for the stop timeout.
+    assert_eq!(c.lease("0").owner, Some(HostId::from("a")));
+    assert!(!c.nodes["a"].host.is_finished());
+    c.run_for(60_000);
+    assert_eq!(c.lease("0").owner, None, "released past the stop timeout");
     assert!(c.nodes["a"].host.is_finished());
+}
+
+/// The runtime swarm's seed 84112: a drain outlived the authority, and the lease was
+/// released while the lost call still ran. The release now follows the call's end.
+#[test]
+fn a_lease_lost_while_draining_is_released_only_once_its_call_ends() {
+    let mut c = Cluster::new();
+    c.add("a", config(1));
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.run_for(100);
+    c.input("a", Input::Shutdown).unwrap();
+    c.run_for(20_000);
+    assert_eq!(c.lease("0").owner, Some(HostId::from("a")));
+    c.stopped("a", "0");
+    c.run_for(1_000);
+    assert_eq!(c.lease("0").owner, None);
+    assert!(c.nodes["a"].host.is_finished());
+}
+
+/// The sibling: the earlier rule released the lease as soon as it was lost.
+#[test]
+fn read_the_earlier_way_a_lost_lease_is_released_beside_its_running_call() {
+    let mut c = Cluster::new();
+    c.add(
+        "a",
+        LeaseConfig {
+            known_bad: Some(KnownBad::FreeBesideLostCall),
+            ..config(1)
+        },
+    );
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.run_for(100);
+    c.input("a", Input::Shutdown).unwrap();
+    c.run_for(20_000);
+    assert_eq!(c.lease("0").owner, None, "released beside the running call");
 }
 
 #[test]

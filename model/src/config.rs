@@ -218,6 +218,10 @@ pub enum Bug {
     /// (an engine switch): a new life whose stale read made it claim a lease its
     /// zombie was handed processes it beside the zombie.
     ClaimByName,
+    /// A lease whose session was lost is released or handed off at once (an engine
+    /// switch), while its lost call may still run until the driver aborts it: the
+    /// next holder starts beside that call (the runtime swarm's seed 84112).
+    FreeBesideLostCall,
 }
 
 /// The bounds a variant's counterexample needs where they differ from the general
@@ -381,6 +385,14 @@ impl Bug {
                 out_of_reach: true,
                 ..LeastBound::default()
             },
+            // A pause lapses the authority of a host that holds both leases while the
+            // other claims one: it hands that one off while its lost call lingers.
+            Bug::FreeBesideLostCall => LeastBound {
+                shutdowns: Some(0),
+                pauses: Some(1),
+                horizon: Some(6),
+                ..quiet
+            },
             Bug::FenceForgetsTerms => LeastBound {
                 delays: Some(1),
                 horizon: Some(5),
@@ -443,7 +455,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 22] = [
+    pub const ALL: [Bug; 23] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -466,6 +478,7 @@ impl Bug {
         Bug::NewcomerWaits,
         Bug::FenceForgetsTerms,
         Bug::ClaimByName,
+        Bug::FreeBesideLostCall,
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
@@ -501,6 +514,7 @@ impl Bug {
             Bug::NewcomerWaits => Some(KnownBad::NewcomerWaits),
             Bug::FenceForgetsTerms => Some(KnownBad::FenceForgetsTerms),
             Bug::ClaimByName => Some(KnownBad::ClaimByName),
+            Bug::FreeBesideLostCall => Some(KnownBad::FreeBesideLostCall),
             _ => None,
         }
     }
@@ -530,6 +544,7 @@ impl Bug {
             Bug::NewcomerWaits => "newcomer-waits",
             Bug::FenceForgetsTerms => "fence-forgets-terms",
             Bug::ClaimByName => "claim-by-name",
+            Bug::FreeBesideLostCall => "free-beside-lost-call",
         }
     }
 }

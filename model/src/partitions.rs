@@ -321,6 +321,23 @@ impl PartitionModel {
         let Some(before) = before else {
             return;
         };
+        if matches!(req.intent, Intent::Release | Intent::Handoff)
+            && let Some(host) = state.clients.get(usize::from(h))
+            && let Some(engine) = &host.engine
+        {
+            // The next holder may start at once: no call of the lease may still run
+            // here, unless it outlived the stop timeout (a call that never ends must
+            // not wedge the lease).
+            let local = self.now(host, state.time).local;
+            let timeout = engine.config().stop_timeout;
+            let lingering = engine.sessions().any(|(token, run)| {
+                *token == after.token
+                    && run
+                        .lost_since()
+                        .is_some_and(|since| local < since + timeout)
+            });
+            state.ghost.freed_beside_call |= lingering;
+        }
         let crashed = state.crashed;
         let time = state.time;
         let writer = self.name_of(state, h);

@@ -11,10 +11,11 @@ use leasehold_engine::lease::LeaseDocument;
 use stateright::Property;
 
 /// The safety properties, which hold in every state whatever the faults.
-pub const SAFETY: [&str; 8] = [
+pub const SAFETY: [&str; 9] = [
     EXCLUSIVITY,
     EPOCHS,
     STALE_WRITES,
+    FREED_AFTER_CALL,
     CHECKPOINT_MONOTONIC,
     CHECKPOINT_KEPT,
     SESSIONS,
@@ -31,6 +32,10 @@ pub const EXCLUSIVITY: &str = "exclusivity: one host with authority per partitio
 pub const EPOCHS: &str = "fencing: the epoch rises with every change of owner";
 /// Fencing, part two.
 pub const STALE_WRITES: &str = "fencing: no write by a former owner succeeds";
+/// The stop contract across hosts: a release or a handoff lets the next holder start
+/// at once, so it waits for the lost call it follows.
+pub const FREED_AFTER_CALL: &str =
+    "stop: a lease is released or handed off only once its lost call has ended";
 /// Checkpoint safety, part one.
 pub const CHECKPOINT_MONOTONIC: &str = "checkpoint: the stored checkpoint never goes back";
 /// Checkpoint safety, part two.
@@ -73,6 +78,7 @@ pub fn all(model: &PartitionModel) -> Vec<Property<PartitionModel>> {
         Property::always(EXCLUSIVITY, exclusive),
         Property::always(EPOCHS, |_, s: &State| !s.ghost.epoch_not_increased),
         Property::always(STALE_WRITES, |_, s: &State| !s.ghost.stale_write_succeeded),
+        Property::always(FREED_AFTER_CALL, |_, s: &State| !s.ghost.freed_beside_call),
         Property::always(CHECKPOINT_MONOTONIC, |_, s: &State| {
             !s.ghost.checkpoint_went_back
         }),

@@ -62,6 +62,9 @@ pub struct Ghost {
     pub stale_write_succeeded: bool,
     /// A stored checkpoint went backwards.
     pub checkpoint_went_back: bool,
+    /// A host released or handed off a lease while a lost call of it might still
+    /// run there, before the stop timeout.
+    pub freed_beside_call: bool,
     /// Per partition, the highest checkpoint confirmed to a handler.
     pub confirmed: [u8; MAX_PARTITIONS],
     /// True time a host last joined, by restarting, or left, by a graceful shutdown

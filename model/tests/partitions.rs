@@ -331,6 +331,49 @@ fn a_blind_heartbeat_renews_a_fenced_session_and_gives_two_owners() {
     counterexample(&model(session_variant(Bug::BlindHeartbeat)), p::EXCLUSIVITY);
 }
 
+/// The runtime swarm's seed 84112: a pause lapses the authority of a host that holds
+/// both leases while the other claims one; it resumes the lease it keeps and hands
+/// the other off, and the recipient starts while the lost call still runs. At the
+/// variant's least bound: 2 × 2, one pause, no crash, horizon 6.
+fn paused_owner(bug: Option<Bug>) -> Bounds {
+    let least = Bug::FreeBesideLostCall.least_bound();
+    Bounds {
+        bug,
+        crashes: 0,
+        shutdowns: least.shutdowns.unwrap(),
+        pauses: least.pauses.unwrap(),
+        horizon: least.horizon.unwrap(),
+        lost_replies: 0,
+        delays: 0,
+        ..Bounds::default()
+    }
+}
+
+#[test]
+fn a_lease_lost_in_a_pause_is_handed_off_only_once_its_call_ended() {
+    let report = exhaustive(&model(paused_owner(None)));
+    assert!(report.complete);
+    for property in p::SAFETY {
+        assert_eq!(
+            report.verdict(property).outcome,
+            Outcome::Holds,
+            "{property}"
+        );
+    }
+    assert_eq!(report.verdict(p::LOST).outcome, Outcome::Reached);
+}
+
+/// The sibling: the earlier rule hands the lease off beside its lost call.
+#[test]
+fn read_the_earlier_way_a_lost_lease_is_handed_off_beside_its_call() {
+    let text = counterexample(
+        &model(paused_owner(Some(Bug::FreeBesideLostCall))),
+        p::FREED_AFTER_CALL,
+    );
+    assert!(text.contains("sends handoff"), "{text}");
+    assert!(text.contains("still running"), "{text}");
+}
+
 #[test]
 fn the_session_variants_need_session_liveness() {
     let bounds = Bounds {

@@ -107,8 +107,10 @@ impl LeaseHost {
         {
             at(until);
         }
-        if let (Some(own), Some(since)) = (own, run.and_then(|r| r.lost_since()))
-            && own.release.is_none()
+        // A lost call that outlives the stop timeout: the lease is given up then, or,
+        // if a release already waits for the call to end, released then.
+        if let (Some(_), Some(since)) = (own, run.and_then(|r| r.lost_since()))
+            && since + self.config.stop_timeout > now.local
         {
             at(since + self.config.stop_timeout);
         }

@@ -87,9 +87,18 @@ impl LeaseHost {
             return None;
         }
         let run = self.sessions.get(token);
-        // A lost call has no authority to wait for, and the release raises the epoch
-        // past it; a running or draining one must end first.
-        let releasing = own.release.is_some() && run.is_none_or(|r| r.is_lost());
+        // A running or draining call must end first, and so must a lost one: it has
+        // no authority, but the driver aborts it only within its grace, and a release
+        // or a handoff lets the next holder start at once, with no expiry to wait
+        // out. Past the stop timeout a call that never ends no longer holds the
+        // lease back (`give_up_stuck`).
+        let free_beside = self.config.known_bad == Some(KnownBad::FreeBesideLostCall);
+        let releasing = own.release.is_some()
+            && run.is_none_or(|r| {
+                r.lost_since().is_some_and(|since| {
+                    free_beside || now.local >= since + self.config.stop_timeout
+                })
+            });
         match &own.release {
             Some(ReleaseTo::Host {
                 to,
