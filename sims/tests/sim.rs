@@ -352,6 +352,23 @@ fn a_new_life_whose_stale_read_made_it_claim_its_zombies_lease_waits_it_out() {
     assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));
 }
 
+/// Seed 2888576's draw: skewed clocks under handoff with session liveness and the
+/// SDK's retries. h02's handoff of partition 22 landed but was answered 412 (the
+/// retry's view); its re-read was throttled, and a table scan sent before the handoff
+/// then listed the lease as h02's at the old epoch, so h02 took it back and processed
+/// it beside h01. A lease left unsure by its own write now trusts only reads sent
+/// after that write's answer.
+#[test]
+fn a_scan_older_than_a_hosts_own_write_does_not_give_it_back_a_lease_it_handed_off() {
+    let cfg = swarm::draw(2_888_576);
+    assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
+    let bad = SimConfig {
+        bug: Some(Bug::ScanBeforeOwnWrite),
+        ..cfg
+    };
+    assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));
+}
+
 /// Seed `seed`'s draw as the long swarm ran it, before the swarm drew Cosmos DB's own
 /// faults (lagging replicas, the SDK's retries) last. (A seed replays one engine's
 /// run: with today's engine these runs take other turns, so they no longer show the

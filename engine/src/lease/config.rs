@@ -130,6 +130,13 @@ pub enum KnownBad {
     /// swarm's seed 84112: a drain for a handoff outlived the authority, and the
     /// handoff then went out 0.3 s before the call was aborted.
     FreeBesideLostCall,
+    /// A lease whose write left this host unsure (a 412, an unknown outcome) takes
+    /// the version a table scan sent before that write lists, if the re-read that
+    /// would tell failed: the scan cannot show the write, which may have landed. A
+    /// host whose handoff landed (answered 412 by the SDK's retry, its re-read
+    /// throttled) took the lease back at its old epoch beside the recipient (the
+    /// swarm's skewed-clocks seed 2888576).
+    ScanBeforeOwnWrite,
 }
 
 /// Where a holder's authority over its leases comes from, and so what it must write

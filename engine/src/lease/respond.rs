@@ -128,7 +128,7 @@ impl LeaseHost {
             }
             // Applied or not? Only a read can tell whether this host owns the lease.
             Err(_) | Ok(_) => {
-                slot.stale = true;
+                slot.distrust(self.issued, self.config.known_bad);
                 slot.ours = Some(doc.epoch);
             }
         }
@@ -200,7 +200,7 @@ impl LeaseHost {
                 }
             }
             Err(StoreError::PreconditionFailed) => {
-                slot.stale = true;
+                slot.distrust(self.issued, self.config.known_bad);
                 self.touch(&token);
                 self.lose(&token, LossCause::TakenOver);
             }
@@ -226,7 +226,7 @@ impl LeaseHost {
             // Applied or not? A read tells (`on_read`).
             Err(_) | Ok(_) => {
                 requeue(slot, checkpoint);
-                slot.stale = true;
+                slot.distrust(self.issued, self.config.known_bad);
                 slot.write_failed = true;
                 self.touch(&token);
             }
@@ -255,7 +255,7 @@ impl LeaseHost {
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_at = Some(now.local + retry_after);
             }
-            Err(_) | Ok(_) => slot.stale = true,
+            Err(_) | Ok(_) => slot.distrust(self.issued, self.config.known_bad),
         }
         self.touch(&token);
     }

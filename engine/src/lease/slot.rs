@@ -69,6 +69,19 @@ impl Slot {
         self.stale = false;
     }
 
+    /// After an answer that leaves this host unsure of the lease (a 412, an unknown
+    /// outcome), with `issued` requests sent so far: only a read sent from now on can
+    /// tell. A table scan sent earlier, even one answered later, may predate this
+    /// host's own write, which may since have landed; taken as fresh, it once gave a
+    /// host back a lease its own handoff had already given away (the swarm's
+    /// skewed-clocks seed 2888576).
+    pub fn distrust(&mut self, issued: u64, known_bad: Option<super::KnownBad>) {
+        self.stale = true;
+        if known_bad != Some(super::KnownBad::ScanBeforeOwnWrite) {
+            self.learned = self.learned.max(issued);
+        }
+    }
+
     pub fn observation(&self) -> Observation {
         Observation {
             first_seen: self.seen,

@@ -228,13 +228,13 @@ impl LeaseHost {
                 }
             }
             Err(StoreError::PreconditionFailed) => {
-                slot.stale = true;
+                slot.distrust(self.issued, self.config.known_bad);
                 self.lose(&token, LossCause::TakenOver);
             }
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_at = Some(now.local + retry_after);
             }
-            Err(_) | Ok(_) => slot.stale = true,
+            Err(_) | Ok(_) => slot.distrust(self.issued, self.config.known_bad),
         }
         self.touch(&token);
     }
