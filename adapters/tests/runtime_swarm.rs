@@ -239,6 +239,9 @@ enum Bad {
     /// Such handlers, and the engine's earlier rule that releases or hands off a lost
     /// lease while its call may still run (`KnownBad::FreeBesideLostCall`).
     FreeBeside,
+    /// Such handlers, and the engine's earlier rule that starts a lease again while
+    /// a checkpoint of it is on the way (`KnownBad::StartBeforeCheckpointLands`).
+    StartEarly,
 }
 
 /// A running host: its task, whose abort is its crash, and the token that stops it
@@ -274,8 +277,15 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
             )
         });
     let throttled_for_good = bad == Bad::Store;
-    let ignoring = matches!(bad, Bad::Grace | Bad::Ignoring | Bad::FreeBeside);
-    let free_beside = bad == Bad::FreeBeside;
+    let ignoring = matches!(
+        bad,
+        Bad::Grace | Bad::Ignoring | Bad::FreeBeside | Bad::StartEarly
+    );
+    let engine_bad = match bad {
+        Bad::FreeBeside => Some(KnownBad::FreeBesideLostCall),
+        Bad::StartEarly => Some(KnownBad::StartBeforeCheckpointLands),
+        _ => None,
+    };
     let bad = bad == Bad::Grace;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let store = Arc::new(Mutex::new(Replicated::new(
@@ -359,8 +369,8 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
         if bad {
             builder = builder.runtime_bad(RuntimeBad::LongGrace);
         }
-        if free_beside {
-            builder = builder.known_bad(KnownBad::FreeBesideLostCall);
+        if let Some(known_bad) = engine_bad {
+            builder = builder.known_bad(known_bad);
         }
         builder
     };
@@ -532,7 +542,7 @@ fn report(failed: &[(u64, Verdict)], bad: Bad) {
     let mode = match bad {
         Bad::Grace => "LEASEHOLD_RUNTIME_SWARM_BAD=1 ",
         Bad::Ignoring => "LEASEHOLD_RUNTIME_SWARM_IGNORING=1 ",
-        Bad::None | Bad::Store | Bad::FreeBeside => "",
+        Bad::None | Bad::Store | Bad::FreeBeside | Bad::StartEarly => "",
     };
     for (seed, verdict) in failed {
         eprintln!("seed {seed}: {verdict:?}");
@@ -602,6 +612,27 @@ fn a_handoff_after_a_lapse_waits_for_the_lost_calls_to_end() {
     assert!(verdict.clean(), "{verdict:?}");
     let bad = runtime().block_on(run(84_112, Bad::FreeBeside));
     assert!(!bad.overlaps.is_empty(), "{bad:?}");
+}
+
+/// Seed 114165 of the long range: a host drained a lease for a handoff, the handler
+/// returned the batch and the host sent its checkpoint (20); the claimant had
+/// meanwhile stopped claiming, so the handoff was called off and the lease started
+/// again before that write was answered, from the stored checkpoint (14). The new
+/// session wrote 16 over 20. A lease now starts only once no write of it is on the
+/// way.
+#[test]
+fn a_handoff_called_off_restarts_only_after_the_last_checkpoint_lands() {
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime")
+    };
+    let verdict = runtime().block_on(run(114_165, Bad::Ignoring));
+    assert!(verdict.clean(), "{verdict:?}");
+    let bad = runtime().block_on(run(114_165, Bad::StartEarly));
+    assert!(!bad.back.is_empty(), "{bad:?}");
 }
 
 /// The liveness check's sibling: a store that never serves again after the heal

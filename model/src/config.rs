@@ -226,6 +226,10 @@ pub enum Bug {
     /// scan sent before that write once the re-read fails (an engine switch): the
     /// host takes back a lease its handoff gave away (the swarm's seed 2888576).
     ScanBeforeOwnWrite,
+    /// A lease started again while a write of it is in flight (an engine switch):
+    /// a called-off handoff restarts the lease behind the checkpoint on its way,
+    /// and the stored checkpoint goes back (the runtime swarm's seed 114165).
+    StartBeforeCheckpointLands,
 }
 
 /// The bounds a variant's counterexample needs where they differ from the general
@@ -406,6 +410,15 @@ impl Bug {
                 out_of_reach: true,
                 ..quiet
             },
+            // It needs a handoff called off while the drained batch's checkpoint is on
+            // the wire: the model's handlers end a drain at once, and its hosts' writes
+            // are answered within their step unless held.
+            Bug::StartBeforeCheckpointLands => LeastBound {
+                delays: Some(1),
+                progress: Some(2),
+                out_of_reach: true,
+                ..LeastBound::default()
+            },
             Bug::FenceForgetsTerms => LeastBound {
                 delays: Some(1),
                 horizon: Some(5),
@@ -468,7 +481,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 24] = [
+    pub const ALL: [Bug; 25] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -493,6 +506,7 @@ impl Bug {
         Bug::ClaimByName,
         Bug::FreeBesideLostCall,
         Bug::ScanBeforeOwnWrite,
+        Bug::StartBeforeCheckpointLands,
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
@@ -530,6 +544,7 @@ impl Bug {
             Bug::ClaimByName => Some(KnownBad::ClaimByName),
             Bug::FreeBesideLostCall => Some(KnownBad::FreeBesideLostCall),
             Bug::ScanBeforeOwnWrite => Some(KnownBad::ScanBeforeOwnWrite),
+            Bug::StartBeforeCheckpointLands => Some(KnownBad::StartBeforeCheckpointLands),
             _ => None,
         }
     }
@@ -561,6 +576,7 @@ impl Bug {
             Bug::ClaimByName => "claim-by-name",
             Bug::FreeBesideLostCall => "free-beside-lost-call",
             Bug::ScanBeforeOwnWrite => "scan-before-own-write",
+            Bug::StartBeforeCheckpointLands => "start-before-checkpoint-lands",
         }
     }
 }

@@ -137,6 +137,12 @@ pub enum KnownBad {
     /// throttled) took the lease back at its old epoch beside the recipient (the
     /// swarm's skewed-clocks seed 2888576).
     ScanBeforeOwnWrite,
+    /// A lease is started again while one of its writes is in flight: a checkpoint
+    /// on the way, taken out of the host's state and not yet stored, is behind the
+    /// new session, which then writes a lower one after it lands (the runtime
+    /// swarm's seed 114165: a handoff called off while the drained batch's final
+    /// checkpoint was being written).
+    StartBeforeCheckpointLands,
 }
 
 /// Where a holder's authority over its leases comes from, and so what it must write
