@@ -58,7 +58,9 @@ pub struct Dequeued {
     /// Messages now locked by this client, oldest visible first.
     pub deliveries: Vec<Delivery>,
     /// Poison messages (delivered `max_dequeue_count` times) moved to the dead
-    /// letters instead of delivered again, with the reason written on them.
+    /// letters instead of delivered again, with the reason written on them. They take
+    /// no place among the `max` deliveries: the dequeue reads again for the room they
+    /// left.
     pub dead_lettered: Vec<(DocId, String)>,
 }
 
