@@ -517,17 +517,22 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
     verdict
 }
 
+/// Runs seed `seed` on a paused runtime of its own.
+fn one(seed: u64, bad: Bad) -> Verdict {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime")
+        .block_on(run(seed, bad))
+}
+
 /// Runs `seeds`, each on its own paused runtime; returns the failing ones: unsafe
 /// ones, and with `live` those where some item was never handled too.
 fn swarm(seeds: std::ops::Range<u64>, bad: Bad, live: bool) -> Vec<(u64, Verdict)> {
     seeds
         .filter_map(|seed| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .expect("a runtime");
-            let verdict = runtime.block_on(run(seed, bad));
+            let verdict = one(seed, bad);
             let failed = if live {
                 !verdict.clean()
             } else {
@@ -564,12 +569,7 @@ fn the_runtime_keeps_each_partition_to_one_life_under_faults_and_finishes_after_
 /// hosts stop gracefully (else the swarm above would claim what it never tried).
 #[test]
 fn lagging_replicas_and_graceful_stops_happen() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
-    let verdict = runtime.block_on(run(0, Bad::None));
+    let verdict = one(0, Bad::None);
     assert!(verdict.stale_served > 0, "{verdict:?}");
     assert!(verdict.graceful_stops > 0, "{verdict:?}");
 }
@@ -601,16 +601,9 @@ fn handlers_that_ignore_their_cancellation_are_aborted_before_the_next_owner_sta
 /// recipient started 0.3 s before. The handoff now waits for the calls to end.
 #[test]
 fn a_handoff_after_a_lapse_waits_for_the_lost_calls_to_end() {
-    let runtime = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a runtime")
-    };
-    let verdict = runtime().block_on(run(84_112, Bad::Ignoring));
+    let verdict = one(84_112, Bad::Ignoring);
     assert!(verdict.clean(), "{verdict:?}");
-    let bad = runtime().block_on(run(84_112, Bad::FreeBeside));
+    let bad = one(84_112, Bad::FreeBeside);
     assert!(!bad.overlaps.is_empty(), "{bad:?}");
 }
 
@@ -622,16 +615,9 @@ fn a_handoff_after_a_lapse_waits_for_the_lost_calls_to_end() {
 /// way.
 #[test]
 fn a_handoff_called_off_restarts_only_after_the_last_checkpoint_lands() {
-    let runtime = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a runtime")
-    };
-    let verdict = runtime().block_on(run(114_165, Bad::Ignoring));
+    let verdict = one(114_165, Bad::Ignoring);
     assert!(verdict.clean(), "{verdict:?}");
-    let bad = runtime().block_on(run(114_165, Bad::StartEarly));
+    let bad = one(114_165, Bad::StartEarly);
     assert!(!bad.back.is_empty(), "{bad:?}");
 }
 

@@ -933,15 +933,20 @@ fn a_handoff_waits_for_the_handlers_last_batch_and_carries_its_checkpoint() {
     assert_eq!(started, Some(Some(Checkpoint::from("last-batch"))));
 }
 
-#[test]
-fn a_drain_that_outlives_authority_ends_with_a_hard_stop() {
+/// A host whose handler never acknowledges a stop, 20 s into its shutdown.
+fn shutting_down_beside_a_call_that_runs_on(config: LeaseConfig) -> Cluster {
     let mut c = Cluster::new();
-    c.add("a", config(1));
+    c.add("a", config);
     c.nodes.get_mut("a").unwrap().auto_ack = false;
     c.run_for(100);
     c.input("a", Input::Shutdown).unwrap();
-    // The handler never acknowledges.
     c.run_for(20_000);
+    c
+}
+
+#[test]
+fn a_drain_that_outlives_authority_ends_with_a_hard_stop() {
+    let mut c = shutting_down_beside_a_call_that_runs_on(config(1));
     let reasons: Vec<StopReason> = stops(&c, "a").into_iter().map(|(_, r)| r).collect();
     assert_eq!(
         reasons,
@@ -963,12 +968,7 @@ fn a_drain_that_outlives_authority_ends_with_a_hard_stop() {
 /// released while the lost call still ran. The release now follows the call's end.
 #[test]
 fn a_lease_lost_while_draining_is_released_only_once_its_call_ends() {
-    let mut c = Cluster::new();
-    c.add("a", config(1));
-    c.nodes.get_mut("a").unwrap().auto_ack = false;
-    c.run_for(100);
-    c.input("a", Input::Shutdown).unwrap();
-    c.run_for(20_000);
+    let mut c = shutting_down_beside_a_call_that_runs_on(config(1));
     assert_eq!(c.lease("0").owner, Some(HostId::from("a")));
     c.stopped("a", "0");
     c.run_for(1_000);
@@ -979,18 +979,10 @@ fn a_lease_lost_while_draining_is_released_only_once_its_call_ends() {
 /// The sibling: the earlier rule released the lease as soon as it was lost.
 #[test]
 fn read_the_earlier_way_a_lost_lease_is_released_beside_its_running_call() {
-    let mut c = Cluster::new();
-    c.add(
-        "a",
-        LeaseConfig {
-            known_bad: Some(KnownBad::FreeBesideLostCall),
-            ..config(1)
-        },
-    );
-    c.nodes.get_mut("a").unwrap().auto_ack = false;
-    c.run_for(100);
-    c.input("a", Input::Shutdown).unwrap();
-    c.run_for(20_000);
+    let c = shutting_down_beside_a_call_that_runs_on(LeaseConfig {
+        known_bad: Some(KnownBad::FreeBesideLostCall),
+        ..config(1)
+    });
     assert_eq!(c.lease("0").owner, None, "released beside the running call");
 }
 

@@ -362,13 +362,8 @@ impl Consumer {
         // on a cadence to see new ones; not on every dequeue, which doubled the cost
         // of an idle poll.
         if watch {
-            let status = Condition::new(
-                Message::STATUS,
-                Compare::Eq,
-                Value::String("InProgress".into()),
-            );
             let locked = Query {
-                filter: vec![status],
+                filter: vec![status_is("InProgress")],
                 ..self.query()
             };
             self.send(
@@ -386,11 +381,7 @@ impl Consumer {
     fn read_visible(&mut self, limit: usize) {
         let visible = Query {
             filter: vec![
-                Condition::new(
-                    Message::STATUS,
-                    Compare::Eq,
-                    Value::String("Pending".into()),
-                ),
+                status_is("Pending"),
                 Condition::new(
                     Message::NEXT_VISIBLE,
                     Compare::Le,
@@ -849,4 +840,9 @@ impl Consumer {
             error,
         });
     }
+}
+
+/// A query condition on a message's status.
+fn status_is(status: &str) -> Condition {
+    Condition::new(Message::STATUS, Compare::Eq, Value::String(status.into()))
 }
