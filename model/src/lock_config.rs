@@ -118,6 +118,7 @@ impl LockBounds {
             stale_depth: 0,
             late_replies: 0,
             retries: 0,
+            throttles: 0,
             horizon: self.horizon,
             drift_ms: self.drift_ms,
         }

@@ -179,6 +179,7 @@ impl PartitionModel {
         let local = self.now(zombie, state.time).local;
         let acting = (0..self.leases()).any(|p| engine.authority(&Self::token(p), local).is_some());
         let calls = zombie.handler.work.iter().chain(&zombie.handler.lingering);
+        let calls = calls.chain(&zombie.handler.draining);
         if !acting && calls.clone().all(Option::is_none) {
             let slot = &mut state.clients[usize::from(z)];
             slot.engine = None;
@@ -232,9 +233,16 @@ impl PartitionModel {
         p: u8,
         journal: &mut Option<Vec<String>>,
     ) -> Option<()> {
-        let call = state.clients[usize::from(h)].handler.lingering[usize::from(p)].take()?;
+        let calls = &mut state.clients[usize::from(h)].handler;
+        let (call, what) = match calls.lingering[usize::from(p)].take() {
+            Some(call) => (call, "lost call"),
+            None => (calls.draining[usize::from(p)].take()?, "draining call"),
+        };
+        if what == "draining call" {
+            state.last_fault = state.time;
+        }
         note(journal, || {
-            format!("h{h}'s lost call for lease {p} ends (returned or aborted)")
+            format!("h{h}'s {what} for lease {p} ends (returned or aborted)")
         });
         let stopped = Input::Stopped {
             lease: Self::token(p),
@@ -278,6 +286,24 @@ impl PartitionModel {
             note(journal, || {
                 format!(
                     "h{h}'s handler reaches checkpoint {} of lease {p}",
+                    work.progress
+                )
+            });
+            inputs.push(Input::Checkpoint {
+                lease: Self::token(p as u8),
+                session: work.session,
+                checkpoint: Checkpoint::from(work.progress.to_string()),
+            });
+        }
+        // A slow drain's batch goes on, and its checkpoints with it.
+        for (p, work) in calls.draining.iter_mut().enumerate() {
+            let Some(work) = work.as_mut().filter(|w| w.progress < self.bounds.progress) else {
+                continue;
+            };
+            work.progress += 1;
+            note(journal, || {
+                format!(
+                    "h{h}'s draining call reaches checkpoint {} of lease {p}",
                     work.progress
                 )
             });
@@ -480,6 +506,21 @@ impl Rules for PartitionModel {
                         }
                         None
                     }
+                    // While the bound allows, a drain for a release or a handoff
+                    // finishes its batch past the tick (Action::Return ends it).
+                    StopReason::Released
+                        if call.is_some() && state.ghost.slow_drains < self.bounds.slow_drains =>
+                    {
+                        state.ghost.slow_drains += 1;
+                        state.last_fault = state.time;
+                        host.handler.draining[p] = call;
+                        note(journal, || {
+                            format!(
+                                "h{h}'s call for lease {lease} finishes its batch first (a SLOW DRAIN)"
+                            )
+                        });
+                        None
+                    }
                     // The handler finishes at once and acknowledges; after a split it
                     // had stopped reading already.
                     StopReason::Released | StopReason::Shutdown | StopReason::Split => {
@@ -553,6 +594,11 @@ impl stateright::Model for PartitionModel {
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
         let faults = Fault::menu(&self.bounds.budget(), state, MAX_FAULT_INDEX);
+        let pairs = if self.bounds.faults_per_step >= 2 {
+            Fault::pairs(&self.bounds.budget(), state, MAX_FAULT_INDEX)
+        } else {
+            Vec::new()
+        };
         let quiescent = self.quiescent(state);
         let zombie = self.zombie_slot();
         for (h, host) in state.clients.iter().enumerate() {
@@ -571,10 +617,15 @@ impl stateright::Model for PartitionModel {
                     actions.push(Action::Step(h, None));
                 } else {
                     actions.extend(faults.iter().map(|f| Action::Step(h, *f)));
+                    actions.extend(pairs.iter().map(|(a, b)| Action::StepTwice(h, *a, *b)));
+                    if !host.throttled && state.throttles < self.bounds.throttled_reads {
+                        actions.push(Action::Throttle(h));
+                    }
                 }
             }
-            for (p, call) in host.handler.lingering.iter().enumerate() {
-                if call.is_some() {
+            let calls = host.handler.lingering.iter().zip(&host.handler.draining);
+            for (p, (lost, draining)) in calls.enumerate() {
+                if lost.is_some() || draining.is_some() {
                     actions.push(Action::Return(h, p as u8));
                 }
             }
@@ -645,6 +696,11 @@ impl PartitionModel {
                 inputs.push(Input::Tick);
                 world::run(self, &mut state, h, inputs, fault, journal)?;
             }
+            Action::StepTwice(h, a, b) => {
+                let mut inputs = self.handler_progress(&mut state, h, journal);
+                inputs.push(Input::Tick);
+                world::run_with(self, &mut state, h, inputs, &[a, b], journal)?;
+            }
             Action::Serve(h, id) => world::serve_held(self, &mut state, h, id, journal)?,
             Action::Deliver(h, id) => world::deliver(self, &mut state, h, id, journal)?,
             Action::GiveUp(h, id) => world::give_up(self, &mut state, h, id, journal)?,
@@ -666,6 +722,7 @@ impl PartitionModel {
                 state.last_fault = state.time;
                 world::run(self, &mut state, h, vec![Input::Shutdown], None, journal)?;
             }
+            Action::Throttle(h) => world::throttle(&self.bounds.budget(), &mut state, h)?,
             Action::Return(h, p) => self.call_returns(&mut state, h, p, journal)?,
             Action::Restart(h) => {
                 // A restart adds a member; it orphans nothing, so it is not a fault.

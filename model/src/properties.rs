@@ -181,7 +181,11 @@ fn sessions_apart(model: &PartitionModel, state: &State) -> bool {
     (0..usize::from(model.leases())).all(|p| {
         let mut epochs = Vec::new();
         for host in &state.clients {
-            let calls = [&host.handler.work[p], &host.handler.lingering[p]];
+            let calls = [
+                &host.handler.work[p],
+                &host.handler.lingering[p],
+                &host.handler.draining[p],
+            ];
             let calls: Vec<u64> = calls.into_iter().flatten().map(|w| w.epoch).collect();
             if calls.len() > 1 {
                 return false;

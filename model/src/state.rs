@@ -26,6 +26,10 @@ pub struct Calls {
     /// Per partition: a handler call told that its lease is lost, still running
     /// until it returns or the driver aborts it.
     pub lingering: [Option<Work>; MAX_PARTITIONS],
+    /// Per partition: a handler call told to stop for a release or a handoff that
+    /// finishes its batch first, past the tick (a slow drain): it may still reach
+    /// checkpoints, and it reports itself stopped when it returns.
+    pub draining: [Option<Work>; MAX_PARTITIONS],
     /// The host finished a graceful shutdown: its process exits after this step.
     pub finished: bool,
 }
@@ -81,6 +85,8 @@ pub struct Ghost {
     pub shutdowns: u8,
     /// Zombies so far.
     pub zombies: u8,
+    /// Slow drains so far.
+    pub slow_drains: u8,
     /// The host whose earlier life the zombie slot holds, while it acts on.
     pub zombie_of: Option<u8>,
     /// What the step into this state did, for the `sometimes` properties.
@@ -131,6 +137,9 @@ pub enum Action {
     /// A host's timers fire; first, its handlers report one more checkpoint of every
     /// lease they process.
     Step(u8, Option<Fault>),
+    /// A host's timers fire, with two faults on two of its requests (only where the
+    /// bounds allow two faults in a step).
+    StepTwice(u8, Fault, Fault),
     /// The store serves a request that was held on the wire.
     Serve(u8, RequestId),
     /// A reply held on the way back reaches its host.
@@ -149,6 +158,9 @@ pub enum Action {
     /// its authority ends (a paused VM, a partitioned pod): it moves to the zombie
     /// slot, and the host may restart under its name.
     Zombie(u8),
+    /// The store starts throttling a host's reads: until the next tick, each is
+    /// answered 429 without being served, while its writes go through.
+    Throttle(u8),
     /// A lost handler call on a host ends (it returns, or its driver aborts it
     /// after the grace period): the driver reports the session stopped.
     Return(u8, u8),

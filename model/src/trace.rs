@@ -49,6 +49,11 @@ pub fn leases(state: &State) -> Vec<LeaseLine> {
 pub fn describe_action(action: &Action) -> String {
     match action {
         Action::Step(h, f) => format!("h{h}'s timers fire{}", Fault::describe(f)),
+        Action::StepTwice(h, a, b) => format!(
+            "h{h}'s timers fire{}{}",
+            Fault::describe(&Some(*a)),
+            Fault::describe(&Some(*b))
+        ),
         Action::Serve(h, id) => format!("the store serves h{h}'s held request {id}"),
         Action::Deliver(h, id) => format!("h{h}'s held reply to {id} arrives"),
         Action::GiveUp(h, id) => format!("h{h}'s driver gives up on its held request {id}"),
@@ -56,6 +61,7 @@ pub fn describe_action(action: &Action) -> String {
         Action::Shutdown(h) => format!("h{h} is told to SHUT DOWN"),
         Action::Restart(h) => format!("h{h} restarts as a new life"),
         Action::Zombie(h) => format!("h{h} is believed CRASHED but acts on, cut off (a ZOMBIE)"),
+        Action::Throttle(h) => format!("the store THROTTLES h{h}'s reads until the next tick"),
         Action::Return(h, p) => format!("h{h}'s lost call for lease {p} ends"),
         Action::Advance => "1 s passes".into(),
         Action::Late => "1 s passes while work is overdue (a PAUSE)".into(),
@@ -108,11 +114,13 @@ impl Explain for PartitionModel {
         match *action {
             Action::Crash(h) | Action::Zombie(h) => Lane::Crash(h),
             Action::Step(h, _)
+            | Action::StepTwice(h, ..)
             | Action::Shutdown(h)
             | Action::Serve(h, _)
             | Action::Deliver(h, _)
             | Action::GiveUp(h, _)
             | Action::Restart(h)
+            | Action::Throttle(h)
             | Action::Return(h, _) => Lane::Actor(h),
             Action::Advance | Action::Late | Action::Split => Lane::Time,
         }
@@ -148,6 +156,14 @@ fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
                 facts.push((
                     format!("h{h} lost call {p}"),
                     format!("still running at e{} (told to stop)", call.epoch),
+                ));
+            }
+        }
+        for (p, call) in calls.draining.iter().enumerate() {
+            if let Some(call) = call {
+                facts.push((
+                    format!("h{h} draining call {p}"),
+                    format!("finishing its batch at e{} (told to stop)", call.epoch),
                 ));
             }
         }

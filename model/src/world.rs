@@ -17,7 +17,7 @@
 use crate::state::Rate;
 use leasehold_engine::lock::Locks;
 use leasehold_engine::store::{Container, Document, Op, Reader, Replicated, Reply, StoreError};
-use leasehold_engine::{DocId, Now, RequestId};
+use leasehold_engine::{DocId, Millis, Now, RequestId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -78,6 +78,10 @@ pub struct Client<M, X = ()> {
     /// Cut off from the store: every request it sends goes unanswered until its
     /// driver's timeout (a zombie of the partition model).
     pub cut: bool,
+    /// The store throttles its reads until the next tick: each is answered 429,
+    /// unserved, while its writes go through (a burst of throttling, as under a hot
+    /// partition).
+    pub throttled: bool,
     /// What runs beside the engine; reset by a crash.
     pub handler: X,
 }
@@ -113,6 +117,8 @@ pub struct World<M: Machine, G, X = ()> {
     pub late_replies: u8,
     /// Writes answered as the SDK's retry sees them so far.
     pub retries: u8,
+    /// Bursts of throttled reads so far.
+    pub throttles: u8,
     /// True time of the last fault (0: the cold start). The lock models count a
     /// restart as one; the partition model counts it as a join, unless every host
     /// was down.
@@ -147,6 +153,9 @@ pub struct Budget {
     /// Writes that may be applied and then answered as the SDK's own retry of them
     /// sees the store (a definite 412, 409 or 404 although the write won).
     pub retries: u8,
+    /// Bursts of throttled reads: from a moment the model chooses until the next
+    /// tick, the store answers a client's reads 429 without serving them.
+    pub throttles: u8,
     /// The last tick explored.
     pub horizon: u8,
     /// Drift per tick, in milliseconds.
@@ -263,6 +272,10 @@ pub enum Fault {
     },
 }
 
+/// The wait a throttled read's 429 asks for: well within a tick, so that the host
+/// reads again at its next step, as it would after a real burst of throttling.
+pub const THROTTLE_RETRY_AFTER_MS: u64 = 100;
+
 /// The most stale answers one read is explored with: the documents it covers that
 /// the reader has not seen at their newest version.
 pub const MAX_STALE_CHOICES: u8 = 6;
@@ -298,6 +311,37 @@ impl Fault {
             }
         }
         faults
+    }
+
+    /// The pairs of faults one step may suffer within `budget` (each on its own
+    /// request), for a bound that allows two faults in a step: a late reply to a scan
+    /// sent beside a write the SDK retries, say. Two of one kind need two left of it.
+    pub fn pairs<M: Machine, G, X>(
+        budget: &Budget,
+        world: &World<M, G, X>,
+        per_step: u8,
+    ) -> Vec<(Fault, Fault)> {
+        let singles: Vec<Fault> = Self::menu(budget, world, per_step)
+            .into_iter()
+            .flatten()
+            .collect();
+        let left = |f: &Fault| match f {
+            Fault::Hold(_) => budget.delays - world.delays,
+            Fault::LoseReply(_) => budget.lost_replies - world.lost_replies,
+            Fault::Retried(_) => budget.retries - world.retries,
+            Fault::LateReply(_) => budget.late_replies - world.late_replies,
+            Fault::Stale { .. } => budget.stale_reads - world.stale_reads,
+        };
+        let mut pairs = Vec::new();
+        for (i, a) in singles.iter().enumerate() {
+            for b in &singles[i + 1..] {
+                let same_kind = std::mem::discriminant(a) == std::mem::discriminant(b);
+                if !same_kind || left(a) >= 2 {
+                    pairs.push((*a, *b));
+                }
+            }
+        }
+        pairs
     }
 
     /// How a step's description names it.
@@ -395,11 +439,24 @@ pub fn run<R: Rules>(
     fault: Option<Fault>,
     journal: &mut Option<Vec<String>>,
 ) -> Option<()> {
+    run_with(rules, world, c, first, fault.as_slice(), journal)
+}
+
+/// [`run`] with any number of faults, each on its own request: `None` unless every
+/// one of them hits a request (a request two of them name takes the first).
+pub fn run_with<R: Rules>(
+    rules: &R,
+    world: &mut State<R>,
+    c: u8,
+    first: Vec<<R::M as leasehold_engine::Machine>::Input>,
+    faults: &[Fault],
+    journal: &mut Option<Vec<String>>,
+) -> Option<()> {
     let budget = rules.budget();
     let who = R::ACTOR;
     let mut inputs = std::collections::VecDeque::from(first);
     let (mut writes, mut reads, mut sent) = (0u8, 0u8, 0u8);
-    let mut hit = fault.is_none();
+    let mut hits = 0;
     while let Some(input) = inputs.pop_front() {
         let now = now(&budget, world, c);
         let engine = world.clients[usize::from(c)].engine.as_mut()?;
@@ -438,16 +495,25 @@ pub fn run<R: Rules>(
             let nth_sent = sent;
             sent += 1;
             let id = req.id;
-            let this = match fault {
-                Some(f @ (Fault::Hold(n) | Fault::LoseReply(n) | Fault::Retried(n)))
-                    if write && n == nth =>
-                {
-                    Some(f)
-                }
-                Some(f @ Fault::LateReply(n)) if n == nth_sent => Some(f),
-                Some(f @ Fault::Stale { read, .. }) if !write && read == nth => Some(f),
-                _ => None,
-            };
+            if !write && world.clients[usize::from(c)].throttled {
+                note(journal, || {
+                    format!(
+                        "{who}{c} sends {}: THROTTLED, answered 429 unserved",
+                        rules.describe(&req)
+                    )
+                });
+                let retry_after = Millis(THROTTLE_RETRY_AFTER_MS);
+                inputs.push_back(R::M::response(
+                    id,
+                    Err(StoreError::Throttled { retry_after }),
+                ));
+                continue;
+            }
+            let this = faults.iter().copied().find(|f| match *f {
+                Fault::Hold(n) | Fault::LoseReply(n) | Fault::Retried(n) => write && n == nth,
+                Fault::LateReply(n) => n == nth_sent,
+                Fault::Stale { read, .. } => !write && read == nth,
+            });
             match this {
                 Some(Fault::Hold(_)) => {
                     note(journal, || {
@@ -523,7 +589,7 @@ pub fn run<R: Rules>(
                 }
             }
             if let Some(f) = this {
-                hit = true;
+                hits += 1;
                 faulted(world, f);
             }
         }
@@ -531,7 +597,7 @@ pub fn run<R: Rules>(
     if let Some(engine) = world.clients[usize::from(c)].engine.as_mut() {
         engine.seal();
     }
-    hit.then_some(())
+    (hits == faults.len()).then_some(())
 }
 
 /// Whether request `id` was sent by client `c`'s current life.
@@ -795,7 +861,27 @@ pub fn advance<M: Machine, G, X>(world: &mut World<M, G, X>, late: bool) {
         world.pauses += 1;
         world.last_fault = world.time;
     }
-    world.clients.iter_mut().for_each(|c| c.acted = false);
+    world.clients.iter_mut().for_each(|c| {
+        c.acted = false;
+        c.throttled = false;
+    });
+}
+
+/// The store starts throttling client `c`'s reads until the next tick. `None` if it
+/// already does or the budget is spent.
+pub fn throttle<M: Machine, G, X>(
+    budget: &Budget,
+    world: &mut World<M, G, X>,
+    c: u8,
+) -> Option<()> {
+    let client = &mut world.clients[usize::from(c)];
+    if client.throttled || client.engine.is_none() || world.throttles >= budget.throttles {
+        return None;
+    }
+    client.throttled = true;
+    world.throttles += 1;
+    world.last_fault = world.time;
+    Some(())
 }
 
 /// Describes a shared action; `choice` names a step's choice.
@@ -870,6 +956,7 @@ pub fn initial<M: Machine, G: Clone, X: Default>(
                     wall_offset,
                     acted: false,
                     cut: false,
+                    throttled: false,
                     handler: X::default(),
                 })
                 .collect(),
@@ -894,6 +981,7 @@ pub fn initial<M: Machine, G: Clone, X: Default>(
             stale_reads: 0,
             late_replies: 0,
             retries: 0,
+            throttles: 0,
             last_fault: 0,
             crashed: 0,
             ghost: ghost.clone(),

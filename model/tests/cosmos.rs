@@ -63,6 +63,62 @@ fn judging_a_tenure_by_read_order_gives_a_lease_two_owners_under_session_reads()
     assert_eq!(broken(bounds, p::EXCLUSIVITY), 6);
 }
 
+/// Reads answered 429 while writes go through, as under a hot partition: a scan
+/// fails, and so does the re-read after a write left a lease unsure (here, a write
+/// the SDK's retry answered 412).
+fn throttled() -> Bounds {
+    Bounds {
+        partitions: 2,
+        retries: 1,
+        throttled_reads: 1,
+        horizon: 5,
+        ..quiet(2)
+    }
+}
+
+#[test]
+fn throttled_reads_break_no_safety_property() {
+    let with = proven(throttled());
+    // The sibling: the fault is felt. Without it the same bound has fewer states; were
+    // the burst never to hit a read, the two counts would be equal.
+    let without = proven(Bounds {
+        throttled_reads: 0,
+        ..throttled()
+    });
+    assert!(
+        with.progress.unique > without.progress.unique,
+        "{} vs {}",
+        with.progress.unique,
+        without.progress.unique
+    );
+}
+
+/// Two faults in one host step, each on its own request: a late reply beside a write
+/// the SDK retries, as when a scan's reply is late while a handoff goes out.
+fn two_in_a_step(faults_per_step: u8) -> Bounds {
+    Bounds {
+        late_replies: 1,
+        retries: 1,
+        faults_per_step,
+        horizon: 4,
+        ..quiet(2)
+    }
+}
+
+#[test]
+fn two_faults_in_one_step_break_no_safety_property() {
+    let with = proven(two_in_a_step(2));
+    // The sibling: the pairs are taken. One fault a step reaches fewer states; were no
+    // pair ever to hit two requests, the counts would be equal.
+    let without = proven(two_in_a_step(1));
+    assert!(
+        with.progress.unique > without.progress.unique,
+        "{} vs {}",
+        with.progress.unique,
+        without.progress.unique
+    );
+}
+
 /// One host whose scan's reply arrives late, after the range split: a deleted split
 /// lease comes back into its view as it was, owned by it in its tenure, and it
 /// starts the parent beside its children (the swarm's seeds 140017, 167055, 203460,

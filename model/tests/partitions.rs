@@ -374,6 +374,38 @@ fn read_the_earlier_way_a_lost_lease_is_handed_off_beside_its_call() {
     assert!(text.contains("still running"), "{text}");
 }
 
+/// Drains that finish their batch past the tick (`--slow-drains`), reaching a
+/// checkpoint meanwhile, at 2 × 2 with no other fault.
+fn slow_drain(slow_drains: u8) -> Bounds {
+    Bounds {
+        crashes: 0,
+        lost_replies: 0,
+        delays: 0,
+        progress: 2,
+        slow_drains,
+        horizon: 6,
+        ..Bounds::default()
+    }
+}
+
+#[test]
+fn a_drain_that_outlasts_the_tick_breaks_no_safety_property() {
+    let with = exhaustive(&model(slow_drain(1)));
+    assert!(with.complete);
+    for property in p::SAFETY {
+        assert_eq!(with.verdict(property).outcome, Outcome::Holds, "{property}");
+    }
+    // The sibling: the slow drain is taken. Were no drain ever to outlast its step,
+    // the counts would be equal.
+    let without = exhaustive(&model(slow_drain(0)));
+    assert!(
+        with.progress.unique > without.progress.unique,
+        "{} vs {}",
+        with.progress.unique,
+        without.progress.unique
+    );
+}
+
 #[test]
 fn the_session_variants_need_session_liveness() {
     let bounds = Bounds {

@@ -57,6 +57,8 @@ pub fn flags(bounds: &Bounds) -> String {
         ("--stale-reads", bounds.stale_reads),
         ("--late-replies", bounds.late_replies),
         ("--retries", bounds.retries),
+        ("--throttled-reads", bounds.throttled_reads),
+        ("--slow-drains", bounds.slow_drains),
         ("--splits", bounds.splits),
     ] {
         if value > 0 {
@@ -65,6 +67,9 @@ pub fn flags(bounds: &Bounds) -> String {
     }
     if bounds.stale_reads > 0 && bounds.stale_depth > 1 {
         let _ = write!(out, " --stale-depth {}", bounds.stale_depth);
+    }
+    if bounds.faults_per_step != 1 {
+        let _ = write!(out, " --faults-per-step {}", bounds.faults_per_step);
     }
     if bounds.progress != 1 {
         let _ = write!(out, " --progress {}", bounds.progress);
@@ -125,10 +130,23 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
                 (b.stale_reads, "stale read", "stale reads"),
                 (b.late_replies, "late reply", "late replies"),
                 (b.retries, "retried write", "retried writes"),
+                (
+                    b.throttled_reads,
+                    "burst of throttled reads",
+                    "bursts of throttled reads",
+                ),
+                (b.slow_drains, "slow drain", "slow drains"),
             ] {
                 if n > 0 {
                     let _ = write!(more, ", {}", count(n, one, many));
                 }
+            }
+            if b.faults_per_step > 1 {
+                let _ = write!(
+                    more,
+                    "; up to {} faults in one host step",
+                    b.faults_per_step
+                );
             }
             more
         },

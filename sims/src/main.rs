@@ -165,18 +165,39 @@ struct ModelArgs {
     /// retry of them finds the store (412, 409 or 404 where the write won).
     #[arg(long)]
     retries: Option<u8>,
+    /// Partitions: bursts of throttled reads: from a moment the checker chooses until
+    /// the next tick, a host's reads are answered 429 unserved while its writes go
+    /// through.
+    #[arg(long)]
+    throttled_reads: Option<u8>,
+    /// Partitions: faults one host step may suffer (1-2). With 2, a step may also take
+    /// two faults on two of its requests, such as a late reply to a scan sent beside a
+    /// write the SDK retries; each still counts against its own budget.
+    #[arg(long)]
+    faults_per_step: Option<u8>,
+    /// Partitions: slow drains: a call told to stop for a release or a handoff
+    /// finishes its batch past the tick, reaching checkpoints meanwhile, until it
+    /// returns (by default a drain ends within the step that asks for it).
+    #[arg(long)]
+    slow_drains: Option<u8>,
     /// Checkpoints each handler reports per lease.
     #[arg(long)]
     progress: Option<u8>,
     /// Queue and items: abandons or breaks clients may choose, in all.
     #[arg(long)]
     give_backs: Option<u8>,
-    /// Queue and items: renewals clients may choose, in all.
-    #[arg(long, default_value_t = defaults::lock_bounds().renewals)]
-    renewals: u8,
-    /// Queue: dequeue batch size; items: next_for_state limit.
-    #[arg(long, default_value_t = defaults::lock_bounds().batch)]
-    batch: u8,
+    // No `default_value_t` on these two: `check partitions` must tell them given from
+    // not given, to refuse them. The help still shows the default, taken from the code.
+    #[arg(long, help = format!(
+        "Queue and items: renewals clients may choose, in all [default: {}]",
+        defaults::lock_bounds().renewals
+    ))]
+    renewals: Option<u8>,
+    #[arg(long, help = format!(
+        "Queue: dequeue batch size; items: next_for_state limit [default: {}]",
+        defaults::lock_bounds().batch
+    ))]
+    batch: Option<u8>,
     /// Queue: deliveries after which a message is dead-lettered.
     #[arg(long)]
     max_dequeue: Option<u8>,
@@ -384,6 +405,19 @@ fn run_balance(args: BalanceArgs) -> Result<(), String> {
 }
 
 fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
+    // The lock models' bounds mean nothing to the partition model: refused, as
+    // `check queue` refuses the partition-only ones, rather than ignored.
+    let lock_only = [
+        ("--give-backs", args.give_backs.is_some()),
+        ("--renewals", args.renewals.is_some()),
+        ("--batch", args.batch.is_some()),
+        ("--max-dequeue", args.max_dequeue.is_some()),
+    ];
+    if let Some((flag, _)) = lock_only.into_iter().find(|(_, given)| *given) {
+        return Err(format!(
+            "{flag} applies to the work queue and item leases, not to partitions"
+        ));
+    }
     let bug = match &args.bug {
         Some(name) => Some(name.parse::<Bug>().map_err(|e| e.to_string())?),
         None => None,
@@ -418,6 +452,18 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
             .or(least.late_replies)
             .unwrap_or(d.late_replies),
         retries: args.retries.or(least.retries).unwrap_or(d.retries),
+        throttled_reads: args
+            .throttled_reads
+            .or(least.throttled_reads)
+            .unwrap_or(d.throttled_reads),
+        faults_per_step: args
+            .faults_per_step
+            .or(least.faults_per_step)
+            .unwrap_or(d.faults_per_step),
+        slow_drains: args
+            .slow_drains
+            .or(least.slow_drains)
+            .unwrap_or(d.slow_drains),
         skew: args.skew.or(least.skew).unwrap_or(d.skew),
         drift_ms: args.drift,
         horizon: 1,
@@ -612,6 +658,9 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         ("--stale-depth", args.stale_depth.is_some()),
         ("--late-replies", args.late_replies.is_some()),
         ("--retries", args.retries.is_some()),
+        ("--throttled-reads", args.throttled_reads.is_some()),
+        ("--faults-per-step", args.faults_per_step.is_some()),
+        ("--slow-drains", args.slow_drains.is_some()),
         ("--progress", args.progress.is_some()),
         ("--margin", args.margin.is_some()),
         ("--liveness", args.liveness.is_some()),
@@ -646,8 +695,8 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         drift_ms: args.drift,
         horizon: 1,
         give_backs: args.give_backs.or(least.give_backs).unwrap_or(d.give_backs),
-        renewals: args.renewals,
-        batch: args.batch,
+        renewals: args.renewals.unwrap_or(d.renewals),
+        batch: args.batch.unwrap_or(d.batch),
         max_dequeue: args
             .max_dequeue
             .or(least.max_dequeue)

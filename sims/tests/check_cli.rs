@@ -437,6 +437,27 @@ fn a_partition_bound_given_to_a_lock_model_is_refused() {
     }
 }
 
+/// The lock models' bounds given to `check partitions` were ignored without a word
+/// (`check partitions --batch 3` checked partitions as if not given); now a usage
+/// error names the flag, while the lock models still take them.
+#[test]
+fn a_lock_bound_given_to_the_partition_model_is_refused() {
+    for flag in ["--give-backs", "--renewals", "--batch", "--max-dequeue"] {
+        let out = leasehold(&["check", "partitions", flag, "1"]);
+        assert_eq!(out.status.code(), Some(2), "partitions {flag}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{flag} applies to the work queue and item leases")),
+            "partitions {flag}: {stderr}"
+        );
+        // Taken, and stopped early by the state limit: incomplete (exit 3), not refused.
+        let out = leasehold(&["check", "queue", flag, "1", "--max-states", "1000"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("applies to"), "queue {flag}: {stderr}");
+        assert_eq!(out.status.code(), Some(3), "queue {flag}: {stderr}");
+    }
+}
+
 /// `--port 0` serves on a port the system chooses, and says which: it printed
 /// `http://127.0.0.1:0/`, a page nobody can open.
 #[test]
