@@ -104,6 +104,8 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
         ("slow_drains", b.slow_drains.to_string()),
         ("progress", b.progress.to_string()),
         ("give_backs", l.give_backs.to_string()),
+        ("renewals", l.renewals.to_string()),
+        ("batch", l.batch.to_string()),
         ("max_dequeue", l.max_dequeue.to_string()),
     ]
 }

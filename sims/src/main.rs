@@ -186,17 +186,11 @@ struct ModelArgs {
     /// Queue and items: abandons or breaks clients may choose, in all.
     #[arg(long)]
     give_backs: Option<u8>,
-    // No `default_value_t` on these two: `check partitions` must tell them given from
-    // not given, to refuse them. The help still shows the default, taken from the code.
-    #[arg(long, help = format!(
-        "Queue and items: renewals clients may choose, in all [default: {}]",
-        defaults::lock_bounds().renewals
-    ))]
+    /// Queue and items: renewals clients may choose, in all.
+    #[arg(long)]
     renewals: Option<u8>,
-    #[arg(long, help = format!(
-        "Queue: dequeue batch size; items: next_for_state limit [default: {}]",
-        defaults::lock_bounds().batch
-    ))]
+    /// Queue: dequeue batch size; items: next_for_state limit.
+    #[arg(long)]
     batch: Option<u8>,
     /// Queue: deliveries after which a message is dead-lettered.
     #[arg(long)]
