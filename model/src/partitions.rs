@@ -279,41 +279,39 @@ impl PartitionModel {
                 });
                 continue;
             }
-            let Some(work) = work.as_mut().filter(|w| w.progress < self.bounds.progress) else {
-                continue;
-            };
-            work.progress += 1;
-            note(journal, || {
-                format!(
-                    "h{h}'s handler reaches checkpoint {} of lease {p}",
-                    work.progress
-                )
-            });
-            inputs.push(Input::Checkpoint {
-                lease: Self::token(p as u8),
-                session: work.session,
-                checkpoint: Checkpoint::from(work.progress.to_string()),
-            });
+            inputs.extend(self.one_more_checkpoint(h, p, work.as_mut(), "handler", journal));
         }
         // A slow drain's batch goes on, and its checkpoints with it.
         for (p, work) in calls.draining.iter_mut().enumerate() {
-            let Some(work) = work.as_mut().filter(|w| w.progress < self.bounds.progress) else {
-                continue;
-            };
-            work.progress += 1;
-            note(journal, || {
-                format!(
-                    "h{h}'s draining call reaches checkpoint {} of lease {p}",
-                    work.progress
-                )
-            });
-            inputs.push(Input::Checkpoint {
-                lease: Self::token(p as u8),
-                session: work.session,
-                checkpoint: Checkpoint::from(work.progress.to_string()),
-            });
+            let who = "draining call";
+            inputs.extend(self.one_more_checkpoint(h, p, work.as_mut(), who, journal));
         }
         inputs
+    }
+
+    /// The next checkpoint `work`, a call of host `h` on lease `p`, reaches, if the
+    /// progress bound leaves one.
+    fn one_more_checkpoint(
+        &self,
+        h: u8,
+        p: usize,
+        work: Option<&mut Work>,
+        who: &str,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<Input> {
+        let work = work.filter(|w| w.progress < self.bounds.progress)?;
+        work.progress += 1;
+        note(journal, || {
+            format!(
+                "h{h}'s {who} reaches checkpoint {} of lease {p}",
+                work.progress
+            )
+        });
+        Some(Input::Checkpoint {
+            lease: Self::token(p as u8),
+            session: work.session,
+            checkpoint: Checkpoint::from(work.progress.to_string()),
+        })
     }
 
     /// Takes `action` from `state`, telling what happened inside the step.
