@@ -236,11 +236,13 @@ impl PartitionModel {
         let calls = &mut state.clients[usize::from(h)].handler;
         let (call, what) = match calls.lingering[usize::from(p)].take() {
             Some(call) => (call, "lost call"),
-            None => (calls.draining[usize::from(p)].take()?, "draining call"),
+            None => {
+                let call = calls.draining[usize::from(p)].take()?;
+                // A slow drain is a fault for liveness until it ends.
+                state.last_fault = state.time;
+                (call, "draining call")
+            }
         };
-        if what == "draining call" {
-            state.last_fault = state.time;
-        }
         note(journal, || {
             format!("h{h}'s {what} for lease {p} ends (returned or aborted)")
         });
@@ -312,6 +314,20 @@ impl PartitionModel {
             session: work.session,
             checkpoint: Checkpoint::from(work.progress.to_string()),
         })
+    }
+
+    /// Host `h`'s timers fire, after its handlers report their progress, with `faults`
+    /// on its requests.
+    fn timers_fire(
+        &self,
+        state: &mut State,
+        h: u8,
+        faults: &[Fault],
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<()> {
+        let mut inputs = self.handler_progress(state, h, journal);
+        inputs.push(Input::Tick);
+        world::run_with(self, state, h, inputs, faults, journal)
     }
 
     /// Takes `action` from `state`, telling what happened inside the step.
@@ -689,16 +705,8 @@ impl PartitionModel {
         let mut state = last.clone();
         self.forget_events(&mut state.ghost);
         match action {
-            Action::Step(h, fault) => {
-                let mut inputs = self.handler_progress(&mut state, h, journal);
-                inputs.push(Input::Tick);
-                world::run(self, &mut state, h, inputs, fault, journal)?;
-            }
-            Action::StepTwice(h, a, b) => {
-                let mut inputs = self.handler_progress(&mut state, h, journal);
-                inputs.push(Input::Tick);
-                world::run_with(self, &mut state, h, inputs, &[a, b], journal)?;
-            }
+            Action::Step(h, fault) => self.timers_fire(&mut state, h, fault.as_slice(), journal)?,
+            Action::StepTwice(h, a, b) => self.timers_fire(&mut state, h, &[a, b], journal)?,
             Action::Serve(h, id) => world::serve_held(self, &mut state, h, id, journal)?,
             Action::Deliver(h, id) => world::deliver(self, &mut state, h, id, journal)?,
             Action::GiveUp(h, id) => world::give_up(self, &mut state, h, id, journal)?,
