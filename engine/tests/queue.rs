@@ -282,12 +282,13 @@ fn a_holder_dead_letters_a_message_and_the_reason_is_kept() {
 }
 
 #[test]
-fn an_oversized_payload_is_refused_at_enqueue_and_nothing_is_sent() {
+fn with_large_messages_off_an_oversized_payload_is_refused_at_enqueue_and_nothing_is_sent() {
     let mut small = config();
     small.limits = Limits {
         max_document_bytes: 1_000,
         ..Limits::default()
     };
+    small.large = None;
     let mut a = Consumer::new(HostId::from("a"), Incarnation(0), small).unwrap();
     let input = Input::Enqueue {
         name: name("big"),

@@ -107,7 +107,9 @@ fn seed_predicate(c: &Candidate<'_>) -> bool {
                 let half = Millis(c.lock_duration.as_millis() / 2);
                 lock.until > c.now.wall + half
             }
-            MessageState::DeadLettered { .. } => false,
+            MessageState::DeadLettered { .. }
+            | MessageState::PartSet { .. }
+            | MessageState::Part { .. } => false,
         }
 }
 
@@ -458,6 +460,10 @@ impl Rules for QueueModel {
                 message,
             } => format!("c{c} requeued {dead_letter} as {message}"),
             Output::DeadLetters(letters) => format!("c{c} listed {} dead letters", letters.len()),
+            Output::Swept { set, parts } => format!("c{c} swept part set {set} ({parts} parts)"),
+            Output::SweepFinished { read, swept } => {
+                format!("c{c}'s sweep is done: {read} heads read, {swept} swept")
+            }
             Output::Request(req) => format!("c{c} asks to {} (sent by the driver)", req.intent),
         });
         None
@@ -700,6 +706,13 @@ impl crate::trace::Explain for QueueModel {
                         MessageState::DeadLettered { reason } => {
                             format!("DEAD-LETTERED ({reason})")
                         }
+                        MessageState::PartSet {
+                            count, sweeping, ..
+                        } => format!(
+                            "head of {count} parts{}",
+                            if *sweeping { ", SWEEPING" } else { "" }
+                        ),
+                        MessageState::Part { index, .. } => format!("part {index}"),
                     };
                     format!(
                         "{status}, {:?}, dequeue count {}",

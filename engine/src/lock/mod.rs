@@ -199,6 +199,21 @@ impl Locks {
         self.seen.retain(|id, _| present.contains(&id));
     }
 
+    /// Forgets sightings of documents with ids after `after` (all, if `None`) up to
+    /// `through` (no end, if `None`) that are not in `present`: a read of that id
+    /// range found them gone.
+    pub fn forget_sightings_between(
+        &mut self,
+        after: Option<&DocId>,
+        through: Option<&DocId>,
+        present: &[DocId],
+    ) {
+        self.seen.retain(|id, _| {
+            let in_range = after.is_none_or(|a| id > a) && through.is_none_or(|t| id <= t);
+            !in_range || present.contains(id)
+        });
+    }
+
     /// How many versions this client is watching.
     pub fn sightings(&self) -> usize {
         self.seen.len()

@@ -38,7 +38,9 @@ pub fn deliverable(c: &Candidate<'_>) -> bool {
         && match c.message.state {
             MessageState::Pending => true,
             MessageState::InProgress { .. } => c.lock_expired,
-            MessageState::DeadLettered { .. } => false,
+            MessageState::DeadLettered { .. }
+            | MessageState::PartSet { .. }
+            | MessageState::Part { .. } => false,
         }
 }
 
@@ -63,9 +65,34 @@ pub struct ConsumerConfig {
     /// interval costs fewer reads and takes over a crashed consumer's messages up to
     /// that much later; zero reads them on every dequeue.
     pub lock_watch: Option<Millis>,
+    /// How payloads too large for one document are kept ([`super::parts`]); `None`
+    /// refuses them with [`QueueError::TooLarge`](super::QueueError::TooLarge).
+    pub large: Option<LargeMessages>,
     /// An earlier behaviour, kept only so that the checkers can reproduce it.
     #[doc(hidden)]
     pub known_bad: Option<QueueKnownBad>,
+}
+
+/// The settings of payloads kept in parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LargeMessages {
+    /// The largest payload accepted, in bytes; a larger one is refused `TooLarge`.
+    pub max_bytes: usize,
+    /// A part set whose head no write has changed for this long (plus the drift
+    /// allowance, on the sweeper's clock), and which no message names, is swept. A
+    /// producer whose writes pause longer than this may find its set swept: its
+    /// enqueue then fails, and nothing of it is delivered.
+    pub orphan_after: Millis,
+}
+
+impl Default for LargeMessages {
+    /// 64 MiB at most; sets abandoned for 5 minutes are swept.
+    fn default() -> Self {
+        LargeMessages {
+            max_bytes: 64 * 1024 * 1024,
+            orphan_after: Millis::from_secs(300),
+        }
+    }
 }
 
 /// Earlier behaviours of the consumer, kept only so that the checkers can reproduce
@@ -98,6 +125,7 @@ impl ConsumerConfig {
             limits: Limits::default(),
             select: Selector::DELIVERABLE,
             lock_watch: None,
+            large: Some(LargeMessages::default()),
             known_bad: None,
         }
     }
@@ -118,6 +146,11 @@ impl ConsumerConfig {
         if self.max_dequeue_count == 0 {
             return Err(ConsumerConfigError::NoDeliveries);
         }
+        if let Some(large) = self.large
+            && large.orphan_after == Millis::ZERO
+        {
+            return Err(ConsumerConfigError::NoOrphanBound);
+        }
         Ok(())
     }
 }
@@ -132,6 +165,8 @@ pub enum ConsumerConfigError {
     },
     /// A maximum dequeue count of zero would dead-letter every message.
     NoDeliveries,
+    /// Part sets swept at once would sweep a producer's set while it writes it.
+    NoOrphanBound,
 }
 
 impl fmt::Display for ConsumerConfigError {
@@ -145,6 +180,10 @@ impl fmt::Display for ConsumerConfigError {
             ConsumerConfigError::NoDeliveries => {
                 f.write_str("max_dequeue_count must be at least 1")
             }
+            ConsumerConfigError::NoOrphanBound => f.write_str(
+                "large.orphan_after must be above zero, or a sweep could remove a part set \
+                 while its producer writes it",
+            ),
         }
     }
 }

@@ -1,10 +1,12 @@
 //! The queue consumer state machine.
 
+mod large;
+
 use super::config::{Candidate, QueueKnownBad};
 use super::dead_letter::{self, Failure};
 use super::{
     ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageLock, MessageName,
-    MessageState, Output, QueueError, QueueIntent, QueueRequest,
+    MessageState, Output, PartSetId, QueueError, QueueIntent, QueueRequest,
 };
 use crate::ids::{DocId, HostId, Incarnation, PartitionKey, RequestId};
 use crate::lock::{Client, Held, LockToken, Locks};
@@ -75,6 +77,17 @@ pub struct Consumer {
     dequeue: Option<DequeueRun>,
     /// From when a dequeue reads the locked messages again; `None`: the next one.
     watch_at: Option<LocalTime>,
+    /// Enqueues whose parts are being written.
+    staging: BTreeMap<PartSetId, large::Staging>,
+    /// Deliveries whose parts are being read.
+    assembling: BTreeMap<DocId, large::Assembly>,
+    /// Part sets being deleted.
+    cleanups: BTreeMap<PartSetId, large::Cleanup>,
+    /// The running sweep, and where the next one reads from.
+    sweep: Option<large::SweepRun>,
+    sweep_after: Option<DocId>,
+    /// When this consumer first saw each version of the part sets' heads.
+    part_sets: Locks,
     now: Now,
     out: VecDeque<Output>,
 }
@@ -138,6 +151,32 @@ enum Pending {
         dead_letter: DocId,
         name: MessageName,
     },
+    /// A set's head created, or read for its etag.
+    PartHead(PartSetId),
+    PartWrite {
+        set: PartSetId,
+        index: u32,
+    },
+    Manifest {
+        name: MessageName,
+        set: PartSetId,
+    },
+    ReadPart {
+        message: DocId,
+        index: u32,
+    },
+    DeletePart {
+        set: PartSetId,
+    },
+    DeleteHead {
+        set: PartSetId,
+    },
+    SweepScan {
+        after: Option<DocId>,
+        max: usize,
+    },
+    SweepCheck(Stored<Message>),
+    SweepMark(Message),
 }
 
 impl Consumer {
@@ -157,6 +196,12 @@ impl Consumer {
             pending: BTreeMap::new(),
             dequeue: None,
             watch_at: None,
+            staging: BTreeMap::new(),
+            assembling: BTreeMap::new(),
+            cleanups: BTreeMap::new(),
+            sweep: None,
+            sweep_after: None,
+            part_sets: Locks::default(),
             now: Now::default(),
             out: VecDeque::new(),
         })
@@ -251,6 +296,7 @@ impl Consumer {
                 Ok(())
             }
             Input::Requeue(dead_letter) => self.requeue(dead_letter),
+            Input::Sweep { max } => self.start_sweep(max),
             Input::Response { id, result } => {
                 let pending = self
                     .pending
@@ -323,10 +369,8 @@ impl Consumer {
     ) -> Result<(), QueueError> {
         let queue = self.config.queue.clone();
         let message = Message::new(queue, name.clone(), payload, self.now.wall, delay);
-        let size = message.stored_size();
-        let limit = self.config.limits.max_document_bytes;
-        if size > limit {
-            return Err(QueueError::TooLarge { size, limit });
+        if message.stored_size() > self.config.limits.max_document_bytes {
+            return self.enqueue_in_parts(message);
         }
         let id = message.id.clone();
         self.send(
@@ -686,15 +730,22 @@ impl Consumer {
                                 excludes_until: authority_until,
                             },
                         );
-                        self.out.push_back(Output::Delivered(Delivery {
+                        let delivery = Delivery {
                             id: message.id.clone(),
                             name: message.name.clone(),
                             payload: message.payload.clone(),
                             dequeue_count: message.dequeue_count,
                             lock: lock.token.clone(),
                             authority_until,
-                        }));
+                        };
+                        let parts = message.parts.clone();
                         self.held_docs.insert(message.id.clone(), message);
+                        if let Some(parts) = parts {
+                            // Delivered, or not, once its parts are read.
+                            self.read_parts(delivery, parts);
+                            return;
+                        }
+                        self.out.push_back(Output::Delivered(delivery));
                         true
                     }
                     // Someone else got it first, or the outcome is unknown: an
@@ -728,9 +779,17 @@ impl Consumer {
                 // Gone while no one else could have taken it: an earlier attempt of
                 // this completion deleted it.
                 let result = if gone { Ok(Reply::Deleted) } else { result };
+                let parts = match (&result, self.held_docs.get(&id)) {
+                    (Ok(_), Some(doc)) => doc.parts.clone().map(|p| (doc.name.clone(), p)),
+                    _ => None,
+                };
                 self.after_holder_write(id, QueueIntent::Complete, result, |id| {
                     Output::Completed(id)
-                })
+                });
+                // The message is gone, so nothing names its parts any more.
+                if let Some((name, parts)) = parts {
+                    self.delete_parts(&name, &parts, None, false);
+                }
             }
             Pending::Abandon(id) => {
                 self.after_holder_write(id, QueueIntent::Abandon, result, Output::Abandoned)
@@ -774,6 +833,15 @@ impl Consumer {
                     self.fail(dead_letter, QueueIntent::Requeue, QueueError::Store(e));
                 }
             },
+            Pending::PartHead(set) => self.head_answered(set, result),
+            Pending::PartWrite { set, .. } => self.part_written(set, result),
+            Pending::Manifest { name, set } => self.manifest_written(name, set, result),
+            Pending::ReadPart { message, index } => self.part_read(message, index, result),
+            Pending::DeletePart { set } => self.part_deleted(set, false, result),
+            Pending::DeleteHead { set } => self.part_deleted(set, true, result),
+            Pending::SweepScan { after, max } => self.heads_read(after, max, result),
+            Pending::SweepCheck(head) => self.references_read(head, result),
+            Pending::SweepMark(head) => self.mark_answered(head, result),
             Pending::Renew { id, sent_at } => match result {
                 Ok(Reply::Replaced(etag)) => {
                     let Some(mut held) = self.locks.held(&id).cloned() else {

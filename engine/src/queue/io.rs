@@ -1,6 +1,6 @@
 //! What goes into a queue consumer and what comes out of it.
 
-use super::{Message, MessageName};
+use super::{Message, MessageName, PartSetId};
 use crate::ids::{DocId, RequestId};
 use crate::lock::LockToken;
 use crate::store::{Op, Reply, StoreError, Stored};
@@ -50,6 +50,14 @@ pub enum Input {
     /// Move a dead letter back into the queue as a new pending message, only if it is
     /// still as listed and its name is free.
     Requeue(Stored<Message>),
+    /// Remove part sets left behind ([`super::parts`]): read up to `max` heads, after
+    /// the last one the previous sweep read, and sweep those seen unchanged for
+    /// `orphan_after` that no message names. Call it regularly: a set is swept by a
+    /// consumer that has watched it that long.
+    Sweep {
+        /// The most heads read.
+        max: usize,
+    },
     /// The store answered request `id`.
     Response {
         /// The request answered.
@@ -119,6 +127,20 @@ pub enum Output {
     },
     /// The dead letters asked for, with the etags a requeue needs.
     DeadLetters(Vec<Stored<Message>>),
+    /// A part set left behind is removed.
+    Swept {
+        /// The set.
+        set: PartSetId,
+        /// Its parts, now deleted.
+        parts: u32,
+    },
+    /// A sweep has finished: every request it sent was answered.
+    SweepFinished {
+        /// Heads read.
+        read: usize,
+        /// Sets removed.
+        swept: usize,
+    },
     /// A dead letter is back in the queue as a new pending message.
     Requeued {
         /// The dead letter, now deleted.
@@ -162,6 +184,14 @@ pub enum QueueIntent {
     ListDeadLetters,
     /// Move a dead letter back into the queue.
     Requeue,
+    /// Write a large payload's part set: its head, a part, or the message that names it.
+    WritePart,
+    /// Read a part of a delivered message's payload.
+    ReadPart,
+    /// Delete a part set, after its message completed or in a sweep.
+    DeletePart,
+    /// Find part sets left behind, check that no message names them, mark them.
+    Sweep,
 }
 
 impl QueueIntent {
@@ -179,6 +209,10 @@ impl QueueIntent {
             QueueIntent::DeadLetter => "dead-letter",
             QueueIntent::ListDeadLetters => "list-dead-letters",
             QueueIntent::Requeue => "requeue",
+            QueueIntent::WritePart => "write-part",
+            QueueIntent::ReadPart => "read-part",
+            QueueIntent::DeletePart => "delete-part",
+            QueueIntent::Sweep => "sweep",
         }
     }
 }
@@ -218,14 +252,19 @@ pub enum QueueError {
     /// This consumer holds no lock on the message: it never did, its lock was lost,
     /// or its authority ran out and a dequeue let the lock go.
     NotHeld(DocId),
-    /// The message would exceed the store's document size limit.
+    /// The message would exceed the store's document size limit, and is not kept in
+    /// parts (`large` is off), or its payload exceeds `large.max_bytes`.
     TooLarge {
         /// Its size in bytes.
         size: usize,
         /// The limit in bytes.
         limit: usize,
     },
-    /// A dequeue is still running.
+    /// An enqueue's part set was swept (or changed) before the message naming it was
+    /// written: its writes paused past `orphan_after`. Nothing was enqueued; enqueue
+    /// again.
+    PartsSwept(MessageName),
+    /// A dequeue, or a sweep, is still running.
     Busy,
     /// A requeue was given a document that is not one of this queue's dead letters.
     NotADeadLetter(DocId),
@@ -258,10 +297,14 @@ impl fmt::Display for QueueError {
             ),
             QueueError::TooLarge { size, limit } => write!(
                 f,
-                "the message is {size} bytes as stored, over the store's limit of {limit}; \
-                 it was not enqueued"
+                "the message is {size} bytes, over the limit of {limit}; it was not enqueued"
             ),
-            QueueError::Busy => f.write_str("a dequeue is still running"),
+            QueueError::PartsSwept(name) => write!(
+                f,
+                "the parts of message {name} were swept before it was written (its writes \
+                 paused past the orphan bound); nothing was enqueued"
+            ),
+            QueueError::Busy => f.write_str("a dequeue or a sweep is still running"),
             QueueError::NotADeadLetter(id) => {
                 write!(
                     f,

@@ -1,5 +1,6 @@
 //! The message document and the names that address it.
 
+use super::parts::{PartSetId, PartsRef};
 use crate::ids::{DocId, PartitionKey};
 use crate::lock::LockToken;
 use crate::store::{Document, FieldPath, Value, json_field, json_size};
@@ -146,6 +147,27 @@ pub enum MessageState {
         #[serde(rename = "DeadLetterReason")]
         reason: String,
     },
+    /// The head of a large payload's part set ([`super::parts`]): never delivered.
+    PartSet {
+        /// The set.
+        #[serde(rename = "Set")]
+        set: PartSetId,
+        /// How many parts it has.
+        #[serde(rename = "Count")]
+        count: u32,
+        /// A sweep found it abandoned: no write of its producer lands any more.
+        #[serde(rename = "Sweeping")]
+        sweeping: bool,
+    },
+    /// One part of a large payload: never delivered.
+    Part {
+        /// The set.
+        #[serde(rename = "Set")]
+        set: PartSetId,
+        /// Its place in the payload, from 0.
+        #[serde(rename = "Index")]
+        index: u32,
+    },
 }
 
 /// A queue message as stored. Field names follow DurableTask's Cosmos DB provider
@@ -172,23 +194,55 @@ pub struct Message {
     /// How many times the message has been delivered.
     #[serde(rename = "DequeueCount")]
     pub dequeue_count: u32,
-    /// The payload, as the producer gave it.
+    /// The payload, as the producer gave it; empty when it is kept in parts.
     #[serde(rename = "Data")]
     pub payload: String,
+    /// Where the payload is when it is too large for one document.
+    #[serde(rename = "Parts", default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<PartsRef>,
 }
 
 /// The most bytes of a holder name a dead letter's id keeps as written: with a queue
 /// and a message name of 200 bytes each, the id stays within Cosmos DB's 1,023.
 const MAX_HOLDER_BYTES: usize = 560;
 
+/// A token as an id segment: its holder name with the characters Cosmos DB refuses in
+/// ids (and `%`, `:`, `.`) escaped, then `.life.seq`. It holds no `:`, and exactly two
+/// `.`, so ids built from it never meet a message's.
+pub(super) fn token_tag(token: &LockToken) -> String {
+    let mut holder = String::new();
+    for c in token.holder.as_str().chars() {
+        match c {
+            '/' | '\\' | '?' | '#' | '%' | ':' | '.' => {
+                holder.push_str(&format!("%{:02X}", u32::from(c)));
+            }
+            c => holder.push(c),
+        }
+    }
+    // Cosmos DB refuses ids over 1,023 bytes. A holder name long enough to pass it
+    // is replaced by `~h` and its hash: 18 bytes, which no name this long escapes
+    // to, so the two forms never meet.
+    if holder.len() > MAX_HOLDER_BYTES {
+        holder = format!(
+            "~h{:016x}",
+            crate::balance::spread(token.holder.as_str(), "")
+        );
+    }
+    format!("{holder}.{}.{}", token.incarnation.0, token.seq)
+}
+
 /// The stored fields a dequeue selects and orders by.
 impl Message {
-    /// `Status`: `Pending`, `InProgress` or `DeadLettered`.
+    /// `Status`: `Pending`, `InProgress`, `DeadLettered`, `PartSet` or `Part`.
     pub const STATUS: FieldPath = FieldPath::from_static("Status");
     /// `NextVisibleTime`, in wall-clock milliseconds.
     pub const NEXT_VISIBLE: FieldPath = FieldPath::from_static("NextVisibleTime");
     /// `CreatedDate`, in wall-clock milliseconds.
     pub const CREATED: FieldPath = FieldPath::from_static("CreatedDate");
+    /// `Name`, the message's name within its queue.
+    pub const NAME: FieldPath = FieldPath::from_static("Name");
+    /// `Parts.Set`: the part set a manifest names.
+    pub const PARTS_SET: FieldPath = FieldPath::from_static("Parts.Set");
 }
 
 impl Message {
@@ -219,30 +273,11 @@ impl Message {
     /// assert_eq!(id.as_str(), "orders:m1:worker%2F1.2.7");
     /// ```
     pub fn dead_letter_id(queue: &QueueName, name: &MessageName, delivery: &LockToken) -> DocId {
-        let mut holder = String::new();
-        for c in delivery.holder.as_str().chars() {
-            match c {
-                '/' | '\\' | '?' | '#' | '%' | ':' | '.' => {
-                    holder.push_str(&format!("%{:02X}", u32::from(c)));
-                }
-                c => holder.push(c),
-            }
-        }
-        // Cosmos DB refuses ids over 1,023 bytes. A holder name long enough to pass it
-        // is replaced by `~h` and its hash: 18 bytes, which no name this long escapes
-        // to, so the two forms never meet.
-        if holder.len() > MAX_HOLDER_BYTES {
-            holder = format!(
-                "~h{:016x}",
-                crate::balance::spread(delivery.holder.as_str(), "")
-            );
-        }
         DocId::from(format!(
-            "{}{}:{holder}.{}.{}",
+            "{}{}:{}",
             queue.prefix(),
             name,
-            delivery.incarnation.0,
-            delivery.seq
+            token_tag(delivery)
         ))
     }
 
@@ -283,6 +318,7 @@ impl Message {
             next_visible_at: now + delay,
             dequeue_count: 0,
             payload,
+            parts: None,
         }
     }
 
@@ -324,7 +360,14 @@ impl Document for Message {
                 MessageState::Pending => status("Pending"),
                 MessageState::InProgress { .. } => status("InProgress"),
                 MessageState::DeadLettered { .. } => status("DeadLettered"),
+                MessageState::PartSet { .. } => status("PartSet"),
+                MessageState::Part { .. } => status("Part"),
             },
+            "Name" => Some(Value::String(self.name.as_str().to_string())),
+            "Parts.Set" => self
+                .parts
+                .as_ref()
+                .map(|p| Value::String(p.set.as_str().to_string())),
             "NextVisibleTime" => Some(Value::Number(self.next_visible_at.0)),
             "CreatedDate" => Some(Value::Number(self.created.0)),
             "DequeueCount" => Some(Value::Number(i64::from(self.dequeue_count))),
@@ -392,7 +435,17 @@ mod tests {
             },
         };
         let dead = msg.clone().into_dead_letter(&token, "r".into());
-        for state in [MessageState::Pending, locked, dead.state] {
+        let set = PartSetId::of(&token);
+        let head = MessageState::PartSet {
+            set: set.clone(),
+            count: 2,
+            sweeping: false,
+        };
+        let part = MessageState::Part {
+            set: set.clone(),
+            index: 1,
+        };
+        for state in [MessageState::Pending, locked, dead.state, head, part] {
             msg.state = state;
             for path in [
                 "Status",
@@ -406,6 +459,17 @@ mod tests {
                 assert!(msg.field(&path).is_some(), "{path}");
             }
         }
+        // A manifest's set, and its absence elsewhere.
+        let path = Message::PARTS_SET;
+        assert_eq!(msg.field(&path), None);
+        msg.parts = Some(PartsRef {
+            set,
+            count: 2,
+            bytes: 5,
+            hash: "0".into(),
+        });
+        assert_eq!(msg.field(&path), json_field(&msg, &path));
+        assert!(msg.field(&path).is_some());
     }
 
     #[test]

@@ -26,10 +26,15 @@ mod consumer;
 mod dead_letter;
 mod io;
 mod message;
+mod parts;
 
 pub use config::{
-    Candidate, ConsumerConfig, ConsumerConfigError, QueueKnownBad, Selector, deliverable,
+    Candidate, ConsumerConfig, ConsumerConfigError, LargeMessages, QueueKnownBad, Selector,
+    deliverable,
 };
 pub use consumer::Consumer;
 pub use io::{Delivery, Input, Output, QueueError, QueueIntent, QueueRequest};
 pub use message::{Message, MessageLock, MessageName, MessageState, NameError, QueueName};
+pub use parts::{
+    PartSetId, PartsProblem, PartsRef, head_id, join_parts, part_id, payload_hash, split_payload,
+};

@@ -246,6 +246,22 @@ pub fn check_batch<D: Document>(
             limit: limits.max_batch_operations,
         }));
     }
+    // Cosmos DB caps a batch's request, like a document, at 2 MB.
+    let size: usize = ops
+        .iter()
+        .map(|op| match op {
+            BatchOp::Create(doc) | BatchOp::Upsert(doc) | BatchOp::Replace { doc, .. } => {
+                doc.stored_size()
+            }
+            BatchOp::Read(_) | BatchOp::Delete { .. } => 0,
+        })
+        .fold(0, usize::saturating_add);
+    if size > limits.max_document_bytes {
+        return Err(StoreError::TooLarge {
+            size,
+            limit: limits.max_document_bytes,
+        });
+    }
     for (index, op) in ops.iter().enumerate() {
         let doc_pk = match op {
             BatchOp::Create(doc) | BatchOp::Upsert(doc) | BatchOp::Replace { doc, .. } => {

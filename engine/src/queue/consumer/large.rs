@@ -1,0 +1,714 @@
+//! The consumer's part of large payloads ([`crate::queue::parts`]): writing a part set,
+//! reading one back for a delivery, deleting one, and sweeping those left behind.
+
+use super::{Consumer, Pending};
+use crate::expiry::ExpiryRule;
+use crate::ids::{DocId, Etag};
+use crate::lock::LockPolicy;
+use crate::queue::dead_letter::{self, Failure};
+use crate::queue::{
+    Delivery, Message, MessageName, MessageState, Output, PartSetId, PartsRef, QueueError,
+    QueueIntent, head_id, join_parts, part_id, payload_hash, split_payload,
+};
+use crate::store::{
+    BatchOp, Compare, Condition, Document, Op, Query, Reply, StoreError, Stored, Value,
+};
+use crate::time::Millis;
+use std::collections::VecDeque;
+
+/// Bytes kept free in each part's batch for the batch's own framing.
+const BATCH_FRAMING: usize = 256;
+
+/// An enqueue whose parts are being written, one batch at a time.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Staging {
+    /// The message that names the set, written last.
+    manifest: Message,
+    /// The set's head, as this producer writes it.
+    head: Message,
+    /// The head's etag after this producer's last write of it.
+    head_etag: Option<Etag>,
+    /// Parts not yet written, in order.
+    parts: VecDeque<Message>,
+}
+
+/// A delivered message whose parts are being read.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Assembly {
+    /// The delivery, its payload still empty.
+    delivery: Delivery,
+    parts: PartsRef,
+    pieces: Vec<Option<Message>>,
+    waiting: u32,
+    failed: Option<StoreError>,
+}
+
+/// A part set being deleted: its parts first, then its head.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Cleanup {
+    head: DocId,
+    /// The head's etag a sweep marked, so that only the marked head is deleted.
+    head_etag: Option<Etag>,
+    parts: u32,
+    waiting: u32,
+    failed: bool,
+    /// Whether a sweep started it (and counts it).
+    swept: bool,
+}
+
+/// A running sweep.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct SweepRun {
+    /// Heads under consideration, and the scan itself while it is unanswered.
+    open: usize,
+    read: usize,
+    swept: usize,
+}
+
+impl Consumer {
+    /// The most payload bytes a part may take, escaped, so that the part and the
+    /// head's rewrite fit one batch.
+    fn part_budget(&self, head: &Message, name: &MessageName, set: &PartSetId) -> usize {
+        let empty = Message {
+            id: part_id(&self.config.queue, name, set, u32::MAX),
+            state: MessageState::Part {
+                set: set.clone(),
+                index: u32::MAX,
+            },
+            payload: String::new(),
+            parts: None,
+            ..head.clone()
+        };
+        let used = empty.stored_size() + head.stored_size() + BATCH_FRAMING;
+        self.config.limits.max_document_bytes.saturating_sub(used)
+    }
+
+    /// Starts an enqueue of a payload too large for one document: the head first.
+    pub(super) fn enqueue_in_parts(&mut self, manifest: Message) -> Result<(), QueueError> {
+        let Some(large) = self.config.large else {
+            let size = manifest.stored_size();
+            let limit = self.config.limits.max_document_bytes;
+            return Err(QueueError::TooLarge { size, limit });
+        };
+        let bytes = manifest.payload.len();
+        if bytes > large.max_bytes {
+            return Err(QueueError::TooLarge {
+                size: bytes,
+                limit: large.max_bytes,
+            });
+        }
+        let set = PartSetId::of(&self.client.next_token());
+        let (queue, name) = (self.config.queue.clone(), manifest.name.clone());
+        let mut head = Message {
+            id: head_id(&queue, &name, &set),
+            state: MessageState::PartSet {
+                set: set.clone(),
+                count: 0,
+                sweeping: false,
+            },
+            payload: String::new(),
+            parts: None,
+            ..manifest.clone()
+        };
+        let budget = self.part_budget(&head, &name, &set);
+        let too_large = || QueueError::TooLarge {
+            size: manifest.stored_size(),
+            limit: self.config.limits.max_document_bytes,
+        };
+        let pieces = split_payload(&manifest.payload, budget).ok_or_else(too_large)?;
+        let count = u32::try_from(pieces.len()).map_err(|_| too_large())?;
+        if let MessageState::PartSet { count: c, .. } = &mut head.state {
+            *c = count;
+        }
+        let parts = (0..count)
+            .zip(pieces)
+            .map(|(index, piece)| Message {
+                id: part_id(&queue, &name, &set, index),
+                state: MessageState::Part {
+                    set: set.clone(),
+                    index,
+                },
+                payload: piece.to_string(),
+                parts: None,
+                ..manifest.clone()
+            })
+            .collect();
+        let manifest = Message {
+            parts: Some(PartsRef {
+                set: set.clone(),
+                count,
+                bytes: bytes as u64,
+                hash: payload_hash(manifest.payload.as_bytes()),
+            }),
+            payload: String::new(),
+            ..manifest
+        };
+        let create = Op::Create(head.clone());
+        self.staging.insert(
+            set.clone(),
+            Staging {
+                manifest,
+                head,
+                head_etag: None,
+                parts,
+            },
+        );
+        self.send(QueueIntent::WritePart, None, create, Pending::PartHead(set));
+        Ok(())
+    }
+
+    /// The head's create, or its read, is answered.
+    pub(super) fn head_answered(
+        &mut self,
+        set: PartSetId,
+        result: Result<Reply<Message>, StoreError>,
+    ) {
+        let Some(staging) = self.staging.get_mut(&set) else {
+            return;
+        };
+        match result {
+            Ok(Reply::Created(etag)) => staging.head_etag = Some(etag),
+            Ok(Reply::Read(Stored { doc, etag })) if matches!(&doc.state, MessageState::PartSet { set: s, sweeping: false, .. } if *s == set) =>
+            {
+                staging.head_etag = Some(etag);
+            }
+            // The create found the id taken: only an earlier attempt of this very
+            // create can have made it (the set's id is this producer's own), so read
+            // its etag and go on.
+            Err(StoreError::Conflict) => {
+                let op = Op::Read {
+                    pk: staging.head.partition_key(),
+                    id: staging.head.id.clone(),
+                };
+                self.send(QueueIntent::WritePart, None, op, Pending::PartHead(set));
+                return;
+            }
+            Ok(_) | Err(StoreError::NotFound) => return self.staging_failed(&set, None),
+            Err(e) => return self.staging_failed(&set, Some(e)),
+        }
+        self.write_next_part(set);
+    }
+
+    /// Writes the next part with a rewrite of the head, or the manifest once none is
+    /// left: each write lands only while the head is as this producer left it.
+    fn write_next_part(&mut self, set: PartSetId) {
+        let pk = self.pk();
+        let Some(staging) = self.staging.get_mut(&set) else {
+            return;
+        };
+        let head = BatchOp::Replace {
+            doc: staging.head.clone(),
+            if_match: staging.head_etag.clone(),
+        };
+        let (first, pending) = match staging.parts.front() {
+            Some(part) => {
+                let index = match part.state {
+                    MessageState::Part { index, .. } => index,
+                    _ => 0,
+                };
+                (part.clone(), Pending::PartWrite { set, index })
+            }
+            None => {
+                let manifest = staging.manifest.clone();
+                let pending = Pending::Manifest {
+                    name: manifest.name.clone(),
+                    set,
+                };
+                (manifest, pending)
+            }
+        };
+        let op = Op::Batch {
+            pk,
+            ops: vec![BatchOp::Create(first), head],
+        };
+        self.send(QueueIntent::WritePart, None, op, pending);
+    }
+
+    /// A part's batch is answered.
+    pub(super) fn part_written(
+        &mut self,
+        set: PartSetId,
+        result: Result<Reply<Message>, StoreError>,
+    ) {
+        let etag = head_etag_of(&result);
+        match dead_letter::outcome(result) {
+            Ok(()) => {
+                let Some(staging) = self.staging.get_mut(&set) else {
+                    return;
+                };
+                staging.parts.pop_front();
+                staging.head_etag = etag;
+                self.write_next_part(set);
+            }
+            // The part is there: an earlier attempt of this batch landed, and changed
+            // the head with it. Read the head's etag again and go on.
+            Err(Failure::Created) => {
+                let Some(staging) = self.staging.get_mut(&set) else {
+                    return;
+                };
+                staging.parts.pop_front();
+                let op = Op::Read {
+                    pk: staging.head.partition_key(),
+                    id: staging.head.id.clone(),
+                };
+                self.send(QueueIntent::WritePart, None, op, Pending::PartHead(set));
+            }
+            Err(Failure::Target(_)) => self.staging_failed(&set, None),
+            Err(Failure::Request(e)) => self.staging_failed(&set, Some(e)),
+        }
+    }
+
+    /// The manifest's batch is answered.
+    pub(super) fn manifest_written(
+        &mut self,
+        name: MessageName,
+        set: PartSetId,
+        result: Result<Reply<Message>, StoreError>,
+    ) {
+        let Some(staging) = self.staging.remove(&set) else {
+            return;
+        };
+        match dead_letter::outcome(result) {
+            Ok(()) => self.out.push_back(Output::Enqueued {
+                name,
+                already_present: false,
+            }),
+            // The name is taken (or this batch landed before, unseen): this set is
+            // left for a sweep, which finds whether a message names it.
+            Err(Failure::Created) => self.out.push_back(Output::Enqueued {
+                name,
+                already_present: true,
+            }),
+            Err(Failure::Target(_)) => {
+                let id = staging.manifest.id;
+                self.fail(id, QueueIntent::Enqueue, QueueError::PartsSwept(name));
+            }
+            Err(Failure::Request(e)) => {
+                let id = staging.manifest.id;
+                self.fail(id, QueueIntent::Enqueue, QueueError::Store(e));
+            }
+        }
+    }
+
+    /// An enqueue in parts stops: its set is left for a sweep.
+    fn staging_failed(&mut self, set: &PartSetId, error: Option<StoreError>) {
+        let Some(staging) = self.staging.remove(set) else {
+            return;
+        };
+        let name = staging.manifest.name.clone();
+        let error = match error {
+            Some(e) => QueueError::Store(e),
+            None => QueueError::PartsSwept(name),
+        };
+        self.fail(staging.manifest.id, QueueIntent::Enqueue, error);
+    }
+
+    /// A claim of a message kept in parts landed: reads its parts before delivering.
+    pub(super) fn read_parts(&mut self, delivery: Delivery, parts: PartsRef) {
+        let (queue, pk) = (self.config.queue.clone(), self.pk());
+        let message = delivery.id.clone();
+        for index in 0..parts.count {
+            let op = Op::Read {
+                pk: pk.clone(),
+                id: part_id(&queue, &delivery.name, &parts.set, index),
+            };
+            let pending = Pending::ReadPart {
+                message: message.clone(),
+                index,
+            };
+            self.send(QueueIntent::ReadPart, None, op, pending);
+        }
+        let assembly = Assembly {
+            delivery,
+            pieces: vec![None; parts.count as usize],
+            waiting: parts.count,
+            parts,
+            failed: None,
+        };
+        self.assembling.insert(message.clone(), assembly);
+        if self
+            .assembling
+            .get(&message)
+            .is_some_and(|a| a.waiting == 0)
+        {
+            self.assembled(message);
+        }
+    }
+
+    /// A part's read is answered.
+    pub(super) fn part_read(
+        &mut self,
+        message: DocId,
+        index: u32,
+        result: Result<Reply<Message>, StoreError>,
+    ) {
+        let Some(assembly) = self.assembling.get_mut(&message) else {
+            return;
+        };
+        assembly.waiting = assembly.waiting.saturating_sub(1);
+        match result {
+            Ok(Reply::Read(stored)) => {
+                if let Some(piece) = assembly.pieces.get_mut(index as usize) {
+                    *piece = Some(stored.doc);
+                }
+            }
+            Ok(_) | Err(StoreError::NotFound) => {}
+            Err(e) => assembly.failed = Some(e),
+        }
+        if assembly.waiting == 0 {
+            self.assembled(message);
+        }
+    }
+
+    /// Every part of `message` is read: deliver the payload whole, or never.
+    fn assembled(&mut self, message: DocId) {
+        let Some(assembly) = self.assembling.remove(&message) else {
+            return;
+        };
+        if let Some(e) = assembly.failed {
+            // Not delivered: the lock stays, excluding others until it runs out, and
+            // the message comes back then, as after a crash.
+            self.locks.give_up_authority(&message, self.now.local);
+            self.fail(message, QueueIntent::ReadPart, QueueError::Store(e));
+            self.claim_answered(false, false);
+            return;
+        }
+        match join_parts(&assembly.parts, &assembly.pieces) {
+            Ok(payload) => {
+                self.out.push_back(Output::Delivered(Delivery {
+                    payload,
+                    ..assembly.delivery
+                }));
+                self.claim_answered(true, false);
+            }
+            // Never delivered in part: the message goes to the dead letters with
+            // what was wrong, and its payload's remains stay for inspection.
+            Err(problem) => {
+                let held = self.locks.drop_lock(&message);
+                let doc = self.held_docs.remove(&message);
+                let (Some(held), Some(doc)) = (held, doc) else {
+                    self.claim_answered(false, false);
+                    return;
+                };
+                let reason = problem.to_string();
+                let op =
+                    dead_letter::move_op(self.pk(), doc, &held.token, held.etag, reason.clone());
+                let pending = Pending::Poison {
+                    id: message,
+                    reason,
+                };
+                self.send(QueueIntent::Poison, None, op, pending);
+            }
+        }
+    }
+
+    /// Deletes a set's parts, then its head: after its message completed, or when a
+    /// sweep marked it.
+    pub(super) fn delete_parts(
+        &mut self,
+        name: &MessageName,
+        parts: &PartsRef,
+        head_etag: Option<Etag>,
+        swept: bool,
+    ) {
+        let (queue, pk) = (self.config.queue.clone(), self.pk());
+        for index in 0..parts.count {
+            let op = Op::Delete {
+                pk: pk.clone(),
+                id: part_id(&queue, name, &parts.set, index),
+                if_match: None,
+            };
+            let pending = Pending::DeletePart {
+                set: parts.set.clone(),
+            };
+            self.send(QueueIntent::DeletePart, None, op, pending);
+        }
+        self.cleanups.insert(
+            parts.set.clone(),
+            Cleanup {
+                head: head_id(&queue, name, &parts.set),
+                head_etag,
+                parts: parts.count,
+                waiting: parts.count,
+                failed: false,
+                swept,
+            },
+        );
+        if parts.count == 0 {
+            self.delete_head(parts.set.clone());
+        }
+    }
+
+    /// A delete of a part, or of the head, is answered.
+    pub(super) fn part_deleted(
+        &mut self,
+        set: PartSetId,
+        head: bool,
+        result: Result<Reply<Message>, StoreError>,
+    ) {
+        let ok = matches!(result, Ok(_) | Err(StoreError::NotFound));
+        if head {
+            let Some(cleanup) = self.cleanups.remove(&set) else {
+                return;
+            };
+            if cleanup.swept {
+                if ok {
+                    self.out.push_back(Output::Swept {
+                        set,
+                        parts: cleanup.parts,
+                    });
+                }
+                self.sweep_settled(ok);
+            }
+            return;
+        }
+        let Some(cleanup) = self.cleanups.get_mut(&set) else {
+            return;
+        };
+        cleanup.waiting = cleanup.waiting.saturating_sub(1);
+        cleanup.failed |= !ok;
+        if cleanup.waiting > 0 {
+            return;
+        }
+        if cleanup.failed {
+            // A part may remain: keep the head, so that a sweep finds the set again.
+            let swept = cleanup.swept;
+            self.cleanups.remove(&set);
+            if swept {
+                self.sweep_settled(false);
+            }
+            return;
+        }
+        self.delete_head(set);
+    }
+
+    fn delete_head(&mut self, set: PartSetId) {
+        let Some(cleanup) = self.cleanups.get(&set) else {
+            return;
+        };
+        let op = Op::Delete {
+            pk: self.pk(),
+            id: cleanup.head.clone(),
+            if_match: cleanup.head_etag.clone(),
+        };
+        self.send(
+            QueueIntent::DeletePart,
+            None,
+            op,
+            Pending::DeleteHead { set },
+        );
+    }
+
+    /// Starts a sweep: reads up to `max` heads after the last one read.
+    pub(super) fn start_sweep(&mut self, max: usize) -> Result<(), QueueError> {
+        if self.sweep.is_some() {
+            return Err(QueueError::Busy);
+        }
+        let mut filter = vec![super::status_is("PartSet")];
+        if let Some(after) = &self.sweep_after {
+            filter.push(Condition::new(
+                crate::store::FieldPath::from_static("id"),
+                Compare::Gt,
+                Value::String(after.as_str().to_string()),
+            ));
+        }
+        let query = Query {
+            filter,
+            order_by: None,
+            limit: Some(max),
+            ..self.query()
+        };
+        self.sweep = Some(SweepRun {
+            open: 1,
+            read: 0,
+            swept: 0,
+        });
+        let pending = Pending::SweepScan {
+            after: self.sweep_after.clone(),
+            max,
+        };
+        self.send(QueueIntent::Sweep, None, Op::Query(query), pending);
+        Ok(())
+    }
+
+    /// The heads are read: each one seen unchanged long enough is checked.
+    pub(super) fn heads_read(
+        &mut self,
+        after: Option<DocId>,
+        max: usize,
+        result: Result<Reply<Message>, StoreError>,
+    ) {
+        let Ok(Reply::Query(heads)) = result else {
+            self.sweep_settled(false);
+            return;
+        };
+        // The next sweep goes on after the last head read, and starts over once a
+        // read comes back short.
+        let last = heads.last().map(|h| h.doc.id.clone());
+        self.sweep_after = if heads.len() < max {
+            None
+        } else {
+            last.clone()
+        };
+        let present: Vec<DocId> = heads.iter().map(|h| h.doc.id.clone()).collect();
+        let through = last.filter(|_| heads.len() >= max);
+        self.part_sets
+            .forget_sightings_between(after.as_ref(), through.as_ref(), &present);
+        let Some(large) = self.config.large else {
+            self.sweep_settled(false);
+            return;
+        };
+        // Whatever rule locks follow, a sweep watches the version: safe under any skew.
+        let policy = LockPolicy {
+            rule: ExpiryRule::Observed,
+            ..self.config.policy
+        };
+        let now = self.now;
+        let mut checks = Vec::new();
+        for head in heads {
+            let MessageState::PartSet { sweeping, .. } = head.doc.state else {
+                continue;
+            };
+            if sweeping {
+                checks.push((head, true));
+                continue;
+            }
+            let first = self.part_sets.sight(&head.doc.id, &head.etag, now.local);
+            if policy.is_expired(large.orphan_after, first, head.doc.created, now) {
+                checks.push((head, false));
+            }
+        }
+        if let Some(run) = &mut self.sweep {
+            run.read += present.len();
+            run.open += checks.len();
+        }
+        for (head, marked) in checks {
+            if marked {
+                self.sweep_marked(head.doc, head.etag);
+            } else {
+                self.check_references(head);
+            }
+        }
+        self.sweep_settled(false);
+    }
+
+    /// Asks whether any message names the set: the live one or a dead letter.
+    fn check_references(&mut self, head: Stored<Message>) {
+        let MessageState::PartSet { set, .. } = &head.doc.state else {
+            self.sweep_settled(false);
+            return;
+        };
+        let query = Query {
+            prefix: format!("{}{}", self.config.queue.prefix(), head.doc.name),
+            filter: vec![
+                Condition::new(
+                    Message::NAME,
+                    Compare::Eq,
+                    Value::String(head.doc.name.as_str().to_string()),
+                ),
+                Condition::new(
+                    Message::PARTS_SET,
+                    Compare::Eq,
+                    Value::String(set.as_str().to_string()),
+                ),
+            ],
+            order_by: None,
+            limit: Some(1),
+            ..self.query()
+        };
+        self.send(
+            QueueIntent::Sweep,
+            None,
+            Op::Query(query),
+            Pending::SweepCheck(head),
+        );
+    }
+
+    /// The references are read: a set no message names is marked, which fences off
+    /// every later write of its producer.
+    pub(super) fn references_read(
+        &mut self,
+        head: Stored<Message>,
+        result: Result<Reply<Message>, StoreError>,
+    ) {
+        let Ok(Reply::Query(found)) = result else {
+            self.sweep_settled(false);
+            return;
+        };
+        if !found.is_empty() {
+            self.sweep_settled(false);
+            return;
+        }
+        let Stored { mut doc, etag } = head;
+        if let MessageState::PartSet { sweeping, .. } = &mut doc.state {
+            *sweeping = true;
+        }
+        let op = Op::Replace {
+            doc: doc.clone(),
+            if_match: Some(etag),
+        };
+        self.send(QueueIntent::Sweep, None, op, Pending::SweepMark(doc));
+    }
+
+    /// The mark is answered: a marked set is deleted.
+    pub(super) fn mark_answered(
+        &mut self,
+        head: Message,
+        result: Result<Reply<Message>, StoreError>,
+    ) {
+        match result {
+            Ok(Reply::Replaced(etag)) => self.sweep_marked(head, etag),
+            // Changed since it was read (its producer wrote, or another sweep marked
+            // it): the next sweep looks again.
+            _ => self.sweep_settled(false),
+        }
+    }
+
+    /// Deletes a marked set: no message names it, and none can any more.
+    fn sweep_marked(&mut self, head: Message, etag: Etag) {
+        let MessageState::PartSet { set, count, .. } = head.state else {
+            self.sweep_settled(false);
+            return;
+        };
+        self.part_sets.forget_sighting(&head.id);
+        if self.cleanups.contains_key(&set) {
+            self.sweep_settled(false);
+            return;
+        }
+        let parts = PartsRef {
+            set,
+            count,
+            bytes: 0,
+            hash: String::new(),
+        };
+        self.delete_parts(&head.name, &parts, Some(etag), true);
+    }
+
+    /// One of the sweep's threads ended (`swept`: a set was removed); the sweep
+    /// finishes with the last.
+    fn sweep_settled(&mut self, swept: bool) {
+        let Some(run) = &mut self.sweep else { return };
+        run.open = run.open.saturating_sub(1);
+        run.swept += usize::from(swept);
+        if run.open == 0 {
+            let run = self.sweep.take().expect("checked above");
+            self.out.push_back(Output::SweepFinished {
+                read: run.read,
+                swept: run.swept,
+            });
+        }
+    }
+
+    /// The lock rule a sweep's bound follows, for the checkers.
+    pub fn orphan_after(&self) -> Option<Millis> {
+        self.config.large.map(|l| l.orphan_after)
+    }
+}
+
+/// The head's new etag in a part's or the manifest's batch reply.
+fn head_etag_of(result: &Result<Reply<Message>, StoreError>) -> Option<Etag> {
+    match result {
+        Ok(Reply::Batch(response)) => response.outcomes.get(1).and_then(|o| o.etag.clone()),
+        _ => None,
+    }
+}

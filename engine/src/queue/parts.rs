@@ -1,0 +1,215 @@
+//! Payloads larger than a document, kept as a set of parts beside the message.
+//!
+//! A Cosmos DB item holds at most 2 MB, and so does a transactional batch. A payload
+//! past that is written as a *part set*: a small head document, then the parts, each
+//! written in one batch with a conditional rewrite of the head, then the message (the
+//! manifest) in one batch with a last conditional rewrite of the head. The manifest
+//! names the set, the payload's length and its hash; it is the only document a
+//! dequeue sees, and it exists only once every part does.
+//!
+//! Every write of a producer is fenced by the head's etag, so a sweeper that has
+//! marked a set as abandoned (a rewrite of the head) stops every later write of it:
+//! no part lands outside a set that the sweep can find, and no manifest lands for a
+//! set being swept. A consumer that dequeues the manifest reads the parts with point
+//! reads and delivers the payload only if the length and hash agree: it never hands
+//! out a partial or mixed payload. Completing deletes the manifest (under its lock),
+//! then the parts, then the head.
+//!
+//! A set left behind (its producer stopped half-way, or a completion cut short) is
+//! swept: a head seen unchanged for `orphan_after` plus the drift allowance, which no
+//! manifest names, is marked, then its parts and the head are deleted.
+
+use super::{Message, MessageName, QueueName};
+use crate::ids::DocId;
+use crate::lock::LockToken;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Names one part set: the producer's life and a number it never reuses, so that two
+/// attempts to enqueue one name never share parts.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PartSetId(String);
+
+impl PartSetId {
+    /// The set a producer's token names: its holder name escaped for ids, its life
+    /// and the token's number.
+    pub fn of(token: &LockToken) -> PartSetId {
+        PartSetId(super::message::token_tag(token))
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for PartSetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a message whose payload is kept in parts says of them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PartsRef {
+    /// The set.
+    #[serde(rename = "Set")]
+    pub set: PartSetId,
+    /// How many parts.
+    #[serde(rename = "Count")]
+    pub count: u32,
+    /// The payload's length in bytes.
+    #[serde(rename = "Bytes")]
+    pub bytes: u64,
+    /// The payload's hash ([`payload_hash`]), in hex: a mixed or damaged payload is
+    /// refused, never delivered.
+    #[serde(rename = "Hash")]
+    pub hash: String,
+}
+
+/// The id of a set's head. Message names hold no `:`, and the set's tag no `.`, so
+/// this id is neither a message's (no second `:`) nor a dead letter's (whose tag is
+/// followed by two `.`-separated numbers, not three parts).
+pub fn head_id(queue: &QueueName, name: &MessageName, set: &PartSetId) -> DocId {
+    DocId::from(format!("{}{name}:{set}.set", queue.prefix()))
+}
+
+/// The id of part `index` of a set.
+pub fn part_id(queue: &QueueName, name: &MessageName, set: &PartSetId, index: u32) -> DocId {
+    DocId::from(format!("{}{name}:{set}.{index}", queue.prefix()))
+}
+
+/// The bytes `c` takes in a JSON string as serde_json writes it: quotes, backslashes
+/// and control characters are escaped, everything else is written as UTF-8.
+fn json_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// Splits `payload` into pieces that each take at most `budget` bytes inside a JSON
+/// string, at character boundaries; `None` if `budget` cannot hold one character.
+///
+/// ```
+/// use leasehold_engine::queue::split_payload;
+/// assert_eq!(split_payload("abcde", 2), Some(vec!["ab", "cd", "e"]));
+/// // A quote takes two bytes once escaped.
+/// assert_eq!(split_payload("a\"b", 2), Some(vec!["a", "\"", "b"]));
+/// assert_eq!(split_payload("\u{1}", 5), None);
+/// ```
+pub fn split_payload(payload: &str, budget: usize) -> Option<Vec<&str>> {
+    let mut pieces = Vec::new();
+    let (mut start, mut used) = (0, 0);
+    for (at, c) in payload.char_indices() {
+        let len = json_len(c);
+        if len > budget {
+            return None;
+        }
+        if used + len > budget {
+            pieces.push(&payload[start..at]);
+            (start, used) = (at, 0);
+        }
+        used += len;
+    }
+    if start < payload.len() || pieces.is_empty() {
+        pieces.push(&payload[start..]);
+    }
+    Some(pieces)
+}
+
+/// The hash a manifest carries of its payload: 64-bit FNV-1a, in hex. It detects
+/// parts mixed from two sets or damaged in the store, not tampering.
+///
+/// ```
+/// use leasehold_engine::queue::payload_hash;
+/// assert_eq!(payload_hash(b""), "cbf29ce484222325");
+/// assert_ne!(payload_hash(b"ab"), payload_hash(b"ba"));
+/// ```
+pub fn payload_hash(bytes: &[u8]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// What is wrong with parts read back for a manifest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PartsProblem {
+    /// Part `index` is not in the store.
+    Missing(u32),
+    /// Part `index` is not a part of this set, or not at its place.
+    Foreign(u32),
+    /// The parts join to a payload of another length or hash.
+    Damaged,
+}
+
+impl fmt::Display for PartsProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PartsProblem::Missing(i) => write!(f, "part {i} of its payload is missing"),
+            PartsProblem::Foreign(i) => {
+                write!(f, "part {i} of its payload belongs to another set")
+            }
+            PartsProblem::Damaged => f.write_str("its payload's parts do not match its hash"),
+        }
+    }
+}
+
+/// Joins the parts read for `parts`, in order, and checks them against it. A piece
+/// is `None` if its read found nothing.
+pub fn join_parts(parts: &PartsRef, pieces: &[Option<Message>]) -> Result<String, PartsProblem> {
+    let mut payload = String::with_capacity(usize::try_from(parts.bytes).unwrap_or(0));
+    for (index, piece) in (0u32..).zip(pieces) {
+        let Some(part) = piece else {
+            return Err(PartsProblem::Missing(index));
+        };
+        match &part.state {
+            super::MessageState::Part { set, index: i } if *set == parts.set && *i == index => {
+                payload.push_str(&part.payload);
+            }
+            _ => return Err(PartsProblem::Foreign(index)),
+        }
+    }
+    let length_agrees = u64::try_from(payload.len()).ok() == Some(parts.bytes);
+    if pieces.len() != parts.count as usize
+        || !length_agrees
+        || payload_hash(payload.as_bytes()) != parts.hash
+    {
+        return Err(PartsProblem::Damaged);
+    }
+    Ok(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_escaped_length_of_every_ascii_and_some_wide_characters_is_serde_jsons() {
+        let wide = ['é', '€', '𝄞', '\u{7f}', '\u{2028}'];
+        for c in (0u8..0x80).map(char::from).chain(wide) {
+            let written = serde_json::to_string(&c.to_string()).unwrap().len() - 2;
+            assert_eq!(json_len(c), written, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn pieces_join_back_to_the_payload_and_each_fits_its_budget() {
+        let payload: String = "ab\"c\\\u{1}é𝄞\n".repeat(40);
+        for budget in [6, 7, 13, 100, 10_000] {
+            let pieces = split_payload(&payload, budget).unwrap();
+            assert_eq!(pieces.concat(), payload);
+            for piece in &pieces {
+                let escaped = serde_json::to_string(piece).unwrap().len() - 2;
+                assert!(escaped <= budget, "{escaped} > {budget}");
+                assert!(!piece.is_empty());
+            }
+        }
+        assert_eq!(split_payload("", 4), Some(vec![""]));
+    }
+}

@@ -1,0 +1,442 @@
+//! Payloads larger than a document: kept as a part set beside the message, never seen
+//! half-written, and swept when left behind. Documents here hold at most 2,000 bytes,
+//! so a payload of a few thousand takes several parts; the sweep bound is 60 s (with
+//! the 1 % drift allowance, 60.6 s of watching).
+
+mod queue_common;
+
+use leasehold_engine::queue::{
+    Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageState, Output, PartsRef,
+    QueueError, QueueRequest,
+};
+use leasehold_engine::store::{Container, Limits, Op, StoreError};
+use leasehold_engine::{HostId, Incarnation, Millis, Now};
+use queue_common::*;
+
+const LIMIT: usize = 2_000;
+
+fn small() -> ConsumerConfig {
+    ConsumerConfig {
+        limits: Limits {
+            max_document_bytes: LIMIT,
+            ..Limits::default()
+        },
+        large: Some(LargeMessages {
+            max_bytes: 20_000,
+            orphan_after: Millis::from_secs(60),
+        }),
+        ..config()
+    }
+}
+
+fn client(who: &str) -> Consumer {
+    Consumer::new(HostId::from(who), Incarnation(0), small()).unwrap()
+}
+
+fn store() -> Container<Message> {
+    Container::with_limits(Limits {
+        max_document_bytes: LIMIT,
+        ..Limits::default()
+    })
+}
+
+/// A payload of exactly `bytes` bytes, with characters JSON escapes and wide ones,
+/// so that parts are cut by escaped size at character boundaries.
+fn payload(bytes: usize) -> String {
+    let mut out = String::new();
+    for c in "ab\"c\\d\u{1}é—".chars().cycle() {
+        if out.len() + c.len_utf8() > bytes {
+            break;
+        }
+        out.push(c);
+    }
+    while out.len() < bytes {
+        out.push('z');
+    }
+    out
+}
+
+fn enqueue_big(c: &mut Consumer, store: &mut Container<Message>, msg: &str, body: &str) {
+    let input = Input::Enqueue {
+        name: name(msg),
+        payload: body.to_string(),
+        delay: Millis::ZERO,
+    };
+    let out = run(c, store, at(0), input);
+    assert!(
+        matches!(
+            out[..],
+            [Output::Enqueued {
+                already_present: false,
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+}
+
+/// Feeds one input and returns the requests it sent and the other outputs, serving
+/// nothing: the caller decides what lands.
+fn step(c: &mut Consumer, now: Now, input: Input) -> (Vec<QueueRequest>, Vec<Output>) {
+    c.handle_input(now, input).unwrap();
+    let (mut requests, mut outputs) = (Vec::new(), Vec::new());
+    while let Some(out) = c.poll_output() {
+        match out {
+            Output::Request(r) => requests.push(r),
+            other => outputs.push(other),
+        }
+    }
+    (requests, outputs)
+}
+
+/// Serves `request` against the store and feeds the answer back.
+fn serve(
+    c: &mut Consumer,
+    store: &mut Container<Message>,
+    now: Now,
+    request: QueueRequest,
+) -> (Vec<QueueRequest>, Vec<Output>) {
+    let result = store.execute(request.op);
+    step(
+        c,
+        now,
+        Input::Response {
+            id: request.id,
+            result,
+        },
+    )
+}
+
+fn count(store: &Container<Message>, status: &str) -> usize {
+    store
+        .iter()
+        .filter(|s| {
+            matches!(
+                (&s.doc.state, status),
+                (MessageState::PartSet { .. }, "head") | (MessageState::Part { .. }, "part")
+            )
+        })
+        .count()
+}
+
+fn swept(out: &[Output]) -> usize {
+    out.iter()
+        .filter(|o| matches!(o, Output::Swept { .. }))
+        .count()
+}
+
+#[test]
+fn a_payload_larger_than_a_document_is_delivered_whole_and_completing_leaves_nothing() {
+    let mut store = store();
+    let mut producer = client("p");
+    let body = payload(9_000);
+    enqueue_big(&mut producer, &mut store, "big", &body);
+    assert!(count(&store, "part") >= 9, "{}", count(&store, "part"));
+    assert_eq!(count(&store, "head"), 1);
+    let manifest = stored(&store, "big").unwrap();
+    assert!(manifest.payload.is_empty());
+    assert_eq!(manifest.parts.as_ref().unwrap().bytes, 9_000);
+
+    let mut a = client("a");
+    let got = deliveries(&run(
+        &mut a,
+        &mut store,
+        at(1_000),
+        Input::Dequeue { max: 5 },
+    ));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload, body);
+    let out = run(
+        &mut a,
+        &mut store,
+        at(2_000),
+        Input::Complete(got[0].id.clone()),
+    );
+    assert!(matches!(out[..], [Output::Completed(_)]), "{out:?}");
+    assert_eq!(store.iter().count(), 0, "parts or head left behind");
+}
+
+#[test]
+fn a_small_payload_is_still_one_document() {
+    let mut store = store();
+    enqueue_big(&mut client("p"), &mut store, "small", "tiny");
+    assert_eq!(store.iter().count(), 1);
+    assert_eq!(stored(&store, "small").unwrap().parts, None);
+}
+
+#[test]
+fn a_producer_stopped_half_way_leaves_nothing_deliverable_and_the_sweep_clears_it_after_the_bound()
+{
+    let mut store = store();
+    let mut producer = client("p");
+    let input = Input::Enqueue {
+        name: name("big"),
+        payload: payload(5_000),
+        delay: Millis::ZERO,
+    };
+    // The head and two parts land; then the producer is gone.
+    let (mut requests, _) = step(&mut producer, at(0), input);
+    for _ in 0..3 {
+        let next = requests.pop().unwrap();
+        (requests, _) = serve(&mut producer, &mut store, at(0), next);
+    }
+    assert_eq!((count(&store, "head"), count(&store, "part")), (1, 2));
+
+    let mut a = client("a");
+    assert!(deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 5 })).is_empty());
+    // First seen at 1 s: kept until 61.6 s.
+    let out = run(&mut a, &mut store, at(1_000), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 0);
+    assert!(
+        out.contains(&Output::SweepFinished { read: 1, swept: 0 }),
+        "{out:?}"
+    );
+    let out = run(&mut a, &mut store, at(61_599), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 0);
+    let out = run(&mut a, &mut store, at(61_600), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 1, "{out:?}");
+    assert_eq!(store.iter().count(), 0);
+}
+
+#[test]
+fn a_sweep_never_removes_a_set_that_a_message_or_a_dead_letter_names() {
+    let mut store = store();
+    let body = payload(4_000);
+    enqueue_big(&mut client("p"), &mut store, "big", &body);
+    let mut a = client("a");
+    run(&mut a, &mut store, at(0), Input::Sweep { max: 10 });
+    let out = run(&mut a, &mut store, at(100_000), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 0, "{out:?}");
+
+    // Dead-lettered, its payload stays with it, and comes back whole on a requeue.
+    let got = deliveries(&run(
+        &mut a,
+        &mut store,
+        at(100_000),
+        Input::Dequeue { max: 1 },
+    ));
+    let reason = "inspect".to_string();
+    let id = got[0].id.clone();
+    run(
+        &mut a,
+        &mut store,
+        at(100_000),
+        Input::DeadLetter {
+            message: id,
+            reason,
+        },
+    );
+    let out = run(&mut a, &mut store, at(300_000), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 0, "{out:?}");
+    let letter = dead_letters(&store, "big").pop().unwrap();
+    run(&mut a, &mut store, at(300_000), Input::Requeue(letter));
+    let got = deliveries(&run(
+        &mut client("b"),
+        &mut store,
+        at(300_000),
+        Input::Dequeue { max: 1 },
+    ));
+    assert_eq!(got[0].payload, body);
+}
+
+#[test]
+fn a_producer_that_paused_past_the_bound_is_fenced_off_and_leaves_no_part_behind() {
+    let mut store = store();
+    let mut producer = client("p");
+    let input = Input::Enqueue {
+        name: name("big"),
+        payload: payload(5_000),
+        delay: Millis::ZERO,
+    };
+    let (mut requests, _) = step(&mut producer, at(0), input);
+    for _ in 0..2 {
+        let next = requests.pop().unwrap();
+        (requests, _) = serve(&mut producer, &mut store, at(0), next);
+    }
+    // The next part is on its way when the producer stalls; a sweep takes the set.
+    let held = requests.pop().unwrap();
+    let mut a = client("a");
+    run(&mut a, &mut store, at(0), Input::Sweep { max: 10 });
+    let out = run(&mut a, &mut store, at(70_000), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 1);
+    let (rest, out) = serve(&mut producer, &mut store, at(70_000), held);
+    assert!(rest.is_empty());
+    assert!(
+        matches!(
+            out[..],
+            [Output::Failed {
+                error: QueueError::PartsSwept(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    assert_eq!(store.iter().count(), 0, "a part landed outside any set");
+}
+
+#[test]
+fn a_completion_cut_short_leaves_a_set_the_sweep_clears() {
+    let mut store = store();
+    enqueue_big(&mut client("p"), &mut store, "big", &payload(3_000));
+    let mut a = client("a");
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let (requests, _) = step(&mut a, at(1_000), Input::Complete(got[0].id.clone()));
+    let (deletes, out) = serve(
+        &mut a,
+        &mut store,
+        at(1_000),
+        requests.into_iter().next().unwrap(),
+    );
+    assert!(matches!(out[..], [Output::Completed(_)]), "{out:?}");
+    // The consumer dies before its part deletes are sent.
+    assert!(!deletes.is_empty());
+    assert_eq!(count(&store, "head"), 1);
+    let mut b = client("b");
+    run(&mut b, &mut store, at(2_000), Input::Sweep { max: 10 });
+    let out = run(&mut b, &mut store, at(63_000), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 1, "{out:?}");
+    assert_eq!(store.iter().count(), 0);
+}
+
+/// A message that names its parts before they are all stored, as a provider that
+/// wrote the manifest first would leave it: the known-bad order.
+fn manifest_first(store: &mut Container<Message>, keep_parts: usize) -> String {
+    let body = payload(4_000);
+    let mut scratch = self::store();
+    enqueue_big(&mut client("p"), &mut scratch, "big", &body);
+    let mut parts: Vec<_> = scratch
+        .iter()
+        .filter(|s| matches!(s.doc.state, MessageState::Part { .. }))
+        .map(|s| s.doc.clone())
+        .collect();
+    parts.sort_by_key(|p| match p.state {
+        MessageState::Part { index, .. } => index,
+        _ => 0,
+    });
+    store
+        .execute(Op::Create(stored(&scratch, "big").unwrap()))
+        .unwrap();
+    for part in parts.into_iter().take(keep_parts) {
+        store.execute(Op::Create(part)).unwrap();
+    }
+    body
+}
+
+#[test]
+fn a_message_whose_parts_are_not_all_stored_is_never_delivered_in_part() {
+    let mut store = store();
+    manifest_first(&mut store, 2);
+    let mut a = client("a");
+    let out = run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 });
+    assert!(deliveries(&out).is_empty(), "{out:?}");
+    let reasons: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::DeadLettered { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons, ["part 2 of its payload is missing"]);
+    // The sibling: with every part stored, the same message is delivered whole.
+    let mut whole = self::store();
+    let body = manifest_first(&mut whole, usize::MAX);
+    let got = deliveries(&run(&mut a, &mut whole, at(0), Input::Dequeue { max: 1 }));
+    assert_eq!(got[0].payload, body);
+}
+
+#[test]
+fn parts_mixed_from_another_payload_are_refused() {
+    let mut store = store();
+    manifest_first(&mut store, usize::MAX);
+    // Another producer's payload of the same length, under the same set and ids.
+    let manifest = stored(&store, "big").unwrap();
+    let set = manifest
+        .parts
+        .as_ref()
+        .map(|p: &PartsRef| p.set.clone())
+        .unwrap();
+    let part_zero = store
+        .iter()
+        .find(|s| matches!(&s.doc.state, MessageState::Part { index: 0, set: s2 } if *s2 == set))
+        .cloned()
+        .unwrap();
+    let mut other = part_zero.doc.clone();
+    other.payload = "x".repeat(other.payload.len());
+    store
+        .execute(Op::Replace {
+            doc: other,
+            if_match: None,
+        })
+        .unwrap();
+    let out = run(
+        &mut client("a"),
+        &mut store,
+        at(0),
+        Input::Dequeue { max: 1 },
+    );
+    assert!(deliveries(&out).is_empty());
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::DeadLettered { reason, .. }
+            if reason == "its payload's parts do not match its hash")),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_payload_over_the_large_limit_or_with_large_messages_off_is_refused_too_large() {
+    let mut a = client("a");
+    let input = |bytes| Input::Enqueue {
+        name: name("huge"),
+        payload: "x".repeat(bytes),
+        delay: Millis::ZERO,
+    };
+    let refused = a.handle_input(at(0), input(20_001));
+    assert!(
+        matches!(
+            refused,
+            Err(QueueError::TooLarge {
+                size: 20_001,
+                limit: 20_000
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(a.poll_output(), None);
+    let off = ConsumerConfig {
+        large: None,
+        ..small()
+    };
+    let mut b = Consumer::new(HostId::from("b"), Incarnation(0), off).unwrap();
+    let refused = b.handle_input(at(0), input(2_000));
+    assert!(
+        matches!(refused, Err(QueueError::TooLarge { limit: LIMIT, .. })),
+        "{refused:?}"
+    );
+    assert_eq!(b.poll_output(), None);
+}
+
+#[test]
+fn a_batch_larger_than_a_request_may_be_is_refused_by_the_reference_store() {
+    let mut store = store();
+    let doc = |n: &str, bytes| {
+        Message::new(
+            leasehold_engine::queue::QueueName::new("work").unwrap(),
+            name(n),
+            "x".repeat(bytes),
+            at(0).wall,
+            Millis::ZERO,
+        )
+    };
+    let ops = vec![
+        leasehold_engine::store::BatchOp::Create(doc("a", 1_100)),
+        leasehold_engine::store::BatchOp::Create(doc("b", 1_100)),
+    ];
+    let pk = leasehold_engine::PartitionKey::from("work");
+    let result = store.execute(Op::Batch { pk, ops });
+    assert!(
+        matches!(result, Err(StoreError::TooLarge { .. })),
+        "{result:?}"
+    );
+    assert_eq!(store.iter().count(), 0);
+}
