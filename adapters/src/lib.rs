@@ -51,7 +51,7 @@ pub use cosmos::CosmosStore;
 pub use item_lease::{ItemLeaseClient, ItemLeaseClientError};
 pub use leasehold_engine as engine;
 pub use memory::MemoryStore;
-pub use queue::{Dequeued, Enqueued, QueueClient, QueueClientError};
+pub use queue::{Dequeued, Enqueued, QueueClient, QueueClientError, Swept};
 pub use runtime::{
     BuildError, Estimate, EstimateError, Estimator, Handler, HandlerError, LeaseContext, LeaseLag,
     Metrics, MetricsSnapshot, Processor, ProcessorBuilder, RunError,

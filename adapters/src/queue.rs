@@ -52,6 +52,15 @@ pub enum Enqueued {
     AlreadyPresent,
 }
 
+/// What a sweep did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Part-set heads read.
+    pub read: usize,
+    /// Part sets removed, parts and head.
+    pub swept: usize,
+}
+
 /// What a dequeue achieved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Dequeued {
@@ -94,6 +103,8 @@ pub struct QueueClient<St> {
     exchange: Exchange<Consumer, St>,
     /// One dequeue at a time: the consumer refuses a second while one runs.
     dequeuing: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// One sweep at a time, likewise.
+    sweeping: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl<St: Clone> Clone for QueueClient<St> {
@@ -101,6 +112,7 @@ impl<St: Clone> Clone for QueueClient<St> {
         QueueClient {
             exchange: self.exchange.clone(),
             dequeuing: self.dequeuing.clone(),
+            sweeping: self.sweeping.clone(),
         }
     }
 }
@@ -117,6 +129,7 @@ impl<St: Store<Message>> QueueClient<St> {
         Ok(QueueClient {
             exchange: Exchange::new(consumer, store, Clock::system(), Duration::from_secs(10)),
             dequeuing: Default::default(),
+            sweeping: Default::default(),
         })
     }
 
@@ -136,6 +149,12 @@ impl<St: Store<Message>> QueueClient<St> {
 
     /// Stores message `name`, visible after `delay`. The name is an idempotency key:
     /// enqueueing it again while it is stored writes nothing.
+    ///
+    /// A payload too large for one document (Cosmos DB's 2 MB) is written as a part
+    /// set, one part per request, and the message last, up to the queue's
+    /// `large.max_bytes` (64 MiB by default); a dequeue delivers it whole or not at
+    /// all. An enqueue that fails half-way leaves parts that [`sweep`](Self::sweep)
+    /// removes.
     pub async fn enqueue(
         &self,
         name: &str,
@@ -293,6 +312,39 @@ impl<St: Store<Message>> QueueClient<St> {
             }
         }
         Err(QueueClientError::NoOutcome(QueueIntent::Requeue))
+    }
+
+    /// Removes part sets that large enqueues left behind (a producer stopped half-way,
+    /// a completion cut short): reads up to `max` heads, after those the previous
+    /// sweep read, and removes each that this client has seen unchanged for the
+    /// queue's `large.orphan_after` (plus the drift allowance) and that no message or
+    /// dead letter names. Call it on a cadence shorter than the bound, from one
+    /// client or several; a set is removed by a client that watched it that long.
+    ///
+    /// ```
+    /// use leasehold_adapters::{MemoryStore, QueueClient};
+    /// use leasehold_engine::queue::{ConsumerConfig, QueueName};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let queue = QueueClient::new(MemoryStore::new(), "sweeper", ConsumerConfig::new(QueueName::new("orders")?))?;
+    /// let swept = queue.sweep(100).await?;
+    /// assert_eq!((swept.read, swept.swept), (0, 0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn sweep(&self, max: usize) -> Result<Swept, QueueClientError> {
+        let turn = Some(self.sweeping.clone());
+        for out in self
+            .exchange
+            .checked_call(Input::Sweep { max }, turn)
+            .await?
+        {
+            if let Output::SweepFinished { read, swept } = out {
+                return Ok(Swept { read, swept });
+            }
+        }
+        Err(QueueClientError::NoOutcome(QueueIntent::Sweep))
     }
 
     /// The store, for its request charges.

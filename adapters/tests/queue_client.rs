@@ -9,7 +9,9 @@ use common::stores::{Counting, Racing};
 use leasehold_adapters::{
     Clock, CosmosStore, Enqueued, MemoryStore, QueueClient, QueueClientError, Store,
 };
-use leasehold_engine::queue::{ConsumerConfig, Delivery, Message, QueueError, QueueName};
+use leasehold_engine::queue::{
+    ConsumerConfig, Delivery, LargeMessages, Message, QueueError, QueueName,
+};
 use leasehold_engine::{DocId, WallTime};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -262,13 +264,24 @@ async fn enqueueing_a_name_twice_stores_one_message() {
 async fn bad_input_gets_a_typed_error_and_writes_nothing() {
     let emulator = Emulator::new();
     let store = queue_store(&emulator, "bad-input").await;
-    let producer = client(store, "p", 5);
+    // Past the large-message limit (here 2 MiB) a payload is refused before any write.
+    let mut capped = config(5);
+    capped.large = Some(LargeMessages {
+        max_bytes: 2 * 1024 * 1024,
+        ..LargeMessages::default()
+    });
+    let producer = QueueClient::new(store, "p", capped)
+        .unwrap()
+        .with_clock(Clock::following_tokio(START));
     let huge = "x".repeat(3 * 1024 * 1024);
     let err = producer.enqueue("huge", huge, Duration::ZERO).await;
     assert!(
         matches!(
             err,
-            Err(QueueClientError::Queue(QueueError::TooLarge { .. }))
+            Err(QueueClientError::Queue(QueueError::TooLarge {
+                limit: 2_097_152,
+                ..
+            }))
         ),
         "{err:?}"
     );

@@ -1,0 +1,129 @@
+//! Queue messages larger than a document, on the Cosmos DB emulator: a 10 MB message
+//! goes round whole, and an enqueue stopped half-way leaves nothing visible and
+//! nothing the sweep does not clear. Time is tokio's paused clock.
+
+mod common;
+
+use common::Emulator;
+use leasehold_adapters::{Charges, Clock, CosmosStore, QueueClient, QueueClientError, Store};
+use leasehold_engine::WallTime;
+use leasehold_engine::queue::{ConsumerConfig, Message, QueueError, QueueName};
+use leasehold_engine::store::{Op, Reply, StoreError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+const START: WallTime = WallTime(1_800_000_000_000);
+
+fn client<St: Store<Message>>(store: St, name: &str) -> QueueClient<St> {
+    let config = ConsumerConfig::new(QueueName::new("orders").unwrap());
+    QueueClient::new(store, name, config)
+        .unwrap()
+        .with_clock(Clock::following_tokio(START))
+}
+
+async fn queue_store(emulator: &Emulator, name: &str) -> CosmosStore<Message> {
+    emulator.container(name, "/QueueName", 1);
+    CosmosStore::new(emulator.client(name, Vec::new()).await)
+}
+
+/// Every document of the queue, by id.
+async fn documents<St: Store<Message>>(store: &St) -> Vec<String> {
+    let op = Op::ReadAll {
+        prefix: "orders:".into(),
+    };
+    match store.execute(op).await.result {
+        Ok(Reply::ReadAll(found)) => found.into_iter().map(|s| s.doc.id.to_string()).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A payload of `bytes`, varied so that a part out of place would change it.
+fn payload(bytes: usize) -> String {
+    (0..bytes)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_10_mb_message_is_delivered_whole_and_completing_it_leaves_no_document() {
+    let emulator = Emulator::new();
+    let store = queue_store(&emulator, "large").await;
+    let producer = client(store.clone(), "p");
+    let body = payload(10 * 1024 * 1024);
+    producer
+        .enqueue("big", body.clone(), Duration::ZERO)
+        .await
+        .unwrap();
+    // A head, six parts of under 2 MB, and the message.
+    assert_eq!(documents(&store).await.len(), 8);
+    let consumer = client(store.clone(), "c");
+    let batch = consumer.dequeue(5).await.unwrap();
+    assert_eq!(batch.deliveries.len(), 1);
+    assert!(batch.deliveries[0].payload == body, "the payload differs");
+    consumer.complete(&batch.deliveries[0]).await.unwrap();
+    assert_eq!(documents(&store).await, Vec::<String>::new());
+}
+
+/// A store through which only the first `writes` writes go; later ones are refused
+/// unsent, as if the producer had stopped there.
+#[derive(Clone)]
+struct StopsAfter<S> {
+    inner: S,
+    writes: Arc<AtomicUsize>,
+}
+
+impl<S: Store<Message>> Store<Message> for StopsAfter<S> {
+    async fn execute(&self, op: Op<Message>) -> leasehold_adapters::Response<Message> {
+        if op.is_write() {
+            let left = self.writes.load(Ordering::Relaxed);
+            if left == 0 {
+                return leasehold_adapters::Response {
+                    result: Err(StoreError::Unavailable),
+                    charge: 0.0,
+                };
+            }
+            self.writes.store(left - 1, Ordering::Relaxed);
+        }
+        self.inner.execute(op).await
+    }
+
+    fn charges(&self) -> &Charges {
+        self.inner.charges()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_producer_stopped_half_way_leaves_nothing_visible_and_the_sweep_clears_it() {
+    let emulator = Emulator::new();
+    let store = queue_store(&emulator, "halfway").await;
+    // The head and two parts land.
+    let stopping = StopsAfter {
+        inner: store.clone(),
+        writes: Arc::new(AtomicUsize::new(3)),
+    };
+    let producer = client(stopping, "p");
+    let failed = producer
+        .enqueue("big", payload(7 * 1024 * 1024), Duration::ZERO)
+        .await;
+    assert!(
+        matches!(
+            failed,
+            Err(QueueClientError::Queue(QueueError::Store(
+                StoreError::Unavailable
+            )))
+        ),
+        "{failed:?}"
+    );
+    assert_eq!(documents(&store).await.len(), 3);
+    let consumer = client(store.clone(), "c");
+    assert!(consumer.dequeue(5).await.unwrap().deliveries.is_empty());
+    let first = consumer.sweep(100).await.unwrap();
+    assert_eq!((first.read, first.swept), (1, 0));
+    // The bound is 5 min; with the drift allowance, a little more.
+    tokio::time::advance(Duration::from_secs(290)).await;
+    assert_eq!(consumer.sweep(100).await.unwrap().swept, 0);
+    tokio::time::advance(Duration::from_secs(20)).await;
+    assert_eq!(consumer.sweep(100).await.unwrap().swept, 1);
+    assert_eq!(documents(&store).await, Vec::<String>::new());
+}
