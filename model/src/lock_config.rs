@@ -38,6 +38,12 @@ pub struct LockBounds {
     pub batch: u8,
     /// Deliveries after which a message is dead-lettered (queue).
     pub max_dequeue: u8,
+    /// Replies that may be held on the way back and delivered later (the queue's
+    /// large payloads: a consumer may crash while reading parts).
+    pub late_replies: u8,
+    /// The queue's one message is a large payload, produced by consumer 0 as a part
+    /// set; consumers sweep as they poll. Implied by the part-set variants.
+    pub large: bool,
     /// A known-bad variant.
     pub bug: Option<LockBug>,
 }
@@ -58,6 +64,8 @@ impl Default for LockBounds {
             renewals: 0,
             batch: 1,
             max_dequeue: 2,
+            late_replies: 0,
+            large: false,
             bug: None,
         }
     }
@@ -82,7 +90,25 @@ impl LockBounds {
         {
             return Err(LockBug::unknown(bug.name(), kind));
         }
+        if self.large && kind != LockKind::Queue {
+            return Err(BoundsError::LockSettings(
+                "large payloads are the work queue's; item leases have none".into(),
+            ));
+        }
+        if self.is_large() && (self.clients < 2 || self.docs != 1) {
+            return Err(BoundsError::LockSettings(
+                "a large payload is one message (--partitions 1) between two consumers or \
+                 more: one produces it, another may consume it"
+                    .into(),
+            ));
+        }
         Ok(())
+    }
+
+    /// Whether the queue model runs its large-payload mode: asked for, or implied by
+    /// a part-set variant.
+    pub fn is_large(&self) -> bool {
+        self.large || self.bug.is_some_and(LockBug::is_about_parts)
     }
 
     /// The lock duration.
@@ -116,7 +142,7 @@ impl LockBounds {
             // The lock models read and write as before: their reads are served fresh.
             stale_reads: 0,
             stale_depth: 0,
-            late_replies: 0,
+            late_replies: self.late_replies,
             retries: 0,
             throttles: 0,
             horizon: self.horizon,
@@ -193,6 +219,15 @@ pub enum LockBug {
     /// takes a place in the batch, so a batch of one spent on it delivers nothing
     /// while a healthy message waits behind (the simulator's seed 2838879).
     PoisonSpendsBatch,
+    /// A large payload's message is written before its parts: a consumer finds
+    /// parts missing, and the message is dead-lettered as damaged.
+    ManifestFirst,
+    /// As `manifest-first`, and consumers join the parts they find unchecked: a
+    /// partial payload is delivered.
+    ManifestFirstUnchecked,
+    /// A completion deletes a set's head before its parts: cut short between the
+    /// two, it strands parts that no sweep can find.
+    HeadFirst,
 }
 
 impl LockBug {
@@ -244,6 +279,24 @@ impl LockBug {
                 max_dequeue: Some(1),
                 ..LeastBound::default()
             },
+            // A producer whose part write is held on the wire while a consumer polls.
+            LockBug::ManifestFirst | LockBug::ManifestFirstUnchecked => LeastBound {
+                partitions: Some(1),
+                crashes: Some(0),
+                give_backs: Some(0),
+                delays: Some(1),
+                lost_replies: Some(0),
+                ..LeastBound::default()
+            },
+            // A completion whose head delete is held on the wire, then its crash.
+            LockBug::HeadFirst => LeastBound {
+                partitions: Some(1),
+                crashes: Some(1),
+                give_backs: Some(0),
+                delays: Some(1),
+                lost_replies: Some(0),
+                ..LeastBound::default()
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -254,7 +307,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 10] = [
+    pub const ALL: [LockBug; 13] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -265,6 +318,9 @@ impl LockBug {
         LockBug::BlindLease,
         LockBug::GoneMeansLost,
         LockBug::PoisonSpendsBatch,
+        LockBug::ManifestFirst,
+        LockBug::ManifestFirstUnchecked,
+        LockBug::HeadFirst,
     ];
 
     /// The name on the command line.
@@ -280,7 +336,19 @@ impl LockBug {
             LockBug::BlindLease => "blind-lease",
             LockBug::GoneMeansLost => "gone-means-lost",
             LockBug::PoisonSpendsBatch => "poison-spends-batch",
+            LockBug::ManifestFirst => "manifest-first",
+            LockBug::ManifestFirstUnchecked => "manifest-first-unchecked",
+            LockBug::HeadFirst => "head-first",
         }
+    }
+
+    /// Whether the variant is one of a large payload's part set (it runs the queue's
+    /// large-payload mode).
+    pub fn is_about_parts(self) -> bool {
+        matches!(
+            self,
+            LockBug::ManifestFirst | LockBug::ManifestFirstUnchecked | LockBug::HeadFirst
+        )
     }
 
     /// Whether the variant exists in the model of `kind`.

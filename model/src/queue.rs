@@ -10,8 +10,8 @@ use crate::world::Fault;
 use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
-    Candidate, Consumer, ConsumerConfig, Input, Message, MessageName, MessageState, Output,
-    QueueError, QueueIntent, QueueKnownBad, QueueName, Selector,
+    Candidate, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageName, MessageState,
+    Output, QueueError, QueueIntent, QueueKnownBad, QueueName, Selector,
 };
 use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, WallTime};
@@ -30,8 +30,10 @@ impl Locking for Consumer {
 /// What a consumer does when it polls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QueueChoice {
-    /// Dequeue a batch (when it holds nothing).
+    /// Dequeue a batch (when it holds nothing); in the large-payload mode, sweep too.
     Dequeue,
+    /// Enqueue the large payload (consumer 0, until it is stored).
+    Produce,
     /// Complete everything it holds.
     Complete,
     /// Abandon everything it holds.
@@ -60,6 +62,14 @@ pub struct QueueGhost {
     pub renewals: u8,
     /// What the step into this state did, for the `sometimes` properties.
     pub events: QueueEvents,
+    /// The large payload's enqueue was answered: its producer stops producing.
+    pub produced: bool,
+    /// The large payload's message was written (answered or not).
+    pub stored: bool,
+    /// A delivery carried a payload no producer enqueued: partial, or mixed.
+    pub partial: bool,
+    /// A message was dead-lettered because its parts were missing or damaged.
+    pub damaged: bool,
 }
 
 /// What one step did that a queue `sometimes` property looks for; each step starts
@@ -80,6 +90,10 @@ pub struct QueueEvents {
     /// healthy message was pending and visible to it. An event, not a lasting flag:
     /// a counterexample then ends at the dequeue that did it.
     pub batch_spent_on_poison: bool,
+    /// A part set left behind was swept.
+    pub swept: bool,
+    /// A large payload was delivered.
+    pub delivered_large: bool,
 }
 
 /// The queue model.
@@ -139,6 +153,9 @@ pub fn known_bad(bug: Option<LockBug>) -> Option<QueueKnownBad> {
     match bug {
         Some(LockBug::GoneMeansLost) => Some(QueueKnownBad::GoneMeansLost),
         Some(LockBug::PoisonSpendsBatch) => Some(QueueKnownBad::PoisonSpendsBatch),
+        Some(LockBug::ManifestFirst) => Some(QueueKnownBad::ManifestFirst),
+        Some(LockBug::ManifestFirstUnchecked) => Some(QueueKnownBad::ManifestFirstUnchecked),
+        Some(LockBug::HeadFirst) => Some(QueueKnownBad::HeadFirst),
         _ => None,
     }
 }
@@ -171,7 +188,7 @@ impl QueueModel {
     pub fn new(bounds: LockBounds) -> Result<QueueModel, BoundsError> {
         bounds.validate(LockKind::Queue)?;
         let select = selector(bounds.bug);
-        let config = ConsumerConfig {
+        let mut config = ConsumerConfig {
             lock_duration: bounds.lock_duration(),
             policy: bounds.policy(),
             max_dequeue_count: u32::from(bounds.max_dequeue),
@@ -179,6 +196,13 @@ impl QueueModel {
             known_bad: known_bad(bounds.bug),
             ..ConsumerConfig::new(Self::queue())
         };
+        if bounds.is_large() {
+            config.limits.max_document_bytes = LARGE_DOCUMENT_BYTES;
+            config.large = Some(LargeMessages {
+                max_bytes: 2 * LARGE_DOCUMENT_BYTES,
+                orphan_after: bounds.lock_duration(),
+            });
+        }
         config
             .validate()
             .map_err(|e| BoundsError::LockSettings(e.to_string()))?;
@@ -210,6 +234,29 @@ impl QueueModel {
             .next()
             .and_then(|n| n.parse().ok())
             .unwrap_or(0)
+    }
+
+    /// The payload life `life` of the producer enqueues in the large-payload mode:
+    /// a document's worth, so that it takes two parts, and another for each life, so
+    /// that parts mixed from two attempts would show.
+    pub fn large_payload(life: u8) -> String {
+        char::from(b'a' + life % 26)
+            .to_string()
+            .repeat(LARGE_DOCUMENT_BYTES)
+    }
+
+    /// Whether a part set (head or part) no message or dead letter names is stored.
+    pub fn has_orphan(state: &QueueState) -> bool {
+        state.store.iter().any(|part| {
+            let set = match &part.doc.state {
+                MessageState::PartSet { set, .. } | MessageState::Part { set, .. } => set,
+                _ => return false,
+            };
+            !state
+                .store
+                .iter()
+                .any(|m| m.doc.parts.as_ref().is_some_and(|p| p.set == *set))
+        })
     }
 
     fn engine(&self, c: u8, life: u8) -> Consumer {
@@ -253,8 +300,19 @@ impl QueueModel {
         state.clients[usize::from(c)].engine.as_ref()?;
         let held = world::held(state, c);
         let inputs = match choice {
+            QueueChoice::Dequeue if self.bounds.is_large() => vec![
+                Input::Dequeue {
+                    max: usize::from(self.bounds.batch),
+                },
+                Input::Sweep { max: SWEEP_BATCH },
+            ],
             QueueChoice::Dequeue => vec![Input::Dequeue {
                 max: usize::from(self.bounds.batch),
+            }],
+            QueueChoice::Produce => vec![Input::Enqueue {
+                name: Self::message_name(0),
+                payload: Self::large_payload(state.clients[usize::from(c)].incarnation),
+                delay: Millis::ZERO,
             }],
             QueueChoice::Complete => held.into_iter().map(Input::Complete).collect(),
             QueueChoice::Abandon => {
@@ -323,6 +381,17 @@ impl Rules for QueueModel {
         result: &Answer<Message>,
     ) {
         let ghost = &mut world.ghost;
+        if req.intent == QueueIntent::Enqueue
+            && matches!(result, Ok(Reply::Batch(r)) if r.is_success())
+        {
+            // A new message of the name: an enqueue is deduplicated by name only
+            // while its message is stored, so an attempt that lands after the first
+            // was completed (its reply was held, or it was retried) stores another,
+            // with its own deliveries.
+            ghost.stored = true;
+            ghost.deliveries[0] = 0;
+            ghost.completed_by[0] = None;
+        }
         let target = match &req.op {
             Op::Replace { doc, .. } => Some(doc.id().clone()),
             Op::Delete { id, .. } => Some(id.clone()),
@@ -395,6 +464,23 @@ impl Rules for QueueModel {
             _ => false,
         };
         world.ghost.misreported |= misreported;
+        if self.bounds.is_large() {
+            match &output {
+                Output::Enqueued { .. } => world.ghost.produced = true,
+                Output::Delivered(d) => {
+                    let lives = 0..=world.crashes;
+                    world.ghost.partial |= !lives
+                        .into_iter()
+                        .any(|l| d.payload == Self::large_payload(l));
+                    world.ghost.events.delivered_large = true;
+                }
+                Output::DeadLettered { reason, .. } => {
+                    world.ghost.damaged |= reason.contains("payload");
+                }
+                Output::Swept { .. } => world.ghost.events.swept = true,
+                _ => {}
+            }
+        }
         if let Output::DequeueFinished {
             delivered,
             dead_lettered,
@@ -489,6 +575,15 @@ impl Rules for QueueModel {
                     id,
                     if_match: Some(e),
                 }) => format!("{id} to the dead letters if-match {e:?}"),
+                Some(BatchOp::Replace {
+                    doc: head,
+                    if_match: Some(e),
+                }) => match ops.first() {
+                    Some(BatchOp::Create(doc)) => {
+                        format!("{} with {} if-match {e:?}", doc.id(), head.id())
+                    }
+                    _ => "a batch".into(),
+                },
                 _ => "a batch".into(),
             },
         };
@@ -503,7 +598,13 @@ impl stateright::Model for QueueModel {
     fn init_states(&self) -> Vec<QueueState> {
         let docs = usize::from(self.bounds.docs);
         let mut store = Container::new();
-        for m in 0..self.bounds.docs {
+        // In the large-payload mode the one message is produced by consumer 0.
+        let stored = if self.bounds.is_large() {
+            0
+        } else {
+            self.bounds.docs
+        };
+        for m in 0..stored {
             let msg = Message::new(
                 Self::queue(),
                 Self::message_name(m),
@@ -535,6 +636,9 @@ impl stateright::Model for QueueModel {
             &budget,
             state,
             |c| {
+                if c == 0 && self.bounds.is_large() && !state.ghost.produced {
+                    return vec![QueueChoice::Produce];
+                }
                 if !world::holds_any(state, c) {
                     return vec![QueueChoice::Dequeue];
                 }
@@ -556,7 +660,7 @@ impl stateright::Model for QueueModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(EXCLUSIVE, |m: &QueueModel, s| {
                 (0..m.bounds.docs).all(|i| m.holders(s, i) <= 1)
             }),
@@ -592,7 +696,23 @@ impl stateright::Model for QueueModel {
             Property::sometimes(POISON_THEN_DELIVERED, |_, s: &QueueState| {
                 s.ghost.events.poison_then_delivered
             }),
-        ]
+        ];
+        // Only where there is a large payload: elsewhere they would hold vacuously
+        // and never be reached.
+        if self.bounds.is_large() {
+            properties.extend([
+                Property::always(WHOLE_PAYLOAD, |_, s: &QueueState| !s.ghost.partial),
+                Property::always(PAYLOAD_INTACT, |_, s: &QueueState| !s.ghost.damaged),
+                Property::always(ORPHANS_SWEPT, |m: &QueueModel, s: &QueueState| {
+                    !m.calm(s) || !Self::has_orphan(s)
+                }),
+                Property::sometimes(LARGE_DELIVERED, |_, s: &QueueState| {
+                    s.ghost.events.delivered_large
+                }),
+                Property::sometimes(PARTS_SWEPT, |_, s: &QueueState| s.ghost.events.swept),
+            ]);
+        }
+        properties
     }
 
     fn within_boundary(&self, state: &QueueState) -> bool {
@@ -605,7 +725,9 @@ impl stateright::Model for QueueModel {
 
     fn format_action(&self, action: &QueueAction) -> String {
         world::describe_action(action, |choice| match choice {
+            QueueChoice::Dequeue if self.bounds.is_large() => "polls: dequeue, then sweep".into(),
             QueueChoice::Dequeue => "polls: dequeue".into(),
+            QueueChoice::Produce => "enqueues the large payload".into(),
             QueueChoice::Complete => "polls: complete what it holds".into(),
             QueueChoice::Abandon => "polls: ABANDON what it holds".into(),
             QueueChoice::Renew => "polls: renew what it holds".into(),
@@ -621,14 +743,36 @@ impl QueueModel {
     }
 
     fn all_done(&self, s: &QueueState) -> bool {
+        // A large payload whose producer never wrote its message (it crashed first,
+        // and stays down) is not the queue's to lose.
+        let never_stored = self.bounds.is_large() && !s.ghost.stored;
         (0..self.bounds.docs).all(|m| {
-            s.ghost.completed_by[usize::from(m)].is_some()
+            never_stored
+                || s.ghost.completed_by[usize::from(m)].is_some()
                 || s.store
                     .iter()
                     .any(|st| st.doc.name == Self::message_name(m) && st.doc.is_dead_lettered())
         })
     }
 }
+
+/// Documents hold at most this many bytes in the large-payload mode, and the payload
+/// is as long: it takes two parts.
+pub const LARGE_DOCUMENT_BYTES: usize = 2_000;
+/// The most heads a sweep reads in the model.
+const SWEEP_BATCH: usize = 4;
+
+/// A delivery carries a payload exactly as one producer enqueued it.
+pub const WHOLE_PAYLOAD: &str = "queue: a large payload is delivered whole, never partial or mixed";
+/// No message loses its payload's parts.
+pub const PAYLOAD_INTACT: &str =
+    "queue: no message is found with its payload's parts missing or damaged";
+/// Part sets no message names are swept once faults stop.
+pub const ORPHANS_SWEPT: &str = "queue: every part set left behind is swept once faults stop";
+/// Non-vacuity of the payload properties.
+pub const LARGE_DELIVERED: &str = "sometimes: a large payload is delivered";
+/// Non-vacuity of the sweep property.
+pub const PARTS_SWEPT: &str = "sometimes: a part set left behind is swept";
 
 /// No message is held by two consumers with valid locks at the same true time.
 pub const EXCLUSIVE: &str = "queue: no message held by two consumers with valid locks";

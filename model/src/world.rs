@@ -242,7 +242,12 @@ pub fn answer<D>(result: &Answer<D>) -> String {
     match result {
         Ok(Reply::Replaced(e) | Reply::Created(e)) => format!("ok, now {e:?}"),
         Ok(Reply::Deleted) => "deleted".into(),
-        Ok(Reply::Read(_) | Reply::ReadAll(_) | Reply::Query(_) | Reply::Batch(_)) => "read".into(),
+        Ok(Reply::Read(_) | Reply::ReadAll(_) | Reply::Query(_)) => "read".into(),
+        Ok(Reply::Batch(r)) => match r.failure() {
+            None if r.is_success() => "batch applied".into(),
+            Some((i, status)) => format!("batch refused, operation {i}: {}", status.code()),
+            None => "batch refused".into(),
+        },
         Err(e) => e.status().to_string(),
     }
 }

@@ -441,3 +441,101 @@ fn an_interrupted_check_is_incomplete_and_proves_nothing() {
         report.verdicts
     );
 }
+
+/// The large-payload mode: consumer 0 produces one payload that takes two parts,
+/// both consumers dequeue, complete and sweep.
+fn large_bounds(bug: Option<LockBug>) -> LockBounds {
+    LockBounds {
+        docs: 1,
+        give_backs: 0,
+        large: true,
+        bug,
+        ..queue_bounds()
+    }
+}
+
+/// Checks every property of the large-payload mode under `faults`: each `always`
+/// holds, and a large payload is both delivered and, left behind, swept (the other
+/// `sometimes` need faults these bounds leave out).
+fn large_payload_holds(faults: LockBounds) {
+    let bounds = LockBounds {
+        horizon: faults.liveness_ticks(LockKind::Queue) + 1,
+        ..faults
+    };
+    let report = exhaustive(&QueueModel::new(bounds).unwrap());
+    for v in &report.verdicts {
+        if v.always {
+            assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
+        }
+    }
+    for property in [queue::LARGE_DELIVERED, queue::PARTS_SWEPT] {
+        assert_eq!(
+            report.verdict(property).outcome,
+            Outcome::Reached,
+            "{property}"
+        );
+    }
+}
+
+#[test]
+fn a_large_payload_is_delivered_whole_and_parts_left_by_a_lost_reply_are_swept() {
+    large_payload_holds(LockBounds {
+        lost_replies: 1,
+        ..large_bounds(None)
+    });
+}
+
+#[test]
+fn a_producer_crashing_between_two_part_writes_leaves_nothing_unswept() {
+    large_payload_holds(LockBounds {
+        delays: 1,
+        ..large_bounds(None)
+    });
+}
+
+#[test]
+fn a_consumer_crashing_while_it_reads_parts_delivers_nothing_partial() {
+    large_payload_holds(LockBounds {
+        late_replies: 1,
+        ..large_bounds(None)
+    });
+}
+
+#[test]
+fn a_message_written_before_its_parts_is_found_with_parts_missing() {
+    let bug = Some(LockBug::ManifestFirst);
+    let model = QueueModel::new(LockBounds {
+        delays: 1,
+        crashes: 0,
+        ..large_bounds(bug)
+    })
+    .unwrap();
+    let trace = counterexample(&model, queue::PAYLOAD_INTACT);
+    assert!(
+        trace.contains("part 0 of its payload is missing"),
+        "{trace}"
+    );
+}
+
+#[test]
+fn parts_joined_unchecked_deliver_a_partial_payload() {
+    let bug = Some(LockBug::ManifestFirstUnchecked);
+    let model = QueueModel::new(LockBounds {
+        delays: 1,
+        ..large_bounds(bug)
+    })
+    .unwrap();
+    counterexample(&model, queue::WHOLE_PAYLOAD);
+}
+
+#[test]
+fn a_head_deleted_before_its_parts_strands_them_where_no_sweep_finds_them() {
+    let bug = Some(LockBug::HeadFirst);
+    let model = QueueModel::new(LockBounds {
+        delays: 1,
+        ..large_bounds(bug)
+    })
+    .unwrap();
+    let trace = counterexample_by(&model, queue::ORPHANS_SWEPT, Search::Dfs);
+    assert!(trace.contains("HELD on the wire"), "{trace}");
+}

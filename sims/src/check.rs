@@ -231,10 +231,14 @@ pub fn lock_flags(bounds: &LockBounds) -> String {
         ("--renewals", bounds.renewals, d.renewals),
         ("--batch", bounds.batch, d.batch),
         ("--max-dequeue", bounds.max_dequeue, d.max_dequeue),
+        ("--late-replies", bounds.late_replies, d.late_replies),
     ] {
         if value != default {
             let _ = write!(out, " {flag} {value}");
         }
+    }
+    if bounds.large {
+        out.push_str(" --large");
     }
     if let Some(bug) = bounds.bug {
         let _ = write!(out, " --bug {bug}");
@@ -268,14 +272,25 @@ pub fn lock_header(kind: LockKind, b: &LockBounds, liveness: u8, options: &Optio
     );
     let _ = writeln!(
         out,
-        "  locks of {} s, observed expiry{}; faults: {}, {}, {}",
+        "  locks of {} s, observed expiry{}; faults: {}, {}, {}{}",
         b.lock_duration().as_millis() / 1000,
         b.bug
             .map_or(String::new(), |bug| format!(", KNOWN-BAD VARIANT {bug}")),
         count(b.pauses, "pause", "pauses"),
         count(b.lost_replies, "lost reply", "lost replies"),
         count(b.delays, "delayed write", "delayed writes"),
+        if b.late_replies > 0 {
+            format!(", {}", count(b.late_replies, "late reply", "late replies"))
+        } else {
+            String::new()
+        },
     );
+    if b.is_large() {
+        let _ = writeln!(
+            out,
+            "  the message is a large payload in two parts, produced by c0; consumers sweep as they poll"
+        );
+    }
     let _ = writeln!(
         out,
         "  no-loss checked {liveness} s after the last fault, restart or give-back; {} search on {} thread{}",

@@ -157,10 +157,15 @@ struct ModelArgs {
     /// last write).
     #[arg(long)]
     stale_depth: Option<u8>,
-    /// Partitions: replies, to reads and writes, that may be held on the way back
-    /// and delivered later.
+    /// Partitions and the queue: replies, to reads and writes, that may be held on
+    /// the way back and delivered later.
     #[arg(long)]
     late_replies: Option<u8>,
+    /// Queue: the one message is a payload larger than a document, produced by
+    /// consumer 0 as a part set while the others poll and sweep (the part-set
+    /// variants imply it).
+    #[arg(long)]
+    large: bool,
     /// Partitions: writes that may be applied and then answered as the SDK's own
     /// retry of them finds the store (412, 409 or 404 where the write won).
     #[arg(long)]
@@ -406,6 +411,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         ("--renewals", args.renewals.is_some()),
         ("--batch", args.batch.is_some()),
         ("--max-dequeue", args.max_dequeue.is_some()),
+        ("--large", args.large),
     ];
     if let Some((flag, _)) = lock_only.into_iter().find(|(_, given)| *given) {
         return Err(format!(
@@ -650,7 +656,6 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         ("--deploy", args.deploy),
         ("--stale-reads", args.stale_reads.is_some()),
         ("--stale-depth", args.stale_depth.is_some()),
-        ("--late-replies", args.late_replies.is_some()),
         ("--retries", args.retries.is_some()),
         ("--throttled-reads", args.throttled_reads.is_some()),
         ("--faults-per-step", args.faults_per_step.is_some()),
@@ -677,7 +682,11 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
     let d = defaults::lock_bounds();
     let mut bounds = LockBounds {
         clients: args.hosts.or(least.hosts).unwrap_or(d.clients),
-        docs: args.partitions.or(least.partitions).unwrap_or(d.docs),
+        // A large payload is the one message its producer writes.
+        docs: args
+            .partitions
+            .or(least.partitions)
+            .unwrap_or(if args.large { 1 } else { d.docs }),
         crashes: args.crashes.or(least.crashes).unwrap_or(d.crashes),
         pauses: args.pauses.or(least.pauses).unwrap_or(d.pauses),
         lost_replies: args
@@ -695,6 +704,11 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
             .max_dequeue
             .or(least.max_dequeue)
             .unwrap_or(d.max_dequeue),
+        late_replies: args
+            .late_replies
+            .or(least.late_replies)
+            .unwrap_or(d.late_replies),
+        large: args.large,
         bug,
     };
     bounds.horizon = match args.horizon.or(least.horizon) {

@@ -171,6 +171,11 @@ enum Pending {
     DeleteHead {
         set: PartSetId,
     },
+    /// `HeadFirst`'s head delete, before the parts.
+    DeleteHeadFirst {
+        name: MessageName,
+        parts: super::PartsRef,
+    },
     SweepScan {
         after: Option<DocId>,
         max: usize,
@@ -839,6 +844,7 @@ impl Consumer {
             Pending::ReadPart { message, index } => self.part_read(message, index, result),
             Pending::DeletePart { set } => self.part_deleted(set, false, result),
             Pending::DeleteHead { set } => self.part_deleted(set, true, result),
+            Pending::DeleteHeadFirst { name, parts } => self.head_deleted_first(name, parts),
             Pending::SweepScan { after, max } => self.heads_read(after, max, result),
             Pending::SweepCheck(head) => self.references_read(head, result),
             Pending::SweepMark(head) => self.mark_answered(head, result),

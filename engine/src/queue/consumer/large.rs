@@ -8,7 +8,7 @@ use crate::lock::LockPolicy;
 use crate::queue::dead_letter::{self, Failure};
 use crate::queue::{
     Delivery, Message, MessageName, MessageState, Output, PartSetId, PartsRef, QueueError,
-    QueueIntent, head_id, join_parts, part_id, payload_hash, split_payload,
+    QueueIntent, QueueKnownBad, head_id, join_parts, part_id, payload_hash, split_payload,
 };
 use crate::store::{
     BatchOp, Compare, Condition, Document, Op, Query, Reply, StoreError, Stored, Value,
@@ -30,6 +30,8 @@ pub(super) struct Staging {
     head_etag: Option<Etag>,
     /// Parts not yet written, in order.
     parts: VecDeque<Message>,
+    /// The manifest is written (before the parts only under `ManifestFirst`).
+    manifest_written: bool,
 }
 
 /// A delivered message whose parts are being read.
@@ -151,6 +153,7 @@ impl Consumer {
                 head,
                 head_etag: None,
                 parts,
+                manifest_written: false,
             },
         );
         self.send(QueueIntent::WritePart, None, create, Pending::PartHead(set));
@@ -200,7 +203,22 @@ impl Consumer {
             doc: staging.head.clone(),
             if_match: staging.head_etag.clone(),
         };
-        let (first, pending) = match staging.parts.front() {
+        let manifest_first = self.config.known_bad.is_some_and(|k| {
+            matches!(
+                k,
+                QueueKnownBad::ManifestFirst | QueueKnownBad::ManifestFirstUnchecked
+            )
+        });
+        let next = if manifest_first && !staging.manifest_written {
+            None
+        } else {
+            staging.parts.front()
+        };
+        if next.is_none() && staging.manifest_written {
+            self.staging.remove(&set);
+            return;
+        }
+        let (first, pending) = match next {
             Some(part) => {
                 let index = match part.state {
                     MessageState::Part { index, .. } => index,
@@ -217,11 +235,15 @@ impl Consumer {
                 (manifest, pending)
             }
         };
+        let intent = match pending {
+            Pending::Manifest { .. } => QueueIntent::Enqueue,
+            _ => QueueIntent::WritePart,
+        };
         let op = Op::Batch {
             pk,
             ops: vec![BatchOp::Create(first), head],
         };
-        self.send(QueueIntent::WritePart, None, op, pending);
+        self.send(intent, None, op, pending);
     }
 
     /// A part's batch is answered.
@@ -265,10 +287,22 @@ impl Consumer {
         set: PartSetId,
         result: Result<Reply<Message>, StoreError>,
     ) {
-        let Some(staging) = self.staging.remove(&set) else {
+        let etag = head_etag_of(&result);
+        let Some(mut staging) = self.staging.remove(&set) else {
             return;
         };
         match dead_letter::outcome(result) {
+            Ok(()) if !staging.parts.is_empty() => {
+                // Only under `ManifestFirst`: the parts follow the message.
+                staging.manifest_written = true;
+                staging.head_etag = etag;
+                self.staging.insert(set.clone(), staging);
+                self.out.push_back(Output::Enqueued {
+                    name,
+                    already_present: false,
+                });
+                self.write_next_part(set);
+            }
             Ok(()) => self.out.push_back(Output::Enqueued {
                 name,
                 already_present: false,
@@ -373,7 +407,17 @@ impl Consumer {
             self.claim_answered(false, false);
             return;
         }
-        match join_parts(&assembly.parts, &assembly.pieces) {
+        let joined = if self.config.known_bad == Some(QueueKnownBad::ManifestFirstUnchecked) {
+            Ok(assembly
+                .pieces
+                .iter()
+                .flatten()
+                .map(|p| p.payload.as_str())
+                .collect())
+        } else {
+            join_parts(&assembly.parts, &assembly.pieces)
+        };
+        match joined {
             Ok(payload) => {
                 self.out.push_back(Output::Delivered(Delivery {
                     payload,
@@ -412,6 +456,19 @@ impl Consumer {
         swept: bool,
     ) {
         let (queue, pk) = (self.config.queue.clone(), self.pk());
+        if !swept && self.config.known_bad == Some(QueueKnownBad::HeadFirst) {
+            let op = Op::Delete {
+                pk,
+                id: head_id(&queue, name, &parts.set),
+                if_match: None,
+            };
+            let pending = Pending::DeleteHeadFirst {
+                name: name.clone(),
+                parts: parts.clone(),
+            };
+            self.send(QueueIntent::DeletePart, None, op, pending);
+            return;
+        }
         for index in 0..parts.count {
             let op = Op::Delete {
                 pk: pk.clone(),
@@ -480,6 +537,22 @@ impl Consumer {
             return;
         }
         self.delete_head(set);
+    }
+
+    /// Under `HeadFirst`: the head is deleted; now the parts, and nothing after.
+    pub(super) fn head_deleted_first(&mut self, name: MessageName, parts: PartsRef) {
+        let (queue, pk) = (self.config.queue.clone(), self.pk());
+        for index in 0..parts.count {
+            let op = Op::Delete {
+                pk: pk.clone(),
+                id: part_id(&queue, &name, &parts.set, index),
+                if_match: None,
+            };
+            let pending = Pending::DeletePart {
+                set: parts.set.clone(),
+            };
+            self.send(QueueIntent::DeletePart, None, op, pending);
+        }
     }
 
     fn delete_head(&mut self, set: PartSetId) {
