@@ -209,6 +209,12 @@ pub struct QueueFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poison_every: Option<u32>,
+    /// Queue scenarios: every message whose number is a multiple of this is larger
+    /// than a document and kept in parts (0: none). Documents then hold 8 KiB, and
+    /// these payloads 10 to 40 KiB, so that each takes several parts.
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub large_every: Option<u32>,
     /// Queue scenarios: one handler run in this many fails and abandons its message
     /// (0: none).
     #[arg(long, value_name = "N")]

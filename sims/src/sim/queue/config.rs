@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+/// The most bytes a document holds in a run with large payloads: small, so that a
+/// payload of tens of KiB takes several parts.
+pub const LARGE_RUN_DOCUMENT_BYTES: usize = 8 * 1024;
+
 /// A named queue scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -101,6 +105,10 @@ pub struct QueueConfig {
     pub fail_one_in: u32,
     /// Every message whose number is a multiple of this is poison (0: none).
     pub poison_every: u32,
+    /// Every message whose number is a multiple of this is a large payload, kept in
+    /// parts (0: none; then documents hold Cosmos DB's 2 MB, else 8 KiB).
+    #[serde(default)]
+    pub large_every: u32,
     /// The faults and their rates.
     #[serde(with = "text")]
     pub faults: Faults,
@@ -184,6 +192,7 @@ impl QueueConfig {
             work_ms: (200, 3_000),
             fail_one_in: 20,
             poison_every,
+            large_every: 0,
             faults,
             drift_bound_ppm: 10_000,
             margin: leasehold_engine::lock::LockPolicy::default().safety_margin,
@@ -248,8 +257,38 @@ impl QueueConfig {
             select: leasehold_model::queue::selector(self.bug),
             lock_watch: self.lock_watch,
             known_bad: leasehold_model::queue::known_bad(self.bug),
+            limits: leasehold_engine::store::Limits {
+                max_document_bytes: if self.large_every > 0 {
+                    LARGE_RUN_DOCUMENT_BYTES
+                } else {
+                    leasehold_engine::store::Limits::default().max_document_bytes
+                },
+                ..Default::default()
+            },
+            large: Some(leasehold_engine::queue::LargeMessages {
+                orphan_after: self.lock,
+                ..Default::default()
+            }),
             ..ConsumerConfig::new(QueueName::new("work").expect("a valid name"))
         }
+    }
+
+    /// The payload message `number` is enqueued with: its number, or, for a large
+    /// one, 10 to 40 KiB spelling it out, each byte placed so that parts out of place
+    /// or missing change it.
+    pub fn payload(&self, number: u32) -> String {
+        if self.large_every == 0 || !number.is_multiple_of(self.large_every) {
+            return format!("{number}");
+        }
+        let bytes = 10 * 1024 + (number as usize * 7_919) % (30 * 1024);
+        let mut out = String::with_capacity(bytes);
+        let mut i = 0usize;
+        while out.len() < bytes {
+            out.push_str(&format!("{number}:{i};"));
+            i += 1;
+        }
+        out.truncate(bytes);
+        out
     }
 
     /// When the faults heal.

@@ -4,7 +4,7 @@
 use super::config::QueueConfig;
 use crate::sim::checker::{Violation, ViolationKind};
 use leasehold_engine::DocId;
-use leasehold_engine::queue::Message;
+use leasehold_engine::queue::{Message, MessageState};
 use leasehold_engine::store::Container;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -215,6 +215,13 @@ impl Truth {
     /// Whether a message's handler always fails.
     pub fn is_poison(&self, id: &DocId) -> bool {
         self.poison_every > 0 && self.number(id).is_multiple_of(self.poison_every)
+    }
+
+    /// A consumer was handed message `id` with a payload other than the one enqueued:
+    /// partial, mixed or damaged.
+    pub fn payload_differs(&mut self, id: &DocId, now: u64) {
+        let detail = format!("{id} was delivered with a payload other than the one enqueued");
+        self.violate(ViolationKind::EventLost, now, detail);
     }
 
     /// A consumer was handed the message.
@@ -555,11 +562,32 @@ impl Truth {
         let mut unfinished = Vec::new();
         let mut lost = Vec::new();
         // Dead letters live under ids of their own: keyed here by their message's.
-        let stored: BTreeMap<DocId, Message> = store
-            .read_all("")
-            .into_iter()
-            .map(|s| (Message::id_for(&s.doc.queue, &s.doc.name), s.doc))
+        let all = store.read_all("");
+        let stored: BTreeMap<DocId, Message> = all
+            .iter()
+            .filter(|s| !is_part(&s.doc))
+            .map(|s| (Message::id_for(&s.doc.queue, &s.doc.name), s.doc.clone()))
             .collect();
+        // Every part set must be named by a message or a dead letter: the sweeps
+        // have had the whole settle time to clear the others.
+        let orphans: Vec<&DocId> = all
+            .iter()
+            .filter(|p| match &p.doc.state {
+                MessageState::PartSet { set, .. } | MessageState::Part { set, .. } => !all
+                    .iter()
+                    .any(|m| m.doc.parts.as_ref().is_some_and(|r| r.set == *set)),
+                _ => false,
+            })
+            .map(|p| &p.doc.id)
+            .collect();
+        if !orphans.is_empty() {
+            let detail = format!(
+                "{} part documents no message names were left unswept, first {}",
+                orphans.len(),
+                orphans[0]
+            );
+            self.violate(ViolationKind::EventLost, now, detail);
+        }
         for (id, f) in &self.fates {
             let poison = self.poison_every > 0 && f.number % self.poison_every == 0;
             match (f.deleted, f.dead_lettered, stored.get(id)) {
@@ -780,4 +808,12 @@ mod tests {
         t.probe(HEAL + 10 * t.grace, &[10_000_000 + t.grace as i64], &[]);
         assert!(t.violated());
     }
+}
+
+/// Whether `doc` is a large payload's head or part, not a message.
+fn is_part(doc: &Message) -> bool {
+    matches!(
+        doc.state,
+        MessageState::PartSet { .. } | MessageState::Part { .. }
+    )
 }

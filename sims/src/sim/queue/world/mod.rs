@@ -33,6 +33,8 @@ pub(super) const ABANDON_DELAY: Millis = Millis::from_secs(1);
 const PROBE_MS: u64 = SECOND;
 /// The producer's index among the clients; consumers are 0..n.
 const PRODUCER: usize = usize::MAX;
+/// The most part-set heads one sweep reads.
+const SWEEP_MAX: usize = 16;
 
 #[derive(Clone, Debug)]
 enum Event {
@@ -486,7 +488,7 @@ impl QueueWorld {
         self.truth.enqueue(id, i, self.now);
         let input = Input::Enqueue {
             name,
-            payload: format!("{i}"),
+            payload: self.cfg.payload(i),
             delay: Millis::ZERO,
         };
         if self
@@ -537,9 +539,25 @@ impl QueueWorld {
             .is_ok()
         {
             while let Some(out) = self.producer.poll_output() {
-                if let Output::Failed { message, .. } = out {
-                    let n = self.truth.number(&message);
-                    self.push(self.now + SECOND, Event::Produce(n));
+                match out {
+                    Output::Failed { message, .. } => {
+                        let n = self.truth.number(&message);
+                        self.push(self.now + SECOND, Event::Produce(n));
+                    }
+                    // A large payload's next part, or its message.
+                    Output::Request(request) => {
+                        let at = self.now + self.latency();
+                        self.push(
+                            at,
+                            Event::Arrive {
+                                c: PRODUCER,
+                                life: 0,
+                                request,
+                                answer: true,
+                            },
+                        );
+                    }
+                    _ => {}
                 }
             }
         }
@@ -577,6 +595,11 @@ impl QueueWorld {
         if !self.feed(c, Input::Dequeue { max: room }) {
             self.clients[c].dequeuing = false;
         }
+        // With large payloads, every poll also sweeps part sets left behind (refused,
+        // and skipped, while the previous sweep runs).
+        if self.cfg.large_every > 0 {
+            self.feed(c, Input::Sweep { max: SWEEP_MAX });
+        }
     }
 
     /// Hands `input` to consumer `c`; false if it refused it.
@@ -604,6 +627,10 @@ impl QueueWorld {
         match out {
             Output::Request(request) => self.send(c, request),
             Output::Delivered(delivery) => {
+                let number = self.truth.number(&delivery.id);
+                if delivery.payload != self.cfg.payload(number) {
+                    self.truth.payload_differs(&delivery.id, self.now);
+                }
                 self.note(QueueEvent::Delivered(
                     name,
                     delivery.id.clone(),

@@ -179,6 +179,13 @@ impl QueueWorld {
         match op {
             Op::Delete { id, .. } => self.truth.deleted(id, by, self.now),
             Op::Batch { ops, .. } => {
+                // A large payload's message, written with its set's head.
+                if let Some(BatchOp::Create(doc)) = ops.first()
+                    && doc.parts.is_some()
+                    && !doc.is_dead_lettered()
+                {
+                    self.truth.written(doc, self.now);
+                }
                 let moved = matches!(ops.first(), Some(BatchOp::Create(d)) if d.is_dead_lettered());
                 if moved && let Some(message) = before {
                     self.note(QueueEvent::DeadLettered(message.id.clone()));
