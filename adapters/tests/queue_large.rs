@@ -127,3 +127,58 @@ async fn a_producer_stopped_half_way_leaves_nothing_visible_and_the_sweep_clears
     assert_eq!(consumer.sweep(100).await.unwrap().swept, 1);
     assert_eq!(documents(&store).await, Vec::<String>::new());
 }
+
+/// RU and wall time to enqueue, dequeue and complete one message of `bytes`, kept in
+/// parts, against the same payload split by its user into messages of under 2 MB.
+/// Run by hand (`cargo test --release -p leasehold-adapters --test queue_large --
+/// --ignored --nocapture`); the figures are in BENCHMARKS.md, never asserted.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "a measurement, run by hand"]
+async fn what_a_large_message_costs_against_one_split_by_its_user() {
+    use leasehold_adapters::OpKind;
+    println!("| payload | kept as | requests | RU | wall ms |");
+    println!("|---|---|---|---|---|");
+    for mb in [1usize, 10, 50] {
+        let body = payload(mb * 1024 * 1024);
+        for split in [false, true] {
+            let emulator = Emulator::new();
+            let store = queue_store(&emulator, &format!("cost-{mb}-{split}")).await;
+            let queue = client(store.clone(), "p");
+            let pieces: Vec<String> = if split {
+                body.as_bytes()
+                    .chunks(1_900_000)
+                    .map(|c| String::from_utf8(c.to_vec()).unwrap())
+                    .collect()
+            } else {
+                vec![body.clone()]
+            };
+            let started = std::time::Instant::now();
+            for (i, piece) in pieces.iter().enumerate() {
+                queue
+                    .enqueue(&format!("m{i}"), piece.clone(), Duration::ZERO)
+                    .await
+                    .unwrap();
+            }
+            let mut got = 0;
+            while got < pieces.len() {
+                let batch = queue.dequeue(10).await.unwrap();
+                for d in &batch.deliveries {
+                    queue.complete(d).await.unwrap();
+                }
+                got += batch.deliveries.len();
+            }
+            let wall = started.elapsed().as_millis();
+            let charges = store.charges();
+            let requests: u64 = OpKind::ALL.iter().map(|k| charges.calls(*k)).sum();
+            println!(
+                "| {mb} MB | {} | {requests} | {:.0} | {wall} |",
+                if split {
+                    format!("{} messages split by the user", pieces.len())
+                } else {
+                    "one message in parts".to_string()
+                },
+                charges.total_units()
+            );
+        }
+    }
+}

@@ -850,6 +850,7 @@ mod tests {
         let unvalued = [
             "deploy",
             "unreduced",
+            "large",
             "bug",
             "dfs",
             "bfs",

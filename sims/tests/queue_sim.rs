@@ -364,3 +364,34 @@ fn a_backlog_of_poison_messages_starves_no_healthy_one() {
         bad.report.violations
     );
 }
+
+fn large(seed: u64) -> QueueConfig {
+    let mut cfg = every_fault(small(QueueScenario::QueueCrash, seed));
+    cfg.large_every = 3;
+    cfg
+}
+
+#[test]
+fn large_payloads_under_every_fault_arrive_whole_and_leave_no_part_behind() {
+    for seed in 1..=3 {
+        let cfg = large(seed);
+        let run = simulate_queue(&cfg).unwrap();
+        assert!(
+            run.report.passed(),
+            "{:?}\n{}\nreplay: {}",
+            run.report.violations,
+            run.tail.join("\n"),
+            replay_command(&cfg)
+        );
+        assert_eq!(run.report.measures.enqueued, 120);
+    }
+}
+
+#[test]
+fn parts_joined_unchecked_behind_a_message_written_first_deliver_partial_payloads() {
+    let cfg = assert_caught(
+        |seed| with_bug(large(seed), LockBug::ManifestFirstUnchecked),
+        ViolationKind::EventLost,
+    );
+    assert!(replay_command(&cfg).contains("--large-every 3"));
+}

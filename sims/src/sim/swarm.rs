@@ -262,6 +262,11 @@ pub fn draw_queue(seed: u64) -> QueueConfig {
     if rng.random_bool(0.5) {
         cfg.lock_watch = Some(Millis::ZERO);
     }
+    // A third of the runs carry large payloads, written and read in parts, and
+    // sweep what crashes leave of them.
+    if rng.random_bool(0.3) {
+        cfg.large_every = rng.random_range(2..=6);
+    }
     cfg
 }
 

@@ -652,6 +652,14 @@ impl Truth {
     }
 }
 
+/// Whether `doc` is a large payload's head or part, not a message.
+fn is_part(doc: &Message) -> bool {
+    matches!(
+        doc.state,
+        MessageState::PartSet { .. } | MessageState::Part { .. }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -808,12 +816,4 @@ mod tests {
         t.probe(HEAL + 10 * t.grace, &[10_000_000 + t.grace as i64], &[]);
         assert!(t.violated());
     }
-}
-
-/// Whether `doc` is a large payload's head or part, not a message.
-fn is_part(doc: &Message) -> bool {
-    matches!(
-        doc.state,
-        MessageState::PartSet { .. } | MessageState::Part { .. }
-    )
 }
