@@ -856,3 +856,36 @@ fn a_completion_found_gone_after_the_lock_ran_out_cannot_tell_whose_it_was() {
     let again = a.handle_input(at(9_500), Input::Complete(got[0].id.clone()));
     assert!(matches!(again, Err(QueueError::NotHeld(_))));
 }
+
+/// An abandon lands but its reply is lost; the message, pending again, is taken and
+/// completed by another consumer at once; then the first consumer completes it. The
+/// message is gone, but not by any completion of the first consumer's: its abandon
+/// freed the message while its lock seemed to exclude everyone. It must hear `Gone`,
+/// never `Completed` (the model's large-payload check found it, a poison move taking
+/// the place of the other completion).
+#[test]
+fn a_completion_after_an_abandon_of_unknown_outcome_is_not_confirmed_by_a_gone_message() {
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    let mut a = consumer("a");
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let abandon = Input::Abandon {
+        message: got[0].id.clone(),
+        delay: Millis::ZERO,
+    };
+    a.handle_input(at(1_000), abandon).unwrap();
+    let Some(Output::Request(req)) = a.poll_output() else {
+        panic!("an abandon request")
+    };
+    serve_reply_lost(&mut a, &mut store, 1_050, req);
+    let mut b = consumer("b");
+    let taken = deliveries(&run(&mut b, &mut store, at(1_100), Input::Dequeue { max: 1 }));
+    assert_eq!(taken.len(), 1, "the abandon made it pending at once");
+    run(&mut b, &mut store, at(1_200), Input::Complete(taken[0].id.clone()));
+    assert!(stored(&store, "m1").is_none());
+    let out = run(&mut a, &mut store, at(1_300), Input::Complete(got[0].id.clone()));
+    assert!(
+        matches!(refusal(&out), Some(QueueError::Gone(_))),
+        "{out:?}"
+    );
+}

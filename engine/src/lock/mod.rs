@@ -172,6 +172,19 @@ impl Locks {
         }
     }
 
+    /// Ends authority over `id` at once, and with it the lock's exclusion: used when a
+    /// write that frees the document for others (an abandon, a move to the dead
+    /// letters) is sent. Should its outcome be unknown, it may have landed, and
+    /// another client may then have taken the document and deleted it at once: a
+    /// later write of this client's that finds the document gone cannot tell whose
+    /// doing that was. The etag stays so that the write can be retried.
+    pub fn release_exclusion(&mut self, id: &DocId, now: LocalTime) {
+        if let Some(held) = self.held.get_mut(id) {
+            held.authority_until = held.authority_until.min(now);
+            held.excludes_until = held.excludes_until.min(now);
+        }
+    }
+
     /// Forgets a lock (completed, released or lost).
     pub fn drop_lock(&mut self, id: &DocId) -> Option<Held> {
         self.held.remove(id)

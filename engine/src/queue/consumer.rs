@@ -275,7 +275,7 @@ impl Consumer {
                 let Some(doc) = self.held_docs.get(&message).cloned() else {
                     return Err(QueueError::NotHeld(message));
                 };
-                self.locks.give_up_authority(&message, self.now.local);
+                self.locks.release_exclusion(&message, self.now.local);
                 let op =
                     dead_letter::move_op(self.pk(), doc, &held.token, held.etag, reason.clone());
                 let pending = Pending::DeadLetter {
@@ -695,8 +695,12 @@ impl Consumer {
             return Err(QueueError::NotHeld(id.clone()));
         };
         change(&mut message);
-        if intent != QueueIntent::Renew {
-            self.locks.give_up_authority(id, self.now.local);
+        match intent {
+            QueueIntent::Renew => {}
+            // The message is pending again once this lands: others may take it, and
+            // complete it, at once.
+            QueueIntent::Abandon => self.locks.release_exclusion(id, self.now.local),
+            _ => self.locks.give_up_authority(id, self.now.local),
         }
         let op = Op::Replace {
             doc: message,
