@@ -879,11 +879,26 @@ fn a_completion_after_an_abandon_of_unknown_outcome_is_not_confirmed_by_a_gone_m
     };
     serve_reply_lost(&mut a, &mut store, 1_050, req);
     let mut b = consumer("b");
-    let taken = deliveries(&run(&mut b, &mut store, at(1_100), Input::Dequeue { max: 1 }));
+    let taken = deliveries(&run(
+        &mut b,
+        &mut store,
+        at(1_100),
+        Input::Dequeue { max: 1 },
+    ));
     assert_eq!(taken.len(), 1, "the abandon made it pending at once");
-    run(&mut b, &mut store, at(1_200), Input::Complete(taken[0].id.clone()));
+    run(
+        &mut b,
+        &mut store,
+        at(1_200),
+        Input::Complete(taken[0].id.clone()),
+    );
     assert!(stored(&store, "m1").is_none());
-    let out = run(&mut a, &mut store, at(1_300), Input::Complete(got[0].id.clone()));
+    let out = run(
+        &mut a,
+        &mut store,
+        at(1_300),
+        Input::Complete(got[0].id.clone()),
+    );
     assert!(
         matches!(refusal(&out), Some(QueueError::Gone(_))),
         "{out:?}"

@@ -496,7 +496,7 @@ impl QueueWorld {
             .handle_input(self.producer_now(), input)
             .is_ok()
         {
-            self.drain_producer(i);
+            self.drain_producer();
         }
     }
 
@@ -509,23 +509,29 @@ impl QueueWorld {
         .now(self.now)
     }
 
-    fn drain_producer(&mut self, i: u32) {
+    /// Sends what the producer asks for: an enqueue's request, or a large payload's
+    /// next part or message; an enqueue that failed (throttled, lost) is made again
+    /// a second later, its name making it idempotent.
+    fn drain_producer(&mut self) {
         while let Some(out) = self.producer.poll_output() {
             match out {
                 Output::Request(request) => {
                     let at = self.now + self.latency();
+                    let (c, life, answer) = (PRODUCER, 0, true);
                     self.push(
                         at,
                         Event::Arrive {
-                            c: PRODUCER,
-                            life: u64::from(i),
+                            c,
+                            life,
                             request,
-                            answer: true,
+                            answer,
                         },
                     );
                 }
-                // Throttled or lost: enqueue again (the name makes it idempotent).
-                Output::Failed { .. } => self.push(self.now + SECOND, Event::Produce(i)),
+                Output::Failed { message, .. } => {
+                    let n = self.truth.number(&message);
+                    self.push(self.now + SECOND, Event::Produce(n));
+                }
                 _ => {}
             }
         }
@@ -538,28 +544,7 @@ impl QueueWorld {
             .handle_input(now, Input::Response { id, result })
             .is_ok()
         {
-            while let Some(out) = self.producer.poll_output() {
-                match out {
-                    Output::Failed { message, .. } => {
-                        let n = self.truth.number(&message);
-                        self.push(self.now + SECOND, Event::Produce(n));
-                    }
-                    // A large payload's next part, or its message.
-                    Output::Request(request) => {
-                        let at = self.now + self.latency();
-                        self.push(
-                            at,
-                            Event::Arrive {
-                                c: PRODUCER,
-                                life: 0,
-                                request,
-                                answer: true,
-                            },
-                        );
-                    }
-                    _ => {}
-                }
-            }
+            self.drain_producer();
         }
     }
 
