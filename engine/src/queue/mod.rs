@@ -26,7 +26,7 @@ mod consumer;
 mod dead_letter;
 mod io;
 mod message;
-mod parts;
+pub mod parts;
 
 pub use config::{
     Candidate, ConsumerConfig, ConsumerConfigError, LargeMessages, QueueKnownBad, Selector,
