@@ -107,6 +107,26 @@ fn serve(
     )
 }
 
+/// Starts an enqueue of a 5,000-byte payload as `big` and lets its first `writes`
+/// land, one after another; returns the next request, not yet served.
+fn start_large(
+    producer: &mut Consumer,
+    store: &mut Container<Message>,
+    writes: usize,
+) -> QueueRequest {
+    let input = Input::Enqueue {
+        name: name("big"),
+        payload: payload(5_000),
+        delay: Millis::ZERO,
+    };
+    let (mut requests, _) = step(producer, at(0), input);
+    for _ in 0..writes {
+        let next = requests.pop().unwrap();
+        (requests, _) = serve(producer, store, at(0), next);
+    }
+    requests.pop().unwrap()
+}
+
 fn count(store: &Container<Message>, status: &str) -> usize {
     store
         .iter()
@@ -168,18 +188,8 @@ fn a_small_payload_is_still_one_document() {
 fn a_producer_stopped_half_way_leaves_nothing_deliverable_and_the_sweep_clears_it_after_the_bound()
 {
     let mut store = store();
-    let mut producer = client("p");
-    let input = Input::Enqueue {
-        name: name("big"),
-        payload: payload(5_000),
-        delay: Millis::ZERO,
-    };
     // The head and two parts land; then the producer is gone.
-    let (mut requests, _) = step(&mut producer, at(0), input);
-    for _ in 0..3 {
-        let next = requests.pop().unwrap();
-        (requests, _) = serve(&mut producer, &mut store, at(0), next);
-    }
+    start_large(&mut client("p"), &mut store, 3);
     assert_eq!((count(&store, "head"), count(&store, "part")), (1, 2));
 
     let mut a = client("a");
@@ -243,18 +253,9 @@ fn a_sweep_never_removes_a_set_that_a_message_or_a_dead_letter_names() {
 fn a_producer_that_paused_past_the_bound_is_fenced_off_and_leaves_no_part_behind() {
     let mut store = store();
     let mut producer = client("p");
-    let input = Input::Enqueue {
-        name: name("big"),
-        payload: payload(5_000),
-        delay: Millis::ZERO,
-    };
-    let (mut requests, _) = step(&mut producer, at(0), input);
-    for _ in 0..2 {
-        let next = requests.pop().unwrap();
-        (requests, _) = serve(&mut producer, &mut store, at(0), next);
-    }
-    // The next part is on its way when the producer stalls; a sweep takes the set.
-    let held = requests.pop().unwrap();
+    // The head and a part land; the next part is on its way when the producer
+    // stalls, and a sweep takes the set.
+    let held = start_large(&mut producer, &mut store, 2);
     let mut a = client("a");
     run(&mut a, &mut store, at(0), Input::Sweep { max: 10 });
     let out = run(&mut a, &mut store, at(70_000), Input::Sweep { max: 10 });

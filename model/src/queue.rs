@@ -160,6 +160,23 @@ pub fn known_bad(bug: Option<LockBug>) -> Option<QueueKnownBad> {
     }
 }
 
+/// The heads and parts among `docs` that no message or dead letter among them names:
+/// what a sweep must leave none of once faults stop. Shared with the simulator, so
+/// both judge leftovers alike.
+pub fn orphaned_parts<'a>(docs: &[&'a Message]) -> Vec<&'a DocId> {
+    let named = |set: &leasehold_engine::queue::PartSetId| {
+        docs.iter()
+            .any(|m| m.parts.as_ref().is_some_and(|p| p.set == *set))
+    };
+    docs.iter()
+        .filter(|d| match &d.state {
+            MessageState::PartSet { set, .. } | MessageState::Part { set, .. } => !named(set),
+            _ => false,
+        })
+        .map(|d| &d.id)
+        .collect()
+}
+
 /// Strips the if-match of a request as the `blind-claim` and `blind-complete`
 /// variants do, or the order of a dequeue's read as `dequeue-unordered` does; shared
 /// with the simulator.
@@ -247,16 +264,8 @@ impl QueueModel {
 
     /// Whether a part set (head or part) no message or dead letter names is stored.
     pub fn has_orphan(state: &QueueState) -> bool {
-        state.store.iter().any(|part| {
-            let set = match &part.doc.state {
-                MessageState::PartSet { set, .. } | MessageState::Part { set, .. } => set,
-                _ => return false,
-            };
-            !state
-                .store
-                .iter()
-                .any(|m| m.doc.parts.as_ref().is_some_and(|p| p.set == *set))
-        })
+        let docs: Vec<&Message> = state.store.iter().map(|s| &s.doc).collect();
+        !orphaned_parts(&docs).is_empty()
     }
 
     fn engine(&self, c: u8, life: u8) -> Consumer {

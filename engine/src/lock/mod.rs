@@ -179,8 +179,8 @@ impl Locks {
     /// later write of this client's that finds the document gone cannot tell whose
     /// doing that was. The etag stays so that the write can be retried.
     pub fn release_exclusion(&mut self, id: &DocId, now: LocalTime) {
+        self.give_up_authority(id, now);
         if let Some(held) = self.held.get_mut(id) {
-            held.authority_until = held.authority_until.min(now);
             held.excludes_until = held.excludes_until.min(now);
         }
     }

@@ -174,7 +174,8 @@ enum Pending {
     /// `HeadFirst`'s head delete, before the parts.
     DeleteHeadFirst {
         name: MessageName,
-        parts: super::PartsRef,
+        set: PartSetId,
+        count: u32,
     },
     SweepScan {
         after: Option<DocId>,
@@ -789,15 +790,18 @@ impl Consumer {
                 // this completion deleted it.
                 let result = if gone { Ok(Reply::Deleted) } else { result };
                 let parts = match (&result, self.held_docs.get(&id)) {
-                    (Ok(_), Some(doc)) => doc.parts.clone().map(|p| (doc.name.clone(), p)),
+                    (Ok(_), Some(doc)) => doc
+                        .parts
+                        .as_ref()
+                        .map(|p| (doc.name.clone(), p.set.clone(), p.count)),
                     _ => None,
                 };
                 self.after_holder_write(id, QueueIntent::Complete, result, |id| {
                     Output::Completed(id)
                 });
                 // The message is gone, so nothing names its parts any more.
-                if let Some((name, parts)) = parts {
-                    self.delete_parts(&name, &parts, None, false);
+                if let Some((name, set, count)) = parts {
+                    self.delete_parts(&name, &set, count, None, false);
                 }
             }
             Pending::Abandon(id) => {
@@ -848,7 +852,9 @@ impl Consumer {
             Pending::ReadPart { message, index } => self.part_read(message, index, result),
             Pending::DeletePart { set } => self.part_deleted(set, false, result),
             Pending::DeleteHead { set } => self.part_deleted(set, true, result),
-            Pending::DeleteHeadFirst { name, parts } => self.head_deleted_first(name, parts),
+            Pending::DeleteHeadFirst { name, set, count } => {
+                self.head_deleted_first(name, set, count)
+            }
             Pending::SweepScan { after, max } => self.heads_read(after, max, result),
             Pending::SweepCheck(head) => self.references_read(head, result),
             Pending::SweepMark(head) => self.mark_answered(head, result),

@@ -13,7 +13,6 @@ use crate::queue::{
 use crate::store::{
     BatchOp, Compare, Condition, Document, Op, Query, Reply, StoreError, Stored, Value,
 };
-use crate::time::Millis;
 use std::collections::VecDeque;
 
 /// Bytes kept free in each part's batch for the batch's own framing.
@@ -178,18 +177,24 @@ impl Consumer {
             // The create found the id taken: only an earlier attempt of this very
             // create can have made it (the set's id is this producer's own), so read
             // its etag and go on.
-            Err(StoreError::Conflict) => {
-                let op = Op::Read {
-                    pk: staging.head.partition_key(),
-                    id: staging.head.id.clone(),
-                };
-                self.send(QueueIntent::WritePart, None, op, Pending::PartHead(set));
-                return;
-            }
+            Err(StoreError::Conflict) => return self.reread_head(set),
             Ok(_) | Err(StoreError::NotFound) => return self.staging_failed(&set, None),
             Err(e) => return self.staging_failed(&set, Some(e)),
         }
         self.write_next_part(set);
+    }
+
+    /// Reads the head again for its etag, which an earlier attempt of this
+    /// producer's own write changed unseen.
+    fn reread_head(&mut self, set: PartSetId) {
+        let Some(staging) = self.staging.get(&set) else {
+            return;
+        };
+        let op = Op::Read {
+            pk: staging.head.partition_key(),
+            id: staging.head.id.clone(),
+        };
+        self.send(QueueIntent::WritePart, None, op, Pending::PartHead(set));
     }
 
     /// Writes the next part with a rewrite of the head, or the manifest once none is
@@ -265,15 +270,10 @@ impl Consumer {
             // The part is there: an earlier attempt of this batch landed, and changed
             // the head with it. Read the head's etag again and go on.
             Err(Failure::Created) => {
-                let Some(staging) = self.staging.get_mut(&set) else {
-                    return;
-                };
-                staging.parts.pop_front();
-                let op = Op::Read {
-                    pk: staging.head.partition_key(),
-                    id: staging.head.id.clone(),
-                };
-                self.send(QueueIntent::WritePart, None, op, Pending::PartHead(set));
+                if let Some(staging) = self.staging.get_mut(&set) {
+                    staging.parts.pop_front();
+                }
+                self.reread_head(set);
             }
             Err(Failure::Target(_)) => self.staging_failed(&set, None),
             Err(Failure::Request(e)) => self.staging_failed(&set, Some(e)),
@@ -446,53 +446,59 @@ impl Consumer {
         }
     }
 
-    /// Deletes a set's parts, then its head: after its message completed, or when a
-    /// sweep marked it.
+    /// Deletes a set's `count` parts, then its head: after its message completed, or
+    /// when a sweep marked it (`head_etag`: the marked version).
     pub(super) fn delete_parts(
         &mut self,
         name: &MessageName,
-        parts: &PartsRef,
+        set: &PartSetId,
+        count: u32,
         head_etag: Option<Etag>,
         swept: bool,
     ) {
-        let (queue, pk) = (self.config.queue.clone(), self.pk());
+        let queue = self.config.queue.clone();
         if !swept && self.config.known_bad == Some(QueueKnownBad::HeadFirst) {
             let op = Op::Delete {
-                pk,
-                id: head_id(&queue, name, &parts.set),
+                pk: self.pk(),
+                id: head_id(&queue, name, set),
                 if_match: None,
             };
             let pending = Pending::DeleteHeadFirst {
                 name: name.clone(),
-                parts: parts.clone(),
+                set: set.clone(),
+                count,
             };
             self.send(QueueIntent::DeletePart, None, op, pending);
             return;
         }
-        for index in 0..parts.count {
-            let op = Op::Delete {
-                pk: pk.clone(),
-                id: part_id(&queue, name, &parts.set, index),
-                if_match: None,
-            };
-            let pending = Pending::DeletePart {
-                set: parts.set.clone(),
-            };
-            self.send(QueueIntent::DeletePart, None, op, pending);
-        }
+        self.send_part_deletes(name, set, count);
         self.cleanups.insert(
-            parts.set.clone(),
+            set.clone(),
             Cleanup {
-                head: head_id(&queue, name, &parts.set),
+                head: head_id(&queue, name, set),
                 head_etag,
-                parts: parts.count,
-                waiting: parts.count,
+                parts: count,
+                waiting: count,
                 failed: false,
                 swept,
             },
         );
-        if parts.count == 0 {
-            self.delete_head(parts.set.clone());
+        if count == 0 {
+            self.delete_head(set.clone());
+        }
+    }
+
+    /// Sends the deletes of a set's `count` parts.
+    fn send_part_deletes(&mut self, name: &MessageName, set: &PartSetId, count: u32) {
+        let (queue, pk) = (self.config.queue.clone(), self.pk());
+        for index in 0..count {
+            let op = Op::Delete {
+                pk: pk.clone(),
+                id: part_id(&queue, name, set, index),
+                if_match: None,
+            };
+            let pending = Pending::DeletePart { set: set.clone() };
+            self.send(QueueIntent::DeletePart, None, op, pending);
         }
     }
 
@@ -540,19 +546,8 @@ impl Consumer {
     }
 
     /// Under `HeadFirst`: the head is deleted; now the parts, and nothing after.
-    pub(super) fn head_deleted_first(&mut self, name: MessageName, parts: PartsRef) {
-        let (queue, pk) = (self.config.queue.clone(), self.pk());
-        for index in 0..parts.count {
-            let op = Op::Delete {
-                pk: pk.clone(),
-                id: part_id(&queue, &name, &parts.set, index),
-                if_match: None,
-            };
-            let pending = Pending::DeletePart {
-                set: parts.set.clone(),
-            };
-            self.send(QueueIntent::DeletePart, None, op, pending);
-        }
+    pub(super) fn head_deleted_first(&mut self, name: MessageName, set: PartSetId, count: u32) {
+        self.send_part_deletes(&name, &set, count);
     }
 
     fn delete_head(&mut self, set: PartSetId) {
@@ -748,13 +743,7 @@ impl Consumer {
             self.sweep_settled(false);
             return;
         }
-        let parts = PartsRef {
-            set,
-            count,
-            bytes: 0,
-            hash: String::new(),
-        };
-        self.delete_parts(&head.name, &parts, Some(etag), true);
+        self.delete_parts(&head.name, &set, count, Some(etag), true);
     }
 
     /// One of the sweep's threads ended (`swept`: a set was removed); the sweep
@@ -770,11 +759,6 @@ impl Consumer {
                 swept: run.swept,
             });
         }
-    }
-
-    /// The lock rule a sweep's bound follows, for the checkers.
-    pub fn orphan_after(&self) -> Option<Millis> {
-        self.config.large.map(|l| l.orphan_after)
     }
 }
 

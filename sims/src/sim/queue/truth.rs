@@ -570,16 +570,8 @@ impl Truth {
             .collect();
         // Every part set must be named by a message or a dead letter: the sweeps
         // have had the whole settle time to clear the others.
-        let orphans: Vec<&DocId> = all
-            .iter()
-            .filter(|p| match &p.doc.state {
-                MessageState::PartSet { set, .. } | MessageState::Part { set, .. } => !all
-                    .iter()
-                    .any(|m| m.doc.parts.as_ref().is_some_and(|r| r.set == *set)),
-                _ => false,
-            })
-            .map(|p| &p.doc.id)
-            .collect();
+        let docs: Vec<&Message> = all.iter().map(|s| &s.doc).collect();
+        let orphans = leasehold_model::queue::orphaned_parts(&docs);
         if !orphans.is_empty() {
             let detail = format!(
                 "{} part documents no message names were left unswept, first {}",
