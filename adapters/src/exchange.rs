@@ -100,14 +100,7 @@ impl<M: Client, St: Store<M::Doc>> Exchange<M, St> {
             };
             this.run(input).await
         };
-        match tokio::spawn(work).await {
-            Ok(outcome) => outcome,
-            // Nothing in the task unwraps, and stores never panic; if one did, the
-            // panic is the caller's.
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Only a runtime shutting down cancels it.
-            Err(_) => Err(M::cancelled()),
-        }
+        detach(work, M::cancelled).await
     }
 
     async fn run(&self, input: M::Input) -> Result<Vec<M::Output>, M::Error> {
@@ -120,6 +113,22 @@ impl<M: Client, St: Store<M::Doc>> Exchange<M, St> {
         let (machine, none) = (self.machine.clone(), futures::stream::empty());
         drive(machine, &link, Some(input), none, &mut outputs).await?;
         Ok(outputs.0)
+    }
+}
+
+/// Runs `work` in its own task, so that a caller that drops the future does not stop
+/// it half-way; `cancelled` is its error if the runtime shuts down first.
+pub(crate) async fn detach<T: Send + 'static, E: Send + 'static>(
+    work: impl Future<Output = Result<T, E>> + Send + 'static,
+    cancelled: impl FnOnce() -> E,
+) -> Result<T, E> {
+    match tokio::spawn(work).await {
+        Ok(outcome) => outcome,
+        // Nothing in the task unwraps, and stores never panic; if one did, the
+        // panic is the caller's.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Only a runtime shutting down cancels it.
+        Err(_) => Err(cancelled()),
     }
 }
 

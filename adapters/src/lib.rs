@@ -34,6 +34,7 @@
 //! ```
 
 mod charge;
+mod claim;
 mod clock;
 pub mod cosmos;
 mod drive;
@@ -46,6 +47,7 @@ pub mod source;
 mod store;
 
 pub use charge::{Charges, OpKind};
+pub use claim::{ClaimError, ClaimStore, MemoryClaims};
 pub use clock::Clock;
 pub use cosmos::CosmosStore;
 pub use item_lease::{ItemLeaseClient, ItemLeaseClientError};

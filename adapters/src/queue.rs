@@ -1,14 +1,16 @@
 //! The work-queue client: the engine's queue consumer on an async store.
 
+use crate::claim::{ClaimError, ClaimStore};
 use crate::clock::{Clock, fresh_incarnation};
-use crate::exchange::{Checked, Exchange};
+use crate::exchange::{Checked, Client, Exchange, detach};
 use crate::store::{ContainerError, Store};
 use leasehold_engine::queue::{
-    Consumer, ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageName,
-    NameError, Output, QueueError, QueueIntent,
+    ClaimKey, Consumer, ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageName,
+    NameError, Output, QueueError, QueueIntent, payload_hash,
 };
 use leasehold_engine::store::Stored;
 use leasehold_engine::{DocId, HostId};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a queue client refused to start or an operation failed.
@@ -27,6 +29,10 @@ pub enum QueueClientError {
     /// The operation failed; the message is as the store has it.
     #[error(transparent)]
     Queue(#[from] QueueError),
+    /// The claim store failed: the enqueue stored nothing that a dequeue sees, and
+    /// what the claim store may hold of it is swept.
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
     /// The consumer reported no outcome: a bug in leasehold, reported rather than
     /// panicked on.
     #[error("the queue consumer reported no outcome for {0:?}; please report this bug")]
@@ -102,9 +108,17 @@ pub struct Dequeued {
 pub struct QueueClient<St> {
     exchange: Exchange<Consumer, St>,
     /// One dequeue at a time: the consumer refuses a second while one runs.
-    dequeuing: std::sync::Arc<tokio::sync::Mutex<()>>,
+    dequeuing: Arc<tokio::sync::Mutex<()>>,
     /// One sweep at a time, likewise.
-    sweeping: std::sync::Arc<tokio::sync::Mutex<()>>,
+    sweeping: Arc<tokio::sync::Mutex<()>>,
+    claims: Option<ClaimCheck>,
+}
+
+/// Where payloads past `above` bytes go.
+#[derive(Clone)]
+struct ClaimCheck {
+    store: Arc<dyn ClaimStore>,
+    above: usize,
 }
 
 impl<St: Clone> Clone for QueueClient<St> {
@@ -113,6 +127,7 @@ impl<St: Clone> Clone for QueueClient<St> {
             exchange: self.exchange.clone(),
             dequeuing: self.dequeuing.clone(),
             sweeping: self.sweeping.clone(),
+            claims: self.claims.clone(),
         }
     }
 }
@@ -130,7 +145,53 @@ impl<St: Store<Message>> QueueClient<St> {
             exchange: Exchange::new(consumer, store, Clock::system(), Duration::from_secs(10)),
             dequeuing: Default::default(),
             sweeping: Default::default(),
+            claims: None,
         })
+    }
+
+    /// Keeps payloads longer than `above` bytes in `store` instead of Cosmos DB, the
+    /// message carrying only their key, length and hash ([`leasehold_engine::queue::claim`]):
+    /// an enqueue stores the payload before the message exists, a dequeue fetches and
+    /// checks it before delivering, a completion deletes it, and
+    /// [`sweep`](Self::sweep) deletes what enqueues and completions cut short left
+    /// behind. Needs the queue's `large` settings, whose `orphan_after` bounds that.
+    ///
+    /// Every client of the queue that dequeues needs the claim store: one without it
+    /// gives a claim-checked message back at once, undelivered.
+    ///
+    /// ```
+    /// use leasehold_adapters::{MemoryClaims, MemoryStore, QueueClient};
+    /// use leasehold_engine::queue::{ConsumerConfig, QueueName};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let claims = MemoryClaims::default();
+    /// let config = ConsumerConfig::new(QueueName::new("orders")?);
+    /// let queue = QueueClient::new(MemoryStore::new(), "worker-1", config)?
+    ///     .with_claim_check(claims.clone(), 64 * 1024)?;
+    /// queue.enqueue("order-17", "x".repeat(100_000), Duration::ZERO).await?;
+    /// assert_eq!(claims.keys().len(), 1);
+    /// let batch = queue.dequeue(1).await?;
+    /// assert_eq!(batch.deliveries[0].payload.len(), 100_000);
+    /// queue.complete(&batch.deliveries[0]).await?;
+    /// assert!(claims.keys().is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_claim_check(
+        mut self,
+        store: impl ClaimStore,
+        above: usize,
+    ) -> Result<Self, QueueClientError> {
+        if self.exchange.with_machine(|c| c.config().large.is_none()) {
+            return Err(QueueError::NoSweep.into());
+        }
+        self.claims = Some(ClaimCheck {
+            store: Arc::new(store),
+            above,
+        });
+        Ok(self)
     }
 
     /// Uses `clock` instead of the system's (for tests on tokio's paused clock). Call
@@ -154,7 +215,8 @@ impl<St: Store<Message>> QueueClient<St> {
     /// set, one part per request, and the message last, up to the queue's
     /// `large.max_bytes` (64 MiB by default); a dequeue delivers it whole or not at
     /// all. An enqueue that fails half-way leaves parts that [`sweep`](Self::sweep)
-    /// removes.
+    /// removes. With a [claim check](Self::with_claim_check), a payload past its bound
+    /// goes to the claim store instead.
     pub async fn enqueue(
         &self,
         name: &str,
@@ -162,27 +224,59 @@ impl<St: Store<Message>> QueueClient<St> {
         delay: Duration,
     ) -> Result<Enqueued, QueueClientError> {
         let name = MessageName::new(name)?;
+        let payload = payload.into();
+        if let Some(claims) = self.claims.clone().filter(|c| payload.len() > c.above) {
+            let this = self.clone();
+            let work = async move { this.enqueue_claimed(claims, name, payload, delay).await };
+            return detach(work, cancelled).await;
+        }
         let input = Input::Enqueue {
             name,
-            payload: payload.into(),
+            payload,
             delay: delay.into(),
         };
+        enqueued(self.exchange.checked_call(input, None).await?)
+    }
+
+    /// The head, then the payload in the claim store, then the message.
+    async fn enqueue_claimed(
+        &self,
+        claims: ClaimCheck,
+        name: MessageName,
+        payload: String,
+        delay: Duration,
+    ) -> Result<Enqueued, QueueClientError> {
+        let input = Input::EnqueueClaimed {
+            name,
+            bytes: payload.len() as u64,
+            hash: payload_hash(payload.as_bytes()),
+            delay: delay.into(),
+        };
+        let mut key = None;
         for out in self.exchange.checked_call(input, None).await? {
             match out {
-                Output::Enqueued {
-                    already_present, ..
-                } => {
-                    return Ok(if already_present {
-                        Enqueued::AlreadyPresent
-                    } else {
-                        Enqueued::Stored
-                    });
-                }
+                Output::StoreClaim(k) => key = Some(k),
                 Output::Failed { error, .. } => return Err(error.into()),
                 _ => {}
             }
         }
-        Err(QueueClientError::NoOutcome(QueueIntent::Enqueue))
+        let key = key.ok_or(QueueClientError::NoOutcome(QueueIntent::Enqueue))?;
+        let put = claims.store.put(key.clone(), payload).await;
+        let stored = Input::ClaimStored {
+            key: key.clone(),
+            stored: put.is_ok(),
+        };
+        let outs = self.exchange.call(stored).await?;
+        put?;
+        let outcome = enqueued(outs);
+        if let Err(QueueClientError::Queue(QueueError::PartsSwept(_))) = &outcome {
+            // The sweep may have deleted the key before this put: no message names
+            // it, and none will, so delete it rather than leave it to nobody.
+            if let Err(e) = claims.store.delete(key.clone()).await {
+                tracing::warn!(%key, error = %e, "a swept enqueue's claim-checked payload is left in the claim store");
+            }
+        }
+        outcome
     }
 
     /// Locks and returns up to `max` deliverable messages, oldest visible first. A
@@ -190,6 +284,19 @@ impl<St: Store<Message>> QueueClient<St> {
     /// unchanged for the lock's duration plus the drift allowance, so calling this
     /// regularly is what lets a crashed consumer's messages come back.
     pub async fn dequeue(&self, max: usize) -> Result<Dequeued, QueueClientError> {
+        let dequeued = self.dequeue_locked(max).await?;
+        if dequeued.deliveries.iter().all(|d| d.claim.is_none()) {
+            return Ok(dequeued);
+        }
+        let this = self.clone();
+        detach(
+            async move { Ok(this.fetch_claims(dequeued).await) },
+            cancelled,
+        )
+        .await
+    }
+
+    async fn dequeue_locked(&self, max: usize) -> Result<Dequeued, QueueClientError> {
         let mut dequeued = Dequeued::default();
         let input = Input::Dequeue { max };
         let turn = Some(self.dequeuing.clone());
@@ -210,6 +317,56 @@ impl<St: Store<Message>> QueueClient<St> {
         Ok(dequeued)
     }
 
+    /// Fetches the claim-checked payloads of `dequeued`'s deliveries. A payload
+    /// missing or not as its message says is dead-lettered with the reason, never
+    /// delivered; one the claim store could not read is given back, undelivered.
+    async fn fetch_claims(&self, dequeued: Dequeued) -> Dequeued {
+        let Dequeued {
+            deliveries,
+            mut dead_lettered,
+        } = dequeued;
+        let fetches = deliveries.into_iter().map(|d| async move {
+            let fetched = match (&d.claim, &self.claims) {
+                (None, _) => Ok(Ok(d.payload.clone())),
+                (Some(claim), Some(claims)) => claims
+                    .store
+                    .get(claim.key.clone())
+                    .await
+                    .map(|found| claim.check(found)),
+                (Some(_), None) => Err(ClaimError::new("this client has no claim store")),
+            };
+            (d, fetched)
+        });
+        let mut out = Vec::new();
+        for (mut delivery, fetched) in futures::future::join_all(fetches).await {
+            match fetched {
+                Ok(Ok(payload)) => {
+                    delivery.payload = payload;
+                    out.push(delivery);
+                }
+                Ok(Err(problem)) => {
+                    let reason = problem.to_string();
+                    match self.dead_letter(&delivery, reason.clone()).await {
+                        Ok(()) => dead_lettered.push((delivery.id, reason)),
+                        Err(e) => {
+                            tracing::warn!(message = %delivery.id, error = %e, "a message whose claim-checked payload is {reason} could not be dead-lettered")
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(message = %delivery.id, error = %e, "a claim-checked payload could not be fetched; the message is given back");
+                    if let Err(e) = self.abandon(&delivery, Duration::ZERO).await {
+                        tracing::warn!(message = %delivery.id, error = %e, "could not give the message back; it returns when its lock runs out");
+                    }
+                }
+            }
+        }
+        Dequeued {
+            deliveries: out,
+            dead_lettered,
+        }
+    }
+
     /// Deletes a delivered message. `LockLost` means another consumer took it over
     /// (this one held it past its lock): nothing was changed. Retried after an
     /// unknown outcome, a completion that finds the message gone is confirmed while
@@ -217,7 +374,13 @@ impl<St: Store<Message>> QueueClient<St> {
     /// then its own earlier attempt and another consumer's are both possible.
     pub async fn complete(&self, delivery: &Delivery) -> Result<(), QueueClientError> {
         let input = Input::Complete(delivery.id.clone());
-        self.settle(input, QueueIntent::Complete).await
+        if delivery.claim.is_none() {
+            return self.settle(input, QueueIntent::Complete).await;
+        }
+        // The claim-checked payload is deleted after the message: run both to the end.
+        let this = self.clone();
+        let work = async move { this.settle(input, QueueIntent::Complete).await };
+        detach(work, cancelled).await
     }
 
     /// Gives a delivered message back, visible again after `delay`.
@@ -334,17 +497,55 @@ impl<St: Store<Message>> QueueClient<St> {
     /// # }
     /// ```
     pub async fn sweep(&self, max: usize) -> Result<Swept, QueueClientError> {
-        let turn = Some(self.sweeping.clone());
-        for out in self
+        let this = self.clone();
+        detach(async move { this.sweep_to_end(max).await }, cancelled).await
+    }
+
+    /// A sweep, with the claim-checked payloads it drops, holding the sweep's turn
+    /// throughout.
+    async fn sweep_to_end(&self, max: usize) -> Result<Swept, QueueClientError> {
+        let _turn = self.sweeping.clone().lock_owned().await;
+        let mut outs = self
             .exchange
-            .checked_call(Input::Sweep { max }, turn)
-            .await?
-        {
-            if let Output::SweepFinished { read, swept } = out {
-                return Ok(Swept { read, swept });
+            .checked_call(Input::Sweep { max }, None)
+            .await?;
+        loop {
+            let mut drops = Vec::new();
+            for out in outs {
+                match out {
+                    Output::SweepFinished { read, swept } => return Ok(Swept { read, swept }),
+                    Output::DropClaim(key) => drops.push(key),
+                    _ => {}
+                }
             }
+            if drops.is_empty() {
+                return Err(QueueClientError::NoOutcome(QueueIntent::Sweep));
+            }
+            outs = self.drop_claims(drops).await?;
         }
-        Err(QueueClientError::NoOutcome(QueueIntent::Sweep))
+    }
+
+    /// Deletes claim-checked payloads as the consumer asked, and tells it how that
+    /// went; returns what it did next.
+    async fn drop_claims(&self, keys: Vec<ClaimKey>) -> Result<Vec<Output>, QueueClientError> {
+        let deletes = keys.into_iter().map(|key| async move {
+            let dropped = match &self.claims {
+                Some(claims) => match claims.store.delete(key.clone()).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(%key, error = %e, "a claim-checked payload could not be deleted; a sweep tries again");
+                        false
+                    }
+                },
+                None => false,
+            };
+            Input::ClaimDropped { key, dropped }
+        });
+        let mut outs = Vec::new();
+        for answer in futures::future::join_all(deletes).await {
+            outs.extend(self.exchange.call(answer).await?);
+        }
+        Ok(outs)
     }
 
     /// The store, for its request charges.
@@ -353,15 +554,50 @@ impl<St: Store<Message>> QueueClient<St> {
     }
 
     async fn settle(&self, input: Input, intent: QueueIntent) -> Result<(), QueueClientError> {
+        let mut outcome = Err(QueueClientError::NoOutcome(intent));
+        let mut drops = Vec::new();
         for out in self.exchange.checked_call(input, None).await? {
             match out {
                 Output::Completed(_) | Output::Abandoned(_) | Output::DeadLettered { .. } => {
-                    return Ok(());
+                    outcome = Ok(());
                 }
-                Output::Failed { error, .. } => return Err(error.into()),
+                Output::DropClaim(key) => drops.push(key),
+                Output::Failed { error, .. } => outcome = Err(error.into()),
                 _ => {}
             }
         }
-        Err(QueueClientError::NoOutcome(intent))
+        if !drops.is_empty() {
+            // The message is done whether or not its payload is deleted now: a
+            // payload left is the sweep's.
+            if let Err(e) = self.drop_claims(drops).await {
+                tracing::warn!(error = %e, "a completed message's claim-checked payload is left for the sweep");
+            }
+        }
+        outcome
     }
+}
+
+/// An enqueue's outcome among its outputs.
+fn enqueued(outs: Vec<Output>) -> Result<Enqueued, QueueClientError> {
+    for out in outs {
+        match out {
+            Output::Enqueued {
+                already_present, ..
+            } => {
+                return Ok(if already_present {
+                    Enqueued::AlreadyPresent
+                } else {
+                    Enqueued::Stored
+                });
+            }
+            Output::Failed { error, .. } => return Err(error.into()),
+            _ => {}
+        }
+    }
+    Err(QueueClientError::NoOutcome(QueueIntent::Enqueue))
+}
+
+/// The error of a command whose task the runtime cancelled while shutting down.
+fn cancelled() -> QueueClientError {
+    QueueClientError::Queue(<Consumer as Client>::cancelled())
 }

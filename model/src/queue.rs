@@ -559,6 +559,8 @@ impl Rules for QueueModel {
             Output::SweepFinished { read, swept } => {
                 format!("c{c}'s sweep is done: {read} heads read, {swept} swept")
             }
+            Output::StoreClaim(key) => format!("c{c} asks the driver to store claim {key}"),
+            Output::DropClaim(key) => format!("c{c} asks the driver to drop claim {key}"),
             Output::Request(req) => format!("c{c} asks to {} (sent by the driver)", req.intent),
         });
         None

@@ -1,12 +1,13 @@
 //! The queue consumer state machine.
 
+mod claim;
 mod large;
 
 use super::config::{Candidate, QueueKnownBad};
 use super::dead_letter::{self, Failure};
 use super::{
-    ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageLock, MessageName,
-    MessageState, Output, PartSetId, QueueError, QueueIntent, QueueRequest,
+    Claim, ClaimKey, ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageLock,
+    MessageName, MessageState, Output, PartSetId, QueueError, QueueIntent, QueueRequest,
 };
 use crate::ids::{DocId, HostId, Incarnation, PartitionKey, RequestId};
 use crate::lock::{Client, Held, LockToken, Locks};
@@ -244,6 +245,20 @@ impl Consumer {
                 payload,
                 delay,
             } => self.enqueue(name, payload, delay),
+            Input::EnqueueClaimed {
+                name,
+                bytes,
+                hash,
+                delay,
+            } => self.enqueue_claimed(name, bytes, hash, delay),
+            Input::ClaimStored { key, stored } => {
+                self.claim_stored(key, stored);
+                Ok(())
+            }
+            Input::ClaimDropped { key, dropped } => {
+                self.claim_dropped(key, dropped);
+                Ok(())
+            }
             Input::Dequeue { max } => self.start_dequeue(max),
             Input::Complete(id) => {
                 let held = self.held(&id)?;
@@ -740,15 +755,23 @@ impl Consumer {
                                 excludes_until: authority_until,
                             },
                         );
+                        let claim = ClaimKey::of(&message).zip(message.parts.as_ref()).map(
+                            |(key, parts)| Claim {
+                                key,
+                                bytes: parts.bytes,
+                                hash: parts.hash.clone(),
+                            },
+                        );
                         let delivery = Delivery {
                             id: message.id.clone(),
                             name: message.name.clone(),
                             payload: message.payload.clone(),
+                            claim,
                             dequeue_count: message.dequeue_count,
                             lock: lock.token.clone(),
                             authority_until,
                         };
-                        let parts = message.parts.clone();
+                        let parts = message.parts.clone().filter(|p| !p.is_claim());
                         self.held_docs.insert(message.id.clone(), message);
                         if let Some(parts) = parts {
                             // Delivered, or not, once its parts are read.

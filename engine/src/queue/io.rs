@@ -1,6 +1,6 @@
 //! What goes into a queue consumer and what comes out of it.
 
-use super::{Message, MessageName, PartSetId};
+use super::{Claim, ClaimKey, Message, MessageName, PartSetId};
 use crate::ids::{DocId, RequestId};
 use crate::lock::LockToken;
 use crate::store::{Op, Reply, StoreError, Stored};
@@ -18,6 +18,35 @@ pub enum Input {
         payload: String,
         /// How long it stays invisible.
         delay: Millis,
+    },
+    /// Store a new message whose payload goes to the user's claim store
+    /// ([`super::claim`]): its head is written, then [`Output::StoreClaim`] asks the
+    /// driver to store the payload, then the message is written.
+    EnqueueClaimed {
+        /// The message's name: enqueueing a name twice stores one message.
+        name: MessageName,
+        /// The payload's length in bytes.
+        bytes: u64,
+        /// The payload's hash ([`payload_hash`](super::payload_hash)).
+        hash: String,
+        /// How long it stays invisible.
+        delay: Millis,
+    },
+    /// The driver stored a claim-checked payload ([`Output::StoreClaim`]), or failed
+    /// to (`stored: false`, which ends the enqueue with nothing of it visible).
+    ClaimStored {
+        /// The key it was asked to store.
+        key: ClaimKey,
+        /// Whether the claim store took the payload.
+        stored: bool,
+    },
+    /// The driver deleted a claim-checked payload ([`Output::DropClaim`]), or failed
+    /// to (`dropped: false`: the set's head stays, and a later sweep asks again).
+    ClaimDropped {
+        /// The key it was asked to delete.
+        key: ClaimKey,
+        /// Whether the claim store no longer holds it (deleted now, or absent).
+        dropped: bool,
     },
     /// Lock and deliver up to `max` messages.
     Dequeue {
@@ -74,8 +103,10 @@ pub struct Delivery {
     pub id: DocId,
     /// The message's name.
     pub name: MessageName,
-    /// The payload.
+    /// The payload; empty for a claim check, whose payload the driver fetches.
     pub payload: String,
+    /// Where the payload is, when it was claim-checked ([`super::claim`]).
+    pub claim: Option<Claim>,
     /// How many times it has been delivered, this time included.
     pub dequeue_count: u32,
     /// The lock.
@@ -97,6 +128,13 @@ pub enum Output {
         /// Whether the store already had a message of this name.
         already_present: bool,
     },
+    /// Store this claim-checked payload in the claim store under `key`, then answer
+    /// with [`Input::ClaimStored`]. The enqueue waits for that answer.
+    StoreClaim(ClaimKey),
+    /// Delete the payload under this key from the claim store (absent is fine), then
+    /// answer with [`Input::ClaimDropped`]: its message is completed, or its set was
+    /// swept. The set's head is deleted only after that answer.
+    DropClaim(ClaimKey),
     /// A message is delivered under a lock.
     Delivered(Delivery),
     /// A dequeue has finished: every claim it sent was answered.
@@ -264,6 +302,9 @@ pub enum QueueError {
     /// written: its writes paused past `orphan_after`. Nothing was enqueued; enqueue
     /// again.
     PartsSwept(MessageName),
+    /// A claim check was asked of a consumer without `large` settings: nothing
+    /// would ever sweep a claim-checked payload left behind.
+    NoSweep,
     /// A dequeue, or a sweep, is still running.
     Busy,
     /// A requeue was given a document that is not one of this queue's dead letters.
@@ -303,6 +344,10 @@ impl fmt::Display for QueueError {
                 f,
                 "the parts of message {name} were swept before it was written (its writes \
                  paused past the orphan bound); nothing was enqueued"
+            ),
+            QueueError::NoSweep => f.write_str(
+                "claim checks need the queue's `large` settings, whose sweep removes \
+                 payloads left behind; nothing was enqueued",
             ),
             QueueError::Busy => f.write_str("a dequeue or a sweep is still running"),
             QueueError::NotADeadLetter(id) => {

@@ -21,6 +21,7 @@
 //!   whichever host owns the partition's lease; a new owner still waits out the
 //!   previous owner's message locks.
 
+pub mod claim;
 mod config;
 mod consumer;
 mod dead_letter;
@@ -28,6 +29,7 @@ mod io;
 mod message;
 pub mod parts;
 
+pub use claim::{Claim, ClaimKey};
 pub use config::{
     Candidate, ConsumerConfig, ConsumerConfigError, LargeMessages, QueueKnownBad, Selector,
     deliverable,

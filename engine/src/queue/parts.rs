@@ -56,7 +56,8 @@ pub struct PartsRef {
     /// The set.
     #[serde(rename = "Set")]
     pub set: PartSetId,
-    /// How many parts.
+    /// How many parts; 0 for a claim check, whose payload is in the user's claim
+    /// store ([`super::claim`]).
     #[serde(rename = "Count")]
     pub count: u32,
     /// The payload's length in bytes.
@@ -66,6 +67,13 @@ pub struct PartsRef {
     /// refused, never delivered.
     #[serde(rename = "Hash")]
     pub hash: String,
+}
+
+impl PartsRef {
+    /// Whether the payload is in the user's claim store rather than in parts.
+    pub fn is_claim(&self) -> bool {
+        self.count == 0
+    }
 }
 
 /// The id of a set's head. Message names hold no `:`, and the set's tag no `.`, so
@@ -146,6 +154,8 @@ pub enum PartsProblem {
     Foreign(u32),
     /// The parts join to a payload of another length or hash.
     Damaged,
+    /// The claim store holds nothing under the message's claim key.
+    Unclaimed,
 }
 
 impl fmt::Display for PartsProblem {
@@ -156,6 +166,7 @@ impl fmt::Display for PartsProblem {
                 write!(f, "part {i} of its payload belongs to another set")
             }
             PartsProblem::Damaged => f.write_str("its payload's parts do not match its hash"),
+            PartsProblem::Unclaimed => f.write_str("its payload is missing from the claim store"),
         }
     }
 }
@@ -175,14 +186,15 @@ pub fn join_parts(parts: &PartsRef, pieces: &[Option<Message>]) -> Result<String
             _ => return Err(PartsProblem::Foreign(index)),
         }
     }
-    let length_agrees = u64::try_from(payload.len()).ok() == Some(parts.bytes);
-    if pieces.len() != parts.count as usize
-        || !length_agrees
-        || payload_hash(payload.as_bytes()) != parts.hash
-    {
+    if pieces.len() != parts.count as usize || !payload_agrees(parts.bytes, &parts.hash, &payload) {
         return Err(PartsProblem::Damaged);
     }
     Ok(payload)
+}
+
+/// Whether `payload` has the length and hash its message names.
+pub(super) fn payload_agrees(bytes: u64, hash: &str, payload: &str) -> bool {
+    u64::try_from(payload.len()).ok() == Some(bytes) && payload_hash(payload.as_bytes()) == hash
 }
 
 #[cfg(test)]

@@ -31,6 +31,21 @@ pub(super) struct Staging {
     parts: VecDeque<Message>,
     /// The manifest is written (before the parts only under `ManifestFirst`).
     manifest_written: bool,
+    /// For a claim check: where the driver is in storing the payload.
+    pub(super) claim: ClaimPhase,
+}
+
+/// A claim check's payload, between its head and its manifest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum ClaimPhase {
+    /// Not a claim check: the payload is in parts.
+    NotClaimed,
+    /// The driver is to be asked once the head is stored.
+    ToStore,
+    /// The driver was asked, and has not answered.
+    Storing,
+    /// The payload is stored: the manifest may follow.
+    Stored,
 }
 
 /// A delivered message whose parts are being read.
@@ -100,17 +115,7 @@ impl Consumer {
         }
         let set = PartSetId::of(&self.client.next_token());
         let (queue, name) = (self.config.queue.clone(), manifest.name.clone());
-        let mut head = Message {
-            id: head_id(&queue, &name, &set),
-            state: MessageState::PartSet {
-                set: set.clone(),
-                count: 0,
-                sweeping: false,
-            },
-            payload: String::new(),
-            parts: None,
-            ..manifest.clone()
-        };
+        let mut head = self.head_for(&manifest, &set);
         let budget = self.part_budget(&head, &name, &set);
         let too_large = || QueueError::TooLarge {
             size: manifest.stored_size(),
@@ -144,6 +149,34 @@ impl Consumer {
             payload: String::new(),
             ..manifest
         };
+        self.stage(set, manifest, head, parts, ClaimPhase::NotClaimed);
+        Ok(())
+    }
+
+    /// A set's head, with no parts counted yet, for `manifest`'s payload.
+    pub(super) fn head_for(&self, manifest: &Message, set: &PartSetId) -> Message {
+        Message {
+            id: head_id(&self.config.queue, &manifest.name, set),
+            state: MessageState::PartSet {
+                set: set.clone(),
+                count: 0,
+                sweeping: false,
+            },
+            payload: String::new(),
+            parts: None,
+            ..manifest.clone()
+        }
+    }
+
+    /// Starts writing a set: its head first.
+    pub(super) fn stage(
+        &mut self,
+        set: PartSetId,
+        manifest: Message,
+        head: Message,
+        parts: VecDeque<Message>,
+        claim: ClaimPhase,
+    ) {
         let create = Op::Create(head.clone());
         self.staging.insert(
             set.clone(),
@@ -153,10 +186,10 @@ impl Consumer {
                 head_etag: None,
                 parts,
                 manifest_written: false,
+                claim,
             },
         );
         self.send(QueueIntent::WritePart, None, create, Pending::PartHead(set));
-        Ok(())
     }
 
     /// The head's create, or its read, is answered.
@@ -198,12 +231,24 @@ impl Consumer {
     }
 
     /// Writes the next part with a rewrite of the head, or the manifest once none is
-    /// left: each write lands only while the head is as this producer left it.
-    fn write_next_part(&mut self, set: PartSetId) {
+    /// left: each write lands only while the head is as this producer left it. A
+    /// claim check's manifest waits for its payload to be stored.
+    pub(super) fn write_next_part(&mut self, set: PartSetId) {
         let pk = self.pk();
         let Some(staging) = self.staging.get_mut(&set) else {
             return;
         };
+        match staging.claim {
+            ClaimPhase::ToStore => {
+                staging.claim = ClaimPhase::Storing;
+                let name = staging.manifest.name.clone();
+                let key = self.claim_key(&name, &set);
+                self.out.push_back(Output::StoreClaim(key));
+                return;
+            }
+            ClaimPhase::Storing => return,
+            ClaimPhase::NotClaimed | ClaimPhase::Stored => {}
+        }
         let head = BatchOp::Replace {
             doc: staging.head.clone(),
             if_match: staging.head_etag.clone(),
@@ -325,7 +370,7 @@ impl Consumer {
     }
 
     /// An enqueue in parts stops: its set is left for a sweep.
-    fn staging_failed(&mut self, set: &PartSetId, error: Option<StoreError>) {
+    pub(super) fn staging_failed(&mut self, set: &PartSetId, error: Option<StoreError>) {
         let Some(staging) = self.staging.remove(set) else {
             return;
         };
@@ -457,7 +502,8 @@ impl Consumer {
         swept: bool,
     ) {
         let queue = self.config.queue.clone();
-        if !swept && self.config.known_bad == Some(QueueKnownBad::HeadFirst) {
+        let head_first = self.config.known_bad == Some(QueueKnownBad::HeadFirst);
+        if !swept && head_first && count > 0 {
             let op = Op::Delete {
                 pk: self.pk(),
                 id: head_id(&queue, name, set),
@@ -478,13 +524,16 @@ impl Consumer {
                 head: head_id(&queue, name, set),
                 head_etag,
                 parts: count,
-                waiting: count,
+                // A claim check waits for its one payload, in the claim store.
+                waiting: count.max(1),
                 failed: false,
                 swept,
             },
         );
         if count == 0 {
-            self.delete_head(set.clone());
+            // A claim check: its payload goes before the head that names it.
+            let key = self.claim_key(name, set);
+            self.out.push_back(Output::DropClaim(key));
         }
     }
 
@@ -510,6 +559,11 @@ impl Consumer {
         result: Result<Reply<Message>, StoreError>,
     ) {
         let ok = matches!(result, Ok(_) | Err(StoreError::NotFound));
+        self.part_gone(set, head, ok);
+    }
+
+    /// A part, the head, or a claim-checked payload (`ok`: now absent) is deleted.
+    pub(super) fn part_gone(&mut self, set: PartSetId, head: bool, ok: bool) {
         if head {
             let Some(cleanup) = self.cleanups.remove(&set) else {
                 return;
@@ -550,7 +604,7 @@ impl Consumer {
         self.send_part_deletes(&name, &set, count);
     }
 
-    fn delete_head(&mut self, set: PartSetId) {
+    pub(super) fn delete_head(&mut self, set: PartSetId) {
         let Some(cleanup) = self.cleanups.get(&set) else {
             return;
         };

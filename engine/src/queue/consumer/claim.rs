@@ -1,0 +1,70 @@
+//! The consumer's part of claim checks ([`crate::queue::claim`]): a part set whose
+//! payload the driver keeps in the user's claim store.
+
+use super::Consumer;
+use super::large::ClaimPhase;
+use crate::queue::{ClaimKey, Message, MessageName, PartSetId, PartsRef, QueueError};
+use crate::time::Millis;
+use std::collections::VecDeque;
+
+impl Consumer {
+    /// Starts an enqueue whose payload goes to the claim store: the head first.
+    pub(super) fn enqueue_claimed(
+        &mut self,
+        name: MessageName,
+        bytes: u64,
+        hash: String,
+        delay: Millis,
+    ) -> Result<(), QueueError> {
+        if self.config.large.is_none() {
+            return Err(QueueError::NoSweep);
+        }
+        let set = PartSetId::of(&self.client.next_token());
+        let queue = self.config.queue.clone();
+        let mut manifest = Message::new(queue, name, String::new(), self.now.wall, delay);
+        let head = self.head_for(&manifest, &set);
+        manifest.parts = Some(PartsRef {
+            set: set.clone(),
+            count: 0,
+            bytes,
+            hash,
+        });
+        self.stage(set, manifest, head, VecDeque::new(), ClaimPhase::ToStore);
+        Ok(())
+    }
+
+    /// The driver answered [`Output::StoreClaim`](crate::queue::Output::StoreClaim).
+    /// An answer for no waiting enqueue changes nothing.
+    pub(super) fn claim_stored(&mut self, key: ClaimKey, stored: bool) {
+        let Some(staging) = self.staging.get_mut(&key.set) else {
+            return;
+        };
+        if staging.claim != ClaimPhase::Storing {
+            return;
+        }
+        if !stored {
+            // The head stays, naming nothing: the sweep removes it.
+            self.staging.remove(&key.set);
+            return;
+        }
+        staging.claim = ClaimPhase::Stored;
+        self.write_next_part(key.set);
+    }
+
+    /// The driver answered [`Output::DropClaim`](crate::queue::Output::DropClaim): the
+    /// head goes once the payload is gone.
+    pub(super) fn claim_dropped(&mut self, key: ClaimKey, dropped: bool) {
+        if self.cleanups.contains_key(&key.set) {
+            self.part_gone(key.set, false, dropped);
+        }
+    }
+
+    /// The claim key of this queue's set `set` of message `name`.
+    pub(super) fn claim_key(&self, name: &MessageName, set: &PartSetId) -> ClaimKey {
+        ClaimKey {
+            queue: self.config.queue.clone(),
+            name: name.clone(),
+            set: set.clone(),
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! Claim checks: the payload in the user's claim store, the message carrying only its
+//! key. Nothing is delivered before its payload is stored, nothing mismatched is
+//! delivered, and nothing is left in either store that a sweep does not remove. The
+//! sweep bound is 60 s (60.6 s of watching, with the 1 % drift allowance).
+
+mod queue_common;
+
+use leasehold_engine::queue::{
+    ClaimKey, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageState, Output,
+    PartsProblem, QueueError, payload_hash,
+};
+use leasehold_engine::store::Container;
+use leasehold_engine::{HostId, Incarnation, Millis, Now};
+use queue_common::*;
+use std::collections::{BTreeMap, VecDeque};
+
+fn claiming() -> ConsumerConfig {
+    ConsumerConfig {
+        large: Some(LargeMessages {
+            max_bytes: 1 << 20,
+            orphan_after: Millis::from_secs(60),
+        }),
+        ..config()
+    }
+}
+
+fn client(who: &str) -> Consumer {
+    Consumer::new(HostId::from(who), Incarnation(0), claiming()).unwrap()
+}
+
+/// The claim store, and whether its driver answers the consumer's asks.
+#[derive(Default)]
+struct Claims {
+    payloads: BTreeMap<ClaimKey, String>,
+    /// The payload of the enqueue in flight, stored when the consumer asks.
+    next: Option<String>,
+    /// The driver stops at the consumer's next ask, as if it crashed there.
+    stop: bool,
+    /// The asks left unanswered.
+    unanswered: Vec<Output>,
+}
+
+/// Feeds `input`, serves every request and every ask of the claim store at once
+/// (unless `claims.stop`); returns the other outputs.
+fn drive(
+    c: &mut Consumer,
+    store: &mut Container<Message>,
+    claims: &mut Claims,
+    now: Now,
+    input: Input,
+) -> Vec<Output> {
+    let mut inputs = VecDeque::from([input]);
+    let mut seen = Vec::new();
+    while let Some(input) = inputs.pop_front() {
+        c.handle_input(now, input).unwrap();
+        while let Some(out) = c.poll_output() {
+            match out {
+                Output::Request(req) => inputs.push_back(Input::Response {
+                    id: req.id,
+                    result: store.execute(req.op),
+                }),
+                ask @ (Output::StoreClaim(_) | Output::DropClaim(_)) if claims.stop => {
+                    claims.unanswered.push(ask);
+                }
+                Output::StoreClaim(key) => {
+                    let payload = claims.next.take().expect("an enqueue in flight");
+                    claims.payloads.insert(key.clone(), payload);
+                    inputs.push_back(Input::ClaimStored { key, stored: true });
+                }
+                Output::DropClaim(key) => {
+                    claims.payloads.remove(&key);
+                    inputs.push_back(Input::ClaimDropped { key, dropped: true });
+                }
+                other => seen.push(other),
+            }
+        }
+    }
+    seen
+}
+
+fn enqueue_claimed(body: &str, claims: &mut Claims) -> Input {
+    claims.next = Some(body.to_string());
+    Input::EnqueueClaimed {
+        name: name("big"),
+        bytes: body.len() as u64,
+        hash: payload_hash(body.as_bytes()),
+        delay: Millis::ZERO,
+    }
+}
+
+fn heads(store: &Container<Message>) -> usize {
+    store
+        .iter()
+        .filter(|s| matches!(s.doc.state, MessageState::PartSet { .. }))
+        .count()
+}
+
+fn swept(out: &[Output]) -> usize {
+    out.iter()
+        .filter(|o| matches!(o, Output::Swept { .. }))
+        .count()
+}
+
+/// Claim-checked payloads that no head or message names: nothing would ever remove
+/// them.
+fn orphans(store: &Container<Message>, claims: &Claims) -> Vec<ClaimKey> {
+    let named = |key: &ClaimKey| {
+        store.iter().any(|s| match &s.doc.state {
+            MessageState::PartSet { set, .. } => *set == key.set,
+            _ => ClaimKey::of(&s.doc).as_ref() == Some(key),
+        })
+    };
+    claims
+        .payloads
+        .keys()
+        .filter(|k| !named(k))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_claim_checked_payload_is_delivered_with_its_claim_and_completing_leaves_nothing() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    let body = "x".repeat(50_000);
+    let input = enqueue_claimed(&body, &mut claims);
+    let out = drive(&mut client("p"), &mut store, &mut claims, at(0), input);
+    assert!(
+        matches!(
+            out[..],
+            [Output::Enqueued {
+                already_present: false,
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    // A head and the message, which carries no payload; the payload is outside.
+    assert_eq!((store.iter().count(), heads(&store)), (2, 1));
+    assert!(stored(&store, "big").unwrap().payload.is_empty());
+    assert_eq!(claims.payloads.len(), 1);
+
+    let mut a = client("a");
+    let out = drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(1_000),
+        Input::Dequeue { max: 5 },
+    );
+    let got = deliveries(&out);
+    assert_eq!(got.len(), 1);
+    let claim = got[0].claim.clone().expect("delivered with its claim");
+    assert!(got[0].payload.is_empty());
+    let fetched = claims.payloads.get(&claim.key).cloned();
+    assert_eq!(claim.check(fetched), Ok(body));
+
+    let out = drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(2_000),
+        Input::Complete(got[0].id.clone()),
+    );
+    assert!(matches!(out[..], [Output::Completed(_)]), "{out:?}");
+    assert_eq!(store.iter().count(), 0, "head or message left behind");
+    assert!(
+        claims.payloads.is_empty(),
+        "payload left in the claim store"
+    );
+}
+
+#[test]
+fn nothing_is_visible_before_the_payload_is_stored() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    claims.stop = true;
+    let input = enqueue_claimed("payload", &mut claims);
+    let mut producer = client("p");
+    drive(&mut producer, &mut store, &mut claims, at(0), input);
+    assert!(matches!(claims.unanswered[..], [Output::StoreClaim(_)]));
+    assert_eq!(heads(&store), 1);
+    let out = drive(
+        &mut client("a"),
+        &mut store,
+        &mut claims,
+        at(0),
+        Input::Dequeue { max: 5 },
+    );
+    assert!(deliveries(&out).is_empty(), "{out:?}");
+}
+
+#[test]
+fn a_producer_stopped_after_storing_its_payload_leaves_what_the_sweep_clears_after_the_bound() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    claims.stop = true;
+    let input = enqueue_claimed("payload", &mut claims);
+    drive(&mut client("p"), &mut store, &mut claims, at(0), input);
+    // It stored the payload, then died before writing the message.
+    let Some(Output::StoreClaim(key)) = claims.unanswered.pop() else {
+        panic!("no ask")
+    };
+    claims.payloads.insert(key, "payload".into());
+    claims.stop = false;
+
+    let mut a = client("a");
+    let out = drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(1_000),
+        Input::Sweep { max: 10 },
+    );
+    assert!(
+        out.contains(&Output::SweepFinished { read: 1, swept: 0 }),
+        "{out:?}"
+    );
+    let out = drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(61_599),
+        Input::Sweep { max: 10 },
+    );
+    assert_eq!(swept(&out), 0);
+    let out = drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(61_600),
+        Input::Sweep { max: 10 },
+    );
+    assert_eq!(swept(&out), 1, "{out:?}");
+    assert!(
+        out.contains(&Output::SweepFinished { read: 1, swept: 1 }),
+        "{out:?}"
+    );
+    assert_eq!(store.iter().count(), 0);
+    assert!(claims.payloads.is_empty());
+}
+
+#[test]
+fn a_producer_that_paused_past_the_bound_is_refused_and_its_payload_is_named_by_no_message() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    claims.stop = true;
+    let input = enqueue_claimed("payload", &mut claims);
+    let mut producer = client("p");
+    drive(&mut producer, &mut store, &mut claims, at(0), input);
+    let Some(Output::StoreClaim(key)) = claims.unanswered.pop() else {
+        panic!("no ask")
+    };
+    // The producer stalls before storing its payload; a sweep takes its set.
+    claims.stop = false;
+    let mut a = client("a");
+    drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(0),
+        Input::Sweep { max: 10 },
+    );
+    let out = drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(70_000),
+        Input::Sweep { max: 10 },
+    );
+    assert_eq!(swept(&out), 1);
+    // Then it stores the payload and goes on: its message is refused.
+    claims.payloads.insert(key.clone(), "payload".into());
+    let out = drive(
+        &mut producer,
+        &mut store,
+        &mut claims,
+        at(70_000),
+        Input::ClaimStored {
+            key: key.clone(),
+            stored: true,
+        },
+    );
+    assert!(
+        matches!(
+            out[..],
+            [Output::Failed {
+                error: QueueError::PartsSwept(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    assert_eq!(store.iter().count(), 0, "a message names a swept payload");
+    // The one payload no head names: its producer, told `PartsSwept`, deletes it.
+    assert_eq!(orphans(&store, &claims), vec![key]);
+}
+
+#[test]
+fn a_failed_store_of_the_payload_ends_the_enqueue_and_the_sweep_clears_its_head() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    claims.stop = true;
+    let input = enqueue_claimed("payload", &mut claims);
+    let mut producer = client("p");
+    drive(&mut producer, &mut store, &mut claims, at(0), input);
+    let Some(Output::StoreClaim(key)) = claims.unanswered.pop() else {
+        panic!("no ask")
+    };
+    claims.stop = false;
+    let failed = Input::ClaimStored { key, stored: false };
+    let out = drive(&mut producer, &mut store, &mut claims, at(0), failed);
+    assert!(out.is_empty(), "{out:?}");
+    assert!(stored(&store, "big").is_none());
+    let mut a = client("a");
+    drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(0),
+        Input::Sweep { max: 10 },
+    );
+    let out = drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(70_000),
+        Input::Sweep { max: 10 },
+    );
+    assert_eq!(swept(&out), 1, "{out:?}");
+    assert_eq!(store.iter().count(), 0);
+}
+
+#[test]
+fn a_completion_cut_short_before_its_payload_is_dropped_leaves_what_the_sweep_clears() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    let input = enqueue_claimed("payload", &mut claims);
+    drive(&mut client("p"), &mut store, &mut claims, at(0), input);
+    let mut a = client("a");
+    let got = deliveries(&drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(0),
+        Input::Dequeue { max: 1 },
+    ));
+    claims.stop = true;
+    let out = drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(1_000),
+        Input::Complete(got[0].id.clone()),
+    );
+    assert!(matches!(out[..], [Output::Completed(_)]), "{out:?}");
+    assert!(matches!(claims.unanswered[..], [Output::DropClaim(_)]));
+    // The consumer dies here: the head outlives the payload, so the sweep finds both.
+    assert_eq!((heads(&store), claims.payloads.len()), (1, 1));
+    claims.stop = false;
+    let mut b = client("b");
+    drive(
+        &mut b,
+        &mut store,
+        &mut claims,
+        at(2_000),
+        Input::Sweep { max: 10 },
+    );
+    let out = drive(
+        &mut b,
+        &mut store,
+        &mut claims,
+        at(63_000),
+        Input::Sweep { max: 10 },
+    );
+    assert_eq!(swept(&out), 1, "{out:?}");
+    assert_eq!(store.iter().count(), 0);
+    assert!(claims.payloads.is_empty());
+}
+
+#[test]
+fn a_sweep_never_drops_a_payload_that_a_message_or_a_dead_letter_names() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    let input = enqueue_claimed("payload", &mut claims);
+    drive(&mut client("p"), &mut store, &mut claims, at(0), input);
+    let mut a = client("a");
+    drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(0),
+        Input::Sweep { max: 10 },
+    );
+    let out = drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(100_000),
+        Input::Sweep { max: 10 },
+    );
+    assert_eq!(swept(&out), 0, "{out:?}");
+    let got = deliveries(&drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(100_000),
+        Input::Dequeue { max: 1 },
+    ));
+    let dead = Input::DeadLetter {
+        message: got[0].id.clone(),
+        reason: "inspect".into(),
+    };
+    drive(&mut a, &mut store, &mut claims, at(100_000), dead);
+    let out = drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(300_000),
+        Input::Sweep { max: 10 },
+    );
+    assert_eq!(swept(&out), 0, "{out:?}");
+    let letter = dead_letters(&store, "big").pop().unwrap();
+    assert_eq!(
+        ClaimKey::of(&letter.doc),
+        Some(got[0].claim.clone().unwrap().key)
+    );
+    assert_eq!(claims.payloads.len(), 1);
+    assert!(orphans(&store, &claims).is_empty());
+}
+
+#[test]
+fn a_payload_stored_outside_the_protocol_is_an_orphan_the_check_reports() {
+    // The sibling of the checks above: a payload put before any head names it (as a
+    // client that stored first would) is seen, and nothing would sweep it.
+    let (store, mut claims) = (Container::<Message>::default(), Claims::default());
+    let key = ClaimKey {
+        queue: config().queue,
+        name: name("big"),
+        set: leasehold_engine::queue::PartSetId::of(&leasehold_engine::lock::LockToken {
+            holder: HostId::from("p"),
+            incarnation: Incarnation(0),
+            seq: 1,
+        }),
+    };
+    claims.payloads.insert(key.clone(), "payload".into());
+    assert_eq!(orphans(&store, &claims), vec![key]);
+}
+
+#[test]
+fn a_missing_or_changed_payload_is_refused_by_its_claim() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    let input = enqueue_claimed("payload", &mut claims);
+    drive(&mut client("p"), &mut store, &mut claims, at(0), input);
+    let got = deliveries(&drive(
+        &mut client("a"),
+        &mut store,
+        &mut claims,
+        at(0),
+        Input::Dequeue { max: 1 },
+    ));
+    let claim = got[0].claim.clone().unwrap();
+    assert_eq!(claim.check(None), Err(PartsProblem::Unclaimed));
+    assert_eq!(
+        claim.check(Some("paylode".into())),
+        Err(PartsProblem::Damaged)
+    );
+    assert_eq!(
+        claim.check(Some("payload!".into())),
+        Err(PartsProblem::Damaged)
+    );
+}
+
+#[test]
+fn a_claim_check_without_a_sweep_is_refused() {
+    let mut c = Consumer::new(
+        HostId::from("p"),
+        Incarnation(0),
+        ConsumerConfig {
+            large: None,
+            ..config()
+        },
+    )
+    .unwrap();
+    let mut claims = Claims::default();
+    let input = enqueue_claimed("payload", &mut claims);
+    assert_eq!(c.handle_input(at(0), input), Err(QueueError::NoSweep));
+    assert_eq!(c.poll_output(), None);
+}
