@@ -268,15 +268,20 @@ impl<St: Store<Message>> QueueClient<St> {
         };
         let outs = self.exchange.call(stored).await?;
         put?;
-        let outcome = enqueued(outs);
-        if let Err(QueueClientError::Queue(QueueError::PartsSwept(_))) = &outcome {
-            // The sweep may have deleted the key before this put: no message names
-            // it, and none will, so delete it rather than leave it to nobody.
-            if let Err(e) = claims.store.delete(key.clone()).await {
-                tracing::warn!(%key, error = %e, "a swept enqueue's claim-checked payload is left in the claim store");
+        let drops: Vec<ClaimKey> = outs
+            .iter()
+            .filter_map(|o| match o {
+                Output::DropClaim(key) => Some(key.clone()),
+                _ => None,
+            })
+            .collect();
+        if !drops.is_empty() {
+            // Swept meanwhile: the payload just stored is named by nothing.
+            if let Err(e) = self.drop_claims(drops).await {
+                tracing::warn!(error = %e, "a swept enqueue's claim-checked payload is left in the claim store");
             }
         }
-        outcome
+        enqueued(outs)
     }
 
     /// Locks and returns up to `max` deliverable messages, oldest visible first. A
@@ -349,7 +354,7 @@ impl<St: Store<Message>> QueueClient<St> {
                     match self.dead_letter(&delivery, reason.clone()).await {
                         Ok(()) => dead_lettered.push((delivery.id, reason)),
                         Err(e) => {
-                            tracing::warn!(message = %delivery.id, error = %e, "a message whose claim-checked payload is {reason} could not be dead-lettered")
+                            tracing::warn!(message = %delivery.id, %reason, error = %e, "a message refused for its claim-checked payload could not be dead-lettered")
                         }
                     }
                 }

@@ -385,6 +385,7 @@ impl stateright::Model for ItemModel {
         world::actions(
             &budget,
             state,
+            world::FAULTED_WRITES,
             |c| {
                 if !world::holds_any(state, c) {
                     let mut choices = vec![ItemChoice::Next];

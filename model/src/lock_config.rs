@@ -44,6 +44,9 @@ pub struct LockBounds {
     /// The queue's one message is a large payload, produced by consumer 0 as a part
     /// set; consumers sweep as they poll. Implied by the part-set variants.
     pub large: bool,
+    /// As `large`, the payload kept in a claim store (a ghost of the model's) through
+    /// the queue's claim check rather than in parts. Implies `large`.
+    pub claims: bool,
     /// A known-bad variant.
     pub bug: Option<LockBug>,
 }
@@ -66,6 +69,7 @@ impl Default for LockBounds {
             max_dequeue: 2,
             late_replies: 0,
             large: false,
+            claims: false,
             bug: None,
         }
     }
@@ -90,7 +94,7 @@ impl LockBounds {
         {
             return Err(LockBug::unknown(bug.name(), kind));
         }
-        if self.large && kind != LockKind::Queue {
+        if (self.large || self.claims) && kind != LockKind::Queue {
             return Err(BoundsError::LockSettings(
                 "large payloads are the work queue's; item leases have none".into(),
             ));
@@ -108,7 +112,7 @@ impl LockBounds {
     /// Whether the queue model runs its large-payload mode: asked for, or implied by
     /// a part-set variant.
     pub fn is_large(&self) -> bool {
-        self.large || self.bug.is_some_and(LockBug::is_about_parts)
+        self.large || self.claims || self.bug.is_some_and(LockBug::is_about_parts)
     }
 
     /// The lock duration.
@@ -157,7 +161,10 @@ impl LockBounds {
     /// lost) at its next poll, waits `D(1+ρ)` on a slow clock, and then needs a poll to
     /// take and a poll to finish each document (batch 1). The tests show the bound
     /// tight for items at 2 × 2 with a crash (one tick less fails); for the queue that
-    /// case has one tick to spare, which a lost claim reply uses.
+    /// case has one tick to spare, which a lost claim reply uses. In the large-payload
+    /// mode consumer 0 polls only to produce until its enqueue is answered: an
+    /// enqueue whose message landed with its reply lost takes one more of its polls,
+    /// a tick before it first looks at the queue.
     pub fn liveness_ticks(&self, kind: LockKind) -> u8 {
         let d = self.lock_duration().as_millis();
         let rho = u64::from(self.drift_ms);
@@ -166,7 +173,8 @@ impl LockBounds {
         let wait = wait_local.div_ceil(slow_tick.max(1));
         let work = 2 * u64::from(self.docs);
         let _ = kind;
-        u8::try_from(1 + wait + work).unwrap_or(u8::MAX)
+        let produce = u64::from(self.is_large());
+        u8::try_from(1 + wait + work + produce).unwrap_or(u8::MAX)
     }
 }
 

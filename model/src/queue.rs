@@ -10,8 +10,9 @@ use crate::world::Fault;
 use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
-    Candidate, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageName, MessageState,
-    Output, QueueError, QueueIntent, QueueKnownBad, QueueName, Selector,
+    Candidate, ClaimKey, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageName,
+    MessageState, Output, QueueError, QueueIntent, QueueKnownBad, QueueName, Selector,
+    payload_hash,
 };
 use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, WallTime};
@@ -68,8 +69,12 @@ pub struct QueueGhost {
     pub stored: bool,
     /// A delivery carried a payload no producer enqueued: partial, or mixed.
     pub partial: bool,
-    /// A message was dead-lettered because its parts were missing or damaged.
+    /// A message was dead-lettered because its parts were missing or damaged, or a
+    /// delivery's claim-checked payload was.
     pub damaged: bool,
+    /// The claim store (in the claim-check mode): each key's payload, by the life of
+    /// the producer that stored it.
+    pub claims: BTreeMap<ClaimKey, u8>,
 }
 
 /// What one step did that a queue `sometimes` property looks for; each step starts
@@ -262,10 +267,17 @@ impl QueueModel {
             .repeat(LARGE_DOCUMENT_BYTES)
     }
 
-    /// Whether a part set (head or part) no message or dead letter names is stored.
+    /// Whether a part set (head or part) no message or dead letter names is stored,
+    /// or a claim-checked payload that no head names.
     pub fn has_orphan(state: &QueueState) -> bool {
         let docs: Vec<&Message> = state.store.iter().map(|s| &s.doc).collect();
-        !orphaned_parts(&docs).is_empty()
+        let unheaded = state.ghost.claims.keys().any(|key| {
+            !docs.iter().any(|d| {
+                matches!(&d.state, MessageState::PartSet { set, .. } if *set == key.set)
+                    || ClaimKey::of(d).as_ref() == Some(key)
+            })
+        });
+        unheaded || !orphaned_parts(&docs).is_empty()
     }
 
     fn engine(&self, c: u8, life: u8) -> Consumer {
@@ -318,11 +330,24 @@ impl QueueModel {
             QueueChoice::Dequeue => vec![Input::Dequeue {
                 max: usize::from(self.bounds.batch),
             }],
-            QueueChoice::Produce => vec![Input::Enqueue {
-                name: Self::message_name(0),
-                payload: Self::large_payload(state.clients[usize::from(c)].incarnation),
-                delay: Millis::ZERO,
-            }],
+            QueueChoice::Produce => {
+                let payload = Self::large_payload(state.clients[usize::from(c)].incarnation);
+                let input = if self.bounds.claims {
+                    Input::EnqueueClaimed {
+                        name: Self::message_name(0),
+                        bytes: payload.len() as u64,
+                        hash: payload_hash(payload.as_bytes()),
+                        delay: Millis::ZERO,
+                    }
+                } else {
+                    Input::Enqueue {
+                        name: Self::message_name(0),
+                        payload,
+                        delay: Millis::ZERO,
+                    }
+                };
+                vec![input]
+            }
             QueueChoice::Complete => held.into_iter().map(Input::Complete).collect(),
             QueueChoice::Abandon => {
                 // An abandon is a handler failure: liveness is measured from it.
@@ -473,14 +498,46 @@ impl Rules for QueueModel {
             _ => false,
         };
         world.ghost.misreported |= misreported;
+        let mut answer = None;
         if self.bounds.is_large() {
             match &output {
                 Output::Enqueued { .. } => world.ghost.produced = true,
+                // The driver answers at once: what it does between two engine steps
+                // (a put, a delete) is its store's, which the faults do not reach.
+                Output::StoreClaim(key) => {
+                    let life = world.clients[usize::from(c)].incarnation;
+                    world.ghost.claims.insert(key.clone(), life);
+                    let key = key.clone();
+                    answer = Some(Input::ClaimStored { key, stored: true });
+                }
+                Output::DropClaim(key) => {
+                    world.ghost.claims.remove(key);
+                    let key = key.clone();
+                    answer = Some(Input::ClaimDropped { key, dropped: true });
+                }
                 Output::Delivered(d) => {
+                    // As the client does: a claim-checked payload is fetched and
+                    // checked, and one missing or changed sends its message to the
+                    // dead letters (which the lock refuses if it was lost meanwhile).
+                    let payload = match &d.claim {
+                        Some(claim) => {
+                            let stored = world.ghost.claims.get(&claim.key);
+                            match claim.check(stored.map(|l| Self::large_payload(*l))) {
+                                Ok(payload) => Some(payload),
+                                Err(problem) => {
+                                    answer = Some(Input::DeadLetter {
+                                        message: d.id.clone(),
+                                        reason: problem.to_string(),
+                                    });
+                                    None
+                                }
+                            }
+                        }
+                        None => Some(d.payload.clone()),
+                    };
                     let lives = 0..=world.crashes;
-                    world.ghost.partial |= !lives
-                        .into_iter()
-                        .any(|l| d.payload == Self::large_payload(l));
+                    world.ghost.partial |= payload
+                        .is_some_and(|p| !lives.into_iter().any(|l| p == Self::large_payload(l)));
                     world.ghost.events.delivered_large = true;
                 }
                 Output::DeadLettered { reason, .. } => {
@@ -511,8 +568,15 @@ impl Rules for QueueModel {
         }
         note(journal, || match &output {
             Output::Delivered(d) => format!(
-                "c{c} gets {} (delivery {}) under lock {}",
-                d.name, d.dequeue_count, d.lock
+                "c{c} gets {} (delivery {}) under lock {}{}",
+                d.name,
+                d.dequeue_count,
+                d.lock,
+                match &d.claim {
+                    Some(claim) =>
+                        format!(", its payload fetched from the claim store ({})", claim.key),
+                    None => String::new(),
+                }
             ),
             Output::Failed {
                 message,
@@ -559,11 +623,15 @@ impl Rules for QueueModel {
             Output::SweepFinished { read, swept } => {
                 format!("c{c}'s sweep is done: {read} heads read, {swept} swept")
             }
-            Output::StoreClaim(key) => format!("c{c} asks the driver to store claim {key}"),
-            Output::DropClaim(key) => format!("c{c} asks the driver to drop claim {key}"),
+            Output::StoreClaim(key) => {
+                format!("c{c}'s driver stores the payload in the claim store under {key}")
+            }
+            Output::DropClaim(key) => {
+                format!("c{c}'s driver deletes {key} from the claim store")
+            }
             Output::Request(req) => format!("c{c} asks to {} (sent by the driver)", req.intent),
         });
-        None
+        answer
     }
 
     fn describe(&self, req: &Request<Message, QueueIntent>) -> String {
@@ -643,9 +711,17 @@ impl stateright::Model for QueueModel {
 
     fn actions(&self, state: &QueueState, actions: &mut Vec<QueueAction>) {
         let budget = self.bounds.budget();
+        // A large payload's steps write and read more: the producer's head, parts
+        // and message; a poll's scans, claim and part reads.
+        let faulted = if self.bounds.is_large() {
+            LARGE_FAULTED_REQUESTS
+        } else {
+            world::FAULTED_WRITES
+        };
         world::actions(
             &budget,
             state,
+            faulted,
             |c| {
                 if c == 0 && self.bounds.is_large() && !state.ghost.produced {
                     return vec![QueueChoice::Produce];
@@ -770,6 +846,10 @@ impl QueueModel {
 /// Documents hold at most this many bytes in the large-payload mode, and the payload
 /// is as long: it takes two parts.
 pub const LARGE_DOCUMENT_BYTES: usize = 2_000;
+/// The requests of a step that faults may hit in the large-payload mode: every write
+/// of an enqueue in parts (head, two parts, message), and a poll's requests up to its
+/// part reads (two scans, the sweep's, the claim, two parts).
+const LARGE_FAULTED_REQUESTS: u8 = 6;
 /// The most heads a sweep reads in the model.
 const SWEEP_BATCH: usize = 4;
 

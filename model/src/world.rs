@@ -741,16 +741,22 @@ pub fn settled<M: Machine, G, X>(world: &World<M, G, X>) -> bool {
     world.clients.iter().all(|c| c.engine.is_none() || c.acted)
 }
 
+/// The writes of a step (and, for late replies, its requests) that faults may hit in
+/// the lock models: a step's first two, which cover a claim and what follows it.
+pub const FAULTED_WRITES: u8 = 2;
+
 /// The actions every lock model shares, in a fixed order: for each client, its steps
 /// (one per choice and fault) or its restart, and its crash; then held requests; then
-/// time. `choices(c)` lists what client `c` may do in its step.
+/// time. `choices(c)` lists what client `c` may do in its step; a fault may hit any of
+/// a step's first `faulted` writes (and, for late replies, requests).
 pub fn actions<M: Machine, G, C: Copy>(
     budget: &Budget,
     world: &World<M, G>,
+    faulted: u8,
     mut choices: impl FnMut(u8) -> Vec<C>,
     actions: &mut Vec<Action<C>>,
 ) {
-    let faults = Fault::menu(budget, world, 2);
+    let faults = Fault::menu(budget, world, faulted);
     // Crashes and restarts happen at tick boundaries, once every live client has
     // polled: a crash between two clients' polls looks the same to the others.
     let settled = settled(world);

@@ -539,3 +539,84 @@ fn a_head_deleted_before_its_parts_strands_them_where_no_sweep_finds_them() {
     let trace = counterexample_by(&model, queue::ORPHANS_SWEPT, Search::Dfs);
     assert!(trace.contains("HELD on the wire"), "{trace}");
 }
+
+#[test]
+fn the_large_payloads_no_loss_bound_is_tight() {
+    // A producer whose message landed with its reply lost enqueues again at its next
+    // poll; with a consumer crashed holding the message, one tick less is too few.
+    let faults = LockBounds {
+        lost_replies: 1,
+        ..large_bounds(None)
+    };
+    let bounds = LockBounds {
+        horizon: faults.liveness_ticks(LockKind::Queue) + 1,
+        ..faults
+    };
+    let mut model = QueueModel::new(bounds).unwrap();
+    model.liveness_ticks -= 1;
+    let trace = counterexample_by(&model, queue::NO_LOSS, Search::Dfs);
+    assert!(trace.contains("enqueued m0 (already stored)"), "{trace}");
+}
+
+/// The claim-check mode: as the large-payload mode, the payload kept in the model's
+/// claim store.
+fn claim_bounds(bug: Option<LockBug>) -> LockBounds {
+    LockBounds {
+        large: false,
+        claims: true,
+        ..large_bounds(bug)
+    }
+}
+
+#[test]
+fn a_claim_checked_payload_is_delivered_whole_and_what_a_lost_reply_leaves_is_swept() {
+    large_payload_holds(LockBounds {
+        lost_replies: 1,
+        ..claim_bounds(None)
+    });
+}
+
+#[test]
+fn a_producer_paused_between_its_head_and_its_message_leaves_no_claim_unswept() {
+    large_payload_holds(LockBounds {
+        delays: 1,
+        ..claim_bounds(None)
+    });
+}
+
+#[test]
+fn a_late_claim_reply_never_delivers_a_payload_missing_or_changed() {
+    large_payload_holds(LockBounds {
+        late_replies: 1,
+        ..claim_bounds(None)
+    });
+}
+
+#[test]
+fn a_message_written_before_its_claim_is_found_with_its_payload_missing() {
+    let bug = Some(LockBug::ManifestFirst);
+    let model = QueueModel::new(LockBounds {
+        delays: 1,
+        crashes: 0,
+        ..claim_bounds(bug)
+    })
+    .unwrap();
+    let trace = counterexample(&model, queue::PAYLOAD_INTACT);
+    assert!(trace.contains("missing from the claim store"), "{trace}");
+}
+
+#[test]
+fn a_head_deleted_before_its_claim_strands_the_payload_where_no_sweep_finds_it() {
+    let bug = Some(LockBug::HeadFirst);
+    let model = QueueModel::new(LockBounds {
+        delays: 1,
+        ..claim_bounds(bug)
+    })
+    .unwrap();
+    let trace = counterexample_by(&model, queue::ORPHANS_SWEPT, Search::Dfs);
+    assert!(
+        trace.contains("stores the payload in the claim store"),
+        "{trace}"
+    );
+    assert!(trace.contains("HELD on the wire"), "{trace}");
+}

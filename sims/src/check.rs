@@ -240,6 +240,9 @@ pub fn lock_flags(bounds: &LockBounds) -> String {
     if bounds.large {
         out.push_str(" --large");
     }
+    if bounds.claims {
+        out.push_str(" --claims");
+    }
     if let Some(bug) = bounds.bug {
         let _ = write!(out, " --bug {bug}");
     }
@@ -285,7 +288,12 @@ pub fn lock_header(kind: LockKind, b: &LockBounds, liveness: u8, options: &Optio
             String::new()
         },
     );
-    if b.is_large() {
+    if b.claims {
+        let _ = writeln!(
+            out,
+            "  the message is a large payload kept in a claim store, produced by c0; consumers sweep as they poll"
+        );
+    } else if b.is_large() {
         let _ = writeln!(
             out,
             "  the message is a large payload in two parts, produced by c0; consumers sweep as they poll"

@@ -166,6 +166,10 @@ struct ModelArgs {
     /// variants imply it).
     #[arg(long)]
     large: bool,
+    /// Queue: as --large, the payload kept in a claim store through the queue's claim
+    /// check rather than in parts.
+    #[arg(long)]
+    claims: bool,
     /// Partitions: writes that may be applied and then answered as the SDK's own
     /// retry of them finds the store (412, 409 or 404 where the write won).
     #[arg(long)]
@@ -412,6 +416,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         ("--batch", args.batch.is_some()),
         ("--max-dequeue", args.max_dequeue.is_some()),
         ("--large", args.large),
+        ("--claims", args.claims),
     ];
     if let Some((flag, _)) = lock_only.into_iter().find(|(_, given)| *given) {
         return Err(format!(
@@ -686,7 +691,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         docs: args
             .partitions
             .or(least.partitions)
-            .unwrap_or(if args.large { 1 } else { d.docs }),
+            .unwrap_or(if args.large || args.claims { 1 } else { d.docs }),
         crashes: args.crashes.or(least.crashes).unwrap_or(d.crashes),
         pauses: args.pauses.or(least.pauses).unwrap_or(d.pauses),
         lost_replies: args
@@ -709,6 +714,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
             .or(least.late_replies)
             .unwrap_or(d.late_replies),
         large: args.large,
+        claims: args.claims,
         bug,
     };
     bounds.horizon = match args.horizon.or(least.horizon) {
@@ -851,6 +857,7 @@ mod tests {
             "deploy",
             "unreduced",
             "large",
+            "claims",
             "bug",
             "dfs",
             "bfs",

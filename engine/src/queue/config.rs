@@ -113,14 +113,15 @@ pub enum QueueKnownBad {
     /// wait behind them.
     PoisonSpendsBatch,
     /// A large payload's message is written right after its set's head, before its
-    /// parts, as a provider that wrote the manifest first would: a dequeue in between
-    /// finds parts missing.
+    /// parts (or its claim-checked payload), as a provider that wrote the manifest
+    /// first would: a dequeue in between finds parts missing.
     ManifestFirst,
     /// As `ManifestFirst`, and a consumer joins whatever parts it finds without
     /// checking the length or hash: a partial payload is delivered.
     ManifestFirstUnchecked,
-    /// A completion deletes the set's head before its parts: a completion cut short
-    /// between the two leaves parts no sweep can find.
+    /// A completion deletes the set's head before its parts (or its claim-checked
+    /// payload): a completion cut short between the two leaves parts no sweep can
+    /// find.
     HeadFirst,
 }
 

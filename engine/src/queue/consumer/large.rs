@@ -238,7 +238,14 @@ impl Consumer {
         let Some(staging) = self.staging.get_mut(&set) else {
             return;
         };
+        let manifest_first = self.config.known_bad.is_some_and(|k| {
+            matches!(
+                k,
+                QueueKnownBad::ManifestFirst | QueueKnownBad::ManifestFirstUnchecked
+            )
+        });
         match staging.claim {
+            ClaimPhase::ToStore if manifest_first && !staging.manifest_written => {}
             ClaimPhase::ToStore => {
                 staging.claim = ClaimPhase::Storing;
                 let name = staging.manifest.name.clone();
@@ -253,12 +260,6 @@ impl Consumer {
             doc: staging.head.clone(),
             if_match: staging.head_etag.clone(),
         };
-        let manifest_first = self.config.known_bad.is_some_and(|k| {
-            matches!(
-                k,
-                QueueKnownBad::ManifestFirst | QueueKnownBad::ManifestFirstUnchecked
-            )
-        });
         let next = if manifest_first && !staging.manifest_written {
             None
         } else {
@@ -337,8 +338,9 @@ impl Consumer {
             return;
         };
         match dead_letter::outcome(result) {
-            Ok(()) if !staging.parts.is_empty() => {
-                // Only under `ManifestFirst`: the parts follow the message.
+            Ok(()) if !staging.parts.is_empty() || staging.claim == ClaimPhase::ToStore => {
+                // Only under `ManifestFirst`: the parts, or the claim-checked payload,
+                // follow the message.
                 staging.manifest_written = true;
                 staging.head_etag = etag;
                 self.staging.insert(set.clone(), staging);
@@ -360,7 +362,14 @@ impl Consumer {
             }),
             Err(Failure::Target(_)) => {
                 let id = staging.manifest.id;
+                let claimed = staging.claim != ClaimPhase::NotClaimed;
+                let key = self.claim_key(&name, &set);
                 self.fail(id, QueueIntent::Enqueue, QueueError::PartsSwept(name));
+                if claimed {
+                    // The sweep may have dropped the key before the payload was
+                    // stored under it, and no message will name it: drop it here.
+                    self.out.push_back(Output::DropClaim(key));
+                }
             }
             Err(Failure::Request(e)) => {
                 let id = staging.manifest.id;
@@ -370,7 +379,7 @@ impl Consumer {
     }
 
     /// An enqueue in parts stops: its set is left for a sweep.
-    pub(super) fn staging_failed(&mut self, set: &PartSetId, error: Option<StoreError>) {
+    fn staging_failed(&mut self, set: &PartSetId, error: Option<StoreError>) {
         let Some(staging) = self.staging.remove(set) else {
             return;
         };
@@ -502,8 +511,7 @@ impl Consumer {
         swept: bool,
     ) {
         let queue = self.config.queue.clone();
-        let head_first = self.config.known_bad == Some(QueueKnownBad::HeadFirst);
-        if !swept && head_first && count > 0 {
+        if !swept && self.config.known_bad == Some(QueueKnownBad::HeadFirst) {
             let op = Op::Delete {
                 pk: self.pk(),
                 id: head_id(&queue, name, set),
@@ -602,6 +610,10 @@ impl Consumer {
     /// Under `HeadFirst`: the head is deleted; now the parts, and nothing after.
     pub(super) fn head_deleted_first(&mut self, name: MessageName, set: PartSetId, count: u32) {
         self.send_part_deletes(&name, &set, count);
+        if count == 0 {
+            let key = self.claim_key(&name, &set);
+            self.out.push_back(Output::DropClaim(key));
+        }
     }
 
     pub(super) fn delete_head(&mut self, set: PartSetId) {
