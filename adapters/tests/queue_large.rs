@@ -129,7 +129,8 @@ async fn a_producer_stopped_half_way_leaves_nothing_visible_and_the_sweep_clears
 }
 
 /// RU and wall time to enqueue, dequeue and complete one message of `bytes`, kept in
-/// parts, against the same payload split by its user into messages of under 2 MB.
+/// parts, against the same payload split by its user into messages of under 2 MB, and
+/// kept in a claim store.
 /// Run by hand (`cargo test --release -p leasehold-adapters --test queue_large --
 /// --ignored --nocapture`); the figures are in BENCHMARKS.md, never asserted.
 #[tokio::test(flavor = "current_thread")]
@@ -140,10 +141,15 @@ async fn what_a_large_message_costs_against_one_split_by_its_user() {
     println!("|---|---|---|---|---|");
     for mb in [1usize, 10, 50] {
         let body = payload(mb * 1024 * 1024);
-        for split in [false, true] {
+        for kept in ["parts", "split", "claim"] {
+            let split = kept == "split";
             let emulator = Emulator::new();
-            let store = queue_store(&emulator, &format!("cost-{mb}-{split}")).await;
-            let queue = client(store.clone(), "p");
+            let store = queue_store(&emulator, &format!("cost-{mb}-{kept}")).await;
+            let mut queue = client(store.clone(), "p");
+            if kept == "claim" {
+                let claims = leasehold_adapters::MemoryClaims::default();
+                queue = queue.with_claim_check(claims, 512 * 1024).unwrap();
+            }
             let pieces: Vec<String> = if split {
                 body.as_bytes()
                     .chunks(1_900_000)
@@ -172,10 +178,10 @@ async fn what_a_large_message_costs_against_one_split_by_its_user() {
             let requests: u64 = OpKind::ALL.iter().map(|k| charges.calls(*k)).sum();
             println!(
                 "| {mb} MB | {} | {requests} | {:.0} | {wall} |",
-                if split {
-                    format!("{} messages split by the user", pieces.len())
-                } else {
-                    "one message in parts".to_string()
+                match kept {
+                    "split" => format!("{} messages split by the user", pieces.len()),
+                    "claim" => "one claim-checked message (payload in memory)".to_string(),
+                    _ => "one message in parts".to_string(),
                 },
                 charges.total_units()
             );

@@ -182,6 +182,22 @@ pub fn orphaned_parts<'a>(docs: &[&'a Message]) -> Vec<&'a DocId> {
         .collect()
 }
 
+/// The claim-checked payloads among `keys` that no head, message or dead letter among
+/// `docs` names: nothing would ever remove them. Shared with the simulator.
+pub fn orphaned_claims<'a>(
+    docs: &[&Message],
+    keys: impl IntoIterator<Item = &'a ClaimKey>,
+) -> Vec<&'a ClaimKey> {
+    keys.into_iter()
+        .filter(|key| {
+            !docs.iter().any(|d| {
+                matches!(&d.state, MessageState::PartSet { set, .. } if *set == key.set)
+                    || ClaimKey::of(d).as_ref() == Some(*key)
+            })
+        })
+        .collect()
+}
+
 /// Strips the if-match of a request as the `blind-claim` and `blind-complete`
 /// variants do, or the order of a dequeue's read as `dequeue-unordered` does; shared
 /// with the simulator.
@@ -271,13 +287,8 @@ impl QueueModel {
     /// or a claim-checked payload that no head names.
     pub fn has_orphan(state: &QueueState) -> bool {
         let docs: Vec<&Message> = state.store.iter().map(|s| &s.doc).collect();
-        let unheaded = state.ghost.claims.keys().any(|key| {
-            !docs.iter().any(|d| {
-                matches!(&d.state, MessageState::PartSet { set, .. } if *set == key.set)
-                    || ClaimKey::of(d).as_ref() == Some(key)
-            })
-        });
-        unheaded || !orphaned_parts(&docs).is_empty()
+        !orphaned_claims(&docs, state.ghost.claims.keys()).is_empty()
+            || !orphaned_parts(&docs).is_empty()
     }
 
     fn engine(&self, c: u8, life: u8) -> Consumer {

@@ -5,7 +5,9 @@ use leasehold_engine::Millis;
 use leasehold_model::LockBug;
 use leasehold_sims::sim::ViolationKind;
 use leasehold_sims::sim::faults::FaultKind;
-use leasehold_sims::sim::queue::{QueueConfig, QueueScenario, replay_command, simulate_queue};
+use leasehold_sims::sim::queue::{
+    LargeKept, QueueConfig, QueueScenario, replay_command, simulate_queue,
+};
 
 fn small(scenario: QueueScenario, seed: u64) -> QueueConfig {
     let mut cfg = QueueConfig::scenario(scenario, seed);
@@ -394,4 +396,36 @@ fn parts_joined_unchecked_behind_a_message_written_first_deliver_partial_payload
         ViolationKind::EventLost,
     );
     assert!(replay_command(&cfg).contains("--large-every 3"));
+}
+
+fn claimed(seed: u64) -> QueueConfig {
+    let mut cfg = large(seed);
+    cfg.large_kept = LargeKept::Claims;
+    cfg
+}
+
+#[test]
+fn claim_checked_payloads_under_every_fault_and_a_failing_claim_store_arrive_whole_and_leave_nothing()
+ {
+    for seed in 1..=3 {
+        let cfg = claimed(seed);
+        let run = simulate_queue(&cfg).unwrap();
+        assert!(
+            run.report.passed(),
+            "{:?}\n{}\nreplay: {}",
+            run.report.violations,
+            run.tail.join("\n"),
+            replay_command(&cfg)
+        );
+        assert_eq!(run.report.measures.enqueued, 120);
+    }
+}
+
+#[test]
+fn a_head_deleted_before_its_claim_checked_payload_strands_the_payload() {
+    let cfg = assert_caught(
+        |seed| with_bug(claimed(seed), LockBug::HeadFirst),
+        ViolationKind::EventLost,
+    );
+    assert!(replay_command(&cfg).contains("--large-kept claims"));
 }

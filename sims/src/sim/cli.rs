@@ -215,6 +215,12 @@ pub struct QueueFlags {
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub large_every: Option<u32>,
+    /// Queue scenarios: where large payloads are kept: `parts`, in the queue's
+    /// partition, or `claims`, in a claim store through the queue's claim check (the
+    /// run's own, in memory, failing one call in 20 until the heal).
+    #[arg(long, value_name = "WHERE", value_parser = ["parts", "claims"])]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub large_kept: Option<String>,
     /// Queue scenarios: one handler run in this many fails and abandons its message
     /// (0: none).
     #[arg(long, value_name = "N")]

@@ -266,6 +266,10 @@ pub fn draw_queue(seed: u64) -> QueueConfig {
     // sweep what crashes leave of them.
     if rng.random_bool(0.3) {
         cfg.large_every = rng.random_range(2..=6);
+        // Half of them keep those payloads in a claim store rather than in parts.
+        if rng.random_bool(0.5) {
+            cfg.large_kept = crate::sim::queue::LargeKept::Claims;
+        }
     }
     cfg
 }

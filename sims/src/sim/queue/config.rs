@@ -109,6 +109,11 @@ pub struct QueueConfig {
     /// parts (0: none; then documents hold Cosmos DB's 2 MB, else 8 KiB).
     #[serde(default)]
     pub large_every: u32,
+    /// Where large payloads are kept: `parts`, in the queue's partition, or `claims`,
+    /// in the run's claim store (in memory; until the heal, one call in
+    /// [`CLAIM_FAIL_ONE_IN`] fails) through the queue's claim check.
+    #[serde(default, with = "text")]
+    pub large_kept: LargeKept,
     /// The faults and their rates.
     #[serde(with = "text")]
     pub faults: Faults,
@@ -193,6 +198,7 @@ impl QueueConfig {
             fail_one_in: 20,
             poison_every,
             large_every: 0,
+            large_kept: LargeKept::Parts,
             faults,
             drift_bound_ppm: 10_000,
             margin: leasehold_engine::lock::LockPolicy::default().safety_margin,
@@ -226,6 +232,11 @@ impl QueueConfig {
         if self.duration == Millis::ZERO || self.poll == Millis::ZERO {
             return Err(QueueConfigError::Invalid(
                 "duration and poll must be positive",
+            ));
+        }
+        if self.large_kept == LargeKept::Claims && self.large_every == 0 {
+            return Err(QueueConfigError::Invalid(
+                "--large-kept claims keeps large payloads: it needs --large-every",
             ));
         }
         if self.work_ms.0 > self.work_ms.1 {
@@ -299,5 +310,39 @@ impl QueueConfig {
     /// The liveness deadline.
     pub fn deadline(&self) -> u64 {
         self.duration.as_millis() + self.settle.as_millis()
+    }
+}
+
+/// Until the heal, one call to the claim store in this many fails.
+pub const CLAIM_FAIL_ONE_IN: u32 = 20;
+
+/// Where a queue run keeps its large payloads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LargeKept {
+    /// In parts, in the queue's partition.
+    #[default]
+    Parts,
+    /// In the run's claim store, through the queue's claim check.
+    Claims,
+}
+
+impl fmt::Display for LargeKept {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LargeKept::Parts => "parts",
+            LargeKept::Claims => "claims",
+        })
+    }
+}
+
+impl FromStr for LargeKept {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "parts" => Ok(LargeKept::Parts),
+            "claims" => Ok(LargeKept::Claims),
+            other => Err(format!("{other:?} is neither `parts` nor `claims`")),
+        }
     }
 }

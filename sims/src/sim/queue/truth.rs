@@ -4,7 +4,7 @@
 use super::config::QueueConfig;
 use crate::sim::checker::{Violation, ViolationKind};
 use leasehold_engine::DocId;
-use leasehold_engine::queue::{Message, MessageState};
+use leasehold_engine::queue::{ClaimKey, Message, MessageState};
 use leasehold_engine::store::Container;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -558,7 +558,12 @@ impl Truth {
 
     /// At the deadline every message is completed or dead-lettered, and the store
     /// agrees.
-    pub fn deadline(&mut self, now: u64, store: &Container<Message>) {
+    pub fn deadline(
+        &mut self,
+        now: u64,
+        store: &Container<Message>,
+        claims: &BTreeMap<ClaimKey, String>,
+    ) {
         let mut unfinished = Vec::new();
         let mut lost = Vec::new();
         // Dead letters live under ids of their own: keyed here by their message's.
@@ -577,6 +582,15 @@ impl Truth {
                 "{} part documents no message names were left unswept, first {}",
                 orphans.len(),
                 orphans[0]
+            );
+            self.violate(ViolationKind::EventLost, now, detail);
+        }
+        let stranded = leasehold_model::queue::orphaned_claims(&docs, claims.keys());
+        if let Some(first) = stranded.first() {
+            let detail = format!(
+                "{} claim-checked payloads no head or message names were left in the claim \
+                 store, first {first}",
+                stranded.len()
             );
             self.violate(ViolationKind::EventLost, now, detail);
         }

@@ -12,8 +12,8 @@ use crate::sim::faults::{FaultKind, StoreWeather};
 use crate::sim::trace::Trace;
 use leasehold_engine::lock::LockToken;
 use leasehold_engine::queue::{
-    Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, MessageState, Output,
-    QueueError, QueueIntent, QueueRequest,
+    ClaimKey, Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, MessageState,
+    Output, QueueError, QueueIntent, QueueRequest,
 };
 use leasehold_engine::store::{BatchOp, Op, Reader, Replicated, Reply, StoreError};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, RequestId};
@@ -22,6 +22,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
+mod claims;
 mod faults;
 mod network;
 
@@ -65,6 +66,16 @@ enum Event {
         life: u64,
         message: DocId,
         complete: bool,
+    },
+    /// The producer's claim-checked payload reaches the claim store.
+    ClaimPut {
+        key: ClaimKey,
+    },
+    /// A client's delete of a claim-checked payload reaches the claim store.
+    ClaimDrop {
+        c: usize,
+        life: u64,
+        key: ClaimKey,
     },
     Fault(FaultKind),
     Boot {
@@ -179,6 +190,8 @@ pub struct QueueWorld {
     store: Replicated<Message>,
     clients: Vec<Client>,
     producer: Consumer,
+    /// The claim store of runs that keep large payloads in claims.
+    claims: BTreeMap<ClaimKey, String>,
     /// The consumers' settings, built once.
     consumer_config: ConsumerConfig,
     truth: Truth,
@@ -252,6 +265,7 @@ impl QueueWorld {
             store: crate::sim::faults::replicated(&cfg.faults),
             clients,
             producer,
+            claims: BTreeMap::new(),
             consumer_config,
             tail: None,
             weather: StoreWeather::default(),
@@ -332,7 +346,7 @@ impl QueueWorld {
             self.now = at;
             self.steps += 1;
             if matches!(event, Event::Deadline) {
-                self.truth.deadline(self.now, &self.store);
+                self.truth.deadline(self.now, &self.store, &self.claims);
                 break;
             }
             let touched = match &event {
@@ -416,6 +430,13 @@ impl QueueWorld {
             Event::Answer { c, id, result, .. } if c == PRODUCER => {
                 self.producer_answer(id, result)
             }
+            Event::ClaimPut { key } => self.claim_put(key),
+            Event::ClaimDrop { c, key, .. } if c == PRODUCER => self.claim_drop(c, key),
+            Event::ClaimDrop { c, life, key } => {
+                if self.alive(c, life) {
+                    self.claim_drop(c, key);
+                }
+            }
             Event::Probe => self.probe(),
             Event::Deadline => {}
             event => {
@@ -486,11 +507,7 @@ impl QueueWorld {
         let name = MessageName::new(format!("m{i:06}")).expect("a valid name");
         let id = Message::id_for(&self.consumer_config.queue, &name);
         self.truth.enqueue(id, i, self.now);
-        let input = Input::Enqueue {
-            name,
-            payload: self.cfg.payload(i),
-            delay: Millis::ZERO,
-        };
+        let input = self.enqueue_input(i, name);
         if self
             .producer
             .handle_input(self.producer_now(), input)
@@ -532,6 +549,11 @@ impl QueueWorld {
                     let n = self.truth.number(&message);
                     self.push(self.now + SECOND, Event::Produce(n));
                 }
+                Output::StoreClaim(key) => {
+                    let at = self.now + self.latency();
+                    self.push(at, Event::ClaimPut { key });
+                }
+                Output::DropClaim(key) => self.send_claim_drop(PRODUCER, key),
                 _ => {}
             }
         }
@@ -611,7 +633,11 @@ impl QueueWorld {
         let name = self.clients[c].name.clone();
         match out {
             Output::Request(request) => self.send(c, request),
+            Output::DropClaim(key) => self.send_claim_drop(c, key),
             Output::Delivered(delivery) => {
+                let Some(delivery) = self.fetch_claim(c, delivery) else {
+                    return;
+                };
                 let number = self.truth.number(&delivery.id);
                 if delivery.payload != self.cfg.payload(number) {
                     self.truth.payload_differs(&delivery.id, self.now);
