@@ -547,9 +547,9 @@ impl Rules for QueueModel {
                         None => Some(d.payload.clone()),
                     };
                     let lives = 0..=world.crashes;
+                    world.ghost.events.delivered_large |= payload.is_some();
                     world.ghost.partial |= payload
                         .is_some_and(|p| !lives.into_iter().any(|l| p == Self::large_payload(l)));
-                    world.ghost.events.delivered_large = true;
                 }
                 Output::DeadLettered { reason, .. } => {
                     world.ghost.damaged |= reason.contains("payload");
