@@ -30,7 +30,7 @@ mod config;
 mod truth;
 mod world;
 
-pub use config::{LargeKept, QueueConfig, QueueConfigError, QueueScenario};
+pub use config::{CLAIM_FAIL_ONE_IN, LargeKept, QueueConfig, QueueConfigError, QueueScenario};
 pub use truth::{Holder, QueueMeasures, Truth};
 pub use world::{QueueEvent, QueueFinished, QueueWorld};
 
