@@ -157,7 +157,11 @@ impl<St: Store<Message>> QueueClient<St> {
     /// behind. Needs the queue's `large` settings, whose `orphan_after` bounds that.
     ///
     /// Every client of the queue that dequeues needs the claim store: one without it
-    /// gives a claim-checked message back at once, undelivered.
+    /// gives a claim-checked message back at once, undelivered, as it does when the
+    /// claim store fails to answer. Each such give-back counts as a delivery, so a
+    /// message given back `max_dequeue_count` times goes to the dead letters as poison
+    /// ([`requeue`](Self::requeue) it once the claim store is back). Calls to the
+    /// claim store are given up on after the request timeout.
     ///
     /// ```
     /// use leasehold_adapters::{MemoryClaims, MemoryStore, QueueClient};
@@ -261,27 +265,44 @@ impl<St: Store<Message>> QueueClient<St> {
             }
         }
         let key = key.ok_or(QueueClientError::NoOutcome(QueueIntent::Enqueue))?;
-        let put = claims.store.put(key.clone(), payload).await;
+        let put = self.within(claims.store.put(key.clone(), payload)).await;
         let stored = Input::ClaimStored {
             key: key.clone(),
             stored: put.is_ok(),
         };
         let outs = self.exchange.call(stored).await?;
-        put?;
-        let drops: Vec<ClaimKey> = outs
-            .iter()
-            .filter_map(|o| match o {
-                Output::DropClaim(key) => Some(key.clone()),
-                _ => None,
-            })
-            .collect();
-        if !drops.is_empty() {
-            // Swept meanwhile: the payload just stored is named by nothing.
-            if let Err(e) = self.drop_claims(drops).await {
-                tracing::warn!(error = %e, "a swept enqueue's claim-checked payload is left in the claim store");
+        // A failed put (which may still land) or a set swept meanwhile: the key is
+        // named by nothing, and never will be.
+        for out in &outs {
+            if let Output::DiscardClaim(key) = out {
+                self.discard(key.clone()).await;
             }
         }
+        put?;
         enqueued(outs)
+    }
+
+    /// A call to the claim store, given up on after the request timeout (its outcome
+    /// then unknown, as a store request's).
+    async fn within<T>(
+        &self,
+        call: futures::future::BoxFuture<'_, Result<T, ClaimError>>,
+    ) -> Result<T, ClaimError> {
+        match tokio::time::timeout(self.exchange.timeout, call).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ClaimError::new(
+                "the claim store did not answer within the request timeout",
+            )),
+        }
+    }
+
+    /// Deletes a key no message will name, if this client has a claim store; a
+    /// failure is only logged, for nothing else would remove it.
+    async fn discard(&self, key: ClaimKey) {
+        let Some(claims) = &self.claims else { return };
+        if let Err(e) = self.within(claims.store.delete(key.clone())).await {
+            tracing::warn!(%key, error = %e, "a claim-checked payload named by nothing is left in the claim store");
+        }
     }
 
     /// Locks and returns up to `max` deliverable messages, oldest visible first. A
@@ -333,9 +354,8 @@ impl<St: Store<Message>> QueueClient<St> {
         let fetches = deliveries.into_iter().map(|d| async move {
             let fetched = match (&d.claim, &self.claims) {
                 (None, _) => Ok(Ok(d.payload.clone())),
-                (Some(claim), Some(claims)) => claims
-                    .store
-                    .get(claim.key.clone())
+                (Some(claim), Some(claims)) => self
+                    .within(claims.store.get(claim.key.clone()))
                     .await
                     .map(|found| claim.check(found)),
                 (Some(_), None) => Err(ClaimError::new("this client has no claim store")),
@@ -535,7 +555,7 @@ impl<St: Store<Message>> QueueClient<St> {
     async fn drop_claims(&self, keys: Vec<ClaimKey>) -> Result<Vec<Output>, QueueClientError> {
         let deletes = keys.into_iter().map(|key| async move {
             let dropped = match &self.claims {
-                Some(claims) => match claims.store.delete(key.clone()).await {
+                Some(claims) => match self.within(claims.store.delete(key.clone())).await {
                     Ok(()) => true,
                     Err(e) => {
                         tracing::warn!(%key, error = %e, "a claim-checked payload could not be deleted; a sweep tries again");

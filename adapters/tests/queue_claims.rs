@@ -223,3 +223,44 @@ async fn a_10_mb_claim_checked_message_on_the_emulator_takes_two_small_documents
     assert_eq!(documents(&store).await, Vec::<String>::new());
     assert!(claims.keys().is_empty());
 }
+
+/// A claim store that never answers.
+#[derive(Clone, Default)]
+struct Silent;
+
+impl ClaimStore for Silent {
+    fn put(&self, _: ClaimKey, _: String) -> BoxFuture<'_, Result<(), ClaimError>> {
+        Box::pin(futures::future::pending())
+    }
+
+    fn get(&self, _: ClaimKey) -> BoxFuture<'_, Result<Option<String>, ClaimError>> {
+        Box::pin(futures::future::pending())
+    }
+
+    fn delete(&self, _: ClaimKey) -> BoxFuture<'_, Result<(), ClaimError>> {
+        Box::pin(futures::future::pending())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_claim_store_that_never_answers_is_given_up_on_after_the_request_timeout() {
+    let store = MemoryStore::new();
+    let queue = plain(store.clone(), "c")
+        .with_request_timeout(Duration::from_secs(2))
+        .with_claim_check(Silent, ABOVE)
+        .unwrap();
+    let failed = queue.enqueue("big", payload(5_000), Duration::ZERO).await;
+    assert!(
+        matches!(failed, Err(QueueClientError::Claim(_))),
+        "{failed:?}"
+    );
+    assert!(queue.dequeue(5).await.unwrap().deliveries.is_empty());
+    // Only the head is stored. The sweep's delete of the payload is given up on too,
+    // so the head stays for a later sweep, and the sweep still finishes.
+    assert_eq!(documents(&store).await.len(), 1);
+    assert_eq!(queue.sweep(10).await.unwrap().read, 1);
+    tokio::time::advance(Duration::from_secs(310)).await;
+    let swept = queue.sweep(10).await.unwrap();
+    assert_eq!((swept.read, swept.swept), (1, 0));
+    assert_eq!(documents(&store).await.len(), 1);
+}

@@ -71,6 +71,9 @@ fn drive(
                     claims.payloads.remove(&key);
                     inputs.push_back(Input::ClaimDropped { key, dropped: true });
                 }
+                Output::DiscardClaim(key) => {
+                    claims.payloads.remove(&key);
+                }
                 other => seen.push(other),
             }
         }
@@ -303,9 +306,15 @@ fn a_failed_store_of_the_payload_ends_the_enqueue_and_the_sweep_clears_its_head(
         panic!("no ask")
     };
     claims.stop = false;
+    // The put failed, but landed all the same: its outcome was unknown.
+    claims.payloads.insert(key.clone(), "payload".into());
     let failed = Input::ClaimStored { key, stored: false };
     let out = drive(&mut producer, &mut store, &mut claims, at(0), failed);
     assert!(out.is_empty(), "{out:?}");
+    assert!(
+        claims.payloads.is_empty(),
+        "the failed put's payload is discarded"
+    );
     assert!(stored(&store, "big").is_none());
     let mut a = client("a");
     drive(
@@ -479,4 +488,45 @@ fn a_claim_check_without_a_sweep_is_refused() {
     let input = enqueue_claimed("payload", &mut claims);
     assert_eq!(c.handle_input(at(0), input), Err(QueueError::NoSweep));
     assert_eq!(c.poll_output(), None);
+}
+
+#[test]
+fn an_answer_for_a_key_no_cleanup_awaits_changes_nothing() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    let input = enqueue_claimed("payload", &mut claims);
+    drive(&mut client("p"), &mut store, &mut claims, at(0), input);
+    let mut a = client("a");
+    let got = deliveries(&drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(0),
+        Input::Dequeue { max: 1 },
+    ));
+    claims.stop = true;
+    drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(1_000),
+        Input::Complete(got[0].id.clone()),
+    );
+    let Some(Output::DropClaim(key)) = claims.unanswered.pop() else {
+        panic!("no drop asked")
+    };
+    // Of another name, the same set: not the cleanup's claim, so the head stays.
+    let other = ClaimKey {
+        name: name("other"),
+        ..key.clone()
+    };
+    claims.stop = false;
+    let input = Input::ClaimDropped {
+        key: other,
+        dropped: true,
+    };
+    assert!(drive(&mut a, &mut store, &mut claims, at(1_000), input).is_empty());
+    assert_eq!(heads(&store), 1);
+    let input = Input::ClaimDropped { key, dropped: true };
+    drive(&mut a, &mut store, &mut claims, at(1_000), input);
+    assert_eq!(heads(&store), 0);
 }

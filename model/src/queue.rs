@@ -526,6 +526,9 @@ impl Rules for QueueModel {
                     let key = key.clone();
                     answer = Some(Input::ClaimDropped { key, dropped: true });
                 }
+                Output::DiscardClaim(key) => {
+                    world.ghost.claims.remove(key);
+                }
                 Output::Delivered(d) => {
                     // As the client does: a claim-checked payload is fetched and
                     // checked, and one missing or changed sends its message to the
@@ -637,7 +640,7 @@ impl Rules for QueueModel {
             Output::StoreClaim(key) => {
                 format!("c{c}'s driver stores the payload in the claim store under {key}")
             }
-            Output::DropClaim(key) => {
+            Output::DropClaim(key) | Output::DiscardClaim(key) => {
                 format!("c{c}'s driver deletes {key} from the claim store")
             }
             Output::Request(req) => format!("c{c} asks to {} (sent by the driver)", req.intent),

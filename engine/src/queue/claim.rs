@@ -10,15 +10,19 @@
 //! ([`Claim::check`]) before acting on it. Completing deletes the message, then asks
 //! the driver to delete the payload, and only then deletes the head.
 //!
-//! The head outlives the payload, so nothing is left that no head names: a producer
-//! stopped after storing its payload, or a completion cut short, leaves a head that
-//! the sweep finds, exactly as for parts. The sweep marks it (fencing off the
-//! producer's manifest), asks the driver to delete the payload, then deletes the head.
-//! One window stays open, and no fence in Cosmos DB can close it: a producer that
-//! pauses past `orphan_after` *between* its head and its payload write, whose set is
-//! swept meanwhile, then stores its payload. Its manifest is refused
-//! ([`QueueError::PartsSwept`](super::QueueError::PartsSwept)) and the client deletes
-//! that payload itself; only a crash right then leaves it in the claim store.
+//! The head outlives the payload: a producer stopped after storing its payload, or a
+//! completion cut short, leaves a head that the sweep finds, exactly as for parts. The
+//! sweep marks it (fencing off the producer's manifest), asks the driver to delete the
+//! payload, then deletes the head.
+//!
+//! One window stays open, and no fence in Cosmos DB can close it: a put that lands
+//! after its set was swept, because its producer paused past `orphan_after` between
+//! its head and its put, or because the put itself took that long. Its manifest is
+//! refused ([`QueueError::PartsSwept`](super::QueueError::PartsSwept)), or the put
+//! reported a failure, and either way the consumer asks its driver to discard the key
+//! ([`Output::DiscardClaim`](super::Output::DiscardClaim)); a crash right then, or a
+//! failed put that lands after even that discard, leaves the payload in the claim
+//! store, named by nothing.
 
 use super::{Message, MessageName, PartSetId, PartsProblem, QueueName};
 use std::fmt;

@@ -33,7 +33,8 @@ pub enum Input {
         delay: Millis,
     },
     /// The driver stored a claim-checked payload ([`Output::StoreClaim`]), or failed
-    /// to (`stored: false`, which ends the enqueue with nothing of it visible).
+    /// to (`stored: false`, which ends the enqueue with nothing of it visible and asks
+    /// for the key's discard, in case the failed put lands after all).
     ClaimStored {
         /// The key it was asked to store.
         key: ClaimKey,
@@ -135,6 +136,10 @@ pub enum Output {
     /// answer with [`Input::ClaimDropped`]: its message is completed, or its set was
     /// swept. The set's head is deleted only after that answer.
     DropClaim(ClaimKey),
+    /// Delete the payload under this key from the claim store, if it is there, and
+    /// answer nothing: an enqueue's put failed (it may still land) or its message was
+    /// refused because its set was swept, so no message will ever name the key.
+    DiscardClaim(ClaimKey),
     /// A message is delivered under a lock.
     Delivered(Delivery),
     /// A dequeue has finished: every claim it sent was answered.

@@ -3,7 +3,9 @@
 
 use super::Consumer;
 use super::large::ClaimPhase;
-use crate::queue::{ClaimKey, Message, MessageName, PartSetId, PartsRef, QueueError};
+use crate::queue::{
+    ClaimKey, Message, MessageName, Output, PartSetId, PartsRef, QueueError, head_id,
+};
 use crate::time::Millis;
 use std::collections::VecDeque;
 
@@ -33,7 +35,7 @@ impl Consumer {
         Ok(())
     }
 
-    /// The driver answered [`Output::StoreClaim`](crate::queue::Output::StoreClaim).
+    /// The driver answered [`Output::StoreClaim`].
     /// An answer for no waiting enqueue changes nothing.
     pub(super) fn claim_stored(&mut self, key: ClaimKey, stored: bool) {
         let Some(staging) = self.staging.get_mut(&key.set) else {
@@ -43,18 +45,23 @@ impl Consumer {
             return;
         }
         if !stored {
-            // The head stays, naming nothing: the sweep removes it.
+            // The head stays, naming nothing: the sweep removes it. The put's outcome
+            // is unknown, and it may land after that sweep: discard it now too.
             self.staging.remove(&key.set);
+            self.out.push_back(Output::DiscardClaim(key));
             return;
         }
         staging.claim = ClaimPhase::Stored;
         self.write_next_part(key.set);
     }
 
-    /// The driver answered [`Output::DropClaim`](crate::queue::Output::DropClaim): the
+    /// The driver answered [`Output::DropClaim`]: the
     /// head goes once the payload is gone.
     pub(super) fn claim_dropped(&mut self, key: ClaimKey, dropped: bool) {
-        if self.cleanups.contains_key(&key.set) {
+        // Only the cleanup of this very claim: an answer for a parts set, or for a
+        // key of another name, must not count as a part deleted.
+        let head = head_id(&key.queue, &key.name, &key.set);
+        if self.awaits_claim(&key.set, &head) {
             self.part_gone(key.set, false, dropped);
         }
     }

@@ -367,8 +367,8 @@ impl Consumer {
                 self.fail(id, QueueIntent::Enqueue, QueueError::PartsSwept(name));
                 if claimed {
                     // The sweep may have dropped the key before the payload was
-                    // stored under it, and no message will name it: drop it here.
-                    self.out.push_back(Output::DropClaim(key));
+                    // stored under it, and no message will name it: discard it here.
+                    self.out.push_back(Output::DiscardClaim(key));
                 }
             }
             Err(Failure::Request(e)) => {
@@ -614,6 +614,14 @@ impl Consumer {
             let key = self.claim_key(&name, &set);
             self.out.push_back(Output::DropClaim(key));
         }
+    }
+
+    /// Whether a cleanup of set `set` waits for its claim-checked payload's drop, and
+    /// its head is `head`.
+    pub(super) fn awaits_claim(&self, set: &PartSetId, head: &DocId) -> bool {
+        self.cleanups
+            .get(set)
+            .is_some_and(|c| c.parts == 0 && c.waiting > 0 && c.head == *head)
     }
 
     pub(super) fn delete_head(&mut self, set: PartSetId) {

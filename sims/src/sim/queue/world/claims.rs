@@ -40,7 +40,8 @@ impl QueueWorld {
         let id = Message::id_for(&key.queue, &key.name);
         let number = self.truth.number(&id);
         let stored = !self.claim_store_fails();
-        if stored {
+        // Half the failed puts land all the same: their outcome was unknown.
+        if stored || self.rng.random_bool(0.5) {
             self.claims.insert(key.clone(), self.cfg.payload(number));
         }
         let now = self.producer_now();
@@ -70,6 +71,14 @@ impl QueueWorld {
             }
         } else {
             self.feed(c, input);
+        }
+    }
+
+    /// The producer's discard of `key` reaches the claim store: deleted, unless the
+    /// call fails; nothing answers.
+    pub(super) fn claim_discard(&mut self, key: ClaimKey) {
+        if !self.claim_store_fails() {
+            self.claims.remove(&key);
         }
     }
 

@@ -71,6 +71,10 @@ enum Event {
     ClaimPut {
         key: ClaimKey,
     },
+    /// The producer's discard of a claim-checked payload reaches the claim store.
+    ClaimDiscard {
+        key: ClaimKey,
+    },
     /// A client's delete of a claim-checked payload reaches the claim store.
     ClaimDrop {
         c: usize,
@@ -431,6 +435,7 @@ impl QueueWorld {
                 self.producer_answer(id, result)
             }
             Event::ClaimPut { key } => self.claim_put(key),
+            Event::ClaimDiscard { key } => self.claim_discard(key),
             Event::ClaimDrop { c, key, .. } if c == PRODUCER => self.claim_drop(c, key),
             Event::ClaimDrop { c, life, key } => {
                 if self.alive(c, life) {
@@ -554,6 +559,10 @@ impl QueueWorld {
                     self.push(at, Event::ClaimPut { key });
                 }
                 Output::DropClaim(key) => self.send_claim_drop(PRODUCER, key),
+                Output::DiscardClaim(key) => {
+                    let at = self.now + self.latency();
+                    self.push(at, Event::ClaimDiscard { key });
+                }
                 _ => {}
             }
         }
