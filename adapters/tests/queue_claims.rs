@@ -6,6 +6,7 @@
 mod common;
 
 use common::Emulator;
+use common::queue::{documents, payload};
 use futures::future::BoxFuture;
 use leasehold_adapters::{
     ClaimError, ClaimStore, Clock, CosmosStore, MemoryClaims, MemoryStore, QueueClient,
@@ -13,7 +14,6 @@ use leasehold_adapters::{
 };
 use leasehold_engine::WallTime;
 use leasehold_engine::queue::{ClaimKey, ConsumerConfig, Message, QueueError, QueueName};
-use leasehold_engine::store::{Op, Reply};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -30,22 +30,6 @@ fn plain<St: Store<Message>>(store: St, name: &str) -> QueueClient<St> {
 
 fn client<St: Store<Message>>(store: St, claims: impl ClaimStore, name: &str) -> QueueClient<St> {
     plain(store, name).with_claim_check(claims, ABOVE).unwrap()
-}
-
-async fn documents<St: Store<Message>>(store: &St) -> Vec<String> {
-    let op = Op::ReadAll {
-        prefix: "orders:".into(),
-    };
-    match store.execute(op).await.result {
-        Ok(Reply::ReadAll(found)) => found.into_iter().map(|s| s.doc.id.to_string()).collect(),
-        other => panic!("{other:?}"),
-    }
-}
-
-fn payload(bytes: usize) -> String {
-    (0..bytes)
-        .map(|i| char::from(b'a' + (i % 26) as u8))
-        .collect()
 }
 
 #[tokio::test(start_paused = true)]

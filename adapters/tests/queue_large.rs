@@ -5,10 +5,11 @@
 mod common;
 
 use common::Emulator;
+use common::queue::{documents, payload};
 use leasehold_adapters::{Charges, Clock, CosmosStore, QueueClient, QueueClientError, Store};
 use leasehold_engine::WallTime;
 use leasehold_engine::queue::{ConsumerConfig, Message, QueueError, QueueName};
-use leasehold_engine::store::{Op, Reply, StoreError};
+use leasehold_engine::store::{Op, StoreError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -25,24 +26,6 @@ fn client<St: Store<Message>>(store: St, name: &str) -> QueueClient<St> {
 async fn queue_store(emulator: &Emulator, name: &str) -> CosmosStore<Message> {
     emulator.container(name, "/QueueName", 1);
     CosmosStore::new(emulator.client(name, Vec::new()).await)
-}
-
-/// Every document of the queue, by id.
-async fn documents<St: Store<Message>>(store: &St) -> Vec<String> {
-    let op = Op::ReadAll {
-        prefix: "orders:".into(),
-    };
-    match store.execute(op).await.result {
-        Ok(Reply::ReadAll(found)) => found.into_iter().map(|s| s.doc.id.to_string()).collect(),
-        other => panic!("{other:?}"),
-    }
-}
-
-/// A payload of `bytes`, varied so that a part out of place would change it.
-fn payload(bytes: usize) -> String {
-    (0..bytes)
-        .map(|i| char::from(b'a' + (i % 26) as u8))
-        .collect()
 }
 
 #[tokio::test(start_paused = true)]

@@ -191,18 +191,26 @@ fn nothing_is_visible_before_the_payload_is_stored() {
     assert!(deliveries(&out).is_empty(), "{out:?}");
 }
 
+/// A producer that wrote its head and was asked to store its payload, not yet
+/// answered; the driver answers again from here.
+fn asked_to_store(store: &mut Container<Message>, claims: &mut Claims) -> (Consumer, ClaimKey) {
+    claims.stop = true;
+    let input = enqueue_claimed("payload", claims);
+    let mut producer = client("p");
+    drive(&mut producer, store, claims, at(0), input);
+    claims.stop = false;
+    let Some(Output::StoreClaim(key)) = claims.unanswered.pop() else {
+        panic!("no ask to store")
+    };
+    (producer, key)
+}
+
 #[test]
 fn a_producer_stopped_after_storing_its_payload_leaves_what_the_sweep_clears_after_the_bound() {
     let (mut store, mut claims) = (Container::default(), Claims::default());
-    claims.stop = true;
-    let input = enqueue_claimed("payload", &mut claims);
-    drive(&mut client("p"), &mut store, &mut claims, at(0), input);
     // It stored the payload, then died before writing the message.
-    let Some(Output::StoreClaim(key)) = claims.unanswered.pop() else {
-        panic!("no ask")
-    };
+    let (_, key) = asked_to_store(&mut store, &mut claims);
     claims.payloads.insert(key, "payload".into());
-    claims.stop = false;
 
     let mut a = client("a");
     let out = drive(
@@ -243,15 +251,8 @@ fn a_producer_stopped_after_storing_its_payload_leaves_what_the_sweep_clears_aft
 #[test]
 fn a_producer_that_paused_past_the_bound_is_refused_and_its_payload_is_named_by_no_message() {
     let (mut store, mut claims) = (Container::default(), Claims::default());
-    claims.stop = true;
-    let input = enqueue_claimed("payload", &mut claims);
-    let mut producer = client("p");
-    drive(&mut producer, &mut store, &mut claims, at(0), input);
-    let Some(Output::StoreClaim(key)) = claims.unanswered.pop() else {
-        panic!("no ask")
-    };
+    let (mut producer, key) = asked_to_store(&mut store, &mut claims);
     // The producer stalls before storing its payload; a sweep takes its set.
-    claims.stop = false;
     let mut a = client("a");
     drive(
         &mut a,
@@ -298,14 +299,7 @@ fn a_producer_that_paused_past_the_bound_is_refused_and_its_payload_is_named_by_
 #[test]
 fn a_failed_store_of_the_payload_ends_the_enqueue_and_the_sweep_clears_its_head() {
     let (mut store, mut claims) = (Container::default(), Claims::default());
-    claims.stop = true;
-    let input = enqueue_claimed("payload", &mut claims);
-    let mut producer = client("p");
-    drive(&mut producer, &mut store, &mut claims, at(0), input);
-    let Some(Output::StoreClaim(key)) = claims.unanswered.pop() else {
-        panic!("no ask")
-    };
-    claims.stop = false;
+    let (mut producer, key) = asked_to_store(&mut store, &mut claims);
     // The put failed, but landed all the same: its outcome was unknown.
     claims.payloads.insert(key.clone(), "payload".into());
     let failed = Input::ClaimStored { key, stored: false };

@@ -2,6 +2,7 @@
 //! shared by the adapter tests.
 #![allow(dead_code)]
 
+pub mod queue;
 pub mod stores;
 
 use azure_core::credentials::Secret;
