@@ -20,9 +20,11 @@
 //! its head and its put, or because the put itself took that long. Its manifest is
 //! refused ([`QueueError::PartsSwept`](super::QueueError::PartsSwept)), or the put
 //! reported a failure, and either way the consumer asks its driver to discard the key
-//! ([`Output::DiscardClaim`](super::Output::DiscardClaim)); a crash right then, or a
-//! failed put that lands after even that discard, leaves the payload in the claim
-//! store, named by nothing.
+//! ([`Output::DiscardClaim`](super::Output::DiscardClaim)); a crash right then, a
+//! discard that fails, or a failed put that lands after even that discard, leaves the
+//! payload in the claim store, named by nothing. (The simulator's swarm found the
+//! failed discard: seed 3163414. Re-creating the head as the record of such a payload,
+//! so that the sweep drops it, would close all but the crash.)
 
 use super::{Message, MessageName, PartSetId, PartsProblem, QueueName};
 use std::fmt;
