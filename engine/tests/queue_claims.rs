@@ -81,6 +81,16 @@ fn drive(
     seen
 }
 
+/// One sweep of up to 10 heads by `c` at `ms`.
+fn sweep(
+    c: &mut Consumer,
+    store: &mut Container<Message>,
+    claims: &mut Claims,
+    ms: u64,
+) -> Vec<Output> {
+    drive(c, store, claims, at(ms), Input::Sweep { max: 10 })
+}
+
 fn enqueue_claimed(body: &str, claims: &mut Claims) -> Input {
     claims.next = Some(body.to_string());
     Input::EnqueueClaimed {
@@ -213,32 +223,14 @@ fn a_producer_stopped_after_storing_its_payload_leaves_what_the_sweep_clears_aft
     claims.payloads.insert(key, "payload".into());
 
     let mut a = client("a");
-    let out = drive(
-        &mut a,
-        &mut store,
-        &mut claims,
-        at(1_000),
-        Input::Sweep { max: 10 },
-    );
+    let out = sweep(&mut a, &mut store, &mut claims, 1_000);
     assert!(
         out.contains(&Output::SweepFinished { read: 1, swept: 0 }),
         "{out:?}"
     );
-    let out = drive(
-        &mut a,
-        &mut store,
-        &mut claims,
-        at(61_599),
-        Input::Sweep { max: 10 },
-    );
+    let out = sweep(&mut a, &mut store, &mut claims, 61_599);
     assert_eq!(swept(&out), 0);
-    let out = drive(
-        &mut a,
-        &mut store,
-        &mut claims,
-        at(61_600),
-        Input::Sweep { max: 10 },
-    );
+    let out = sweep(&mut a, &mut store, &mut claims, 61_600);
     assert_eq!(swept(&out), 1, "{out:?}");
     assert!(
         out.contains(&Output::SweepFinished { read: 1, swept: 1 }),
@@ -254,20 +246,8 @@ fn a_producer_that_paused_past_the_bound_is_refused_and_its_payload_is_named_by_
     let (mut producer, key) = asked_to_store(&mut store, &mut claims);
     // The producer stalls before storing its payload; a sweep takes its set.
     let mut a = client("a");
-    drive(
-        &mut a,
-        &mut store,
-        &mut claims,
-        at(0),
-        Input::Sweep { max: 10 },
-    );
-    let out = drive(
-        &mut a,
-        &mut store,
-        &mut claims,
-        at(70_000),
-        Input::Sweep { max: 10 },
-    );
+    sweep(&mut a, &mut store, &mut claims, 0);
+    let out = sweep(&mut a, &mut store, &mut claims, 70_000);
     assert_eq!(swept(&out), 1);
     // Then it stores the payload and goes on: its message is refused.
     claims.payloads.insert(key.clone(), "payload".into());
@@ -311,20 +291,8 @@ fn a_failed_store_of_the_payload_ends_the_enqueue_and_the_sweep_clears_its_head(
     );
     assert!(stored(&store, "big").is_none());
     let mut a = client("a");
-    drive(
-        &mut a,
-        &mut store,
-        &mut claims,
-        at(0),
-        Input::Sweep { max: 10 },
-    );
-    let out = drive(
-        &mut a,
-        &mut store,
-        &mut claims,
-        at(70_000),
-        Input::Sweep { max: 10 },
-    );
+    sweep(&mut a, &mut store, &mut claims, 0);
+    let out = sweep(&mut a, &mut store, &mut claims, 70_000);
     assert_eq!(swept(&out), 1, "{out:?}");
     assert_eq!(store.iter().count(), 0);
 }
@@ -356,20 +324,8 @@ fn a_completion_cut_short_before_its_payload_is_dropped_leaves_what_the_sweep_cl
     assert_eq!((heads(&store), claims.payloads.len()), (1, 1));
     claims.stop = false;
     let mut b = client("b");
-    drive(
-        &mut b,
-        &mut store,
-        &mut claims,
-        at(2_000),
-        Input::Sweep { max: 10 },
-    );
-    let out = drive(
-        &mut b,
-        &mut store,
-        &mut claims,
-        at(63_000),
-        Input::Sweep { max: 10 },
-    );
+    sweep(&mut b, &mut store, &mut claims, 2_000);
+    let out = sweep(&mut b, &mut store, &mut claims, 63_000);
     assert_eq!(swept(&out), 1, "{out:?}");
     assert_eq!(store.iter().count(), 0);
     assert!(claims.payloads.is_empty());
@@ -381,20 +337,8 @@ fn a_sweep_never_drops_a_payload_that_a_message_or_a_dead_letter_names() {
     let input = enqueue_claimed("payload", &mut claims);
     drive(&mut client("p"), &mut store, &mut claims, at(0), input);
     let mut a = client("a");
-    drive(
-        &mut a,
-        &mut store,
-        &mut claims,
-        at(0),
-        Input::Sweep { max: 10 },
-    );
-    let out = drive(
-        &mut a,
-        &mut store,
-        &mut claims,
-        at(100_000),
-        Input::Sweep { max: 10 },
-    );
+    sweep(&mut a, &mut store, &mut claims, 0);
+    let out = sweep(&mut a, &mut store, &mut claims, 100_000);
     assert_eq!(swept(&out), 0, "{out:?}");
     let got = deliveries(&drive(
         &mut a,
@@ -408,13 +352,7 @@ fn a_sweep_never_drops_a_payload_that_a_message_or_a_dead_letter_names() {
         reason: "inspect".into(),
     };
     drive(&mut a, &mut store, &mut claims, at(100_000), dead);
-    let out = drive(
-        &mut a,
-        &mut store,
-        &mut claims,
-        at(300_000),
-        Input::Sweep { max: 10 },
-    );
+    let out = sweep(&mut a, &mut store, &mut claims, 300_000);
     assert_eq!(swept(&out), 0, "{out:?}");
     let letter = dead_letters(&store, "big").pop().unwrap();
     assert_eq!(
