@@ -44,14 +44,7 @@ impl QueueWorld {
         if stored || self.rng.random_bool(0.5) {
             self.claims.insert(key.clone(), self.cfg.payload(number));
         }
-        let now = self.producer_now();
-        if self
-            .producer
-            .handle_input(now, Input::ClaimStored { key, stored })
-            .is_ok()
-        {
-            self.drain_producer();
-        }
+        self.feed_producer(Input::ClaimStored { key, stored });
         if !stored {
             self.push(self.now + SECOND, Event::Produce(number));
         }
@@ -65,10 +58,7 @@ impl QueueWorld {
         }
         let input = Input::ClaimDropped { key, dropped };
         if c == PRODUCER {
-            let now = self.producer_now();
-            if self.producer.handle_input(now, input).is_ok() {
-                self.drain_producer();
-            }
+            self.feed_producer(input);
         } else {
             self.feed(c, input);
         }

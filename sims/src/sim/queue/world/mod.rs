@@ -513,11 +513,13 @@ impl QueueWorld {
         let id = Message::id_for(&self.consumer_config.queue, &name);
         self.truth.enqueue(id, i, self.now);
         let input = self.enqueue_input(i, name);
-        if self
-            .producer
-            .handle_input(self.producer_now(), input)
-            .is_ok()
-        {
+        self.feed_producer(input);
+    }
+
+    /// Hands `input` to the producer, and sends what it asks for.
+    fn feed_producer(&mut self, input: Input) {
+        let now = self.producer_now();
+        if self.producer.handle_input(now, input).is_ok() {
             self.drain_producer();
         }
     }
@@ -569,14 +571,7 @@ impl QueueWorld {
     }
 
     fn producer_answer(&mut self, id: RequestId, result: Result<Reply<Message>, StoreError>) {
-        let now = self.producer_now();
-        if self
-            .producer
-            .handle_input(now, Input::Response { id, result })
-            .is_ok()
-        {
-            self.drain_producer();
-        }
+        self.feed_producer(Input::Response { id, result });
     }
 
     fn boot(&mut self, c: usize) {
