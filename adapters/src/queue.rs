@@ -271,8 +271,9 @@ impl<St: Store<Message>> QueueClient<St> {
             stored: put.is_ok(),
         };
         let outs = self.exchange.call(stored).await?;
-        // A failed put (which may still land) or a set swept meanwhile: the key is
-        // named by nothing, and never will be.
+        // A failed put (which may still land), one answered past the head's
+        // authority, or a set swept meanwhile: the key is named by nothing, and never
+        // will be.
         for out in &outs {
             if let Output::DiscardClaim(key) = out {
                 self.discard(key.clone()).await;

@@ -248,3 +248,65 @@ async fn a_claim_store_that_never_answers_is_given_up_on_after_the_request_timeo
     assert_eq!((swept.read, swept.swept), (1, 0));
     assert_eq!(documents(&store).await.len(), 1);
 }
+
+/// A claim store whose puts take `put_takes` before they land.
+#[derive(Clone, Default)]
+struct Slow {
+    inner: MemoryClaims,
+    put_takes: Duration,
+}
+
+impl ClaimStore for Slow {
+    fn put(&self, key: ClaimKey, payload: String) -> BoxFuture<'_, Result<(), ClaimError>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.put_takes).await;
+            self.inner.put(key, payload).await
+        })
+    }
+
+    fn get(&self, key: ClaimKey) -> BoxFuture<'_, Result<Option<String>, ClaimError>> {
+        self.inner.get(key)
+    }
+
+    fn delete(&self, key: ClaimKey) -> BoxFuture<'_, Result<(), ClaimError>> {
+        self.inner.delete(key)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_put_that_outlasts_the_heads_authority_is_discarded_and_the_enqueue_refused() {
+    // The sweep's bound is 300 s: a put that takes 400 s may land after a sweep has
+    // dropped its key and deleted its head, so the producer discards it. One that
+    // takes 200 s is in time.
+    for (takes, in_time) in [(400, false), (200, true)] {
+        let (store, inner) = (MemoryStore::new(), MemoryClaims::default());
+        let slow = Slow {
+            inner: inner.clone(),
+            put_takes: Duration::from_secs(takes),
+        };
+        let queue = plain(store.clone(), "c")
+            .with_request_timeout(Duration::from_secs(600))
+            .with_claim_check(slow, ABOVE)
+            .unwrap();
+        let outcome = queue.enqueue("big", payload(5_000), Duration::ZERO).await;
+        if in_time {
+            assert!(outcome.is_ok(), "{outcome:?}");
+            assert_eq!(inner.keys().len(), 1);
+            continue;
+        }
+        assert!(
+            matches!(
+                outcome,
+                Err(QueueClientError::Queue(QueueError::PartsSwept(_)))
+            ),
+            "{outcome:?}"
+        );
+        assert!(inner.keys().is_empty(), "the late payload is discarded");
+        // Only the head, which the sweep clears.
+        assert_eq!(documents(&store).await.len(), 1);
+        assert_eq!(queue.sweep(10).await.unwrap().read, 1);
+        tokio::time::advance(Duration::from_secs(310)).await;
+        assert_eq!(queue.sweep(10).await.unwrap().swept, 1);
+        assert_eq!(documents(&store).await, Vec::<String>::new());
+    }
+}

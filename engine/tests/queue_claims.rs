@@ -7,7 +7,7 @@ mod queue_common;
 
 use leasehold_engine::queue::{
     ClaimKey, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageState, Output,
-    PartsProblem, QueueError, payload_hash,
+    PartsProblem, QueueError, QueueKnownBad, payload_hash,
 };
 use leasehold_engine::store::Container;
 use leasehold_engine::{HostId, Incarnation, Millis, Now};
@@ -38,6 +38,8 @@ struct Claims {
     stop: bool,
     /// The asks left unanswered.
     unanswered: Vec<Output>,
+    /// Discards fail: the payload stays.
+    fail_discards: bool,
 }
 
 /// Feeds `input`, serves every request and every ask of the claim store at once
@@ -72,7 +74,9 @@ fn drive(
                     inputs.push_back(Input::ClaimDropped { key, dropped: true });
                 }
                 Output::DiscardClaim(key) => {
-                    claims.payloads.remove(&key);
+                    if !claims.fail_discards {
+                        claims.payloads.remove(&key);
+                    }
                 }
                 other => seen.push(other),
             }
@@ -274,6 +278,118 @@ fn a_producer_that_paused_past_the_bound_is_refused_and_its_payload_is_named_by_
     assert_eq!(store.iter().count(), 0, "a message names a swept payload");
     // Named by no head, the payload stored after the sweep is dropped by its producer.
     assert!(claims.payloads.is_empty(), "{:?}", claims.payloads);
+}
+
+/// A producer under `config` whose head's create lands at 0 s but whose reply comes
+/// back only at `answered_ms`, after a sweep at 0 s and one at 70 s; returns what the
+/// late reply leads to.
+fn head_answered_late(
+    config: ConsumerConfig,
+    answered_ms: u64,
+    store: &mut Container<Message>,
+    claims: &mut Claims,
+) -> Vec<Output> {
+    let mut producer = Consumer::new(HostId::from("p"), Incarnation(0), config).unwrap();
+    let input = enqueue_claimed("payload", claims);
+    producer.handle_input(at(0), input).unwrap();
+    let Some(Output::Request(req)) = producer.poll_output() else {
+        panic!("no head write")
+    };
+    let result = store.execute(req.op);
+    let mut a = client("a");
+    sweep(&mut a, store, claims, 0);
+    sweep(&mut a, store, claims, 70_000);
+    let late = Input::Response { id: req.id, result };
+    drive(&mut producer, store, claims, at(answered_ms), late)
+}
+
+#[test]
+fn a_producer_whose_head_is_answered_past_the_sweeps_bound_stores_no_payload() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    // 58.9 s: the first instant past the head's authority.
+    let out = head_answered_late(claiming(), 58_900, &mut store, &mut claims);
+    assert!(
+        matches!(
+            out[..],
+            [Output::Failed {
+                error: QueueError::PartsSwept(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    assert!(claims.payloads.is_empty(), "{:?}", claims.payloads);
+    assert_eq!(store.iter().count(), 0);
+}
+
+#[test]
+fn a_payload_stored_however_late_after_its_head_is_stranded_where_no_sweep_finds_it() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    let unbounded = ConsumerConfig {
+        known_bad: Some(QueueKnownBad::ClaimUnbounded),
+        ..claiming()
+    };
+    head_answered_late(unbounded, 70_000, &mut store, &mut claims);
+    // The message is refused (its head is gone), and the payload it stored after
+    // the sweep dropped the key is named by nothing. Its discard is all that
+    // removes it: one failed discard strands it.
+    assert_eq!(store.iter().count(), 0);
+    let mut a = client("a");
+    sweep(&mut a, &mut store, &mut claims, 140_000);
+    assert!(claims.payloads.is_empty(), "the discard removed it");
+    let mut store = Container::default();
+    let mut claims = Claims {
+        fail_discards: true,
+        ..Claims::default()
+    };
+    head_answered_late(
+        ConsumerConfig {
+            known_bad: Some(QueueKnownBad::ClaimUnbounded),
+            ..claiming()
+        },
+        70_000,
+        &mut store,
+        &mut claims,
+    );
+    assert_eq!(orphans(&store, &claims).len(), 1, "{:?}", claims.payloads);
+}
+
+#[test]
+fn a_payload_stored_within_the_heads_authority_survives_a_failed_discard() {
+    // The same late reply, with the discard failing: within the head's authority
+    // (60 s less the 1 % drift allowance and the 0.5 s margin: 58.9 s) the payload
+    // is stored while the head stands, and the sweep that takes the head drops it.
+    let mut store = Container::default();
+    let mut claims = Claims {
+        fail_discards: true,
+        ..Claims::default()
+    };
+    let mut producer = client("p");
+    let input = enqueue_claimed("payload", &mut claims);
+    producer.handle_input(at(0), input).unwrap();
+    let Some(Output::Request(req)) = producer.poll_output() else {
+        panic!("no head write")
+    };
+    let result = store.execute(req.op);
+    let late = Input::Response { id: req.id, result };
+    claims.stop = true;
+    drive(&mut producer, &mut store, &mut claims, at(58_899), late);
+    claims.stop = false;
+    assert!(
+        matches!(claims.unanswered[..], [Output::StoreClaim(_)]),
+        "within the bound the payload is stored: {:?}",
+        claims.unanswered
+    );
+    let Some(Output::StoreClaim(key)) = claims.unanswered.pop() else {
+        unreachable!()
+    };
+    claims.payloads.insert(key, "payload".into());
+    let mut a = client("a");
+    sweep(&mut a, &mut store, &mut claims, 0);
+    let out = sweep(&mut a, &mut store, &mut claims, 70_000);
+    assert_eq!(swept(&out), 1, "{out:?}");
+    assert!(claims.payloads.is_empty(), "{:?}", claims.payloads);
+    assert!(orphans(&store, &claims).is_empty());
 }
 
 #[test]

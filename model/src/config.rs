@@ -112,6 +112,7 @@ impl Bounds {
             late_replies: self.late_replies,
             retries: self.retries,
             throttles: self.throttled_reads,
+            side_failures: 0,
             horizon: self.horizon,
             drift_ms: self.drift_ms,
         }

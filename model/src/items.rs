@@ -299,6 +299,7 @@ impl Rules for ItemModel {
         world: &mut ItemsState,
         c: u8,
         output: Output,
+        _fails: bool,
         journal: &mut Option<Vec<String>>,
     ) -> Option<Input> {
         if let Output::Failed {

@@ -47,6 +47,9 @@ pub struct LockBounds {
     /// As `large`, the payload kept in a claim store (a ghost of the model's) through
     /// the queue's claim check rather than in parts. Implies `large`.
     pub claims: bool,
+    /// Claim-store calls (puts, drops, discards) that may fail, in the claim-check
+    /// mode.
+    pub claim_failures: u8,
     /// A known-bad variant.
     pub bug: Option<LockBug>,
 }
@@ -70,6 +73,7 @@ impl Default for LockBounds {
             late_replies: 0,
             large: false,
             claims: false,
+            claim_failures: 0,
             bug: None,
         }
     }
@@ -99,6 +103,12 @@ impl LockBounds {
                 "large payloads are the work queue's; item leases have none".into(),
             ));
         }
+        if self.claim_failures > 0 && !self.is_claims() {
+            return Err(BoundsError::LockSettings(
+                "claim-store failures need the claim check (--claims)".into(),
+            ));
+        }
+        range("claim failures", self.claim_failures.into(), 0, 3)?;
         if self.is_large() && (self.clients < 2 || self.docs != 1) {
             return Err(BoundsError::LockSettings(
                 "a large payload is one message (--partitions 1) between two consumers or \
@@ -113,6 +123,12 @@ impl LockBounds {
     /// a part-set variant.
     pub fn is_large(&self) -> bool {
         self.large || self.claims || self.bug.is_some_and(LockBug::is_about_parts)
+    }
+
+    /// Whether the large payload is kept in the claim store: asked for, or implied by
+    /// a claim variant.
+    pub fn is_claims(&self) -> bool {
+        self.claims || self.bug == Some(LockBug::ClaimUnbounded)
     }
 
     /// The lock duration.
@@ -149,6 +165,7 @@ impl LockBounds {
             late_replies: self.late_replies,
             retries: 0,
             throttles: 0,
+            side_failures: self.claim_failures,
             horizon: self.horizon,
             drift_ms: self.drift_ms,
         }
@@ -236,6 +253,9 @@ pub enum LockBug {
     /// A completion deletes a set's head before its parts: cut short between the
     /// two, it strands parts that no sweep can find.
     HeadFirst,
+    /// A producer stores its claim-checked payload however late after its head: one
+    /// that lands after a sweep dropped the key and deleted the head is stranded.
+    ClaimUnbounded,
 }
 
 impl LockBug {
@@ -305,6 +325,19 @@ impl LockBug {
                 lost_replies: Some(0),
                 ..LeastBound::default()
             },
+            // A producer's head reply held past the sweep's bound: the sweep drops
+            // the key and deletes the head, then the reply arrives and the payload is
+            // stored. Liveness is checked from the late reply, past the bound.
+            LockBug::ClaimUnbounded => LeastBound {
+                partitions: Some(1),
+                crashes: Some(0),
+                give_backs: Some(0),
+                late_replies: Some(1),
+                delays: Some(0),
+                lost_replies: Some(0),
+                horizon: Some(11),
+                ..LeastBound::default()
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -315,7 +348,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 13] = [
+    pub const ALL: [LockBug; 14] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -329,6 +362,7 @@ impl LockBug {
         LockBug::ManifestFirst,
         LockBug::ManifestFirstUnchecked,
         LockBug::HeadFirst,
+        LockBug::ClaimUnbounded,
     ];
 
     /// The name on the command line.
@@ -347,6 +381,7 @@ impl LockBug {
             LockBug::ManifestFirst => "manifest-first",
             LockBug::ManifestFirstUnchecked => "manifest-first-unchecked",
             LockBug::HeadFirst => "head-first",
+            LockBug::ClaimUnbounded => "claim-unbounded",
         }
     }
 
@@ -355,7 +390,10 @@ impl LockBug {
     pub fn is_about_parts(self) -> bool {
         matches!(
             self,
-            LockBug::ManifestFirst | LockBug::ManifestFirstUnchecked | LockBug::HeadFirst
+            LockBug::ManifestFirst
+                | LockBug::ManifestFirstUnchecked
+                | LockBug::HeadFirst
+                | LockBug::ClaimUnbounded
         )
     }
 

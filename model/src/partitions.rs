@@ -470,6 +470,7 @@ impl Rules for PartitionModel {
         state: &mut State,
         h: u8,
         output: Output,
+        _fails: bool,
         journal: &mut Option<Vec<String>>,
     ) -> Option<Input> {
         let host = &mut state.clients[usize::from(h)];

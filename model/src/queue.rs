@@ -161,6 +161,7 @@ pub fn known_bad(bug: Option<LockBug>) -> Option<QueueKnownBad> {
         Some(LockBug::ManifestFirst) => Some(QueueKnownBad::ManifestFirst),
         Some(LockBug::ManifestFirstUnchecked) => Some(QueueKnownBad::ManifestFirstUnchecked),
         Some(LockBug::HeadFirst) => Some(QueueKnownBad::HeadFirst),
+        Some(LockBug::ClaimUnbounded) => Some(QueueKnownBad::ClaimUnbounded),
         _ => None,
     }
 }
@@ -343,7 +344,7 @@ impl QueueModel {
             }],
             QueueChoice::Produce => {
                 let payload = Self::large_payload(state.clients[usize::from(c)].incarnation);
-                let input = if self.bounds.claims {
+                let input = if self.bounds.is_claims() {
                     Input::EnqueueClaimed {
                         name: Self::message_name(0),
                         bytes: payload.len() as u64,
@@ -496,6 +497,7 @@ impl Rules for QueueModel {
         world: &mut QueueState,
         c: u8,
         output: Output,
+        fails: bool,
         journal: &mut Option<Vec<String>>,
     ) -> Option<Input> {
         let completer = |id: &DocId| world.ghost.completed_by[Self::index(id)];
@@ -513,20 +515,29 @@ impl Rules for QueueModel {
         if self.bounds.is_large() {
             match &output {
                 Output::Enqueued { .. } => world.ghost.produced = true,
-                // The driver answers at once: what it does between two engine steps
-                // (a put, a delete) is its store's, which the faults do not reach.
+                // The driver answers at once: a put or a delete is one atomic call
+                // of a linearizable claim store, which may fail (`fails`): a failed
+                // put has landed all the same, a failed delete has not.
                 Output::StoreClaim(key) => {
                     let life = world.clients[usize::from(c)].incarnation;
                     world.ghost.claims.insert(key.clone(), life);
                     let key = key.clone();
-                    answer = Some(Input::ClaimStored { key, stored: true });
+                    answer = Some(Input::ClaimStored {
+                        key,
+                        stored: !fails,
+                    });
                 }
                 Output::DropClaim(key) => {
-                    world.ghost.claims.remove(key);
+                    if !fails {
+                        world.ghost.claims.remove(key);
+                    }
                     let key = key.clone();
-                    answer = Some(Input::ClaimDropped { key, dropped: true });
+                    answer = Some(Input::ClaimDropped {
+                        key,
+                        dropped: !fails,
+                    });
                 }
-                Output::DiscardClaim(key) => {
+                Output::DiscardClaim(key) if !fails => {
                     world.ghost.claims.remove(key);
                 }
                 Output::Delivered(d) => {
@@ -637,8 +648,15 @@ impl Rules for QueueModel {
             Output::SweepFinished { read, swept } => {
                 format!("c{c}'s sweep is done: {read} heads read, {swept} swept")
             }
+            Output::StoreClaim(key) if fails => format!(
+                "c{c}'s driver stores the payload in the claim store under {key}: it lands, \
+                 but the put FAILS"
+            ),
             Output::StoreClaim(key) => {
                 format!("c{c}'s driver stores the payload in the claim store under {key}")
+            }
+            Output::DropClaim(key) | Output::DiscardClaim(key) if fails => {
+                format!("c{c}'s driver deletes {key} from the claim store: the delete FAILS")
             }
             Output::DropClaim(key) | Output::DiscardClaim(key) => {
                 format!("c{c}'s driver deletes {key} from the claim store")
@@ -646,6 +664,13 @@ impl Rules for QueueModel {
             Output::Request(req) => format!("c{c} asks to {} (sent by the driver)", req.intent),
         });
         answer
+    }
+
+    fn fallible(&self, output: &Output) -> bool {
+        matches!(
+            output,
+            Output::StoreClaim(_) | Output::DropClaim(_) | Output::DiscardClaim(_)
+        )
     }
 
     fn describe(&self, req: &Request<Message, QueueIntent>) -> String {

@@ -119,6 +119,8 @@ pub struct World<M: Machine, G, X = ()> {
     pub retries: u8,
     /// Bursts of throttled reads so far.
     pub throttles: u8,
+    /// Calls beside the store that failed so far.
+    pub side_failures: u8,
     /// True time of the last fault (0: the cold start). The lock models count a
     /// restart as one; the partition model counts it as a join, unless every host
     /// was down.
@@ -156,6 +158,9 @@ pub struct Budget {
     /// Bursts of throttled reads: from a moment the model chooses until the next
     /// tick, the store answers a client's reads 429 without serving them.
     pub throttles: u8,
+    /// Calls a driver makes beside the store that may fail: the queue's claim
+    /// store's puts and deletes ([`Rules::fallible`]).
+    pub side_failures: u8,
     /// The last tick explored.
     pub horizon: u8,
     /// Drift per tick, in milliseconds.
@@ -199,14 +204,20 @@ pub trait Rules: Sized {
         result: &Answer<<Self::M as StoreClient>::Doc>,
     );
     /// Handles an output other than a request; it may answer with an input for the
-    /// engine (a handler that stops at once reports it).
+    /// engine (a handler that stops at once reports it). `fails`: the output is a
+    /// call beside the store ([`Rules::fallible`]) that a [`Fault::SideFails`] hit.
     fn output(
         &self,
         world: &mut State<Self>,
         client: u8,
         output: <Self::M as leasehold_engine::Machine>::Output,
+        fails: bool,
         journal: &mut Option<Vec<String>>,
     ) -> Option<<Self::M as leasehold_engine::Machine>::Input>;
+    /// Whether `output` asks the driver for a call beside the store that may fail.
+    fn fallible(&self, _output: &<Self::M as leasehold_engine::Machine>::Output) -> bool {
+        false
+    }
     /// A write was applied (or refused) but its reply is lost.
     fn reply_lost(
         &self,
@@ -275,7 +286,16 @@ pub enum Fault {
         /// Which of the read's stale answers.
         choice: u8,
     },
+    /// The n-th call of the step that the driver makes beside the store (a claim
+    /// store's put or delete) fails. A failed put is one that landed all the same:
+    /// of the two outcomes a caller cannot tell apart, the one that leaves more
+    /// behind.
+    SideFails(u8),
 }
+
+/// Calls beside the store one step may make that a fault may pick: a producer's
+/// put and discard, or a consumer's drops in one sweep.
+pub const SIDE_CALLS_PER_STEP: u8 = 2;
 
 /// The wait a throttled read's 429 asks for: well within a tick, so that the host
 /// reads again at its next step, as it would after a real burst of throttling.
@@ -308,6 +328,9 @@ impl Fault {
                 faults.push(Some(Fault::LateReply(n)));
             }
         }
+        if world.side_failures < budget.side_failures {
+            faults.extend((0..SIDE_CALLS_PER_STEP).map(|n| Some(Fault::SideFails(n))));
+        }
         if world.stale_reads < budget.stale_reads {
             for read in 0..per_step.min(2) {
                 for choice in 0..MAX_STALE_CHOICES {
@@ -336,6 +359,7 @@ impl Fault {
             Fault::Retried(_) => budget.retries - world.retries,
             Fault::LateReply(_) => budget.late_replies - world.late_replies,
             Fault::Stale { .. } => budget.stale_reads - world.stale_reads,
+            Fault::SideFails(_) => budget.side_failures - world.side_failures,
         };
         let mut pairs = Vec::new();
         for (i, a) in singles.iter().enumerate() {
@@ -359,6 +383,9 @@ impl Fault {
             Some(Fault::LateReply(n)) => format!(", holding the reply to request #{n}"),
             Some(Fault::Stale { read, choice }) => {
                 format!(", a lagging replica serving read #{read} (stale answer {choice})")
+            }
+            Some(Fault::SideFails(n)) => {
+                format!(", FAILING the driver's call #{n} beside the store")
             }
         }
     }
@@ -429,6 +456,7 @@ fn faulted<M: Machine, G, X>(world: &mut World<M, G, X>, fault: Fault) {
         Fault::Retried(_) => world.retries += 1,
         Fault::LateReply(_) => world.late_replies += 1,
         Fault::Stale { .. } => world.stale_reads += 1,
+        Fault::SideFails(_) => world.side_failures += 1,
     }
     world.last_fault = world.time;
 }
@@ -460,7 +488,7 @@ pub fn run_with<R: Rules>(
     let budget = rules.budget();
     let who = R::ACTOR;
     let mut inputs = std::collections::VecDeque::from(first);
-    let (mut writes, mut reads, mut sent) = (0u8, 0u8, 0u8);
+    let (mut writes, mut reads, mut sent, mut side) = (0u8, 0u8, 0u8, 0u8);
     let mut hits = 0;
     while let Some(input) = inputs.pop_front() {
         let now = now(&budget, world, c);
@@ -478,7 +506,18 @@ pub fn run_with<R: Rules>(
             }
         }
         for other in others {
-            inputs.extend(rules.output(world, c, other, journal));
+            let mut fails = false;
+            if rules.fallible(&other) {
+                let nth = side;
+                side += 1;
+                let hit = faults.iter().copied().find(|f| *f == Fault::SideFails(nth));
+                if let Some(f) = hit {
+                    fails = true;
+                    hits += 1;
+                    faulted(world, f);
+                }
+            }
+            inputs.extend(rules.output(world, c, other, fails, journal));
         }
         if world.clients[usize::from(c)].cut {
             for req in requests {
@@ -518,6 +557,7 @@ pub fn run_with<R: Rules>(
                 Fault::Hold(n) | Fault::LoseReply(n) | Fault::Retried(n) => write && n == nth,
                 Fault::LateReply(n) => n == nth_sent,
                 Fault::Stale { read, .. } => !write && read == nth,
+                Fault::SideFails(_) => false,
             });
             match this {
                 Some(Fault::Hold(_)) => {
@@ -581,7 +621,7 @@ pub fn run_with<R: Rules>(
                     });
                     inputs.push_back(R::M::response(id, result));
                 }
-                None => {
+                None | Some(Fault::SideFails(_)) => {
                     let result = apply(rules, world, c, &mut req, Serve::Fresh);
                     note(journal, || {
                         format!(
@@ -993,6 +1033,7 @@ pub fn initial<M: Machine, G: Clone, X: Default>(
             late_replies: 0,
             retries: 0,
             throttles: 0,
+            side_failures: 0,
             last_fault: 0,
             crashed: 0,
             ghost: ghost.clone(),

@@ -620,3 +620,65 @@ fn a_head_deleted_before_its_claim_strands_the_payload_where_no_sweep_finds_it()
     );
     assert!(trace.contains("HELD on the wire"), "{trace}");
 }
+
+/// A producer whose head's reply comes back late, past the sweep's bound: the horizon
+/// reaches past that bound plus the liveness bound, so that what the late reply does
+/// is checked for orphans. One claim-store call may fail too (the simulator's seed
+/// 3163414 stranded a payload when a producer's discard failed after its set was
+/// swept). Without a crash, to stay within seconds (1,073,451 unique); with one,
+/// below.
+fn late_producer(bug: Option<LockBug>) -> LockBounds {
+    LockBounds {
+        crashes: 0,
+        late_replies: 1,
+        claim_failures: 1,
+        horizon: 11,
+        ..claim_bounds(bug)
+    }
+}
+
+#[test]
+fn a_producer_answered_past_the_sweeps_bound_strands_no_payload_even_when_a_claim_call_fails() {
+    let report = exhaustive(&QueueModel::new(late_producer(None)).unwrap());
+    for v in &report.verdicts {
+        if v.always {
+            assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
+        }
+    }
+    // The failing call is explored: the same bounds without it are fewer states.
+    let sure = exhaustive(
+        &QueueModel::new(LockBounds {
+            claim_failures: 0,
+            ..late_producer(None)
+        })
+        .unwrap(),
+    );
+    assert!(sure.progress.unique < report.progress.unique);
+}
+
+#[test]
+fn a_payload_stored_however_late_after_its_head_is_stranded_where_no_sweep_finds_it() {
+    let model = QueueModel::new(late_producer(Some(LockBug::ClaimUnbounded))).unwrap();
+    let trace = counterexample(&model, queue::ORPHANS_SWEPT);
+    assert!(trace.contains("REPLY IS HELD"), "{trace}");
+    assert!(trace.contains("swept part set"), "{trace}");
+}
+
+/// As above with a crash as well: 20,785,215 unique states, 109 s in release on two
+/// cores; `cargo test --release -p leasehold-model --test locks -- --ignored`.
+#[test]
+#[ignore]
+fn with_a_crash_a_producer_answered_past_the_sweeps_bound_strands_no_payload() {
+    let report = exhaustive(
+        &QueueModel::new(LockBounds {
+            crashes: 1,
+            ..late_producer(None)
+        })
+        .unwrap(),
+    );
+    for v in &report.verdicts {
+        if v.always {
+            assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
+        }
+    }
+}

@@ -232,6 +232,7 @@ pub fn lock_flags(bounds: &LockBounds) -> String {
         ("--batch", bounds.batch, d.batch),
         ("--max-dequeue", bounds.max_dequeue, d.max_dequeue),
         ("--late-replies", bounds.late_replies, d.late_replies),
+        ("--claim-failures", bounds.claim_failures, d.claim_failures),
     ] {
         if value != default {
             let _ = write!(out, " {flag} {value}");
@@ -288,10 +289,19 @@ pub fn lock_header(kind: LockKind, b: &LockBounds, liveness: u8, options: &Optio
             String::new()
         },
     );
-    if b.claims {
+    if b.is_claims() {
         let _ = writeln!(
             out,
-            "  the message is a large payload kept in a claim store, produced by c0; consumers sweep as they poll"
+            "  the message is a large payload kept in a claim store, produced by c0; consumers sweep as they poll{}",
+            if b.claim_failures > 0 {
+                format!(
+                    "; {} claim-store call{} may fail",
+                    b.claim_failures,
+                    if b.claim_failures == 1 { "" } else { "s" }
+                )
+            } else {
+                String::new()
+            }
         );
     } else if b.is_large() {
         let _ = writeln!(

@@ -107,6 +107,7 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
         ("renewals", l.renewals.to_string()),
         ("batch", l.batch.to_string()),
         ("max_dequeue", l.max_dequeue.to_string()),
+        ("claim_failures", l.claim_failures.to_string()),
     ]
 }
 

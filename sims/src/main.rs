@@ -170,6 +170,10 @@ struct ModelArgs {
     /// check rather than in parts.
     #[arg(long)]
     claims: bool,
+    /// Queue, with --claims: claim-store calls (puts, drops, discards) that may fail;
+    /// a failed put has landed all the same.
+    #[arg(long)]
+    claim_failures: Option<u8>,
     /// Partitions: writes that may be applied and then answered as the SDK's own
     /// retry of them finds the store (412, 409 or 404 where the write won).
     #[arg(long)]
@@ -417,6 +421,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         ("--max-dequeue", args.max_dequeue.is_some()),
         ("--large", args.large),
         ("--claims", args.claims),
+        ("--claim-failures", args.claim_failures.is_some()),
     ];
     if let Some((flag, _)) = lock_only.into_iter().find(|(_, given)| *given) {
         return Err(format!(
@@ -715,6 +720,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
             .unwrap_or(d.late_replies),
         large: args.large,
         claims: args.claims,
+        claim_failures: args.claim_failures.unwrap_or(d.claim_failures),
         bug,
     };
     bounds.horizon = match args.horizon.or(least.horizon) {

@@ -423,3 +423,32 @@ fn a_head_deleted_before_its_claim_checked_payload_strands_the_payload() {
     );
     assert!(replay_command(&cfg).contains("--large-kept claims"));
 }
+
+/// The long swarm's seed 3163414: a producer's payload landed in the claim store
+/// after a sweep had dropped its key and deleted its head, and its discard failed, so
+/// nothing named it. A producer now stores its payload only while its head has
+/// authority (the sweep's bound); the earlier producer (`claim-unbounded`) strands
+/// it again.
+#[test]
+fn a_payload_stored_past_its_heads_authority_is_never_stranded() {
+    let cfg = leasehold_sims::sim::swarm::draw_queue(3_163_414);
+    assert_eq!(
+        (cfg.scenario, cfg.large_kept),
+        (QueueScenario::QueuePoison, LargeKept::Claims)
+    );
+    let run = simulate_queue(&cfg).unwrap();
+    assert!(
+        run.report.passed(),
+        "{:?}\nreplay: {}",
+        run.report.violations,
+        replay_command(&cfg)
+    );
+    let bad = simulate_queue(&with_bug(cfg, LockBug::ClaimUnbounded)).unwrap();
+    assert!(
+        bad.report
+            .violated_kinds()
+            .contains(&ViolationKind::EventLost),
+        "{:?}",
+        bad.report.violations
+    );
+}

@@ -123,6 +123,10 @@ pub enum QueueKnownBad {
     /// payload): a completion cut short between the two leaves parts no sweep can
     /// find.
     HeadFirst,
+    /// A producer stores its claim-checked payload however long after its head it
+    /// gets to: a payload that lands after a sweep dropped its key and deleted its
+    /// head is found by no sweep.
+    ClaimUnbounded,
 }
 
 impl ConsumerConfig {

@@ -38,10 +38,19 @@ impl Consumer {
     /// The driver answered [`Output::StoreClaim`].
     /// An answer for no waiting enqueue changes nothing.
     pub(super) fn claim_stored(&mut self, key: ClaimKey, stored: bool) {
+        let in_time = self.claim_in_time(&key.set);
         let Some(staging) = self.staging.get_mut(&key.set) else {
             return;
         };
         if staging.claim != ClaimPhase::Storing {
+            return;
+        }
+        if stored && !in_time {
+            // Stored, but answered past the head's authority: it may have landed after
+            // a sweep dropped the key. No message names it yet: discard it, and leave
+            // the head to the sweep.
+            self.staging_failed(&key.set, None);
+            self.out.push_back(Output::DiscardClaim(key));
             return;
         }
         if !stored {

@@ -13,6 +13,7 @@ use crate::queue::{
 use crate::store::{
     BatchOp, Compare, Condition, Document, Op, Query, Reply, StoreError, Stored, Value,
 };
+use crate::time::LocalTime;
 use std::collections::VecDeque;
 
 /// Bytes kept free in each part's batch for the batch's own framing.
@@ -33,6 +34,10 @@ pub(super) struct Staging {
     manifest_written: bool,
     /// For a claim check: where the driver is in storing the payload.
     pub(super) claim: ClaimPhase,
+    /// When the head's first create was sent, on this producer's clock: no sweep can
+    /// see the head before, so none drops its payload within the sweep's bound after
+    /// it ([`Consumer::claim_in_time`]).
+    head_sent: LocalTime,
 }
 
 /// A claim check's payload, between its head and its manifest.
@@ -187,6 +192,7 @@ impl Consumer {
                 parts,
                 manifest_written: false,
                 claim,
+                head_sent: self.now.local,
             },
         );
         self.send(QueueIntent::WritePart, None, create, Pending::PartHead(set));
@@ -235,6 +241,7 @@ impl Consumer {
     /// claim check's manifest waits for its payload to be stored.
     pub(super) fn write_next_part(&mut self, set: PartSetId) {
         let pk = self.pk();
+        let in_time = self.claim_in_time(&set);
         let Some(staging) = self.staging.get_mut(&set) else {
             return;
         };
@@ -246,6 +253,12 @@ impl Consumer {
         });
         match staging.claim {
             ClaimPhase::ToStore if manifest_first && !staging.manifest_written => {}
+            ClaimPhase::ToStore if !in_time => {
+                // Too late to store a payload a sweep would not find: the head is
+                // left to the sweep, and nothing goes to the claim store.
+                self.staging_failed(&set, None);
+                return;
+            }
             ClaimPhase::ToStore => {
                 staging.claim = ClaimPhase::Storing;
                 let name = staging.manifest.name.clone();
@@ -378,8 +391,29 @@ impl Consumer {
         }
     }
 
+    /// Whether set `set`'s claim-checked payload may still go to the claim store: only
+    /// while this producer's head has authority, as a lock holder's write, with the
+    /// sweep's bound as its duration. A sweep drops a set's payload only once it has
+    /// seen the head unchanged for that bound (on any clock within the drift bound),
+    /// so a payload stored before then is dropped by that sweep or named by the
+    /// message; one stored after it could land once the sweep has dropped the key and
+    /// deleted the head, where no sweep finds it again.
+    pub(super) fn claim_in_time(&self, set: &PartSetId) -> bool {
+        let (Some(staging), Some(large)) = (self.staging.get(set), self.config.large) else {
+            return false;
+        };
+        if self.config.known_bad == Some(QueueKnownBad::ClaimUnbounded) {
+            return true;
+        }
+        let policy = LockPolicy {
+            rule: ExpiryRule::Observed,
+            ..self.config.policy
+        };
+        self.now.local < staging.head_sent + policy.authority_span(large.orphan_after)
+    }
+
     /// An enqueue in parts stops: its set is left for a sweep.
-    fn staging_failed(&mut self, set: &PartSetId, error: Option<StoreError>) {
+    pub(super) fn staging_failed(&mut self, set: &PartSetId, error: Option<StoreError>) {
         let Some(staging) = self.staging.remove(set) else {
             return;
         };
