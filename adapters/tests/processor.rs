@@ -53,7 +53,27 @@ where
     S::Item: std::fmt::Display,
     St: Store<Record>,
 {
-    let processor = Processor::builder()
+    start_checkpointing(name, source, store, seen, None).await
+}
+
+/// As [`start`], checkpointing at most once per `every` if given.
+async fn start_checkpointing<S, St>(
+    name: &str,
+    source: S,
+    store: St,
+    seen: Seen,
+    every: Option<Duration>,
+) -> Host
+where
+    S: PartitionSource,
+    S::Item: std::fmt::Display,
+    St: Store<Record>,
+{
+    let builder = match every {
+        Some(every) => Processor::builder().checkpoint_at_most_every(every),
+        None => Processor::builder(),
+    };
+    let processor = builder
         .instance(name)
         .processor_name("test")
         .acquire_interval(Duration::from_secs(13))
@@ -319,6 +339,55 @@ async fn leases_on_the_emulator_are_shared_and_released_and_their_ru_is_counted(
         h.stop.cancel();
         h.run.await.unwrap();
     }
+}
+
+/// One host on the emulator, one item a second into each of 4 partitions for a
+/// minute: the checkpoint writes it sends, every item it saw, and the checkpoints its
+/// shutdown left.
+async fn a_minute_of_items(every: Option<Duration>) -> (u64, usize, BTreeMap<String, u64>) {
+    let emulator = Emulator::new();
+    emulator.container("leases", "/id", 1);
+    let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
+    let source = feed(4, 0);
+    let seen = Seen::default();
+    let host = start_checkpointing("a", source.clone(), store.clone(), seen.clone(), every).await;
+    settle(5).await;
+    for i in 0..60 {
+        for p in 0..4 {
+            source.push(p.to_string(), format!("{p}-{i}"));
+        }
+        settle(1).await;
+    }
+    settle(10).await;
+    let writes = host
+        .metrics
+        .snapshot()
+        .requests
+        .iter()
+        .find(|(i, _, _)| *i == Intent::Checkpoint)
+        .map_or(0, |(_, calls, _)| *calls);
+    stop_all([host]).await;
+    let mut left = BTreeMap::new();
+    for (token, _, checkpoint) in leases_of(&store).await {
+        let n = checkpoint.map_or(0, |c| c.parse().expect("a count"));
+        left.insert(token, n);
+    }
+    (writes, seen.items().len(), left)
+}
+
+#[tokio::test(start_paused = true)]
+async fn checkpointing_every_ten_seconds_writes_fewer_checkpoints_and_loses_no_item() {
+    let (every_batch, seen, left) = a_minute_of_items(None).await;
+    let all: BTreeMap<String, u64> = (0..4).map(|p| (p.to_string(), 60)).collect();
+    assert_eq!((seen, &left), (240, &all));
+    let (interval, seen, left) = a_minute_of_items(Some(Duration::from_secs(10))).await;
+    println!("checkpoint writes in a minute: every batch {every_batch}, every 10 s {interval}");
+    // The shutdown's releases wrote the last checkpoints the interval held back.
+    assert_eq!((seen, &left), (240, &all));
+    assert!(
+        interval * 4 < every_batch,
+        "every batch {every_batch}, every 10 s {interval}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -4,7 +4,7 @@
 use crate::world::Budget;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::{
-    ConfigError, Intent, KnownBad, LeaseConfig, LeaseDocument, Liveness, Record,
+    CheckpointPolicy, ConfigError, Intent, KnownBad, LeaseConfig, LeaseDocument, Liveness, Record,
 };
 use leasehold_engine::store::Op;
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
@@ -738,6 +738,8 @@ impl Bounds {
             // Far past any horizon: the model checks that the group keeps every lease
             // owned from what the heartbeats tell alone, without the audit.
             audit_interval: Millis::from_secs(300),
+            // Every batch: the model does not yet bound the replay an interval allows.
+            checkpoint: CheckpointPolicy::EveryBatch,
             liveness: self.liveness.or(self
                 .bug
                 .filter(|b| b.needs_session())

@@ -118,6 +118,7 @@ fn unset_means(key: &str) -> &'static str {
         "settle" => "computed from the intervals",
         "liveness" => LIVENESS_UNSET,
         "deploy-expiration" => "the old build's",
+        "checkpoint-every" => "every batch",
         "lock-watch" => "a quarter of the lock",
         _ => "none",
     }

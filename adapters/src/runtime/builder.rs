@@ -8,7 +8,9 @@ use crate::source::{PartitionSource, SourceError};
 use crate::store::Store;
 use leasehold_engine::Checkpoint;
 use leasehold_engine::balance::Strategy;
-use leasehold_engine::lease::{ConfigError, KnownBad, LeaseConfig, Liveness, Record};
+use leasehold_engine::lease::{
+    CheckpointPolicy, ConfigError, KnownBad, LeaseConfig, Liveness, Record,
+};
 use leasehold_engine::{ExpiryPolicy, HostId, Millis};
 use std::future::Future;
 use std::sync::Arc;
@@ -88,6 +90,7 @@ struct Settings {
     strategy: Strategy,
     liveness: Option<Liveness>,
     audit: Duration,
+    checkpoint: CheckpointPolicy,
     acquire: Duration,
     renew: Duration,
     expiration: Duration,
@@ -109,6 +112,7 @@ impl ProcessorBuilder<(), (), ()> {
                 strategy: Strategy::Handoff,
                 liveness: None,
                 audit: Duration::from_secs(300),
+                checkpoint: CheckpointPolicy::EveryBatch,
                 acquire: Duration::from_secs(13),
                 renew: Duration::from_secs(17),
                 expiration: Duration::from_secs(60),
@@ -169,6 +173,16 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     /// lease table to catch what the heartbeats did not tell (default 5 min).
     pub fn audit_interval(mut self, every: Duration) -> Self {
         self.settings.audit = every;
+        self
+    }
+
+    /// Writes a lease's checkpoint at most once per `every` rather than after every
+    /// batch (the default), the newest one reported winning: fewer writes, for up to
+    /// `every` of finished items delivered again to the next owner after a crash or
+    /// a lost lease. A release or a handoff still writes the last one at once. Zero
+    /// is refused by `build` ([`ConfigError::ZeroCheckpointInterval`]).
+    pub fn checkpoint_at_most_every(mut self, every: Duration) -> Self {
+        self.settings.checkpoint = CheckpointPolicy::AtMostEvery(millis(every));
         self
     }
 
@@ -445,6 +459,7 @@ where
             liveness: settings.liveness,
             audit_interval: millis(settings.audit),
             stop_timeout: millis(settings.expiration),
+            checkpoint: settings.checkpoint,
             known_bad: settings.known_bad,
         };
         config.validate()?;

@@ -45,10 +45,46 @@ pub struct LeaseConfig {
     /// the host gives the lease up, raising its epoch, so that a handler call that
     /// never ends cannot wedge the lease. Defaults to the lease duration.
     pub stop_timeout: Millis,
+    /// When a checkpoint the handler reports is written: after every batch (the
+    /// default), or at most once per interval. See [`CheckpointPolicy`].
+    pub checkpoint: CheckpointPolicy,
     /// A known-bad behaviour, for the model checker and the simulator to show what
     /// it breaks. Never set it in production.
     #[doc(hidden)]
     pub known_bad: Option<KnownBad>,
+}
+
+/// When the host writes the checkpoints its handler reports.
+///
+/// Checkpoints are most of what a busy processor pays for: one write per batch. An
+/// interval trades them for replay: a new owner starts from the last checkpoint
+/// written, so it may deliver again what the handler finished in up to one interval
+/// before the lease moved. A checkpoint still rides along on every other write of the
+/// lease at once (a renewal, a release, a handoff, a split's mark), so a lease handed
+/// on or released gracefully replays nothing; only a crash or a lost lease does.
+///
+/// ```
+/// use leasehold_engine::lease::{CheckpointPolicy, ConfigError, LeaseConfig};
+/// use leasehold_engine::Millis;
+///
+/// let mut config = LeaseConfig {
+///     checkpoint: CheckpointPolicy::AtMostEvery(Millis::from_secs(5)),
+///     ..LeaseConfig::default()
+/// };
+/// assert!(config.validate().is_ok());
+/// config.checkpoint = CheckpointPolicy::AtMostEvery(Millis::ZERO);
+/// assert_eq!(config.validate(), Err(ConfigError::ZeroCheckpointInterval));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CheckpointPolicy {
+    /// Every checkpoint reported is written as soon as the lease has no write in
+    /// flight: the .NET change feed processor's behaviour.
+    #[default]
+    EveryBatch,
+    /// The first checkpoint of an ownership is written at once, each later one no
+    /// sooner than this long after the previous write that carried one; the newest
+    /// report wins.
+    AtMostEvery(Millis),
 }
 
 /// Earlier behaviours of the engine, kept only so that the checkers can reproduce the
@@ -233,6 +269,7 @@ impl Default for LeaseConfig {
             liveness: None,
             audit_interval: Millis::from_secs(300),
             stop_timeout: Millis::from_secs(60),
+            checkpoint: CheckpointPolicy::EveryBatch,
             known_bad: None,
         }
     }
@@ -280,6 +317,9 @@ impl LeaseConfig {
         if self.audit_interval == Millis::ZERO {
             return Err(ConfigError::ZeroAuditInterval);
         }
+        if self.checkpoint == CheckpointPolicy::AtMostEvery(Millis::ZERO) {
+            return Err(ConfigError::ZeroCheckpointInterval);
+        }
         if self.expiry.drift.as_ppm() >= Drift::MAX_PPM {
             return Err(ConfigError::DriftTooLarge {
                 ppm: self.expiry.drift.as_ppm(),
@@ -321,6 +361,8 @@ pub enum ConfigError {
     ZeroStopTimeout,
     /// The audit interval is zero: every scan would read the whole table.
     ZeroAuditInterval,
+    /// A checkpoint interval of zero: say [`CheckpointPolicy::EveryBatch`] instead.
+    ZeroCheckpointInterval,
     /// CFP's minimum lease count is above its maximum.
     MinAboveMax {
         /// The minimum.
@@ -378,6 +420,10 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::ZeroStopTimeout => write!(f, "the stop timeout must be above 0"),
             ConfigError::ZeroAuditInterval => write!(f, "the audit interval must be above 0"),
+            ConfigError::ZeroCheckpointInterval => write!(
+                f,
+                "the checkpoint interval must be above 0 (every batch is the default policy)"
+            ),
             ConfigError::MinAboveMax { min, max } => write!(
                 f,
                 "the minimum lease count ({min}) must not exceed the maximum ({max})"

@@ -24,7 +24,7 @@ mod wake;
 mod write;
 
 pub use audit::{WriteFault, audit_write};
-pub use config::{ConfigError, KnownBad, LeaseConfig, Liveness, UnknownLiveness};
+pub use config::{CheckpointPolicy, ConfigError, KnownBad, LeaseConfig, Liveness, UnknownLiveness};
 pub use document::{HostDocument, LeaseDocument, Record};
 pub use host::{LeaseHost, LeaseState};
 pub use io::{Input, InputError, Intent, LossCause, Output, Purpose, StopReason, StoreRequest};

@@ -112,6 +112,10 @@ pub(super) struct Own {
     pub next_renew: LocalTime,
     /// A checkpoint the handler reported that is not yet written.
     pub checkpoint: Option<Checkpoint>,
+    /// Under [`CheckpointPolicy::AtMostEvery`](super::CheckpointPolicy): no write
+    /// goes for the checkpoint alone before this. Always `None` under every-batch,
+    /// so that the models' states are what they were.
+    pub checkpoint_after: Option<LocalTime>,
     /// Where the lease goes once the handler has stopped.
     pub release: Option<ReleaseTo>,
     /// The children the handler reported the range split into, to be written into
@@ -134,6 +138,7 @@ impl Own {
             resume: false,
             next_renew: now,
             checkpoint: None,
+            checkpoint_after: None,
             release: None,
             split: None,
             children_made: Vec::new(),

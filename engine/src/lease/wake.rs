@@ -132,6 +132,14 @@ impl LeaseHost {
                 }
                 _ => {}
             }
+            // A checkpoint held back by the policy: its own write goes then.
+            if let Some(own) = own
+                && own.checkpoint.is_some()
+                && let Some(after) = own.checkpoint_after
+                && after > now.local
+            {
+                at(after);
+            }
         }
         wake
     }

@@ -5,7 +5,7 @@ use super::host::{LeaseHost, What};
 use super::phase::Phase;
 use super::slot::{ReleaseTo, Slot};
 use super::split::SplitStep;
-use super::{HostDocument, Intent, KnownBad, Record};
+use super::{CheckpointPolicy, HostDocument, Intent, KnownBad, Record};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
 use crate::store::Op;
 use crate::time::Now;
@@ -123,7 +123,7 @@ impl LeaseHost {
         if own.resume && (!session || self.membership.beat.tenure().is_some()) {
             return Some(Due::Write(Intent::Resume));
         }
-        if own.checkpoint.is_some() {
+        if own.checkpoint.is_some() && own.checkpoint_after.is_none_or(|t| now.local >= t) {
             return Some(Due::Write(Intent::Checkpoint));
         }
         if session {
@@ -151,6 +151,7 @@ impl LeaseHost {
         let policy = self.config.expiry;
         let session = self.session_liveness();
         let forget_terms = self.config.known_bad == Some(KnownBad::FenceForgetsTerms);
+        let checkpoint_policy = self.config.checkpoint;
         let slot = self.slots.get_mut(token)?;
         let own = slot.own.as_mut()?;
         let fence_passed = own.fence_passed(&policy, now);
@@ -162,6 +163,9 @@ impl LeaseHost {
         // lease, and a re-read finds it again), and the mark brings it back.
         doc.fenced = own.fence.is_some() && !fence_passed;
         let checkpoint = own.checkpoint.take();
+        if let (Some(_), CheckpointPolicy::AtMostEvery(every)) = (&checkpoint, checkpoint_policy) {
+            own.checkpoint_after = Some(now.local + every);
+        }
         // Only a handoff names a life; this host's own writes of a lease it owns
         // name none, so that the next life of its name waits out this version.
         doc.handed_to = None;

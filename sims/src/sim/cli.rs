@@ -133,6 +133,11 @@ pub struct LeaseFlags {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub deploy_expiration: Option<Millis>,
+    /// Write each lease's checkpoint at most once per this interval rather than after
+    /// every batch (the default); a release or a handoff still writes the last one.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub checkpoint_every: Option<Millis>,
     /// Rolling restart: `new`, each new pod under a new name, started before the old
     /// one stops (a Deployment); or `reuse`, under the old pod's name once it has
     /// stopped (a StatefulSet).

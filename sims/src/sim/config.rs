@@ -5,7 +5,9 @@ use super::faults::{FaultKind, Faults};
 use super::flags::{duration, opt_duration, opt_text, text};
 use super::workload::Workload;
 use leasehold_engine::balance::{Strategy, UnknownStrategy};
-use leasehold_engine::lease::{ConfigError, LeaseConfig, Liveness, UnknownLiveness};
+use leasehold_engine::lease::{
+    CheckpointPolicy, ConfigError, LeaseConfig, Liveness, UnknownLiveness,
+};
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
 use leasehold_model::Bug;
 use serde::{Deserialize, Serialize};
@@ -181,6 +183,9 @@ pub struct SimConfig {
     /// same as the old one's.
     #[serde(with = "opt_duration", default)]
     pub deploy_expiration: Option<Millis>,
+    /// Checkpoints written at most once per this interval (`None`: after every batch).
+    #[serde(with = "opt_duration", default)]
+    pub checkpoint_every: Option<Millis>,
     /// Rolling restart: whether each new pod takes a new name (as a Deployment's do)
     /// or its predecessor's, once that one has stopped (as a StatefulSet's do).
     #[serde(with = "text", default)]
@@ -258,6 +263,7 @@ impl SimConfig {
             drift_bound_ppm: 10_000,
             margin: ExpiryPolicy::default().safety_margin,
             deploy_expiration: None,
+            checkpoint_every: None,
             names: Names::New,
             faults: Faults::NONE,
             workload: Workload::default(),
@@ -316,6 +322,9 @@ impl SimConfig {
             stop_timeout: self.expiration,
             liveness: self.liveness,
             audit_interval: self.audit,
+            checkpoint: self
+                .checkpoint_every
+                .map_or(CheckpointPolicy::EveryBatch, CheckpointPolicy::AtMostEvery),
             known_bad: self.bug.and_then(Bug::known_bad),
         };
         config.validate().map_err(SimError::Lease)?;

@@ -86,6 +86,11 @@ pub fn draw(seed: u64) -> SimConfig {
             cfg.deploy_expiration = Some(expiration);
         }
     }
+    // The checkpoint policy, drawn last for the same reason: one seed in three
+    // checkpoints at most every 2 to 60 s rather than after every batch.
+    if rng.random_bool(1.0 / 3.0) {
+        cfg.checkpoint_every = Some(Millis::from_secs(rng.random_range(2..=60)));
+    }
     cfg
 }
 

@@ -1,0 +1,119 @@
+//! The checkpoint policy: after every batch, or at most once per interval, the newest
+//! report winning and any other write of the lease carrying it at once.
+
+mod common;
+
+use common::*;
+use leasehold_engine::lease::{CheckpointPolicy, Input, Intent, LeaseConfig, Output};
+use leasehold_engine::{Checkpoint, Millis};
+
+fn every_5s(config: LeaseConfig) -> LeaseConfig {
+    LeaseConfig {
+        checkpoint: CheckpointPolicy::AtMostEvery(Millis::from_secs(5)),
+        ..config
+    }
+}
+
+/// The checkpoints `name` was told are stored, in order.
+fn written(c: &Cluster, name: &str) -> Vec<String> {
+    c.events_of(name)
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Checkpointed { checkpoint, .. } => Some(checkpoint.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One host under session liveness (no renewals to carry a checkpoint): reports 1 at
+/// once, 2 a second later, 3 two seconds after that; then six seconds pass.
+fn three_reports(config: LeaseConfig) -> Cluster {
+    let mut c = Cluster::new();
+    c.add("a", config);
+    c.run_for(100);
+    c.checkpoint("a", "0", "1").unwrap();
+    c.run_for(1_000);
+    c.checkpoint("a", "0", "2").unwrap();
+    c.run_for(2_000);
+    c.checkpoint("a", "0", "3").unwrap();
+    c.run_for(6_000);
+    c
+}
+
+#[test]
+fn under_an_interval_a_checkpoint_waits_for_it_and_the_newest_report_wins() {
+    let mut c = Cluster::new();
+    c.add("a", every_5s(session_config(1)));
+    c.run_for(100);
+    c.checkpoint("a", "0", "1").unwrap();
+    c.deliver_all();
+    // The first of an ownership goes at once.
+    assert_eq!(written(&c, "a"), ["1"]);
+    c.run_for(1_000);
+    c.checkpoint("a", "0", "2").unwrap();
+    c.run_for(2_000);
+    c.checkpoint("a", "0", "3").unwrap();
+    c.run_for(1_800);
+    assert_eq!(written(&c, "a"), ["1"], "held until 5 s after the first");
+    assert_eq!(c.lease("0").checkpoint, Some(Checkpoint::from("1")));
+    c.run_for(300);
+    assert_eq!(written(&c, "a"), ["1", "3"]);
+    assert_eq!(c.lease("0").checkpoint, Some(Checkpoint::from("3")));
+}
+
+#[test]
+fn after_every_batch_each_report_is_written_at_once() {
+    let c = three_reports(session_config(1));
+    assert_eq!(written(&c, "a"), ["1", "2", "3"]);
+}
+
+#[test]
+fn under_an_interval_the_same_reports_take_two_writes() {
+    let c = three_reports(every_5s(session_config(1)));
+    assert_eq!(written(&c, "a"), ["1", "3"]);
+}
+
+#[test]
+fn a_shutdown_writes_the_checkpoint_the_interval_held_back() {
+    let mut c = Cluster::new();
+    c.add("a", every_5s(session_config(1)));
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.run_for(100);
+    c.checkpoint("a", "0", "1").unwrap();
+    c.deliver_all();
+    c.checkpoint("a", "0", "2").unwrap();
+    c.deliver_all();
+    assert_eq!(c.lease("0").checkpoint, Some(Checkpoint::from("1")));
+    c.input("a", Input::Shutdown).unwrap();
+    c.checkpoint("a", "0", "3").unwrap();
+    c.stopped("a", "0");
+    c.deliver_all();
+    let released = c.lease("0");
+    assert_eq!(released.owner, None);
+    assert_eq!(released.checkpoint, Some(Checkpoint::from("3")));
+}
+
+#[test]
+fn under_lease_liveness_a_renewal_carries_the_held_checkpoint() {
+    let mut c = Cluster::new();
+    c.add(
+        "a",
+        LeaseConfig {
+            checkpoint: CheckpointPolicy::AtMostEvery(Millis::from_secs(60)),
+            ..config(1)
+        },
+    );
+    c.run_for(100);
+    c.checkpoint("a", "0", "1").unwrap();
+    c.deliver_all();
+    c.checkpoint("a", "0", "2").unwrap();
+    // Renewals come every 3 s; the interval is a minute.
+    c.run_for(4_000);
+    assert_eq!(c.lease("0").checkpoint, Some(Checkpoint::from("2")));
+    let alone = c
+        .sent
+        .iter()
+        .filter(|(_, _, r)| r.intent == Intent::Checkpoint)
+        .count();
+    assert_eq!(alone, 1, "only the first went on a write of its own");
+}
