@@ -88,6 +88,34 @@ fn scale_out_moves_the_minimum_with_handoff_and_converges_faster_than_cfp() {
     assert!(cfp.duplicate_events > 0);
 }
 
+/// Checkpoint RU per host-minute of handoff and cfp in a small steady run at one
+/// event a second per partition, checkpointing as `every` says.
+fn checkpoint_cost(every: Option<Millis>) -> [(f64, u64); 2] {
+    let mut cfg = small(Scenario::Steady, 1);
+    cfg.workload.rate = 1.0;
+    cfg.checkpoint_every = every;
+    let mut out = [(0.0, 0); 2];
+    for (i, strategy) in ["handoff", "cfp"].into_iter().enumerate() {
+        cfg.strategy = parse_strategy(strategy).unwrap();
+        let run = sim::simulate(&cfg, false).unwrap();
+        assert!(run.report.passed(), "{:?}", run.report.violations);
+        let ru = run.report.by_purpose["checkpoint"].ru_per_host_min;
+        out[i] = (ru, run.report.duplicate_events);
+    }
+    out
+}
+
+#[test]
+fn checkpointing_at_most_every_30_seconds_costs_a_fraction_and_handoff_replays_nothing() {
+    let [(handoff, _), (cfp, _)] = checkpoint_cost(None);
+    let [(handoff_30, replayed), (cfp_30, _)] = checkpoint_cost(Some(Millis::from_secs(30)));
+    // Far fewer checkpoints of their own; cfp's renewals carry the rest.
+    assert!(handoff_30 * 3.0 < handoff, "{handoff_30} against {handoff}");
+    assert!(cfp_30 * 3.0 < cfp, "{cfp_30} against {cfp}");
+    // Handoff moves leases by handoffs, which carry the held checkpoint.
+    assert_eq!(replayed, 0);
+}
+
 // Each property, and a run that breaks it: a check that cannot fail is no check.
 
 #[test]
