@@ -289,6 +289,20 @@ fn head_answered_late(
     store: &mut Container<Message>,
     claims: &mut Claims,
 ) -> Vec<Output> {
+    let (mut producer, late) = head_written(config, store, claims);
+    let mut a = client("a");
+    sweep(&mut a, store, claims, 0);
+    sweep(&mut a, store, claims, 70_000);
+    drive(&mut producer, store, claims, at(answered_ms), late)
+}
+
+/// A producer under `config` whose head's create landed at 0 s, and the reply it has
+/// not yet been given.
+fn head_written(
+    config: ConsumerConfig,
+    store: &mut Container<Message>,
+    claims: &mut Claims,
+) -> (Consumer, Input) {
     let mut producer = Consumer::new(HostId::from("p"), Incarnation(0), config).unwrap();
     let input = enqueue_claimed("payload", claims);
     producer.handle_input(at(0), input).unwrap();
@@ -296,11 +310,7 @@ fn head_answered_late(
         panic!("no head write")
     };
     let result = store.execute(req.op);
-    let mut a = client("a");
-    sweep(&mut a, store, claims, 0);
-    sweep(&mut a, store, claims, 70_000);
-    let late = Input::Response { id: req.id, result };
-    drive(&mut producer, store, claims, at(answered_ms), late)
+    (producer, Input::Response { id: req.id, result })
 }
 
 #[test]
@@ -364,14 +374,7 @@ fn a_payload_stored_within_the_heads_authority_survives_a_failed_discard() {
         fail_discards: true,
         ..Claims::default()
     };
-    let mut producer = client("p");
-    let input = enqueue_claimed("payload", &mut claims);
-    producer.handle_input(at(0), input).unwrap();
-    let Some(Output::Request(req)) = producer.poll_output() else {
-        panic!("no head write")
-    };
-    let result = store.execute(req.op);
-    let late = Input::Response { id: req.id, result };
+    let (mut producer, late) = head_written(claiming(), &mut store, &mut claims);
     claims.stop = true;
     drive(&mut producer, &mut store, &mut claims, at(58_899), late);
     claims.stop = false;

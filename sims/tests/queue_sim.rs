@@ -93,6 +93,24 @@ fn with_bug(mut cfg: QueueConfig, bug: LockBug) -> QueueConfig {
 /// that run's settings. A known-bad variant's violation needs a timing that not every
 /// seed draws, and any change to the engine's requests moves every seed's timings; so
 /// the check is that the variant is caught in a handful of seeds, not in one chosen.
+/// `cfg` passes, and under `bug` the same run breaks `kind`.
+fn passes_and_bug_breaks(cfg: QueueConfig, bug: LockBug, kind: ViolationKind) {
+    let run = simulate_queue(&cfg).unwrap();
+    assert!(
+        run.report.passed(),
+        "seed {}: {:?}\nreplay: {}",
+        cfg.seed,
+        run.report.violations,
+        replay_command(&cfg)
+    );
+    let bad = simulate_queue(&with_bug(cfg, bug)).unwrap();
+    assert!(
+        bad.report.violated_kinds().contains(&kind),
+        "{:?}",
+        bad.report.violations
+    );
+}
+
 fn assert_caught(cfg: impl Fn(u64) -> QueueConfig, kind: ViolationKind) -> QueueConfig {
     for seed in 1..=16 {
         let cfg = cfg(seed);
@@ -260,21 +278,10 @@ fn timeouts(seed: u64) -> QueueConfig {
 #[test]
 fn a_completion_whose_reply_timed_out_is_never_reported_lost_when_it_landed() {
     for seed in 1..=3 {
-        let cfg = timeouts(seed);
-        let run = simulate_queue(&cfg).unwrap();
-        assert!(
-            run.report.passed(),
-            "seed {seed}: {:?}\nreplay: {}",
-            run.report.violations,
-            replay_command(&cfg)
-        );
-        let bad = simulate_queue(&with_bug(cfg, LockBug::GoneMeansLost)).unwrap();
-        assert!(
-            bad.report
-                .violated_kinds()
-                .contains(&ViolationKind::Misreport),
-            "seed {seed}: {:?}",
-            bad.report.violations
+        passes_and_bug_breaks(
+            timeouts(seed),
+            LockBug::GoneMeansLost,
+            ViolationKind::Misreport,
         );
     }
 }
@@ -350,21 +357,7 @@ fn a_queue_reports_figures_are_rounded() {
 fn a_backlog_of_poison_messages_starves_no_healthy_one() {
     let cfg = leasehold_sims::sim::swarm::draw_queue(2_838_879);
     assert_eq!((cfg.scenario, cfg.batch), (QueueScenario::QueuePoison, 1));
-    let run = simulate_queue(&cfg).unwrap();
-    assert!(
-        run.report.passed(),
-        "{:?}\nreplay: {}",
-        run.report.violations,
-        replay_command(&cfg)
-    );
-    let bad = simulate_queue(&with_bug(cfg, LockBug::PoisonSpendsBatch)).unwrap();
-    assert!(
-        bad.report
-            .violated_kinds()
-            .contains(&ViolationKind::Liveness),
-        "{:?}",
-        bad.report.violations
-    );
+    passes_and_bug_breaks(cfg, LockBug::PoisonSpendsBatch, ViolationKind::Liveness);
 }
 
 fn large(seed: u64) -> QueueConfig {
@@ -436,19 +429,5 @@ fn a_payload_stored_past_its_heads_authority_is_never_stranded() {
         (cfg.scenario, cfg.large_kept),
         (QueueScenario::QueuePoison, LargeKept::Claims)
     );
-    let run = simulate_queue(&cfg).unwrap();
-    assert!(
-        run.report.passed(),
-        "{:?}\nreplay: {}",
-        run.report.violations,
-        replay_command(&cfg)
-    );
-    let bad = simulate_queue(&with_bug(cfg, LockBug::ClaimUnbounded)).unwrap();
-    assert!(
-        bad.report
-            .violated_kinds()
-            .contains(&ViolationKind::EventLost),
-        "{:?}",
-        bad.report.violations
-    );
+    passes_and_bug_breaks(cfg, LockBug::ClaimUnbounded, ViolationKind::EventLost);
 }
