@@ -198,7 +198,7 @@ fn fencing_catches_blind_acquires() {
 #[test]
 fn a_stale_owners_blind_checkpoint_is_caught_by_fencing() {
     // The swarm's draw for seed 8: a steady run in which two hosts race at the start.
-    let mut cfg = swarm::draw(8);
+    let mut cfg = drawn(8);
     assert!(kinds(&cfg).is_empty());
     cfg.bug = Some(Bug::BlindCheckpoint);
     let found = kinds(&cfg);
@@ -320,7 +320,7 @@ fn the_swarms_counterexamples_under_the_stores_faults_hold_no_more() {
         300_433, 301_475, 307_453, 427_170, 626_248, 827_481, 951_625, 957_203, 1_001_253,
         1_012_240,
     ] {
-        let cfg = swarm::draw(seed);
+        let cfg = drawn(seed);
         assert!(kinds(&cfg).is_empty(), "seed {seed}: {:?}", kinds(&cfg));
     }
 }
@@ -336,7 +336,7 @@ fn the_swarms_counterexamples_under_the_stores_faults_hold_no_more() {
 /// same run breaks liveness.
 #[test]
 fn a_deploy_that_lengthens_the_expiration_is_judged_by_the_longer_one() {
-    let cfg = swarm::draw(1_004_479);
+    let cfg = drawn(1_004_479);
     assert_eq!(cfg.deploy_expiration, Some(Millis::from_secs(114)));
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
     let mut old = cfg.clone();
@@ -353,7 +353,7 @@ fn a_deploy_that_lengthens_the_expiration_is_judged_by_the_longer_one() {
 /// partition. A fenced lease now keeps the wider terms of the two.
 #[test]
 fn a_fence_stolen_across_a_deploy_that_shortened_the_lease_keeps_the_longer_terms() {
-    let cfg = swarm::draw(2_234_772);
+    let cfg = drawn(2_234_772);
     assert_eq!(cfg.deploy_expiration, Some(Millis::from_secs(35)));
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
     let bad = SimConfig {
@@ -371,7 +371,7 @@ fn a_fence_stolen_across_a_deploy_that_shortened_the_lease_keeps_the_longer_term
 /// lease beside the zombie. A handoff now names the life it answers.
 #[test]
 fn a_new_life_whose_stale_read_made_it_claim_its_zombies_lease_waits_it_out() {
-    let cfg = swarm::draw(2_584_798);
+    let cfg = drawn(2_584_798);
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
     let bad = SimConfig {
         bug: Some(Bug::ClaimByName),
@@ -388,7 +388,7 @@ fn a_new_life_whose_stale_read_made_it_claim_its_zombies_lease_waits_it_out() {
 /// after that write's answer.
 #[test]
 fn a_scan_older_than_a_hosts_own_write_does_not_give_it_back_a_lease_it_handed_off() {
-    let cfg = swarm::draw(2_888_576);
+    let cfg = drawn(2_888_576);
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
     let bad = SimConfig {
         bug: Some(Bug::ScanBeforeOwnWrite),
@@ -397,13 +397,22 @@ fn a_scan_older_than_a_hosts_own_write_does_not_give_it_back_a_lease_it_handed_o
     assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));
 }
 
+/// Seed `seed`'s lease draw as the long swarms that found these seeds ran it: before
+/// the swarm drew the checkpoint policy (last, so that nothing else moved).
+fn drawn(seed: u64) -> SimConfig {
+    SimConfig {
+        checkpoint_every: None,
+        ..swarm::draw(seed)
+    }
+}
+
 /// Seed `seed`'s draw as the long swarm ran it, before the swarm drew Cosmos DB's own
 /// faults (lagging replicas, the SDK's retries) last. (A seed replays one engine's
 /// run: with today's engine these runs take other turns, so they no longer show the
 /// old bugs even under their known-bad variants. The model's variants are what keep
 /// those bugs found: `model/tests/cosmos.rs`.)
 fn first_draw(seed: u64) -> SimConfig {
-    let mut cfg = swarm::draw(seed);
+    let mut cfg = drawn(seed);
     cfg.faults.set(FaultKind::Stale, 0.0);
     cfg.faults.set(FaultKind::Retry, 0.0);
     cfg
