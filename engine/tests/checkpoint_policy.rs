@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use leasehold_engine::lease::{CheckpointPolicy, Input, Intent, LeaseConfig, Output};
+use leasehold_engine::store::StoreError;
 use leasehold_engine::{Checkpoint, Millis};
 
 fn every_5s(config: LeaseConfig) -> LeaseConfig {
@@ -116,4 +117,37 @@ fn under_lease_liveness_a_renewal_carries_the_held_checkpoint() {
         .filter(|(_, _, r)| r.intent == Intent::Checkpoint)
         .count();
     assert_eq!(alone, 1, "only the first went on a write of its own");
+}
+
+/// Under an interval, reports 1 (whose write the store throttles, asking for a 100 ms
+/// wait) and returns when the lease's stored checkpoint became 1.
+fn stored_after_a_throttled_write(config: LeaseConfig) -> Option<u64> {
+    let mut c = Cluster::new();
+    c.add("a", config);
+    c.run_for(100);
+    c.checkpoint("a", "0", "1").unwrap();
+    let write = c.intercept("a", Intent::Checkpoint);
+    let throttled = Err(StoreError::Throttled {
+        retry_after: Millis(100),
+    });
+    c.answer("a", &write, throttled);
+    for step in 1..=100 {
+        c.run_for(100);
+        if c.lease("0").checkpoint == Some(Checkpoint::from("1")) {
+            return Some(100 + step * 100);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_checkpoint_whose_write_failed_goes_at_the_next_write_not_an_interval_later() {
+    // The failed write counts as none: the retry goes after the store's 100 ms.
+    let at = stored_after_a_throttled_write(LeaseConfig {
+        checkpoint: CheckpointPolicy::AtMostEvery(Millis::from_secs(60)),
+        ..session_config(1)
+    });
+    assert_eq!(at, Some(200));
+    // As after every batch.
+    assert_eq!(stored_after_a_throttled_write(session_config(1)), Some(200));
 }

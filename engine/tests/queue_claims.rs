@@ -6,8 +6,8 @@
 mod queue_common;
 
 use leasehold_engine::queue::{
-    ClaimKey, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageState, Output,
-    PartsProblem, QueueError, QueueKnownBad, payload_hash,
+    ClaimKey, Consumer, ConsumerConfig, ConsumerConfigError, Input, LargeMessages, Message,
+    MessageState, Output, PartsProblem, QueueError, QueueKnownBad, payload_hash,
 };
 use leasehold_engine::store::Container;
 use leasehold_engine::{HostId, Incarnation, Millis, Now};
@@ -580,4 +580,28 @@ fn an_answer_for_a_key_no_cleanup_awaits_changes_nothing() {
     let input = Input::ClaimDropped { key, dropped: true };
     drive(&mut a, &mut store, &mut claims, at(1_000), input);
     assert_eq!(heads(&store), 0);
+}
+
+#[test]
+fn a_sweep_bound_that_leaves_a_producer_no_time_is_refused() {
+    // 0.5 s less the 1 % drift allowance and the 0.5 s margin: nothing left, so no
+    // claim-checked payload could ever be stored. A little more leaves some.
+    let with_bound = |ms| ConsumerConfig {
+        large: Some(LargeMessages {
+            max_bytes: 1 << 20,
+            orphan_after: Millis(ms),
+        }),
+        ..config()
+    };
+    assert_eq!(
+        with_bound(500).validate(),
+        Err(ConsumerConfigError::OrphanBoundTooShort {
+            orphan_after: Millis(500)
+        })
+    );
+    assert!(
+        Consumer::new(HostId::from("p"), Incarnation(0), with_bound(500)).is_err(),
+        "the consumer refuses it too"
+    );
+    assert_eq!(with_bound(600).validate(), Ok(()));
 }

@@ -89,10 +89,6 @@ fn with_bug(mut cfg: QueueConfig, bug: LockBug) -> QueueConfig {
     cfg
 }
 
-/// Runs seeds 1 to 16 of `cfg` until one reports a violation of `kind`, and returns
-/// that run's settings. A known-bad variant's violation needs a timing that not every
-/// seed draws, and any change to the engine's requests moves every seed's timings; so
-/// the check is that the variant is caught in a handful of seeds, not in one chosen.
 /// `cfg` passes, and under `bug` the same run breaks `kind`.
 fn passes_and_bug_breaks(cfg: QueueConfig, bug: LockBug, kind: ViolationKind) {
     let run = simulate_queue(&cfg).unwrap();
@@ -111,6 +107,10 @@ fn passes_and_bug_breaks(cfg: QueueConfig, bug: LockBug, kind: ViolationKind) {
     );
 }
 
+/// Runs seeds 1 to 16 of `cfg` until one reports a violation of `kind`, and returns
+/// that run's settings. A known-bad variant's violation needs a timing that not every
+/// seed draws, and any change to the engine's requests moves every seed's timings; so
+/// the check is that the variant is caught in a handful of seeds, not in one chosen.
 fn assert_caught(cfg: impl Fn(u64) -> QueueConfig, kind: ViolationKind) -> QueueConfig {
     for seed in 1..=16 {
         let cfg = cfg(seed);

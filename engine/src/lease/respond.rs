@@ -464,10 +464,16 @@ impl LeaseHost {
 }
 
 /// Puts back a checkpoint whose write failed, unless the handler has sent a newer one.
+/// A write that failed counts as none for the checkpoint policy: whatever is held goes
+/// at the next write, not an interval after the failed one.
 fn requeue(slot: &mut Slot, checkpoint: Option<Checkpoint>) {
-    if let Some(own) = slot.own.as_mut()
-        && own.checkpoint.is_none()
-    {
+    let Some(own) = slot.own.as_mut() else {
+        return;
+    };
+    if checkpoint.is_some() {
+        own.checkpoint_after = None;
+    }
+    if own.checkpoint.is_none() {
         own.checkpoint = checkpoint;
     }
 }

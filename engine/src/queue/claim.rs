@@ -15,16 +15,22 @@
 //! sweep marks it (fencing off the producer's manifest), asks the driver to delete the
 //! payload, then deletes the head.
 //!
-//! One window stays open, and no fence in Cosmos DB can close it: a put that lands
-//! after its set was swept, because its producer paused past `orphan_after` between
-//! its head and its put, or because the put itself took that long. Its manifest is
-//! refused ([`QueueError::PartsSwept`](super::QueueError::PartsSwept)), or the put
-//! reported a failure, and either way the consumer asks its driver to discard the key
-//! ([`Output::DiscardClaim`](super::Output::DiscardClaim)); a crash right then, a
-//! discard that fails, or a failed put that lands after even that discard, leaves the
-//! payload in the claim store, named by nothing. (The simulator's swarm found the
-//! failed discard: seed 3163414. Re-creating the head as the record of such a payload,
-//! so that the sweep drops it, would close all but the crash.)
+//! A producer stores its payload only while its head has authority, as a lock holder
+//! writes: `orphan_after` less the drift allowance and margin, from when the head's
+//! first create was sent. A sweep drops a payload only after seeing the head unchanged
+//! for `orphan_after`, so a payload stored in time is named by the message or dropped
+//! by the sweep that takes the head. Past it the producer stores nothing; a put
+//! answered past it is discarded ([`Output::DiscardClaim`](super::Output::DiscardClaim))
+//! and the enqueue refused ([`QueueError::PartsSwept`](super::QueueError::PartsSwept)).
+//! (Without this rule a head reply held past the bound let a payload land after the
+//! sweep had dropped its key: the simulator's seed 3163414, the model's known-bad
+//! `claim-unbounded`.)
+//!
+//! What stays open, and no fence in Cosmos DB can close: a put that fails and lands
+//! later than its discard (the claim store's own timeouts), or a producer that dies
+//! between a put that outlasted the bound and its discard, leaves the payload in the
+//! claim store, named by nothing. Only a sweep that listed the claim store would find
+//! it.
 
 use super::{Message, MessageName, PartSetId, PartsProblem, QueueName};
 use std::fmt;

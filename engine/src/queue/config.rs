@@ -161,10 +161,17 @@ impl ConsumerConfig {
         if self.max_dequeue_count == 0 {
             return Err(ConsumerConfigError::NoDeliveries);
         }
-        if let Some(large) = self.large
-            && large.orphan_after == Millis::ZERO
-        {
-            return Err(ConsumerConfigError::NoOrphanBound);
+        if let Some(large) = self.large {
+            if large.orphan_after == Millis::ZERO {
+                return Err(ConsumerConfigError::NoOrphanBound);
+            }
+            // A claim-checked payload is stored only within this span after its
+            // head (`Consumer::claim_in_time`): none would ever be.
+            if self.policy.authority_span(large.orphan_after) == Millis::ZERO {
+                return Err(ConsumerConfigError::OrphanBoundTooShort {
+                    orphan_after: large.orphan_after,
+                });
+            }
         }
         Ok(())
     }
@@ -182,6 +189,13 @@ pub enum ConsumerConfigError {
     NoDeliveries,
     /// Part sets swept at once would sweep a producer's set while it writes it.
     NoOrphanBound,
+    /// The sweep's bound leaves a producer no time after its head, once the drift
+    /// allowance and the margin are taken off: no claim-checked payload could ever be
+    /// stored.
+    OrphanBoundTooShort {
+        /// The bound given.
+        orphan_after: Millis,
+    },
 }
 
 impl fmt::Display for ConsumerConfigError {
@@ -198,6 +212,12 @@ impl fmt::Display for ConsumerConfigError {
             ConsumerConfigError::NoOrphanBound => f.write_str(
                 "large.orphan_after must be above zero, or a sweep could remove a part set \
                  while its producer writes it",
+            ),
+            ConsumerConfigError::OrphanBoundTooShort { orphan_after } => write!(
+                f,
+                "large.orphan_after of {orphan_after} leaves a producer no time to store a \
+                 claim-checked payload after the drift allowance and the safety margin; use \
+                 a longer bound"
             ),
         }
     }

@@ -137,8 +137,9 @@ pub enum Output {
     /// swept. The set's head is deleted only after that answer.
     DropClaim(ClaimKey),
     /// Delete the payload under this key from the claim store, if it is there, and
-    /// answer nothing: an enqueue's put failed (it may still land) or its message was
-    /// refused because its set was swept, so no message will ever name the key.
+    /// answer nothing: an enqueue's put failed (it may still land), was answered past
+    /// its head's authority, or its message was refused because its set was swept, so
+    /// no message will ever name the key.
     DiscardClaim(ClaimKey),
     /// A message is delivered under a lock.
     Delivered(Delivery),
@@ -304,8 +305,9 @@ pub enum QueueError {
         limit: usize,
     },
     /// An enqueue's part set was swept (or changed) before the message naming it was
-    /// written: its writes paused past `orphan_after`. Nothing was enqueued; enqueue
-    /// again.
+    /// written, or, for a claim check, may have been: its writes paused past
+    /// `orphan_after` (less the drift allowance and margin). Nothing was enqueued;
+    /// enqueue again.
     PartsSwept(MessageName),
     /// A claim check was asked of a consumer without `large` settings: nothing
     /// would ever sweep a claim-checked payload left behind.
