@@ -4,7 +4,7 @@
 
 use leasehold_engine::lock::LockPolicy;
 use leasehold_engine::queue::{
-    Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, Output, QueueName,
+    Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, Output, QueueError, QueueName,
 };
 use leasehold_engine::store::Container;
 use leasehold_engine::{
@@ -89,6 +89,17 @@ pub fn deliveries(out: &[Output]) -> Vec<Delivery> {
             _ => None,
         })
         .collect()
+}
+
+/// Whether `out` is an enqueue refused, and only that, because its part set was swept.
+pub fn refused_as_swept(out: &[Output]) -> bool {
+    matches!(
+        out,
+        [Output::Failed {
+            error: QueueError::PartsSwept(_),
+            ..
+        }]
+    )
 }
 
 pub fn stored(store: &Container<Message>, msg: &str) -> Option<Message> {
