@@ -78,6 +78,7 @@ impl LoneHost {
                     lease,
                     session,
                     checkpoint: Checkpoint::from(at.to_string()),
+                    items: 1,
                 });
             }
         }

@@ -1,10 +1,11 @@
-//! The checkpoint policy: after every batch, or at most once per interval, the newest
-//! report winning and any other write of the lease carrying it at once.
+//! The checkpoint policy: after every batch, at most once per interval or at most once
+//! per so many items, the newest report winning and any other write of the lease
+//! carrying it at once.
 
 mod common;
 
 use common::*;
-use leasehold_engine::lease::{CheckpointPolicy, Input, Intent, LeaseConfig, Output};
+use leasehold_engine::lease::{CheckpointPolicy, ConfigError, Input, Intent, LeaseConfig, Output};
 use leasehold_engine::store::StoreError;
 use leasehold_engine::{Checkpoint, Millis};
 
@@ -119,6 +120,68 @@ fn under_lease_liveness_a_renewal_carries_the_held_checkpoint() {
     assert_eq!(alone, 1, "only the first went on a write of its own");
 }
 
+fn every_3_items(config: LeaseConfig) -> LeaseConfig {
+    LeaseConfig {
+        checkpoint: CheckpointPolicy::AtMostEveryItems(3),
+        ..config
+    }
+}
+
+#[test]
+fn under_an_item_count_a_checkpoint_waits_for_that_many_items() {
+    let mut c = Cluster::new();
+    c.add("a", every_3_items(session_config(1)));
+    c.run_for(100);
+    for item in 1..=7 {
+        c.checkpoint("a", "0", &item.to_string()).unwrap();
+        c.run_for(100);
+    }
+    // The lag never reaches 3 items: 7 waits with one finished item behind it.
+    assert_eq!(written(&c, "a"), ["3", "6"]);
+    assert_eq!(c.lease("0").checkpoint, Some(Checkpoint::from("6")));
+}
+
+#[test]
+fn a_batch_of_as_many_items_as_the_count_is_written_at_once() {
+    let mut c = Cluster::new();
+    c.add("a", every_3_items(session_config(1)));
+    c.run_for(100);
+    c.checkpoint_items("a", "0", "2", 2).unwrap();
+    c.run_for(100);
+    assert!(written(&c, "a").is_empty());
+    c.checkpoint_items("a", "0", "40", 38).unwrap();
+    c.run_for(100);
+    assert_eq!(written(&c, "a"), ["40"]);
+}
+
+#[test]
+fn a_shutdown_writes_the_checkpoint_the_item_count_held_back() {
+    let mut c = Cluster::new();
+    c.add("a", every_3_items(session_config(1)));
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.run_for(100);
+    c.checkpoint("a", "0", "1").unwrap();
+    c.deliver_all();
+    assert_eq!(c.lease("0").checkpoint, None);
+    c.input("a", Input::Shutdown).unwrap();
+    c.checkpoint("a", "0", "2").unwrap();
+    c.stopped("a", "0");
+    c.deliver_all();
+    let released = c.lease("0");
+    assert_eq!(released.owner, None);
+    assert_eq!(released.checkpoint, Some(Checkpoint::from("2")));
+}
+
+#[test]
+fn an_item_count_of_zero_is_refused() {
+    let config = LeaseConfig {
+        checkpoint: CheckpointPolicy::AtMostEveryItems(0),
+        ..LeaseConfig::default()
+    };
+    assert_eq!(config.validate(), Err(ConfigError::ZeroCheckpointItems));
+    assert!(every_3_items(LeaseConfig::default()).validate().is_ok());
+}
+
 /// Under an interval, reports 1 (whose write the store throttles, asking for a 100 ms
 /// wait) and returns when the lease's stored checkpoint became 1.
 fn stored_after_a_throttled_write(config: LeaseConfig) -> Option<u64> {
@@ -150,4 +213,20 @@ fn a_checkpoint_whose_write_failed_goes_at_the_next_write_not_an_interval_later(
     assert_eq!(at, Some(200));
     // As after every batch.
     assert_eq!(stored_after_a_throttled_write(session_config(1)), Some(200));
+}
+
+#[test]
+fn under_an_item_count_a_checkpoint_whose_write_failed_goes_at_the_next_write() {
+    let mut c = Cluster::new();
+    c.add("a", every_3_items(session_config(1)));
+    c.run_for(100);
+    c.checkpoint_items("a", "0", "3", 3).unwrap();
+    let write = c.intercept("a", Intent::Checkpoint);
+    let throttled = Err(StoreError::Throttled {
+        retry_after: Millis(100),
+    });
+    c.answer("a", &write, throttled);
+    // No item more is reported: the one that failed is due again all the same.
+    c.run_for(300);
+    assert_eq!(c.lease("0").checkpoint, Some(Checkpoint::from("3")));
 }

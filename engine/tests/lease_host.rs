@@ -149,6 +149,7 @@ fn a_checkpoint_for_a_lease_not_being_processed_is_refused() {
         lease: lease("9"),
         session: current,
         checkpoint: Checkpoint::from("x"),
+        items: 1,
     };
     assert_eq!(
         c.input("a", elsewhere),
@@ -165,6 +166,7 @@ fn a_checkpoint_for_a_lease_not_being_processed_is_refused() {
         lease: lease("0"),
         session: invented,
         checkpoint: Checkpoint::from("x"),
+        items: 1,
     };
     assert!(matches!(
         c.input("a", unknown_session),
@@ -1010,6 +1012,7 @@ fn a_late_checkpoint_from_a_session_that_lost_its_authority_is_refused() {
         lease: lease("0"),
         session: first,
         checkpoint: Checkpoint::from("110"),
+        items: 1,
     };
     assert!(matches!(
         c.input("a", late),

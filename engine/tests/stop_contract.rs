@@ -74,6 +74,7 @@ fn a_lost_lease_does_not_start_again_until_its_call_has_ended() {
         lease: LeaseToken::from("0"),
         session: first,
         checkpoint: Checkpoint::from("9"),
+        items: 1,
     };
     assert!(matches!(
         c.input("a", late),

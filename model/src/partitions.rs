@@ -313,6 +313,7 @@ impl PartitionModel {
             lease: Self::token(p as u8),
             session: work.session,
             checkpoint: Checkpoint::from(work.progress.to_string()),
+            items: 1,
         })
     }
 

@@ -119,6 +119,7 @@ fn unset_means(key: &str) -> &'static str {
         "liveness" => LIVENESS_UNSET,
         "deploy-expiration" => "the old build's",
         "checkpoint-every" => "every batch",
+        "checkpoint-items" => "every batch",
         "lock-watch" => "a quarter of the lock",
         _ => "none",
     }

@@ -402,6 +402,7 @@ fn a_scan_older_than_a_hosts_own_write_does_not_give_it_back_a_lease_it_handed_o
 fn drawn(seed: u64) -> SimConfig {
     SimConfig {
         checkpoint_every: None,
+        checkpoint_items: None,
         ..swarm::draw(seed)
     }
 }

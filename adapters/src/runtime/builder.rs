@@ -186,6 +186,18 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
         self
     }
 
+    /// Writes a lease's checkpoint once the handler has finished `n` items since the
+    /// last one written (the items of the batches it returned) rather than after every
+    /// batch: fewer writes, for fewer than `n` finished items delivered again to the
+    /// next owner after a crash or a lost lease, beside what a write in flight carried
+    /// ([`CheckpointPolicy`] states the bound). A release or a handoff still writes the
+    /// last one at once. Zero is refused by `build`
+    /// ([`ConfigError::ZeroCheckpointItems`]).
+    pub fn checkpoint_every_items(mut self, n: u32) -> Self {
+        self.settings.checkpoint = CheckpointPolicy::AtMostEveryItems(n);
+        self
+    }
+
     /// How often the host reads the lease table and rebalances (default 13 s).
     pub fn acquire_interval(mut self, every: Duration) -> Self {
         self.settings.acquire = every;

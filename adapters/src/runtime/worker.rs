@@ -266,6 +266,7 @@ where
                             lease: token.clone(),
                             session,
                             checkpoint,
+                            items: batch_items(&batch),
                         });
                         break;
                     }
@@ -291,6 +292,7 @@ where
                                 lease: token.clone(),
                                 session,
                                 checkpoint: batch.checkpoint.clone(),
+                                items: batch_items(&batch),
                             });
                             break;
                         }
@@ -320,4 +322,10 @@ where
     }
     .instrument(span)
     .await
+}
+
+/// The items a batch reports to the checkpoint policy (a skipped batch counts as
+/// finished: a new owner must not deliver it again any more than a handled one).
+fn batch_items<T>(batch: &crate::source::Batch<T>) -> u32 {
+    u32::try_from(batch.items.len()).unwrap_or(u32::MAX)
 }

@@ -46,7 +46,8 @@ pub struct LeaseConfig {
     /// never ends cannot wedge the lease. Defaults to the lease duration.
     pub stop_timeout: Millis,
     /// When a checkpoint the handler reports is written: after every batch (the
-    /// default), or at most once per interval. See [`CheckpointPolicy`].
+    /// default), at most once per interval, or at most once per so many items. See
+    /// [`CheckpointPolicy`].
     pub checkpoint: CheckpointPolicy,
     /// A known-bad behaviour, for the model checker and the simulator to show what
     /// it breaks. Never set it in production.
@@ -62,6 +63,17 @@ pub struct LeaseConfig {
 /// before the lease moved. A checkpoint still rides along on every other write of the
 /// lease at once (a renewal, a release, a handoff, a split's mark), so a lease handed
 /// on or released gracefully replays nothing; only a crash or a lost lease does.
+///
+/// # The replay bound
+/// A new owner starts from the newest checkpoint that landed, so it delivers again
+/// what the handler reported after that. What the policy holds back is the *lag*: the
+/// items reported but not yet sent while the lease has no write in flight. It is
+/// none under [`EveryBatch`](Self::EveryBatch), fewer than `n` items under
+/// [`AtMostEveryItems(n)`](Self::AtMostEveryItems), and what was reported within the
+/// last interval under [`AtMostEvery`](Self::AtMostEvery). On top of the lag, the one
+/// write a lease has in flight at a time may fail to land: what it carried and what
+/// was reported while it flew (until its answer or the request timeout) are delivered
+/// again too, under every policy. The model checker and the simulator check the lag.
 ///
 /// ```
 /// use leasehold_engine::lease::{CheckpointPolicy, ConfigError, LeaseConfig};
@@ -85,6 +97,12 @@ pub enum CheckpointPolicy {
     /// sooner than this long after the previous write that carried one; the newest
     /// report wins.
     AtMostEvery(Millis),
+    /// A checkpoint goes once the handler has reported this many items since the last
+    /// write that carried one (the items named by [`Input::Checkpoint`]); the newest
+    /// report wins.
+    ///
+    /// [`Input::Checkpoint`]: super::Input::Checkpoint
+    AtMostEveryItems(u32),
 }
 
 /// Earlier behaviours of the engine, kept only so that the checkers can reproduce the
@@ -320,6 +338,9 @@ impl LeaseConfig {
         if self.checkpoint == CheckpointPolicy::AtMostEvery(Millis::ZERO) {
             return Err(ConfigError::ZeroCheckpointInterval);
         }
+        if self.checkpoint == CheckpointPolicy::AtMostEveryItems(0) {
+            return Err(ConfigError::ZeroCheckpointItems);
+        }
         if self.expiry.drift.as_ppm() >= Drift::MAX_PPM {
             return Err(ConfigError::DriftTooLarge {
                 ppm: self.expiry.drift.as_ppm(),
@@ -363,6 +384,8 @@ pub enum ConfigError {
     ZeroAuditInterval,
     /// A checkpoint interval of zero: say [`CheckpointPolicy::EveryBatch`] instead.
     ZeroCheckpointInterval,
+    /// A checkpoint item count of zero: say [`CheckpointPolicy::EveryBatch`] instead.
+    ZeroCheckpointItems,
     /// CFP's minimum lease count is above its maximum.
     MinAboveMax {
         /// The minimum.
@@ -423,6 +446,10 @@ impl fmt::Display for ConfigError {
             ConfigError::ZeroCheckpointInterval => write!(
                 f,
                 "the checkpoint interval must be above 0 (every batch is the default policy)"
+            ),
+            ConfigError::ZeroCheckpointItems => write!(
+                f,
+                "the checkpoint item count must be above 0 (every batch is the default policy)"
             ),
             ConfigError::MinAboveMax { min, max } => write!(
                 f,

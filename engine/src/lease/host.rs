@@ -8,7 +8,7 @@ use super::reads::TableReads;
 use super::session::Sessions;
 use super::slot::{Own, ReleaseTo, Slot};
 use super::{
-    ConfigError, HostDocument, Input, InputError, KnownBad, LeaseConfig, LeaseDocument, Liveness,
+    CheckpointPolicy, ConfigError, HostDocument, Input, InputError, KnownBad, LeaseConfig, LeaseDocument, Liveness,
     LossCause, Output, Record, StopReason, StoreRequest,
 };
 use crate::expiry::{Observation, Terms};
@@ -405,8 +405,14 @@ impl LeaseHost {
                 lease,
                 session,
                 checkpoint,
+                items,
             } => {
-                self.processing(&lease, session)?.checkpoint = Some(checkpoint);
+                let counts = matches!(self.config.checkpoint, CheckpointPolicy::AtMostEveryItems(_));
+                let own = self.processing(&lease, session)?;
+                own.checkpoint = Some(checkpoint);
+                if counts {
+                    own.unsent_items = own.unsent_items.saturating_add(items);
+                }
                 self.touch(&lease);
             }
             Input::Split {

@@ -30,6 +30,9 @@ pub enum Input {
         session: Session,
         /// How far it got.
         checkpoint: Checkpoint,
+        /// How many items it finished since its previous report: what
+        /// [`CheckpointPolicy::AtMostEveryItems`](super::CheckpointPolicy) counts.
+        items: u32,
     },
     /// The handler found that the partition's range has split into `children` (the
     /// source's "partition gone"): it reads no more of it. The host stops the

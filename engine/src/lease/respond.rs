@@ -6,7 +6,7 @@
 use super::host::{LeaseHost, Pending, What};
 use super::phase::Phase;
 use super::slot::{ReleaseTo, Slot};
-use super::{KnownBad, LeaseDocument, LossCause, Output, Record, StopReason};
+use super::{CheckpointPolicy, KnownBad, LeaseDocument, LossCause, Output, Record, StopReason};
 use crate::expiry::Observation;
 use crate::ids::{Checkpoint, Etag, HostId, LeaseToken};
 use crate::store::{Reply, StoreError, Stored};
@@ -209,7 +209,7 @@ impl LeaseHost {
                 self.slots.remove(&token);
             }
             Err(StoreError::Throttled { retry_after }) => {
-                requeue(slot, checkpoint);
+                requeue(slot, checkpoint, self.config.checkpoint);
                 slot.retry_at = Some(now.local + retry_after);
             }
             Err(error @ StoreError::TooLarge { .. }) => {
@@ -225,7 +225,7 @@ impl LeaseHost {
             }
             // Applied or not? A read tells (`on_read`).
             Err(_) | Ok(_) => {
-                requeue(slot, checkpoint);
+                requeue(slot, checkpoint, self.config.checkpoint);
                 slot.distrust(self.issued, self.config.known_bad);
                 slot.write_failed = true;
                 self.touch(&token);
@@ -466,12 +466,15 @@ impl LeaseHost {
 /// Puts back a checkpoint whose write failed, unless the handler has sent a newer one.
 /// A write that failed counts as none for the checkpoint policy: whatever is held goes
 /// at the next write, not an interval after the failed one.
-fn requeue(slot: &mut Slot, checkpoint: Option<Checkpoint>) {
+fn requeue(slot: &mut Slot, checkpoint: Option<Checkpoint>, policy: CheckpointPolicy) {
     let Some(own) = slot.own.as_mut() else {
         return;
     };
     if checkpoint.is_some() {
         own.checkpoint_after = None;
+        if let CheckpointPolicy::AtMostEveryItems(n) = policy {
+            own.unsent_items = own.unsent_items.max(n);
+        }
     }
     if own.checkpoint.is_none() {
         own.checkpoint = checkpoint;

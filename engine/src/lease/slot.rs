@@ -116,6 +116,10 @@ pub(super) struct Own {
     /// goes for the checkpoint alone before this. Always `None` under every-batch,
     /// so that the models' states are what they were.
     pub checkpoint_after: Option<LocalTime>,
+    /// Under [`CheckpointPolicy::AtMostEveryItems`](super::CheckpointPolicy): the
+    /// items reported since the last write that carried a checkpoint. Always 0 under
+    /// the other policies, so that the models' states are what they were.
+    pub unsent_items: u32,
     /// Where the lease goes once the handler has stopped.
     pub release: Option<ReleaseTo>,
     /// The children the handler reported the range split into, to be written into
@@ -139,6 +143,7 @@ impl Own {
             next_renew: now,
             checkpoint: None,
             checkpoint_after: None,
+            unsent_items: 0,
             release: None,
             split: None,
             children_made: Vec::new(),

@@ -3,7 +3,7 @@
 
 use super::host::{LeaseHost, What};
 use super::phase::Phase;
-use super::slot::{ReleaseTo, Slot};
+use super::slot::{Own, ReleaseTo, Slot};
 use super::split::SplitStep;
 use super::{CheckpointPolicy, HostDocument, Intent, KnownBad, Record};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
@@ -123,7 +123,7 @@ impl LeaseHost {
         if own.resume && (!session || self.membership.beat.tenure().is_some()) {
             return Some(Due::Write(Intent::Resume));
         }
-        if own.checkpoint.is_some() && own.checkpoint_after.is_none_or(|t| now.local >= t) {
+        if own.checkpoint.is_some() && self.checkpoint_due(own, now) {
             return Some(Due::Write(Intent::Checkpoint));
         }
         if session {
@@ -138,6 +138,15 @@ impl LeaseHost {
             || (slot.doc.fenced && own.fence_passed(policy, now))
             || (!draining && now.local >= own.next_renew);
         renew.then_some(Due::Write(Intent::Renew))
+    }
+
+    /// Whether the policy lets a checkpoint go in a write of its own now.
+    fn checkpoint_due(&self, own: &Own, now: Now) -> bool {
+        match self.config.checkpoint {
+            CheckpointPolicy::EveryBatch => true,
+            CheckpointPolicy::AtMostEvery(_) => own.checkpoint_after.is_none_or(|t| now.local >= t),
+            CheckpointPolicy::AtMostEveryItems(n) => own.unsent_items >= n,
+        }
     }
 
     /// Sends the owner write `intent` for `token`, conditional on the version last
@@ -163,8 +172,12 @@ impl LeaseHost {
         // lease, and a re-read finds it again), and the mark brings it back.
         doc.fenced = own.fence.is_some() && !fence_passed;
         let checkpoint = own.checkpoint.take();
-        if let (Some(_), CheckpointPolicy::AtMostEvery(every)) = (&checkpoint, checkpoint_policy) {
-            own.checkpoint_after = Some(now.local + every);
+        match (&checkpoint, checkpoint_policy) {
+            (Some(_), CheckpointPolicy::AtMostEvery(every)) => {
+                own.checkpoint_after = Some(now.local + every);
+            }
+            (Some(_), CheckpointPolicy::AtMostEveryItems(_)) => own.unsent_items = 0,
+            _ => {}
         }
         // Only a handoff names a life; this host's own writes of a lease it owns
         // name none, so that the next life of its name waits out this version.

@@ -355,10 +355,22 @@ impl Cluster {
 
     /// `name`'s handler reports a checkpoint in its latest session of `lease`.
     pub fn checkpoint(&mut self, name: &str, lease: &str, value: &str) -> Result<(), InputError> {
+        self.checkpoint_items(name, lease, value, 1)
+    }
+
+    /// `name`'s handler reports a checkpoint of `lease` after finishing `items` items.
+    pub fn checkpoint_items(
+        &mut self,
+        name: &str,
+        lease: &str,
+        value: &str,
+        items: u32,
+    ) -> Result<(), InputError> {
         let input = Input::Checkpoint {
             lease: LeaseToken::from(lease),
             session: self.session(name, lease),
             checkpoint: Checkpoint::from(value),
+            items,
         };
         self.input(name, input)
     }

@@ -138,6 +138,11 @@ pub struct LeaseFlags {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub checkpoint_every: Option<Millis>,
+    /// Write each lease's checkpoint once the handler has finished this many events
+    /// since the last one written, rather than after every batch.
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_items: Option<u32>,
     /// Rolling restart: `new`, each new pod under a new name, started before the old
     /// one stops (a Deployment); or `reuse`, under the old pod's name once it has
     /// stopped (a StatefulSet).

@@ -186,6 +186,10 @@ pub struct SimConfig {
     /// Checkpoints written at most once per this interval (`None`: after every batch).
     #[serde(with = "opt_duration", default)]
     pub checkpoint_every: Option<Millis>,
+    /// Checkpoints written once this many events have been finished since the last
+    /// one written (`None`: after every batch, or by `checkpoint_every`).
+    #[serde(default)]
+    pub checkpoint_items: Option<u32>,
     /// Rolling restart: whether each new pod takes a new name (as a Deployment's do)
     /// or its predecessor's, once that one has stopped (as a StatefulSet's do).
     #[serde(with = "text", default)]
@@ -264,6 +268,7 @@ impl SimConfig {
             margin: ExpiryPolicy::default().safety_margin,
             deploy_expiration: None,
             checkpoint_every: None,
+            checkpoint_items: None,
             names: Names::New,
             faults: Faults::NONE,
             workload: Workload::default(),
@@ -322,9 +327,7 @@ impl SimConfig {
             stop_timeout: self.expiration,
             liveness: self.liveness,
             audit_interval: self.audit,
-            checkpoint: self
-                .checkpoint_every
-                .map_or(CheckpointPolicy::EveryBatch, CheckpointPolicy::AtMostEvery),
+            checkpoint: self.checkpoint_policy()?,
             known_bad: self.bug.and_then(Bug::known_bad),
         };
         config.validate().map_err(SimError::Lease)?;
@@ -413,6 +416,19 @@ impl SimConfig {
             let expiry = expiration * expirations + expiration / 10;
             Millis(expiry + self.acquire.as_millis() * (share + 4) + self.renew.as_millis())
         })
+    }
+
+    /// The checkpoint policy the hosts run: one of `--checkpoint-every` and
+    /// `--checkpoint-items`, or every batch.
+    pub fn checkpoint_policy(&self) -> Result<CheckpointPolicy, SimError> {
+        match (self.checkpoint_every, self.checkpoint_items) {
+            (None, None) => Ok(CheckpointPolicy::EveryBatch),
+            (Some(every), None) => Ok(CheckpointPolicy::AtMostEvery(every)),
+            (None, Some(n)) => Ok(CheckpointPolicy::AtMostEveryItems(n)),
+            (Some(_), Some(_)) => Err(SimError::Size(
+                "give one of --checkpoint-every and --checkpoint-items, not both",
+            )),
+        }
     }
 
     /// Checks that the run makes sense.

@@ -90,6 +90,9 @@ pub fn draw(seed: u64) -> SimConfig {
     // checkpoints at most every 2 to 60 s rather than after every batch.
     if rng.random_bool(1.0 / 3.0) {
         cfg.checkpoint_every = Some(Millis::from_secs(rng.random_range(2..=60)));
+    } else if rng.random_bool(0.25) {
+        // One in six: at most every 2 to 50 events.
+        cfg.checkpoint_items = Some(rng.random_range(2..=50));
     }
     cfg
 }

@@ -287,6 +287,7 @@ impl World {
                 lease: token.clone(),
                 session,
                 checkpoint,
+                items: u32::try_from(n).unwrap_or(u32::MAX),
             },
         );
         if draining {
