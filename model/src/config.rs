@@ -75,6 +75,9 @@ pub struct Bounds {
     pub horizon: u8,
     /// Checkpoints each handler may report per lease.
     pub progress: u8,
+    /// The checkpoint policy: 0 writes after every batch (the default); `n` at most
+    /// once per `n` checkpoints, each of which counts as one item.
+    pub checkpoint_items: u8,
     /// The balancing strategy.
     pub strategy: Strategy,
     /// The expiry rule.
@@ -142,6 +145,7 @@ impl Default for Bounds {
             drift_ms: 100,
             horizon: 8,
             progress: 1,
+            checkpoint_items: 0,
             strategy: Strategy::Handoff,
             expiry: ExpiryRule::Observed,
             liveness: None,
@@ -691,6 +695,7 @@ impl Bounds {
         range("skew", self.skew.into(), 0, 3)?;
         range("drift", self.drift_ms.into(), 0, 200)?;
         range("progress", self.progress.into(), 0, 5)?;
+        range("checkpoint items", self.checkpoint_items.into(), 0, 5)?;
         range("splits", self.splits.into(), 0, 2)?;
         range("zombies", self.zombies.into(), 0, 1)?;
         range("stale depth", self.stale_depth.into(), 1, 4)?;
@@ -738,8 +743,12 @@ impl Bounds {
             // Far past any horizon: the model checks that the group keeps every lease
             // owned from what the heartbeats tell alone, without the audit.
             audit_interval: Millis::from_secs(300),
-            // Every batch: the model does not yet bound the replay an interval allows.
-            checkpoint: CheckpointPolicy::EveryBatch,
+            // The model counts one item per checkpoint: a policy by interval is one
+            // by items at the model's pace of one checkpoint per tick.
+            checkpoint: match self.checkpoint_items {
+                0 => CheckpointPolicy::EveryBatch,
+                n => CheckpointPolicy::AtMostEveryItems(n.into()),
+            },
             liveness: self.liveness.or(self
                 .bug
                 .filter(|b| b.needs_session())
@@ -753,6 +762,13 @@ impl Bounds {
             return Err(BoundsError::BugNeedsSession(bug));
         }
         Ok(config)
+    }
+
+    /// The replay the policy allows beyond what a write in flight carried or saw
+    /// reported: fewer than `n` items under a policy of `n` (`None` after every batch,
+    /// where the replay is only a write in flight's).
+    pub fn replay_items(&self) -> Option<u8> {
+        self.checkpoint_items.checked_sub(1)
     }
 
     /// The lease settings of host `h`: [`lease_config`](Self::lease_config)'s, or in

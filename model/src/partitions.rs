@@ -37,6 +37,10 @@ pub struct PartitionModel {
     /// Ticks of stable membership after which owned counts must differ by at most one
     /// ([`Bounds::balance_ticks`]). Lower it to see the property fail.
     pub balance_ticks: u8,
+    /// Under a checkpoint policy by items, the replay beyond a write in flight's that
+    /// a new call may start with ([`Bounds::replay_items`]). Lower it to see the
+    /// property fail.
+    pub replay_items: Option<u8>,
     /// Ticks after a split finished after which owned counts must differ by at most
     /// one ([`Bounds::split_balance_ticks`]).
     pub split_balance_ticks: u8,
@@ -68,6 +72,7 @@ impl PartitionModel {
             deployed,
             liveness_ticks: bounds.liveness_ticks(),
             balance_ticks: bounds.balance_ticks(),
+            replay_items: bounds.replay_items(),
             split_balance_ticks: bounds.split_balance_ticks(),
             rejoin_balance_ticks: bounds.rejoin_balance_ticks(),
             fold_wall_clocks: !bounds.unreduced && config.expiry.rule == ExpiryRule::Observed,
@@ -327,8 +332,46 @@ impl PartitionModel {
         journal: &mut Option<Vec<String>>,
     ) -> Option<()> {
         let mut inputs = self.handler_progress(state, h, journal);
+        if self.replay_items.is_some() {
+            self.count_reports(state, h, &inputs);
+        }
         inputs.push(Input::Tick);
         world::run_with(self, state, h, inputs, faults, journal)
+    }
+
+    /// Records, for the replay bound, the checkpoints host `h`'s handlers report in
+    /// `inputs`: those of calls with authority, and those reported while a write of
+    /// `h`'s for the lease is on the wire or its reply on the way back (any held reply
+    /// of `h`'s counts, which only widens the allowance).
+    fn count_reports(&self, state: &mut State, h: u8, inputs: &[Input]) {
+        let host = &state.clients[usize::from(h)];
+        let Some(engine) = &host.engine else {
+            return;
+        };
+        let local = self.now(host, state.time).local;
+        let reply_held = state.replies.keys().any(|(c, _)| *c == h);
+        for input in inputs {
+            let Input::Checkpoint {
+                lease, checkpoint, ..
+            } = input
+            else {
+                continue;
+            };
+            let p = index(lease);
+            let in_flight = reply_held
+                || state.net.iter().any(|((c, _), req)| {
+                    *c == h
+                        && matches!(&req.op, Op::Replace { doc: Record::Lease(d), .. } if d.token == *lease)
+                });
+            let authority = engine.authority(lease, local).is_some();
+            let g = &mut state.ghost;
+            if authority {
+                g.reported[p] = g.reported[p].max(number(Some(checkpoint)));
+            }
+            if in_flight {
+                g.flown[p] = g.flown[p].saturating_add(1);
+            }
+        }
     }
 
     /// Takes `action` from `state`, telling what happened inside the step.
@@ -460,6 +503,16 @@ impl Rules for PartitionModel {
         before: Option<Record>,
         result: &Answer<Record>,
     ) {
+        if self.replay_items.is_some()
+            && let Op::Replace {
+                doc: Record::Lease(doc),
+                ..
+            } = &req.op
+        {
+            let p = index(&doc.token);
+            let carried = number(doc.checkpoint.as_ref());
+            state.ghost.sent[p] = state.ghost.sent[p].max(carried);
+        }
         if result.is_ok() {
             self.record_write(state, h, req, before.as_ref().and_then(Record::as_lease));
         }
@@ -485,6 +538,20 @@ impl Rules for PartitionModel {
             } => {
                 let progress = number(checkpoint.as_ref());
                 let p = index(&lease);
+                if let Some(bound) = self.replay_items {
+                    // A write still on the wire was sent all the same.
+                    let on_wire = state.net.values().filter_map(|req| match &req.op {
+                        Op::Replace {
+                            doc: Record::Lease(d),
+                            ..
+                        } if d.token == lease => Some(number(d.checkpoint.as_ref())),
+                        _ => None,
+                    });
+                    let g = &mut state.ghost;
+                    let sent = on_wire.fold(g.sent[p].max(progress), u8::max);
+                    let beyond_sent = g.reported[p].saturating_sub(sent);
+                    g.replay_beyond_bound |= beyond_sent > bound.saturating_add(g.flown[p]);
+                }
                 host.handler.work[p] = Some(Work {
                     session,
                     epoch: epoch.0,

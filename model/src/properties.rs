@@ -40,6 +40,9 @@ pub const FREED_AFTER_CALL: &str =
 pub const CHECKPOINT_MONOTONIC: &str = "checkpoint: the stored checkpoint never goes back";
 /// Checkpoint safety, part two.
 pub const CHECKPOINT_KEPT: &str = "checkpoint: a confirmed checkpoint is never lost";
+/// The replay bound of a checkpoint policy by items.
+pub const REPLAY_BOUNDED: &str =
+    "checkpoint: a new call replays fewer than the policy's items beyond a write in flight's";
 /// The stop contract, seen from the handler calls.
 pub const SESSIONS: &str =
     "sessions: one lease's calls never overlap on a host, nor share an epoch anywhere";
@@ -83,6 +86,7 @@ pub fn all(model: &PartitionModel) -> Vec<Property<PartitionModel>> {
             !s.ghost.checkpoint_went_back
         }),
         Property::always(CHECKPOINT_KEPT, confirmed_kept),
+        Property::always(REPLAY_BOUNDED, |_, s: &State| !s.ghost.replay_beyond_bound),
         Property::always(SESSIONS, sessions_apart),
         Property::always(OWNED, owned_when_calm),
         Property::always(BALANCED, balanced_when_settled),
@@ -115,6 +119,10 @@ pub fn all(model: &PartitionModel) -> Vec<Property<PartitionModel>> {
     ];
     if model.bounds.splits == 0 {
         all.retain(|p| p.name != SPLIT_DONE);
+    }
+    // After every batch, nothing waits unsent but a write in flight's.
+    if model.replay_items.is_none() {
+        all.retain(|p| p.name != REPLAY_BOUNDED);
     }
     all
 }

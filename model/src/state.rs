@@ -100,6 +100,18 @@ pub struct Ghost {
     /// Per split the bound allows, in order, the highest checkpoint ever stored in
     /// the lease of the range that splits: none of its children may start behind it.
     pub parent_stored: [u8; 2],
+    /// Under a checkpoint policy by items (all zero otherwise, so that the states are
+    /// what they were): per partition, the highest checkpoint a handler with authority
+    /// reported,
+    pub reported: [u8; MAX_PARTITIONS],
+    /// the highest carried by a write of its lease that reached the store (landed or
+    /// refused),
+    pub sent: [u8; MAX_PARTITIONS],
+    /// and the checkpoints reported while a write of the reporter's was on the wire,
+    /// which the write in flight may leave unsent.
+    pub flown: [u8; MAX_PARTITIONS],
+    /// A call started further behind the reports than the policy allows.
+    pub replay_beyond_bound: bool,
 }
 
 /// What one step did that a `sometimes` property looks for. Each step starts with

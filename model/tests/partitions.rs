@@ -660,3 +660,45 @@ fn a_handoff_abandoned_after_its_session_stopped_starts_its_lease_again_at_once(
     }));
     assert_proven(&report, &[p::TAKEOVER, p::CALM_AFTER_CRASH]);
 }
+
+/// One host, one lease, a crash and a lost reply, the handler reaching 3 checkpoints
+/// under a policy of at most one write per 2: what a new life replays.
+fn replay_bounds() -> Bounds {
+    Bounds {
+        hosts: 1,
+        partitions: 1,
+        crashes: 1,
+        lost_replies: 1,
+        delays: 0,
+        progress: 3,
+        checkpoint_items: 2,
+        horizon: 11,
+        ..Bounds::default()
+    }
+}
+
+#[test]
+fn under_a_policy_of_two_items_a_new_call_replays_at_most_one_beyond_a_write_in_flight() {
+    let model = model(replay_bounds());
+    assert_eq!(model.replay_items, Some(1));
+    let report = exhaustive(&model);
+    assert!(report.complete);
+    assert_eq!(
+        report.verdict(p::REPLAY_BOUNDED).outcome,
+        Outcome::Holds,
+        "{}",
+        p::REPLAY_BOUNDED
+    );
+    for property in p::SAFETY {
+        assert_eq!(report.verdict(property).outcome, Outcome::Holds, "{property}");
+    }
+}
+
+#[test]
+fn a_replay_bound_tighter_than_the_policy_is_broken_by_a_crash() {
+    let mut model = model(replay_bounds());
+    // The hosts still write at most every 2; the property now allows no lag at all.
+    model.replay_items = Some(0);
+    let trace = counterexample(&model, p::REPLAY_BOUNDED);
+    assert!(trace.contains("CRASHES"), "{trace}");
+}

@@ -74,6 +74,9 @@ pub fn flags(bounds: &Bounds) -> String {
     if bounds.progress != 1 {
         let _ = write!(out, " --progress {}", bounds.progress);
     }
+    if bounds.checkpoint_items > 0 {
+        let _ = write!(out, " --checkpoint-items {}", bounds.checkpoint_items);
+    }
     if bounds.deploy {
         out.push_str(" --deploy");
     }

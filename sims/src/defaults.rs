@@ -103,6 +103,7 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
         ("faults_per_step", b.faults_per_step.to_string()),
         ("slow_drains", b.slow_drains.to_string()),
         ("progress", b.progress.to_string()),
+        ("checkpoint_items", b.checkpoint_items.to_string()),
         ("give_backs", l.give_backs.to_string()),
         ("renewals", l.renewals.to_string()),
         ("batch", l.batch.to_string()),

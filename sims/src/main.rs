@@ -196,6 +196,11 @@ struct ModelArgs {
     /// Checkpoints each handler reports per lease.
     #[arg(long)]
     progress: Option<u8>,
+    /// Partitions: write a lease's checkpoint at most once per N reported (each counts
+    /// as one item), and check that a new call replays fewer than N beyond what a
+    /// write in flight carried (0, the default: after every batch).
+    #[arg(long, value_name = "N")]
+    checkpoint_items: Option<u8>,
     /// Queue and items: abandons or breaks clients may choose, in all.
     #[arg(long)]
     give_backs: Option<u8>,
@@ -478,6 +483,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         drift_ms: args.drift,
         horizon: 1,
         progress: args.progress.or(least.progress).unwrap_or(d.progress),
+        checkpoint_items: args.checkpoint_items.unwrap_or(d.checkpoint_items),
         strategy: args.strategy.or(least.strategy).unwrap_or(d.strategy),
         expiry: args.expiry,
         liveness: args.liveness.or(least.liveness),
@@ -671,6 +677,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         ("--faults-per-step", args.faults_per_step.is_some()),
         ("--slow-drains", args.slow_drains.is_some()),
         ("--progress", args.progress.is_some()),
+        ("--checkpoint-items", args.checkpoint_items.is_some()),
         ("--margin", args.margin.is_some()),
         ("--liveness", args.liveness.is_some()),
     ];

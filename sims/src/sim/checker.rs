@@ -85,6 +85,8 @@ struct Partition {
     committed: u64,
     /// The highest epoch whose work took effect downstream.
     max_epoch: u64,
+    /// The epoch whose calls are delivering events again, and how many so far.
+    replay: (u64, u64),
     /// The host that last started it, for counting moves.
     last_host: Option<usize>,
     /// Since when two or more handlers run at once.
@@ -122,6 +124,9 @@ pub struct Checker {
     pub moves: u64,
     /// Events committed more than once.
     pub duplicate_events: u64,
+    /// The most events the calls of one epoch of one partition delivered again: the
+    /// longest replay a new owner made.
+    pub max_replay: u64,
     /// Time two handlers ran for one partition, summed over partitions.
     pub duplicate_ms: u64,
     /// Events committed (with duplicates).
@@ -188,6 +193,7 @@ impl Checker {
             owners_at_disturbance: None,
             moves: 0,
             duplicate_events: 0,
+            max_replay: 0,
             duplicate_ms: 0,
             events_processed: 0,
             lost_calls: 0,
@@ -403,7 +409,15 @@ impl Checker {
                 ),
             ));
         }
-        self.duplicate_events += to.min(p.committed) - from;
+        let again = to.min(p.committed) - from;
+        self.duplicate_events += again;
+        if again > 0 {
+            if p.replay.0 != epoch {
+                p.replay = (epoch, 0);
+            }
+            p.replay.1 += again;
+            self.max_replay = self.max_replay.max(p.replay.1);
+        }
         if to > p.committed {
             if from == p.committed {
                 self.max_lag_ms = self.max_lag_ms.max(now.saturating_sub(arrival));

@@ -31,8 +31,13 @@ pub struct RunReport {
     pub max_imbalance: u32,
     /// Seconds two handlers ran for one partition, summed over partitions.
     pub duplicate_s: f64,
-    /// Events that took effect more than once.
+    /// Events that took effect more than once: what new owners delivered again from
+    /// the last checkpoint that landed, and what two calls at once both delivered.
     pub duplicate_events: u64,
+    /// The most events the calls of one epoch of one partition delivered again: the
+    /// longest replay (what a checkpoint policy trades writes for).
+    #[serde(default)]
+    pub max_replay_events: u64,
     /// Handler calls told their lease was lost while a batch was in flight.
     pub lost_calls: u64,
     /// Of those, calls aborted after the grace period.
@@ -129,6 +134,7 @@ impl RunReport {
             max_imbalance: c.max_imbalance,
             duplicate_s: c.duplicate_ms as f64 / 1_000.0,
             duplicate_events: c.duplicate_events,
+            max_replay_events: c.max_replay,
             lost_calls: c.lost_calls,
             aborted_calls: c.aborted_calls,
             fenced_batches: c.fenced_batches,
@@ -231,7 +237,9 @@ pub fn table(reports: &[RunReport]) -> String {
     row("duplicate processing (s)", &|r| {
         format!("{:.1}", r.duplicate_s)
     });
-    row("duplicate events", &|r| r.duplicate_events.to_string());
+    row("replayed events (longest replay)", &|r| {
+        format!("{} ({})", r.duplicate_events, r.max_replay_events)
+    });
     row("lost calls (aborted, fenced)", &|r| {
         format!(
             "{} ({}, {})",
