@@ -690,7 +690,11 @@ fn under_a_policy_of_two_items_a_new_call_replays_at_most_one_beyond_a_write_in_
         p::REPLAY_BOUNDED
     );
     for property in p::SAFETY {
-        assert_eq!(report.verdict(property).outcome, Outcome::Holds, "{property}");
+        assert_eq!(
+            report.verdict(property).outcome,
+            Outcome::Holds,
+            "{property}"
+        );
     }
 }
 

@@ -116,6 +116,21 @@ fn checkpointing_at_most_every_30_seconds_costs_a_fraction_and_handoff_replays_n
     assert_eq!(replayed, 0);
 }
 
+#[test]
+fn after_a_crash_a_count_of_20_replays_more_than_every_batch_and_stays_within_its_bound() {
+    let longest = |items: Option<u32>| {
+        let mut cfg = small(Scenario::Crash, 1);
+        cfg.workload.rate = 5.0;
+        cfg.checkpoint_items = items;
+        let run = sim::simulate(&cfg, false).unwrap();
+        // The replay check runs under both: a new owner starts within the bound.
+        assert!(run.report.passed(), "{:?}", run.report.violations);
+        run.report.max_replay_events
+    };
+    let (every_batch, every_20) = (longest(None), longest(Some(20)));
+    assert!(every_20 > every_batch, "{every_20} against {every_batch}");
+}
+
 // Each property, and a run that breaks it: a check that cannot fail is no check.
 
 #[test]

@@ -8,8 +8,8 @@ use super::reads::TableReads;
 use super::session::Sessions;
 use super::slot::{Own, ReleaseTo, Slot};
 use super::{
-    CheckpointPolicy, ConfigError, HostDocument, Input, InputError, KnownBad, LeaseConfig, LeaseDocument, Liveness,
-    LossCause, Output, Record, StopReason, StoreRequest,
+    CheckpointPolicy, ConfigError, HostDocument, Input, InputError, KnownBad, LeaseConfig,
+    LeaseDocument, Liveness, LossCause, Output, Record, StopReason, StoreRequest,
 };
 use crate::expiry::{Observation, Terms};
 use crate::ids::{
@@ -407,7 +407,10 @@ impl LeaseHost {
                 checkpoint,
                 items,
             } => {
-                let counts = matches!(self.config.checkpoint, CheckpointPolicy::AtMostEveryItems(_));
+                let counts = matches!(
+                    self.config.checkpoint,
+                    CheckpointPolicy::AtMostEveryItems(_)
+                );
                 let own = self.processing(&lease, session)?;
                 own.checkpoint = Some(checkpoint);
                 if counts {

@@ -31,6 +31,9 @@ pub enum ViolationKind {
     /// A queue consumer was told its completion was lost although that very
     /// completion deleted the message.
     Misreport,
+    /// A new call delivered again more than the checkpoint policy allows beyond what
+    /// a write in flight carried.
+    Replay,
 }
 
 impl ViolationKind {
@@ -45,6 +48,7 @@ impl ViolationKind {
             ViolationKind::Driver => "driver",
             ViolationKind::Session => "session",
             ViolationKind::Misreport => "misreport",
+            ViolationKind::Replay => "replay",
         }
     }
 }

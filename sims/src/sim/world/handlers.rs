@@ -110,6 +110,19 @@ impl World {
         if let Some(clash) = self.checker.clash(partition, host, epoch.0) {
             self.violate(ViolationKind::Session, format!("{name}: {clash}"));
         }
+        let committed = self.checker.committed(partition);
+        if let Some(beyond) = self
+            .replay
+            .as_mut()
+            .and_then(|r| r.beyond_bound(partition, from, committed))
+        {
+            self.violate(
+                ViolationKind::Replay,
+                format!(
+                    "{name} starts partition {partition} at {from}: {beyond} events committed beyond the last checkpoint sent, more than the checkpoint policy holds back"
+                ),
+            );
+        }
         // A call still lingering here is replaced in the map; the ground truth
         // forgets it only when it would have ended.
         if self.hosts[host]
@@ -261,6 +274,9 @@ impl World {
             );
         }
         let to = from + n;
+        if let Some(replay) = &mut self.replay {
+            replay.committed(host, partition, n);
+        }
         let arrival = self.arrival(partition, from);
         if let Err((kind, detail)) = self
             .checker

@@ -57,6 +57,9 @@ impl World {
 
     /// The host stops existing: handlers end, nothing in flight is heard.
     pub(super) fn down(&mut self, host: usize) {
+        if let Some(replay) = &mut self.replay {
+            replay.forget(host);
+        }
         let partitions: Vec<u32> = self.hosts[host].handlers.keys().copied().collect();
         for partition in partitions {
             self.end_handler(host, partition);

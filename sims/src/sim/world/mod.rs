@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 mod handlers;
 mod life;
+mod replay;
 mod split;
 mod store;
 
@@ -235,6 +236,8 @@ pub struct World {
     ranges: FeedRanges,
     index: HashMap<LeaseToken, u32>,
     checker: Checker,
+    /// The checkpoint policy's replay bound, where it is a count.
+    replay: Option<replay::Replay>,
     trace: Trace,
     tail: Option<Vec<String>>,
     timeline: Option<Timeline>,
@@ -279,6 +282,7 @@ impl World {
             .collect();
         let mut world = World {
             checker: Checker::new(cfg.partitions as usize, cfg.disturbance().as_millis()),
+            replay: replay::Replay::new(lease.checkpoint, cfg.partitions as usize),
             trace: Trace::new(cfg.trace_keep),
             tail: None,
             timeline: timeline.then(Timeline::default),

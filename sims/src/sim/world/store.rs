@@ -22,6 +22,23 @@ impl World {
             Op::Replace { doc, .. } | Op::Create(doc) => Some(doc.id().clone()),
             Op::ReadAll { .. } | Op::Query(_) | Op::Batch { .. } => None,
         };
+        if let (
+            Some(replay),
+            Op::Replace {
+                doc: Record::Lease(lease),
+                ..
+            },
+        ) = (&mut self.replay, &request.op)
+            && let Some(&partition) = self.index.get(&lease.token)
+        {
+            let carried = lease
+                .checkpoint
+                .as_ref()
+                .and_then(|c| c.as_str().parse::<u64>().ok())
+                .unwrap_or(0);
+            let committed = self.checker.committed(partition);
+            replay.sent(host, request.id, partition, carried, committed);
+        }
         let h = &self.hosts[host];
         let (name, life, cut) = (h.name.clone(), h.life, h.cut_until > self.now);
         self.note(TraceEvent::Request {
@@ -212,6 +229,9 @@ impl World {
             Ok(_) => 200,
             Err(e) => e.status().code(),
         };
+        if let Some(replay) = &mut self.replay {
+            replay.answered(host, id, result.is_ok());
+        }
         let name = self.hosts[host].name.clone();
         self.note(TraceEvent::Reply {
             host: name,
