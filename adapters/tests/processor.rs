@@ -56,13 +56,22 @@ where
     start_checkpointing(name, source, store, seen, None).await
 }
 
+/// A checkpoint policy other than the default's every batch.
+#[derive(Clone, Copy)]
+enum Every {
+    /// At most once per this long.
+    Time(Duration),
+    /// At most once per this many items.
+    Items(u32),
+}
+
 /// As [`start`], checkpointing at most once per `every` if given.
 async fn start_checkpointing<S, St>(
     name: &str,
     source: S,
     store: St,
     seen: Seen,
-    every: Option<Duration>,
+    every: Option<Every>,
 ) -> Host
 where
     S: PartitionSource,
@@ -70,7 +79,8 @@ where
     St: Store<Record>,
 {
     let builder = match every {
-        Some(every) => Processor::builder().checkpoint_at_most_every(every),
+        Some(Every::Time(every)) => Processor::builder().checkpoint_at_most_every(every),
+        Some(Every::Items(n)) => Processor::builder().checkpoint_every_items(n),
         None => Processor::builder(),
     };
     let processor = builder
@@ -344,7 +354,7 @@ async fn leases_on_the_emulator_are_shared_and_released_and_their_ru_is_counted(
 /// One host on the emulator, one item a second into each of 4 partitions for a
 /// minute: the checkpoint writes it sends, every item it saw, and the checkpoints its
 /// shutdown left.
-async fn a_minute_of_items(every: Option<Duration>) -> (u64, usize, BTreeMap<String, u64>) {
+async fn a_minute_of_items(every: Option<Every>) -> (u64, usize, BTreeMap<String, u64>) {
     let emulator = Emulator::new();
     emulator.container("leases", "/id", 1);
     let store: CosmosStore<Record> = CosmosStore::new(emulator.client("leases", vec![]).await);
@@ -380,7 +390,8 @@ async fn checkpointing_every_ten_seconds_writes_fewer_checkpoints_and_loses_no_i
     let (every_batch, seen, left) = a_minute_of_items(None).await;
     let all: BTreeMap<String, u64> = (0..4).map(|p| (p.to_string(), 60)).collect();
     assert_eq!((seen, &left), (240, &all));
-    let (interval, seen, left) = a_minute_of_items(Some(Duration::from_secs(10))).await;
+    let (interval, seen, left) =
+        a_minute_of_items(Some(Every::Time(Duration::from_secs(10)))).await;
     println!("checkpoint writes in a minute: every batch {every_batch}, every 10 s {interval}");
     // The shutdown's releases wrote the last checkpoints the interval held back.
     assert_eq!((seen, &left), (240, &all));
@@ -903,5 +914,21 @@ async fn a_lease_container_partitioned_by_another_path_stops_the_processor_befor
         store.charges().total_units(),
         0.0,
         "nothing was written or read"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn checkpointing_every_eight_items_writes_fewer_checkpoints_and_loses_no_item() {
+    let (every_batch, seen, left) = a_minute_of_items(None).await;
+    let all: BTreeMap<String, u64> = (0..4).map(|p| (p.to_string(), 60)).collect();
+    assert_eq!((seen, &left), (240, &all));
+    let (items, seen, left) = a_minute_of_items(Some(Every::Items(8))).await;
+    println!("checkpoint writes in a minute: every batch {every_batch}, every 8 items {items}");
+    // The shutdown's releases wrote the last checkpoints the count held back.
+    assert_eq!((seen, &left), (240, &all));
+    // One item a second per partition, one write per 8 items: 7 or so per partition.
+    assert!(
+        items * 4 < every_batch,
+        "every batch {every_batch}, every 8 items {items}"
     );
 }
