@@ -40,6 +40,9 @@ impl LeaseHost {
         if leaving {
             self.membership.beat.hurry_leave(now.local);
         }
+        if self.membership.beat.idle(now, self.phase) {
+            return;
+        }
         let owned = if self.session_liveness() {
             self.held_count()
         } else {

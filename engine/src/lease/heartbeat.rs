@@ -206,6 +206,24 @@ impl Heartbeat {
         self.tenure.take().is_some()
     }
 
+    /// Whether [`next`](Self::next) would surely ask for nothing at `now`, and change
+    /// nothing, in `phase`: a cheap test, so that the host counts its leases for the
+    /// heartbeat only when one may be written (counting walks every lease it holds,
+    /// and the host drives its heartbeat after every input).
+    pub fn idle(&self, now: Now, phase: Phase) -> bool {
+        if self.op.is_some() || self.retry_at.is_some_and(|t| now.local < t) {
+            return true;
+        }
+        if self.retry_at.is_some() {
+            // `next` clears a retry time that has passed.
+            return false;
+        }
+        let claims_changed = (self.claims != self.published
+            || self.splits != self.published_splits)
+            && matches!(self.state, BeatState::Present(_) | BeatState::Absent);
+        now.local < self.next_at && !(claims_changed && phase == Phase::Running)
+    }
+
     /// The heartbeat request due at `now`, if any: a write (which also proposes a new
     /// tenure between tenures), a read after an unknown outcome, or the leave.
     pub fn next(
