@@ -405,11 +405,18 @@ impl Consumer {
         if self.config.known_bad == Some(QueueKnownBad::ClaimUnbounded) {
             return true;
         }
-        let policy = LockPolicy {
+        let span = self.sweep_policy().authority_span(large.orphan_after);
+        self.now.local < staging.head_sent + span
+    }
+
+    /// The expiry a sweep judges a head by, and a producer its own head's authority:
+    /// the consumer's lock policy under the observed rule, whatever rule locks follow,
+    /// since a sweep watches the version, which is safe under any skew.
+    fn sweep_policy(&self) -> LockPolicy {
+        LockPolicy {
             rule: ExpiryRule::Observed,
             ..self.config.policy
-        };
-        self.now.local < staging.head_sent + policy.authority_span(large.orphan_after)
+        }
     }
 
     /// An enqueue in parts stops: its set is left for a sweep.
@@ -734,11 +741,7 @@ impl Consumer {
             self.sweep_settled(false);
             return;
         };
-        // Whatever rule locks follow, a sweep watches the version: safe under any skew.
-        let policy = LockPolicy {
-            rule: ExpiryRule::Observed,
-            ..self.config.policy
-        };
+        let policy = self.sweep_policy();
         let now = self.now;
         let mut checks = Vec::new();
         for head in heads {
