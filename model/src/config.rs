@@ -764,13 +764,6 @@ impl Bounds {
         Ok(config)
     }
 
-    /// The replay the policy allows beyond what a write in flight carried or saw
-    /// reported: fewer than `n` items under a policy of `n` (`None` after every batch,
-    /// where the replay is only a write in flight's).
-    pub fn replay_items(&self) -> Option<u8> {
-        self.checkpoint_items.checked_sub(1)
-    }
-
     /// The lease settings of host `h`: [`lease_config`](Self::lease_config)'s, or in
     /// a deploy half done, for every host but `h0`, the next build's: a lease twice as
     /// long, renewed as often.

@@ -7,8 +7,8 @@ use crate::transitions::Transitions;
 use crate::world::{self, Answer, Budget, Fault, Request, Rules, note};
 use leasehold_engine::feed::Read;
 use leasehold_engine::lease::{
-    Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, LossCause, Output, Record, StopReason,
-    WriteFault, audit_write,
+    CheckpointPolicy, Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, LossCause, Output,
+    Record, StopReason, WriteFault, audit_write,
 };
 use leasehold_engine::store::{Container, Op};
 use leasehold_engine::{
@@ -38,8 +38,8 @@ pub struct PartitionModel {
     /// ([`Bounds::balance_ticks`]). Lower it to see the property fail.
     pub balance_ticks: u8,
     /// Under a checkpoint policy by items, the replay beyond a write in flight's that
-    /// a new call may start with ([`Bounds::replay_items`]). Lower it to see the
-    /// property fail.
+    /// a new call may start with ([`CheckpointPolicy::lag_allowance`]). Lower it to
+    /// see the property fail.
     pub replay_items: Option<u8>,
     /// Ticks after a split finished after which owned counts must differ by at most
     /// one ([`Bounds::split_balance_ticks`]).
@@ -72,7 +72,15 @@ impl PartitionModel {
             deployed,
             liveness_ticks: bounds.liveness_ticks(),
             balance_ticks: bounds.balance_ticks(),
-            replay_items: bounds.replay_items(),
+            // The property is checked under a count only, so that every other check's
+            // property list is what it was.
+            replay_items: match config.checkpoint {
+                CheckpointPolicy::AtMostEveryItems(_) => config
+                    .checkpoint
+                    .lag_allowance()
+                    .map(|n| u8::try_from(n).unwrap_or(u8::MAX)),
+                _ => None,
+            },
             split_balance_ticks: bounds.split_balance_ticks(),
             rejoin_balance_ticks: bounds.rejoin_balance_ticks(),
             fold_wall_clocks: !bounds.unreduced && config.expiry.rule == ExpiryRule::Observed,

@@ -105,6 +105,29 @@ pub enum CheckpointPolicy {
     AtMostEveryItems(u32),
 }
 
+impl CheckpointPolicy {
+    /// The lag the policy allows, in items: how many reported items may wait unsent
+    /// while the lease has no write in flight (none after every batch, fewer than `n`
+    /// under a count). `None` under an interval, whose bound is a time. The model
+    /// checker and the simulator check replays against it.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::CheckpointPolicy;
+    /// use leasehold_engine::Millis;
+    ///
+    /// assert_eq!(CheckpointPolicy::EveryBatch.lag_allowance(), Some(0));
+    /// assert_eq!(CheckpointPolicy::AtMostEveryItems(8).lag_allowance(), Some(7));
+    /// assert_eq!(CheckpointPolicy::AtMostEvery(Millis::from_secs(5)).lag_allowance(), None);
+    /// ```
+    pub fn lag_allowance(self) -> Option<u32> {
+        match self {
+            CheckpointPolicy::EveryBatch => Some(0),
+            CheckpointPolicy::AtMostEveryItems(n) => Some(n.saturating_sub(1)),
+            CheckpointPolicy::AtMostEvery(_) => None,
+        }
+    }
+}
+
 /// Earlier behaviours of the engine, kept only so that the checkers can reproduce the
 /// defects they had. This is the one place the engine carries a bug switch: the
 /// behaviour is the engine's own lifecycle, which no driver or network can fake.

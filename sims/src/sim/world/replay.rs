@@ -40,11 +40,7 @@ pub(super) struct Replay {
 impl Replay {
     /// The check for `policy`, or none where the bound is a time, not a count.
     pub(super) fn new(policy: CheckpointPolicy, partitions: usize) -> Option<Replay> {
-        let allowance = match policy {
-            CheckpointPolicy::EveryBatch => 0,
-            CheckpointPolicy::AtMostEveryItems(n) => u64::from(n.saturating_sub(1)),
-            CheckpointPolicy::AtMostEvery(_) => return None,
-        };
+        let allowance = u64::from(policy.lag_allowance()?);
         Some(Replay {
             allowance,
             children_from: u32::try_from(partitions).unwrap_or(u32::MAX),
