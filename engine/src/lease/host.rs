@@ -5,6 +5,7 @@ use super::heartbeat::BeatStep;
 use super::membership::Membership;
 use super::phase::Phase;
 use super::reads::TableReads;
+use super::replan::PlanMemo;
 use super::session::Sessions;
 use super::slot::{Own, ReleaseTo, Slot};
 use super::{
@@ -108,11 +109,14 @@ pub struct LeaseHost {
     /// When a lease or heartbeat this host watches will expire: it plans again then,
     /// without waiting for the next scan.
     pub(super) replan_at: Option<LocalTime>,
+    /// What the group looked like to the last plan, if a walk may be skipped.
+    pub(super) memo: PlanMemo,
     out: VecDeque<Output>,
 }
 
 /// The host's state as the model checker sees it: everything but the index derived
-/// from it (the agenda), which says where to look, not what is there.
+/// from it (the agenda), which says where to look, not what is there, and the memo
+/// of the last plan, which says whether to walk, not what a walk finds.
 /// Destructured in full, so that a new field must be placed on one side or the other.
 /// The configuration comes apart from the rest: equality compares it, but hashing
 /// skips it (see the `Hash` impl).
@@ -136,6 +140,7 @@ macro_rules! hashed_state {
             scanning,
             table,
             replan_at,
+            memo: _,
             out,
         } = $host;
         (
@@ -295,6 +300,7 @@ impl LeaseHost {
             scanning: false,
             table: TableReads::default(),
             replan_at: None,
+            memo: PlanMemo::default(),
             out: VecDeque::new(),
         })
     }
@@ -577,7 +583,7 @@ impl LeaseHost {
         self.start_ready(now, scope);
         self.write_due(now, scope);
         if self.phase == Phase::Running && self.replan_at.is_some_and(|t| now.local >= t) {
-            self.rebalance(now);
+            self.replan(now);
         }
         self.drive_heartbeat(now);
         if self.phase == Phase::Running && !self.scanning && now.local >= self.next_scan {

@@ -14,6 +14,7 @@ mod io;
 mod membership;
 mod phase;
 mod reads;
+mod replan;
 mod respond;
 mod session;
 mod slot;
@@ -28,4 +29,5 @@ pub use config::{CheckpointPolicy, ConfigError, KnownBad, LeaseConfig, Liveness,
 pub use document::{HostDocument, LeaseDocument, Record};
 pub use host::{LeaseHost, LeaseState};
 pub use io::{Input, InputError, Intent, LossCause, Output, Purpose, StopReason, StoreRequest};
+pub use replan::Plans;
 pub use session::{Run, Stage};

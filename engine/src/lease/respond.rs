@@ -120,6 +120,8 @@ impl LeaseHost {
             }
             Err(StoreError::NotFound) => {
                 self.slots.remove(&token);
+                // A lease fewer changes every share: plan again.
+                self.table.unsettle();
                 // Deleted since this host last read the table: a split replaced it,
                 // and under session liveness only the table tells with what.
                 if session {
@@ -167,6 +169,9 @@ impl LeaseHost {
                 let mut epoch = epoch;
                 if release {
                     slot.own = None;
+                    // Another owner, or none: the plan that counted it as this
+                    // host's is out of date.
+                    self.table.unsettle();
                     if finished {
                         self.split_finished(now);
                         return;
@@ -251,6 +256,7 @@ impl LeaseHost {
             }
             Err(StoreError::NotFound) => {
                 self.slots.remove(&token);
+                self.table.unsettle();
             }
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_at = Some(now.local + retry_after);

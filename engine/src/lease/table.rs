@@ -20,10 +20,14 @@ use std::collections::BTreeMap;
 type Listing = Vec<(LeaseDocument, Etag)>;
 
 /// The table as a host judges it at one moment.
-struct Judged {
-    view: TableView,
+pub(super) struct Judged {
+    pub view: TableView,
     /// When a lease or heartbeat watched will next count as expired.
-    next: Option<LocalTime>,
+    pub next: Option<LocalTime>,
+    /// No lease's verdict moves with time alone: none expires by its own document,
+    /// and none hangs on a tenure that is expired or cannot be judged yet. Only the
+    /// members' heartbeats can change it then.
+    pub timeless: bool,
 }
 
 impl LeaseHost {
@@ -147,6 +151,11 @@ impl LeaseHost {
                 if self.phase == Phase::Running {
                     if changes.changed || !self.table.is_settled() {
                         self.rebalance(now);
+                    } else {
+                        #[cfg(debug_assertions)]
+                        if self.group_unchanged(now) {
+                            self.check_reused_plan(now);
+                        }
                     }
                     self.retire_dead_members(now);
                 }
@@ -333,18 +342,15 @@ impl LeaseHost {
     /// The table as judged now, and the earliest future moment at which a lease held
     /// by another host, or a member's heartbeat, will count as expired. One walk over
     /// the slots gives both: a scan of a large table is bound by reading the slots.
-    fn judge(&self, now: Now) -> Judged {
+    pub(super) fn judge(&self, now: Now) -> Judged {
         let policy = &self.config.expiry;
         let mut claims: BTreeMap<&LeaseToken, Vec<HostId>> = BTreeMap::new();
         let mut members = Vec::new();
         // Members are in id order and this host is inserted at its place, so every
         // claimant list comes out sorted.
         let live: Vec<&Member> = self.live_members(now).collect();
-        let mut next = live
-            .iter()
-            .map(|m| policy.expires_at(&m.observation(), now))
-            .filter(|t| *t > now.local)
-            .min();
+        let mut next = self.member_expiries(now);
+        let mut timeless = true;
         let mut published = HostDocument::new("", self.me.clone(), now.wall);
         published.claims = self.membership.beat.published().to_vec();
         let mut all: Vec<&HostDocument> = live.iter().map(|m| &m.doc).collect();
@@ -366,6 +372,7 @@ impl LeaseHost {
             .filter(|(_, slot)| !slot.doc.is_finished_split())
             .map(|(token, slot)| {
                 if self.expires_by_itself(slot) {
+                    timeless = false;
                     let at = policy.expires_at(&slot.observation(), now);
                     if at > now.local && next.is_none_or(|n| at < n) {
                         next = Some(at);
@@ -377,6 +384,10 @@ impl LeaseHost {
                 } else {
                     None
                 };
+                timeless &= !matches!(
+                    verdict,
+                    Some(TenureVerdict::Unknown | TenureVerdict::Expired(_))
+                );
                 if verdict == Some(TenureVerdict::Unknown)
                     && let Some(at) = self.unknown_tenure_until(slot, now)
                     && next.is_none_or(|n| at < n)
@@ -410,16 +421,25 @@ impl LeaseHost {
             members,
             now,
         };
-        Judged { view, next }
+        Judged {
+            view,
+            next,
+            timeless,
+        }
     }
 
     pub(super) fn rebalance(&mut self, now: Now) {
-        let Judged { view, next } = self.judge(now);
+        let Judged {
+            view,
+            next,
+            timeless,
+        } = self.judge(now);
         self.replan_at = next;
         #[cfg(debug_assertions)]
         assert_eq!(next, self.next_expiry(now), "one walk judges as two did");
         let plan = self.config.strategy.plan(&view, &self.me);
-        self.table.planned(plan.actions.is_empty());
+        let empty = plan.actions.is_empty();
+        self.table.planned(empty);
         let mut claims = Vec::new();
         for action in plan.actions {
             match action {
@@ -438,6 +458,7 @@ impl LeaseHost {
         claims.sort();
         self.membership.beat.set_claims(claims);
         self.record_expiries(now);
+        self.remember_plan(now, empty && timeless && self.session_liveness());
     }
 
     /// Makes an expiry this host has watched one that every host can trust at its
