@@ -126,6 +126,26 @@ impl CheckpointPolicy {
             CheckpointPolicy::AtMostEvery(_) => None,
         }
     }
+
+    /// The lag the policy allows in time, on the holder's clock: how long a reported
+    /// checkpoint may wait unsent while the lease has no write in flight. `None` under
+    /// every batch and a count, whose bound is in items. The simulator checks replays
+    /// against it.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::CheckpointPolicy;
+    /// use leasehold_engine::Millis;
+    ///
+    /// let every = CheckpointPolicy::AtMostEvery(Millis::from_secs(5));
+    /// assert_eq!(every.lag_window(), Some(Millis::from_secs(5)));
+    /// assert_eq!(CheckpointPolicy::AtMostEveryItems(8).lag_window(), None);
+    /// ```
+    pub fn lag_window(self) -> Option<Millis> {
+        match self {
+            CheckpointPolicy::AtMostEvery(every) => Some(every),
+            CheckpointPolicy::EveryBatch | CheckpointPolicy::AtMostEveryItems(_) => None,
+        }
+    }
 }
 
 /// Earlier behaviours of the engine, kept only so that the checkers can reproduce the

@@ -9,6 +9,9 @@ impl World {
         let Some(handler) = self.hosts[host].handlers.remove(&partition) else {
             return;
         };
+        if let Some(replay) = &mut self.replay {
+            replay.ended(host, partition, self.now);
+        }
         if handler.lost {
             self.checker.unlinger(partition, host, false);
         }
@@ -26,6 +29,9 @@ impl World {
         let Some(handler) = self.hosts[host].handlers.remove(&partition) else {
             return;
         };
+        if let Some(replay) = &mut self.replay {
+            replay.ended(host, partition, self.now);
+        }
         self.checker.unlinger(partition, host, aborted);
         self.feed(
             host,
@@ -114,12 +120,13 @@ impl World {
         if let Some(beyond) = self
             .replay
             .as_mut()
-            .and_then(|r| r.beyond_bound(partition, from, committed))
+            .and_then(|r| r.beyond_bound(partition, from, committed, self.now))
         {
             self.violate(
                 ViolationKind::Replay,
                 format!(
-                    "{name} starts partition {partition} at {from}: {beyond} events committed beyond the last checkpoint sent, more than the checkpoint policy holds back"
+                    "{name} starts partition {partition} at {from}: {beyond} events committed beyond the last checkpoint sent, more than the checkpoint policy holds back ({:?})",
+                    self.lease.checkpoint
                 ),
             );
         }
@@ -275,7 +282,8 @@ impl World {
         }
         let to = from + n;
         if let Some(replay) = &mut self.replay {
-            replay.committed(host, partition, n);
+            let first = self.checker.committed(partition).max(from)..to;
+            replay.committed(host, partition, n, first, self.now);
         }
         let arrival = self.arrival(partition, from);
         if let Err((kind, detail)) = self

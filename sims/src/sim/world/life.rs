@@ -96,6 +96,9 @@ impl World {
 
     pub(super) fn pause(&mut self, host: usize, for_ms: u64) {
         let until = self.now + for_ms;
+        if let Some(replay) = &mut self.replay {
+            replay.paused(host, for_ms);
+        }
         let h = &mut self.hosts[host];
         h.paused_until = Some(until);
         let life = h.life;

@@ -282,7 +282,11 @@ impl World {
             .collect();
         let mut world = World {
             checker: Checker::new(cfg.partitions as usize, cfg.disturbance().as_millis()),
-            replay: replay::Replay::new(lease.checkpoint, cfg.partitions as usize),
+            replay: replay::Replay::new(
+                lease.checkpoint,
+                cfg.partitions as usize,
+                cfg.faults.get(FaultKind::Drift) as u64,
+            ),
             trace: Trace::new(cfg.trace_keep),
             tail: None,
             timeline: timeline.then(Timeline::default),
