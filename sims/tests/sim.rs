@@ -116,34 +116,32 @@ fn checkpointing_at_most_every_30_seconds_costs_a_fraction_and_handoff_replays_n
     assert_eq!(replayed, 0);
 }
 
+/// The longest replay after a crash at 5 events a second per partition, under the
+/// checkpoint policy `policy` sets. The replay check runs every time: a new owner
+/// starts within the policy's bound.
+fn longest_replay_after_a_crash(policy: impl Fn(&mut SimConfig)) -> u64 {
+    let mut cfg = small(Scenario::Crash, 1);
+    cfg.workload.rate = 5.0;
+    policy(&mut cfg);
+    let run = sim::simulate(&cfg, false).unwrap();
+    assert!(run.report.passed(), "{:?}", run.report.violations);
+    run.report.max_replay_events
+}
+
 #[test]
 fn after_a_crash_a_count_of_20_replays_more_than_every_batch_and_stays_within_its_bound() {
-    let longest = |items: Option<u32>| {
-        let mut cfg = small(Scenario::Crash, 1);
-        cfg.workload.rate = 5.0;
-        cfg.checkpoint_items = items;
-        let run = sim::simulate(&cfg, false).unwrap();
-        // The replay check runs under both: a new owner starts within the bound.
-        assert!(run.report.passed(), "{:?}", run.report.violations);
-        run.report.max_replay_events
-    };
-    let (every_batch, every_20) = (longest(None), longest(Some(20)));
+    let every_batch = longest_replay_after_a_crash(|_| {});
+    let every_20 = longest_replay_after_a_crash(|cfg| cfg.checkpoint_items = Some(20));
     assert!(every_20 > every_batch, "{every_20} against {every_batch}");
 }
 
 #[test]
 fn after_a_crash_an_interval_of_30_s_replays_more_than_every_batch_and_stays_within_its_bound() {
-    let longest = |every: Option<Millis>| {
-        let mut cfg = small(Scenario::Crash, 1);
-        cfg.workload.rate = 5.0;
-        cfg.checkpoint_every = every;
-        let run = sim::simulate(&cfg, false).unwrap();
-        // The replay check runs under both: what a new owner replays was held by
-        // the crashed one for less than the interval.
-        assert!(run.report.passed(), "{:?}", run.report.violations);
-        run.report.max_replay_events
-    };
-    let (every_batch, every_30s) = (longest(None), longest(Some(Millis::from_secs(30))));
+    // What a new owner replays was finished by the crashed one less than the
+    // interval before it died.
+    let every_batch = longest_replay_after_a_crash(|_| {});
+    let every_30s =
+        longest_replay_after_a_crash(|cfg| cfg.checkpoint_every = Some(Millis::from_secs(30)));
     assert!(every_30s > every_batch, "{every_30s} against {every_batch}");
 }
 
