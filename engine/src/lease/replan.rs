@@ -22,8 +22,8 @@ use crate::time::{LocalTime, Now};
 /// its own document, none waits on a tenure it cannot judge yet).
 ///
 /// A memo, not state: it says whether a walk can be skipped, never what a walk
-/// finds, so hosts that differ only in it behave alike, and equality and hashing
-/// (the model checker's states) ignore it.
+/// finds, so hosts that differ only in it behave alike, and the host's equality and
+/// hashing (the model checker's states) leave it out, as they leave out the agenda.
 #[derive(Clone, Debug, Default)]
 pub(super) struct PlanMemo {
     shape: Option<GroupShape>,
@@ -53,18 +53,6 @@ pub struct Plans {
     pub walked: u64,
     /// Plans found unchanged without a walk.
     pub reused: u64,
-}
-
-impl PartialEq for PlanMemo {
-    fn eq(&self, _: &PlanMemo) -> bool {
-        true
-    }
-}
-
-impl Eq for PlanMemo {}
-
-impl std::hash::Hash for PlanMemo {
-    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 /// What a plan's verdicts and shares read of the group, beside the leases.
