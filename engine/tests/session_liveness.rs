@@ -1045,3 +1045,82 @@ fn a_gift_to_the_successor(known_bad: Option<KnownBad>) -> (Cluster, leasehold_e
     c.run_for(20_000);
     (c, leasehold_engine::LeaseToken::from(given.as_str()))
 }
+
+/// b holds two of five leases among four hosts, and one of them leaves it for a name
+/// that is no longer a member, as when b's reads of the members and of the claimant's
+/// heartbeat come from a lagging replica and b hands the lease to a host that has left
+/// (the swarm's rolling-restart seed 3382147). The lease is free to every reader, and
+/// the plans give it to a, first by id once every member holds one. a's view is old
+/// and still shows b holding two: only b's published count says otherwise, and its
+/// successor c, which reads the table for it, is not the one the plans choose. The
+/// counts, sharing out every lease a's view knows, send a to the table.
+#[test]
+fn a_lease_handed_to_a_name_that_left_is_taken_by_the_host_the_plans_give_it_to() {
+    let (c, orphan) = a_lease_handed_to_a_name_that_left(None);
+    assert_eq!(
+        c.assignment().get(&orphan).map(String::as_str),
+        Some("a"),
+        "{:?}",
+        c.lease(orphan.as_str())
+    );
+}
+
+/// The sibling: counting on the heartbeats' side only the leases they hold and those
+/// the view shows free leaves every share but b's as it was, and nobody takes the
+/// lease before a's audit.
+#[test]
+fn a_lease_handed_to_a_name_that_left_waits_for_the_audit_when_the_counts_miss_it() {
+    let (c, orphan) = a_lease_handed_to_a_name_that_left(Some(KnownBad::OrphanUncounted));
+    assert_eq!(c.assignment().get(&orphan), None);
+    assert_eq!(c.lease(orphan.as_str()).owner, Some(HostId::from("gone")));
+}
+
+/// Four hosts share five leases, b holding two; one of b's is then written over, in
+/// the store, as handed to `gone`, and b learns of it at its next checkpoint. All run
+/// on for a minute.
+fn a_lease_handed_to_a_name_that_left(
+    known_bad: Option<KnownBad>,
+) -> (Cluster, leasehold_engine::LeaseToken) {
+    let config = LeaseConfig {
+        // No audit in the window: it would mend the view in its own time.
+        audit_interval: leasehold_engine::Millis::from_secs(3_600),
+        known_bad,
+        ..session_config(5)
+    };
+    let mut c = Cluster::new();
+    c.add("b", config.clone());
+    c.run_for(1_000);
+    for name in ["a", "c", "d"] {
+        c.add(name, config.clone());
+    }
+    c.run_for(60_000);
+    let counts: Vec<usize> = ["a", "b", "c", "d"].map(|n| c.count(n)).to_vec();
+    assert_eq!(counts, [1, 2, 1, 1], "b keeps the larger share");
+    let orphan = c.nodes["b"].processing.keys().next().unwrap().clone();
+    let stored = c
+        .store
+        .iter()
+        .find(|s| matches!(&s.doc, Record::Lease(d) if d.token == orphan))
+        .unwrap()
+        .clone();
+    let Record::Lease(mut doc) = stored.doc else {
+        unreachable!()
+    };
+    doc.owner = Some(HostId::from("gone"));
+    doc.owner_tenure = Some(Tenure {
+        incarnation: leasehold_engine::Incarnation(1),
+        seq: 1,
+    });
+    doc.epoch = doc.epoch.next();
+    c.store
+        .execute(Op::Replace {
+            doc: Record::Lease(doc),
+            if_match: Some(stored.etag),
+        })
+        .unwrap();
+    c.checkpoint("b", orphan.as_str(), "5").unwrap();
+    c.run_for(60_000);
+    c.check_exclusive();
+    assert_eq!(c.count("b"), 1, "b lost the lease at its checkpoint");
+    (c, orphan)
+}

@@ -186,15 +186,25 @@ impl LeaseHost {
         if gave_to_me && self.config.known_bad != Some(KnownBad::SilentSuccessor) {
             return true;
         }
-        // This host among the members, in id order, with what it holds itself. The
-        // leases no member holds in the view count alike on both sides; the held
-        // ones as each side says.
+        // This host among the members, in id order, with what it holds itself. Each
+        // side shares out every lease the view knows: those no live member holds by
+        // that side's counts are free, and the plans give them to the members in
+        // need. A lease that left its holder for no live member (handed to a name
+        // that had left, through a lagging replica's read of its heartbeat) changes
+        // no member's count but its giver's, and only this comparison tells the
+        // member the plans give it to (the swarm's rolling-restart seed 3382147).
         let mine = self.held_count() as usize;
-        let free = leases.saturating_sub(seen.iter().sum::<usize>() + mine);
         let at = live.partition_point(|m| m.doc.host < self.me);
+        let uncounted = self.config.known_bad == Some(KnownBad::OrphanUncounted);
+        let free_in_view = leases.saturating_sub(seen.iter().sum::<usize>() + mine);
         let share = |mut counts: Vec<usize>| {
             counts.insert(at, mine);
-            let total = counts.iter().sum::<usize>() + free;
+            let held = counts.iter().sum::<usize>();
+            let total = if uncounted {
+                held + free_in_view
+            } else {
+                held.max(leases)
+            };
             crate::balance::ranked_targets(&counts, total).1[at]
         };
         share(published) != share(seen)

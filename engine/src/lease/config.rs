@@ -196,6 +196,13 @@ pub enum KnownBad {
     /// is the member's successor: a lease the member could not process and gave to
     /// it without a claim is processed by nobody (the swarm's seed 1012240).
     SilentSuccessor,
+    /// Under session liveness, the comparison of the heartbeats' lease counts with
+    /// the view shares out, on the heartbeats' side, only the leases they hold and
+    /// those the view shows free: a lease its holder handed to a name that had left
+    /// (its heartbeat read from a lagging replica) leaves every share but the
+    /// giver's as it was, and the host the plans give it to never reads the table,
+    /// until its audit (the swarm's rolling-restart seed 3382147).
+    OrphanUncounted,
     /// A new life takes its name as proof that every earlier life under it is dead:
     /// under session liveness it writes its tenure over an earlier life's unfenced
     /// heartbeat at once (and every other host then judges that tenure over); under
