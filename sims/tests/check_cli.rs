@@ -610,3 +610,51 @@ fn the_header_gives_the_margin_as_the_flag_takes_it() {
     assert!(text.contains(", margin 1500ms, "), "{text}");
     assert!(!text.contains(" ms, "), "{text}");
 }
+
+/// A depth-first check on one thread stops at its time limit and says it is
+/// incomplete. Stateright calls itself done at the limit while its one worker is
+/// still deep in its own stack, and the check used to wait for that stack to empty
+/// (over a minute at this bound, with a 3 s limit). A check that never stops fails
+/// here when the wait below runs out; nothing about its speed is asserted.
+#[test]
+fn a_depth_first_check_on_one_thread_stops_at_its_time_limit() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args([
+            "check",
+            "partitions",
+            "--hosts",
+            "4",
+            "--partitions",
+            "2",
+            "--shutdowns",
+            "1",
+            "--stale-reads",
+            "2",
+            "--strategy",
+            "handoff",
+            "--liveness",
+            "session",
+            "--first",
+            "--dfs",
+            "--threads",
+            "1",
+            "--timeout",
+            "2s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while child.try_wait().unwrap().is_none() {
+        if waited > 600 {
+            child.kill().unwrap();
+            panic!("the check ran on 10 minutes past its 2 s limit");
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        waited += 1;
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("incomplete"), "{text}");
+}
