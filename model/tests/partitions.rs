@@ -487,6 +487,38 @@ fn the_liveness_bound_is_tight() {
     counterexample(&session, p::OWNED);
 }
 
+/// A crashed life's heartbeat renewal, held on the wire, lands just after its next
+/// life began to wait out the version it found: the new life learns of it only when
+/// its own heartbeat at the end of that wait fails, and then waits the landed version
+/// out in turn. The bound allows one timer more wherever a delayed write and a new
+/// life under the same name can meet, and one tick less breaks it on this path
+/// (`check partitions --hosts 1 --partitions 1 --delays 1` reported a liveness
+/// counterexample of the shipped protocol before).
+#[test]
+fn a_dead_lifes_late_write_costs_its_next_life_a_second_wait() {
+    let bounds = Bounds {
+        hosts: 1,
+        partitions: 1,
+        delays: 1,
+        ..skewed(Strategy::Handoff)
+    };
+    let without = Bounds {
+        delays: 0,
+        ..bounds.clone()
+    };
+    assert!(bounds.liveness_ticks() > without.liveness_ticks());
+    // The crash comes a few ticks in, after the first life holds the lease.
+    let bounds = Bounds {
+        horizon: bounds.liveness_ticks() + 3,
+        ..bounds
+    };
+    let report = exhaustive(&model(bounds.clone()));
+    assert_proven(&report, &[p::CALM_AFTER_CRASH]);
+    let mut tighter = model(bounds);
+    tighter.liveness_ticks -= 1;
+    counterexample(&tighter, p::OWNED);
+}
+
 /// Under lease liveness. An owner may still hand a lease to a claimant that crashed
 /// after claiming (its heartbeat has not yet expired in the owner's eyes), but the
 /// owner has watched the handed-off version since it wrote it, and frees it one
