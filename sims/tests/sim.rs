@@ -373,6 +373,19 @@ fn a_lease_handed_to_a_name_a_rolling_restart_retired_is_taken_by_the_host_the_p
     assert!(kinds(&bad).contains(&ViolationKind::Liveness));
 }
 
+/// Seed 3496910 (a scale-in with zombies and stale reads, found 2026-11-27): a zombie
+/// cut off from the store calls off a handoff whose confirm read failed, starts the
+/// lease again and commits one batch while its writes of the lease back off after
+/// that failure; its authority lapses before they may go again, and the next owner
+/// replays the batch. The store held the checkpoint back, not the policy: the replay
+/// check asks the engine whether the lease's writes wait (`writes_wait`), as it
+/// already counted a write on the wire or a failed one.
+#[test]
+fn a_batch_committed_while_the_leases_writes_back_off_may_be_replayed() {
+    let cfg = drawn(3_496_910);
+    assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
+}
+
 /// Seed 1004479's lease draw: a rolling restart to a build whose expiration is 114 s
 /// (60 s before), with zombies and splits, under `cfp`. A partition that split four
 /// times in a row is processed again only after the heal, and its children are

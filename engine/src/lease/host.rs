@@ -371,6 +371,15 @@ impl LeaseHost {
         (!run.is_lost() && run.epoch == own.epoch && own.has_authority(now)).then_some(own.epoch)
     }
 
+    /// Whether `lease`'s writes wait at local time `now`: a request of it is on the
+    /// wire, or the host backs off after one failed (a write, a re-read, or the read
+    /// that confirms a claimant before a handoff). A checkpoint the handler reports
+    /// meanwhile goes out once they may go again; the simulator's replay check counts
+    /// it as held back by the store, not by the policy.
+    pub fn writes_wait(&self, lease: &LeaseToken, now: LocalTime) -> bool {
+        self.slots.get(lease).is_some_and(|s| !s.can_send(now))
+    }
+
     /// When this host's authority over `lease` in `session` runs out, on its local
     /// clock, as far as it knows now: the deadline a handler checks before an effect
     /// that must not outlive the lease. `None` when that session does not run here

@@ -262,6 +262,10 @@ impl World {
         let name = h.name.clone();
         let local = h.clock.local(self.now);
         let entitled = h.engine.as_ref().and_then(|e| e.authority(&token, local));
+        let waits = h
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.writes_wait(&token, local));
         if entitled != Some(epoch) {
             self.violate(
                 ViolationKind::Exclusivity,
@@ -283,7 +287,7 @@ impl World {
         let to = from + n;
         if let Some(replay) = &mut self.replay {
             let first = self.checker.committed(partition).max(from)..to;
-            replay.committed(host, partition, n, first, self.now);
+            replay.committed(host, partition, n, first, self.now, waits);
         }
         let arrival = self.arrival(partition, from);
         if let Err((kind, detail)) = self
