@@ -3,25 +3,12 @@
 
 use super::BuildError;
 use super::builder::ProcessorBuilder;
+use super::lag::LeaseLag;
 use crate::source::{Backlog, PartitionSource, SourceError};
 use crate::store::Store;
+use leasehold_engine::LeaseToken;
 use leasehold_engine::lease::Record;
 use leasehold_engine::store::{Op, Reply, StoreError};
-use leasehold_engine::{HostId, LeaseToken};
-use std::time::SystemTime;
-
-/// One lease's lag.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LeaseLag {
-    /// The partition.
-    pub lease: LeaseToken,
-    /// Who owns the lease, if anyone.
-    pub owner: Option<HostId>,
-    /// Changes after the lease's stored checkpoint.
-    pub items: u64,
-    /// When the oldest of them was made, where the source can tell.
-    pub oldest: Option<SystemTime>,
-}
 
 /// One estimate of a whole processor group.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -1,7 +1,7 @@
 //! Counters a running processor keeps, for dashboards and tests, also emitted through
 //! the `metrics` facade (names in [`METRIC_NAMES`]).
 
-use super::estimator::LeaseLag;
+use super::lag::LeaseLag;
 use leasehold_engine::lease::Intent;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};

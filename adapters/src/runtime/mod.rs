@@ -10,12 +10,14 @@ mod builder;
 mod context;
 mod driver;
 mod estimator;
+mod lag;
 mod metrics;
 mod worker;
 
 pub use builder::{BuildError, ProcessorBuilder, RuntimeBad};
 pub use context::LeaseContext;
-pub use estimator::{Estimate, EstimateError, Estimator, LeaseLag};
+pub use estimator::{Estimate, EstimateError, Estimator};
+pub use lag::LeaseLag;
 pub use metrics::{METRIC_NAMES, Metrics, MetricsSnapshot};
 
 use crate::source::{Batch, PartitionSource};

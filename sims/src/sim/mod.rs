@@ -25,6 +25,7 @@
 //! assert_eq!(run.report.trace_hash, again.report.trace_hash);
 //! ```
 
+pub mod args;
 pub mod checker;
 pub mod cli;
 pub mod clock;

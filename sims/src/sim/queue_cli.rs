@@ -1,7 +1,7 @@
 //! `leasehold sim queue`, `queue-crash` and `queue-poison`: the queue runs' flags,
 //! table, JSON and violation report.
 
-use super::cli::{SimArgs, refuse, run_settings};
+use super::args::{SimArgs, refuse, run_settings};
 use super::config::SimError;
 use super::flags;
 use super::queue::{QueueConfig, QueueRun, QueueScenario, replay_command, simulate_queue, table};
