@@ -12,7 +12,7 @@
 //! serialize the same way, skipping what was not given; which flags were given, and
 //! so which do not apply to a scenario, is read from them too ([`given`]).
 
-use super::config::SimError;
+use super::error::SimError;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use leasehold_engine::balance::{STRATEGY_NAMES, Strategy};
 use leasehold_engine::lease::Liveness;

@@ -31,6 +31,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod cost;
+pub mod error;
 pub mod faults;
 pub mod flags;
 pub mod queue;
