@@ -7,7 +7,7 @@
 //! hashing states took about 40 % of the 3 × 3 × 1 partition check's time (perf;
 //! BENCHMARKS.md, issue 23).
 
-use crate::transitions::Transitions;
+use crate::transitions::{Transitions, hash_key};
 use leasehold_engine::Now;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
@@ -38,19 +38,6 @@ pub struct Engine<M> {
 
 fn digest_of<M: Hash>(machine: &M) -> u64 {
     hash_key(machine)
-}
-
-/// A hash with fixed keys, so the same value hashes the same in every state and run:
-/// engines' digests, and the keys of remembered transitions. AHash, as stateright's
-/// own fingerprints.
-pub(crate) fn hash_key<T: Hash>(value: &T) -> u64 {
-    let keys = ahash::RandomState::with_seeds(
-        0x6c65_6173_6568_6f6c,
-        0x6469_6765_7374_0001,
-        0x9e37_79b9_7f4a_7c15,
-        0xd1b5_4a32_d192_ed03,
-    );
-    keys.hash_one(value)
 }
 
 impl<M: Hash + Clone> Engine<M> {

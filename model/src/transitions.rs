@@ -152,7 +152,7 @@ where
         input: M::Input,
         digest_of: impl Fn(&M) -> u64,
     ) -> Outcome<M> {
-        let key = crate::engine::hash_key(&(digest, now, &input));
+        let key = hash_key(&(digest, now, &input));
         // The top bits pick the shard; the map hashes the key again for its slot.
         let shard = &self.shards[(key >> 58) as usize % SHARDS];
         if self.capacity > 0 {
@@ -264,6 +264,19 @@ fn lock<T>(shard: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A hash with fixed keys, so the same value hashes the same in every state and run:
+/// engines' digests, and the keys of remembered transitions. AHash, as stateright's
+/// own fingerprints.
+pub(crate) fn hash_key<T: Hash>(value: &T) -> u64 {
+    let keys = ahash::RandomState::with_seeds(
+        0x6c65_6173_6568_6f6c,
+        0x6469_6765_7374_0001,
+        0x9e37_79b9_7f4a_7c15,
+        0xd1b5_4a32_d192_ed03,
+    );
+    keys.hash_one(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,7 +322,7 @@ mod tests {
     }
 
     fn digest(machine: &Sum) -> u64 {
-        crate::engine::hash_key(machine)
+        hash_key(machine)
     }
 
     fn step(
