@@ -446,16 +446,14 @@ fn a_new_life_whose_stale_read_made_it_claim_its_zombies_lease_waits_it_out() {
 /// retry's view); its re-read was throttled, and a table scan sent before the handoff
 /// then listed the lease as h02's at the old epoch, so h02 took it back and processed
 /// it beside h01. A lease left unsure by its own write now trusts only reads sent
-/// after that write's answer.
+/// after that write's answer. Since the lease counts share out every lease the view
+/// knows, this run takes another path, and `scan-before-own-write` no longer breaks
+/// it: `engine/tests/session_liveness.rs` keeps the variant
+/// (`a_scan_sent_before_a_hosts_own_handoff_gives_it_back_under_the_old_rule`).
 #[test]
 fn a_scan_older_than_a_hosts_own_write_does_not_give_it_back_a_lease_it_handed_off() {
     let cfg = drawn(2_888_576);
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
-    let bad = SimConfig {
-        bug: Some(Bug::ScanBeforeOwnWrite),
-        ..cfg
-    };
-    assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));
 }
 
 /// Seed `seed`'s lease draw as the long swarms that found these seeds ran it: before
