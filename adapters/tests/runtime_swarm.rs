@@ -239,9 +239,6 @@ enum Bad {
     /// Such handlers, and the engine's earlier rule that releases or hands off a lost
     /// lease while its call may still run (`KnownBad::FreeBesideLostCall`).
     FreeBeside,
-    /// Such handlers, and the engine's earlier rule that starts a lease again while
-    /// a checkpoint of it is on the way (`KnownBad::StartBeforeCheckpointLands`).
-    StartEarly,
 }
 
 /// A running host: its task, whose abort is its crash, and the token that stops it
@@ -277,13 +274,9 @@ async fn run(seed: u64, bad: Bad) -> Verdict {
             )
         });
     let throttled_for_good = bad == Bad::Store;
-    let ignoring = matches!(
-        bad,
-        Bad::Grace | Bad::Ignoring | Bad::FreeBeside | Bad::StartEarly
-    );
+    let ignoring = matches!(bad, Bad::Grace | Bad::Ignoring | Bad::FreeBeside);
     let engine_bad = match bad {
         Bad::FreeBeside => Some(KnownBad::FreeBesideLostCall),
-        Bad::StartEarly => Some(KnownBad::StartBeforeCheckpointLands),
         _ => None,
     };
     let bad = bad == Bad::Grace;
@@ -547,7 +540,7 @@ fn report(failed: &[(u64, Verdict)], bad: Bad) {
     let mode = match bad {
         Bad::Grace => "LEASEHOLD_RUNTIME_SWARM_BAD=1 ",
         Bad::Ignoring => "LEASEHOLD_RUNTIME_SWARM_IGNORING=1 ",
-        Bad::None | Bad::Store | Bad::FreeBeside | Bad::StartEarly => "",
+        Bad::None | Bad::Store | Bad::FreeBeside => "",
     };
     for (seed, verdict) in failed {
         eprintln!("seed {seed}: {verdict:?}");
@@ -612,13 +605,13 @@ fn a_handoff_after_a_lapse_waits_for_the_lost_calls_to_end() {
 /// meanwhile stopped claiming, so the handoff was called off and the lease started
 /// again before that write was answered, from the stored checkpoint (14). The new
 /// session wrote 16 over 20. A lease now starts only once no write of it is on the
-/// way.
+/// way. Since the lease counts share out every lease the view knows, this run takes
+/// another path and the variant no longer breaks it: `engine/tests/session_liveness.rs`
+/// keeps the variant (`a_handoff_called_off_starts_before_its_checkpoint_lands_under_the_old_rule`).
 #[test]
 fn a_handoff_called_off_restarts_only_after_the_last_checkpoint_lands() {
     let verdict = one(114_165, Bad::Ignoring);
     assert!(verdict.clean(), "{verdict:?}");
-    let bad = one(114_165, Bad::StartEarly);
-    assert!(!bad.back.is_empty(), "{bad:?}");
 }
 
 /// The liveness check's sibling: a store that never serves again after the heal

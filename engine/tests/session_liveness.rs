@@ -9,7 +9,7 @@ use leasehold_engine::lease::{
     StoreRequest,
 };
 use leasehold_engine::store::{Op, Reply, Stored};
-use leasehold_engine::{Epoch, HostId, Tenure};
+use leasehold_engine::{Checkpoint, Epoch, HostId, Tenure};
 
 /// Requests `name` sent with `intent` from true time `from` on.
 fn sent(c: &Cluster, name: &str, intent: Intent, from: u64) -> usize {
@@ -1234,4 +1234,118 @@ fn hold_next(c: &mut Cluster, name: &str, intent: Intent) -> StoreRequest {
             }
         }
     }
+}
+
+/// a drains a lease to hand it to b; the handler's last batch reports checkpoint 20,
+/// whose write is still on the wire when b stops claiming, so a calls the handoff
+/// off. The lease starts again only once that write is answered, from 20 (the runtime
+/// swarm's seed 114165, whose run takes another path since the lease counts share
+/// out every lease; there the new session started from the older stored checkpoint
+/// and wrote a lower one over 20).
+#[test]
+fn a_handoff_called_off_starts_the_lease_again_from_the_checkpoint_on_the_wire() {
+    let (c, lease) = a_handoff_called_off_with_a_checkpoint_on_the_wire(None);
+    assert_eq!(
+        restarted_from(&c, &lease),
+        Some(Some(Checkpoint::from("20")))
+    );
+}
+
+/// The sibling: started again at once, the lease starts from the stored checkpoint,
+/// behind the one on the wire.
+#[test]
+fn a_handoff_called_off_starts_before_its_checkpoint_lands_under_the_old_rule() {
+    let (c, lease) = a_handoff_called_off_with_a_checkpoint_on_the_wire(Some(
+        KnownBad::StartBeforeCheckpointLands,
+    ));
+    assert_eq!(restarted_from(&c, &lease), Some(None));
+}
+
+/// The checkpoint a's second session of `lease` started from, once it has started.
+fn restarted_from(c: &Cluster, lease: &leasehold_engine::LeaseToken) -> Option<Option<Checkpoint>> {
+    let mut starts = c.events_of("a").into_iter().filter_map(|o| match o {
+        Output::Start {
+            lease: l,
+            checkpoint,
+            ..
+        } if l == lease => Some(checkpoint.clone()),
+        _ => None,
+    });
+    starts.nth(1)
+}
+
+fn a_handoff_called_off_with_a_checkpoint_on_the_wire(
+    known_bad: Option<KnownBad>,
+) -> (Cluster, leasehold_engine::LeaseToken) {
+    let config = LeaseConfig {
+        audit_interval: leasehold_engine::Millis::from_secs(3_600),
+        known_bad,
+        ..session_config(2)
+    };
+    let mut c = Cluster::new();
+    c.add("a", config.clone());
+    c.run_for(1_000);
+    assert_eq!(c.count("a"), 2);
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.add("b", config);
+    // Step until a stops one lease to drain it for b.
+    let lease = loop {
+        let stopped = c.events.iter().find_map(|(_, n, o)| match o {
+            Output::Stop { lease, .. } if n == "a" => Some(lease.clone()),
+            _ => None,
+        });
+        if let Some(lease) = stopped {
+            break lease;
+        }
+        assert!(c.time < 60_000, "a never hands a lease off");
+        if !c.deliver_next() {
+            c.time += 100;
+            for host in ["a", "b"] {
+                c.input(host, Input::Tick).unwrap();
+            }
+        }
+    };
+    // The drained batch's checkpoint goes out and is held; the call ends.
+    c.checkpoint("a", lease.as_str(), "20").unwrap();
+    let write = c.intercept("a", Intent::Checkpoint);
+    c.stopped("a", lease.as_str());
+    // b stops claiming (b itself is held still from here on).
+    let beat = c
+        .store
+        .iter()
+        .find(|s| matches!(&s.doc, Record::Host(h) if h.host == HostId::from("b")))
+        .unwrap()
+        .clone();
+    let Record::Host(mut doc) = beat.doc else {
+        unreachable!()
+    };
+    doc.claims.clear();
+    c.store
+        .execute(Op::Replace {
+            doc: Record::Host(doc),
+            if_match: Some(beat.etag),
+        })
+        .unwrap();
+    // a runs on, its other requests answered, until it starts the lease again; the
+    // held write lands after 5 s (a reads the heartbeats more often than that).
+    let mut held = Some(write);
+    let mut waited = 0;
+    while restarted_from(&c, &lease).is_none() {
+        assert!(waited < 60_000, "a never starts the lease again");
+        while let Some(at) = c.inflight.iter().position(|(n, _)| n == "a") {
+            let (_, req) = c.inflight.remove(at).unwrap();
+            let result = c.store.execute(req.op.clone());
+            c.answer("a", &req, result);
+        }
+        if waited >= 5_000
+            && let Some(write) = held.take()
+        {
+            let result = c.store.execute(write.op.clone());
+            c.answer("a", &write, result);
+        }
+        c.time += 100;
+        waited += 100;
+        c.input("a", Input::Tick).unwrap();
+    }
+    (c, lease)
 }
