@@ -54,7 +54,7 @@ pub struct SimArgs {
 }
 
 /// Flags every scenario takes. Each names a setting of the run's configuration
-/// ([`SimConfig`], [`QueueConfig`](super::queue::QueueConfig)) and is laid over the
+/// ([`SimConfig`](super::config::SimConfig), [`QueueConfig`](super::queue::QueueConfig)) and is laid over the
 /// scenario's default ([`flags::overlay`]).
 #[derive(clap::Args, Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
