@@ -185,11 +185,7 @@ fn a_lease_naming_a_tenure_begun_after_its_heartbeat_was_read_is_not_taken() {
     for _ in 0..120 {
         c.time += 100;
         c.input("a", Input::Tick).unwrap();
-        while let Some(at) = c.inflight.iter().position(|(n, _)| n == "a") {
-            let (_, req) = c.inflight.remove(at).unwrap();
-            let result = c.store.execute(req.op.clone());
-            c.answer("a", &req, result);
-        }
+        c.serve("a");
     }
     assert_eq!(c.count("a"), 2, "a holds both again");
     // b's scan read a's old heartbeat, then the leases naming a's new tenure.
@@ -1014,10 +1010,7 @@ fn a_successor_that_never_reads_the_table_leaves_the_gift_unprocessed() {
 fn a_gift_to_the_successor(known_bad: Option<KnownBad>) -> (Cluster, leasehold_engine::LeaseToken) {
     let config = LeaseConfig {
         stop_timeout: leasehold_engine::Millis::from_secs(5),
-        // No audit in the window: it would mend the view in its own time.
-        audit_interval: leasehold_engine::Millis::from_secs(3_600),
-        known_bad,
-        ..session_config(3)
+        ..unaudited(3, known_bad)
     };
     let mut c = Cluster::new();
     c.add("a", config.clone());
@@ -1081,12 +1074,7 @@ fn a_lease_handed_to_a_name_that_left_waits_for_the_audit_when_the_counts_miss_i
 fn a_lease_handed_to_a_name_that_left(
     known_bad: Option<KnownBad>,
 ) -> (Cluster, leasehold_engine::LeaseToken) {
-    let config = LeaseConfig {
-        // No audit in the window: it would mend the view in its own time.
-        audit_interval: leasehold_engine::Millis::from_secs(3_600),
-        known_bad,
-        ..session_config(5)
-    };
+    let config = unaudited(5, known_bad);
     let mut c = Cluster::new();
     c.add("b", config.clone());
     c.run_for(1_000);
@@ -1156,11 +1144,7 @@ fn a_scan_sent_before_a_hosts_own_handoff_gives_it_back_under_the_old_rule() {
 fn a_scan_outlives_a_handoff(
     known_bad: Option<KnownBad>,
 ) -> (Cluster, leasehold_engine::LeaseToken) {
-    let config = LeaseConfig {
-        audit_interval: leasehold_engine::Millis::from_secs(3_600),
-        known_bad,
-        ..session_config(2)
-    };
+    let config = unaudited(2, known_bad);
     let mut c = Cluster::new();
     c.add("a", config.clone());
     c.run_for(1_000);
@@ -1201,11 +1185,7 @@ fn a_scan_outlives_a_handoff(
     for _ in 0..50 {
         c.time += 100;
         c.input("b", Input::Tick).unwrap();
-        while let Some(at) = c.inflight.iter().position(|(n, _)| n == "b") {
-            let (_, req) = c.inflight.remove(at).unwrap();
-            let result = c.store.execute(req.op.clone());
-            c.answer("b", &req, result);
-        }
+        c.serve("b");
     }
     assert!(c.nodes["b"].processing.contains_key(&lease));
     c.answer("a", &scan, old_listing);
@@ -1217,15 +1197,28 @@ fn a_scan_outlives_a_handoff(
 /// Lets time pass in 100 ms steps, answering every request, until `name` sends one
 /// for `intent`: that one is taken off the wire, unanswered, and returned.
 fn hold_next(c: &mut Cluster, name: &str, intent: Intent) -> StoreRequest {
-    loop {
-        if let Some(at) = c
+    let never = format!("{name} never sends {intent:?}");
+    step_until(c, &never, |c| {
+        let at = c
             .inflight
             .iter()
-            .position(|(n, r)| n == name && r.intent == intent)
-        {
-            return c.inflight.remove(at).unwrap().1;
+            .position(|(n, r)| n == name && r.intent == intent)?;
+        Some(c.inflight.remove(at).unwrap().1)
+    })
+}
+
+/// Lets time pass in 100 ms steps, answering every request, until `found` finds
+/// something (within two minutes, or the test fails saying `never`).
+fn step_until<T>(
+    c: &mut Cluster,
+    never: &str,
+    mut found: impl FnMut(&mut Cluster) -> Option<T>,
+) -> T {
+    loop {
+        if let Some(t) = found(c) {
+            return t;
         }
-        assert!(c.time < 120_000, "{name} never sends {intent:?}");
+        assert!(c.time < 120_000, "{never}");
         if !c.deliver_next() {
             c.time += 100;
             let names: Vec<String> = c.nodes.keys().cloned().collect();
@@ -1233,6 +1226,16 @@ fn hold_next(c: &mut Cluster, name: &str, intent: Intent) -> StoreRequest {
                 c.input(&host, Input::Tick).unwrap();
             }
         }
+    }
+}
+
+/// Session settings for `partitions` leases with the audit out of every test's
+/// window (it would mend a view in its own time) and the engine switch `known_bad`.
+fn unaudited(partitions: usize, known_bad: Option<KnownBad>) -> LeaseConfig {
+    LeaseConfig {
+        audit_interval: leasehold_engine::Millis::from_secs(3_600),
+        known_bad,
+        ..session_config(partitions)
     }
 }
 
@@ -1277,11 +1280,7 @@ fn restarted_from(c: &Cluster, lease: &leasehold_engine::LeaseToken) -> Option<O
 fn a_handoff_called_off_with_a_checkpoint_on_the_wire(
     known_bad: Option<KnownBad>,
 ) -> (Cluster, leasehold_engine::LeaseToken) {
-    let config = LeaseConfig {
-        audit_interval: leasehold_engine::Millis::from_secs(3_600),
-        known_bad,
-        ..session_config(2)
-    };
+    let config = unaudited(2, known_bad);
     let mut c = Cluster::new();
     c.add("a", config.clone());
     c.run_for(1_000);
@@ -1289,22 +1288,12 @@ fn a_handoff_called_off_with_a_checkpoint_on_the_wire(
     c.nodes.get_mut("a").unwrap().auto_ack = false;
     c.add("b", config);
     // Step until a stops one lease to drain it for b.
-    let lease = loop {
-        let stopped = c.events.iter().find_map(|(_, n, o)| match o {
+    let lease = step_until(&mut c, "a never hands a lease off", |c| {
+        c.events.iter().find_map(|(_, n, o)| match o {
             Output::Stop { lease, .. } if n == "a" => Some(lease.clone()),
             _ => None,
-        });
-        if let Some(lease) = stopped {
-            break lease;
-        }
-        assert!(c.time < 60_000, "a never hands a lease off");
-        if !c.deliver_next() {
-            c.time += 100;
-            for host in ["a", "b"] {
-                c.input(host, Input::Tick).unwrap();
-            }
-        }
-    };
+        })
+    });
     // The drained batch's checkpoint goes out and is held; the call ends.
     c.checkpoint("a", lease.as_str(), "20").unwrap();
     let write = c.intercept("a", Intent::Checkpoint);
@@ -1332,11 +1321,7 @@ fn a_handoff_called_off_with_a_checkpoint_on_the_wire(
     let mut waited = 0;
     while restarted_from(&c, &lease).is_none() {
         assert!(waited < 60_000, "a never starts the lease again");
-        while let Some(at) = c.inflight.iter().position(|(n, _)| n == "a") {
-            let (_, req) = c.inflight.remove(at).unwrap();
-            let result = c.store.execute(req.op.clone());
-            c.answer("a", &req, result);
-        }
+        c.serve("a");
         if waited >= 5_000
             && let Some(write) = held.take()
         {

@@ -1,8 +1,9 @@
 //! The replay bound of the checkpoint policy, checked from outside the engine: a new
 //! call may start behind what was committed only by what the policy holds back
 //! beyond what a write in flight carried, or what was committed while the lease's
-//! writes were busy (a write on the wire, or a failure not yet followed by a write
-//! that went through). Under a count of `n` that is fewer than `n` events, none
+//! writes were busy (a write on the wire, a failure not yet followed by a write that
+//! went through, or the engine backing them off after a failed read of the lease,
+//! `LeaseHost::writes_wait`). Under a count of `n` that is fewer than `n` events, none
 //! after every batch; under an interval, only events committed within one interval
 //! (on the holder's clock, at the run's worst drift, plus the holder's pauses)
 //! before the holder's call ended. The model checks the count's bound
