@@ -3,7 +3,6 @@
 //! A run that stops at a time or state limit is *incomplete*: no property that lacks
 //! a discovery is reported as holding (stateright itself reports such a run as done).
 
-use crate::state::{Action, State};
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 use std::collections::BTreeSet;
 use std::fmt::Debug;
@@ -94,7 +93,7 @@ impl Outcome {
 
 /// One property's verdict; by default, of the partition model.
 #[derive(Clone, Debug)]
-pub struct Verdict<S = State, A = Action> {
+pub struct Verdict<S, A> {
     /// The property.
     pub property: &'static str,
     /// Whether it is an `always` property.
@@ -122,7 +121,7 @@ pub struct Progress {
 
 /// The result of a check; by default, of the partition model.
 #[derive(Clone, Debug)]
-pub struct Report<S = State, A = Action> {
+pub struct Report<S, A> {
     /// One verdict per property, in the model's order.
     pub verdicts: Vec<Verdict<S, A>>,
     /// Final counts.

@@ -1,9 +1,21 @@
 //! The clocks of modelled processes: each runs slow or fast by the drift bound for
 //! the whole run, and each wall clock is off true time by a fixed number of ticks.
 
-use crate::config::TICK_MS;
-use crate::state::Rate;
 use leasehold_engine::{LocalTime, Now, WallTime};
+
+/// One tick of true time, in milliseconds.
+pub const TICK_MS: u64 = 1_000;
+
+/// A host clock's rate against true time, fixed for the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rate {
+    /// Loses the drift bound every tick.
+    Slow,
+    /// Keeps true time.
+    Exact,
+    /// Gains the drift bound every tick.
+    Fast,
+}
 
 /// The wall clock of true time 0.
 pub const WALL_BASE: i64 = 1_700_000_000_000;

@@ -2,7 +2,7 @@
 //! against the reference store, with the queue model's clocks and faults.
 
 use crate::clocks::WALL_BASE;
-use crate::config::BoundsError;
+use crate::limits::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::transitions::Transitions;
 use crate::world::Fault;

@@ -27,25 +27,26 @@
 
 pub mod check;
 mod clocks;
-mod config;
 mod engine;
 pub mod explore;
 pub mod items;
+mod limits;
 mod lock_config;
 mod partitions;
-pub mod properties;
 pub mod queue;
-mod state;
 mod svg;
 pub mod trace;
 pub mod transitions;
 pub mod world;
 
-pub use config::{Bounds, BoundsError, Bug, LeastBound, TICK_MS};
+pub use clocks::{Rate, TICK_MS};
 pub use items::ItemModel;
+pub use limits::{BoundsError, LeastBound};
 pub use lock_config::{LockBounds, LockBug, LockKind};
-pub use partitions::{PartitionModel, lease_before};
+pub use partitions::config::{Bounds, Bug};
+pub use partitions::properties;
+pub use partitions::state::{Action, Events, Ghost, Host, State, Work};
+pub use partitions::{PartitionModel, PartitionReport, lease_before};
 pub use queue::QueueModel;
-pub use state::{Action, Events, Ghost, Host, Rate, State, Work};
 pub use svg::sequence_diagram;
 pub use world::Fault;

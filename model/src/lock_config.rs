@@ -1,6 +1,7 @@
 //! The bounds of the queue and item-lease checks, and their known-bad variants.
 
-use crate::config::{BoundsError, TICK_MS, range};
+use crate::clocks::TICK_MS;
+use crate::limits::{BoundsError, LeastBound, range};
 use crate::world::Budget;
 use leasehold_engine::lock::LockPolicy;
 use leasehold_engine::{Drift, ExpiryRule, Millis};
@@ -262,8 +263,7 @@ impl LockBug {
     /// The least bound known to show this variant's counterexample (the bounds
     /// `model/tests/locks.rs` find it at), for every bound not given on the command
     /// line.
-    pub fn least_bound(self) -> crate::config::LeastBound {
-        use crate::config::LeastBound;
+    pub fn least_bound(self) -> LeastBound {
         // One message or item, no crash, no give-back: a single late or lagging
         // write is enough.
         let lone = LeastBound {

@@ -3,7 +3,7 @@
 //! drift, lost replies and delayed writes.
 
 use crate::clocks::WALL_BASE;
-use crate::config::BoundsError;
+use crate::limits::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::transitions::Transitions;
 use crate::world::Fault;

@@ -14,7 +14,7 @@
 //! its handler calls to each client ([`Client::handler`]); it shares everything else
 //! here.
 
-use crate::state::Rate;
+use crate::clocks::Rate;
 use leasehold_engine::lock::Locks;
 use leasehold_engine::store::{Container, Document, Op, Reader, Replicated, Reply, StoreError};
 use leasehold_engine::{DocId, Millis, Now, RequestId};

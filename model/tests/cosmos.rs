@@ -13,11 +13,12 @@ mod common;
 
 use common::{broken, counterexample, model};
 use leasehold_engine::balance::Strategy;
-use leasehold_model::check::{Outcome, Report, Search};
+use leasehold_model::PartitionReport;
+use leasehold_model::check::{Outcome, Search};
 use leasehold_model::{Bounds, Bug, properties as p};
 
 /// Every state of `bounds`, depth first; every safety property holds.
-fn proven(bounds: Bounds) -> Report {
+fn proven(bounds: Bounds) -> PartitionReport {
     common::proven_for(bounds, &p::SAFETY)
 }
 

@@ -9,11 +9,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use leasehold_engine::ExpiryRule;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::Liveness;
-use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
+use leasehold_model::PartitionReport;
+use leasehold_model::check::{self, Options, Outcome, Search, Stop};
 use leasehold_model::{Bounds, Bug, PartitionModel, properties as p, trace};
 use std::time::Duration;
 
-fn exhaustive(model: &PartitionModel) -> Report {
+fn exhaustive(model: &PartitionModel) -> PartitionReport {
     let options = Options {
         search: Search::Dfs,
         threads: 2,
@@ -35,7 +36,7 @@ fn exhaustive(model: &PartitionModel) -> Report {
     report
 }
 
-fn assert_proven(report: &Report, reached: &[&str]) {
+fn assert_proven(report: &PartitionReport, reached: &[&str]) {
     assert!(report.complete, "the check must explore every state");
     for property in p::SAFETY.into_iter().chain(p::LIVENESS) {
         assert_eq!(

@@ -14,13 +14,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use leasehold_engine::ExpiryRule;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::Liveness;
-use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
+use leasehold_model::PartitionReport;
+use leasehold_model::check::{self, Options, Outcome, Search, Stop};
 use leasehold_model::transitions::Transitions;
 use leasehold_model::{Bounds, Bug, PartitionModel, properties as p};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn run(model: &PartitionModel, options: &Options) -> Report {
+fn run(model: &PartitionModel, options: &Options) -> PartitionReport {
     let report = check::check(model, options, Duration::from_secs(60), |_| {});
     println!(
         "fold {}, reuse {}: {} unique, depth {}, {:.1} s",
@@ -33,7 +34,7 @@ fn run(model: &PartitionModel, options: &Options) -> Report {
     report
 }
 
-fn exhaustive(model: &PartitionModel) -> Report {
+fn exhaustive(model: &PartitionModel) -> PartitionReport {
     let options = Options {
         search: Search::Dfs,
         threads: 2,

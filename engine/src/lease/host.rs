@@ -3,9 +3,9 @@
 use super::agenda::Agenda;
 use super::heartbeat::BeatStep;
 use super::membership::Membership;
+use super::memo::PlanMemo;
 use super::phase::Phase;
 use super::reads::TableReads;
-use super::replan::PlanMemo;
 use super::session::Sessions;
 use super::slot::{Own, ReleaseTo, Slot};
 use super::{

@@ -12,6 +12,7 @@ mod heartbeat;
 mod host;
 mod io;
 mod membership;
+mod memo;
 mod phase;
 mod reads;
 mod replan;
@@ -29,5 +30,5 @@ pub use config::{CheckpointPolicy, ConfigError, KnownBad, LeaseConfig, Liveness,
 pub use document::{HostDocument, LeaseDocument, Record};
 pub use host::{LeaseHost, LeaseState};
 pub use io::{Input, InputError, Intent, LossCause, Output, Purpose, StopReason, StoreRequest};
-pub use replan::Plans;
+pub use memo::Plans;
 pub use session::{Run, Stage};

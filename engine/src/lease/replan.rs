@@ -13,74 +13,8 @@
 //! that runs: debug builds walk anyway and compare.
 
 use super::host::LeaseHost;
-use super::membership::Member;
-use crate::ids::{HostId, LeaseToken, Tenure};
+use super::memo::Plans;
 use crate::time::{LocalTime, Now};
-
-/// What the group looked like to the last plan, kept only when that plan asked for
-/// nothing and no lease's verdict could change with time alone (no lease expires by
-/// its own document, none waits on a tenure it cannot judge yet).
-///
-/// A memo, not state: it says whether a walk can be skipped, never what a walk
-/// finds, so hosts that differ only in it behave alike, and the host's equality and
-/// hashing (the model checker's states) leave it out, as they leave out the agenda.
-#[derive(Clone, Debug, Default)]
-pub(super) struct PlanMemo {
-    shape: Option<GroupShape>,
-    plans: Plans,
-}
-
-/// How a host has made its plans in this life: by walking its whole view of the
-/// lease table, or by finding that nothing a plan reads had changed since the last
-/// one, which asked for nothing. In a steady group nearly every plan is reused; a
-/// walk costs one visit per lease.
-///
-/// ```
-/// use leasehold_engine::lease::{LeaseConfig, LeaseHost};
-/// use leasehold_engine::{Incarnation, LeaseToken};
-///
-/// let config = LeaseConfig {
-///     partitions: vec![LeaseToken::from("0")],
-///     ..LeaseConfig::default()
-/// };
-/// let host = LeaseHost::new("h0".into(), config, Incarnation(0)).unwrap();
-/// assert_eq!(host.plans().walked, 0);
-/// assert_eq!(host.plans().reused, 0);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Plans {
-    /// Plans made by walking every lease.
-    pub walked: u64,
-    /// Plans found unchanged without a walk.
-    pub reused: u64,
-}
-
-/// What a plan's verdicts and shares read of the group, beside the leases.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct GroupShape {
-    tenure: Option<Tenure>,
-    published: Vec<LeaseToken>,
-    members: Vec<MemberShape>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct MemberShape {
-    host: HostId,
-    tenure: Option<Tenure>,
-    fenced: bool,
-    alive: bool,
-    claims: Vec<LeaseToken>,
-}
-
-impl MemberShape {
-    fn is(&self, host: &LeaseHost, m: &Member, now: Now) -> bool {
-        self.host == m.doc.host
-            && self.tenure == m.doc.tenure
-            && self.fenced == m.is_fenced()
-            && self.alive == host.is_alive(m, now)
-            && self.claims == m.doc.claims
-    }
-}
 
 impl LeaseHost {
     /// Plans again at `replan_at`: walks the table unless the walk would give the
@@ -95,12 +29,12 @@ impl LeaseHost {
         #[cfg(debug_assertions)]
         self.check_skipped_walk(now, next);
         self.replan_at = next;
-        self.memo.plans.reused += 1;
+        self.memo.reused();
     }
 
     /// How this host has made its plans in this life.
     pub fn plans(&self) -> Plans {
-        self.memo.plans
+        self.memo.plans()
     }
 
     /// The earliest future moment at which a live member's heartbeat counts as
@@ -117,38 +51,13 @@ impl LeaseHost {
     /// `reusable`: it asked for nothing, and no lease's verdict moves with time
     /// alone.
     pub(super) fn remember_plan(&mut self, now: Now, reusable: bool) {
-        self.memo.shape = reusable.then(|| self.group_shape(now));
-        self.memo.plans.walked += 1;
-    }
-
-    fn group_shape(&self, now: Now) -> GroupShape {
-        let members = self.membership.members().map(|m| MemberShape {
-            host: m.doc.host.clone(),
-            tenure: m.doc.tenure,
-            fenced: m.is_fenced(),
-            alive: self.is_alive(m, now),
-            claims: m.doc.claims.clone(),
-        });
-        GroupShape {
-            tenure: self.membership.beat.tenure(),
-            published: self.membership.beat.published().to_vec(),
-            members: members.collect(),
-        }
+        let expiry = &self.config.expiry;
+        self.memo.walked(&self.membership, expiry, now, reusable);
     }
 
     pub(super) fn group_unchanged(&self, now: Now) -> bool {
-        let Some(shape) = &self.memo.shape else {
-            return false;
-        };
-        let members = self.membership.members();
-        shape.tenure == self.membership.beat.tenure()
-            && shape.published == self.membership.beat.published()
-            && shape.members.len() == self.membership.members().count()
-            && shape
-                .members
-                .iter()
-                .zip(members)
-                .all(|(s, m)| s.is(self, m, now))
+        let expiry = &self.config.expiry;
+        self.memo.group_unchanged(&self.membership, expiry, now)
     }
 
     /// The walk skipped, made after all: it must plan nothing. Under session

@@ -28,6 +28,7 @@ mod dead_letter;
 mod io;
 mod message;
 pub mod parts;
+mod tag;
 
 pub use claim::{Claim, ClaimKey};
 pub use config::{

@@ -35,7 +35,7 @@ impl PartSetId {
     /// The set a producer's token names: its holder name escaped for ids, its life
     /// and the token's number.
     pub fn of(token: &LockToken) -> PartSetId {
-        PartSetId(super::message::token_tag(token))
+        PartSetId(super::tag::token_tag(token))
     }
 
     /// The id as a string.

@@ -1,7 +1,8 @@
 //! The checks the model's test files share: a whole bound explored, and a shortest
 //! counterexample replayed.
 
-use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
+use leasehold_model::PartitionReport;
+use leasehold_model::check::{self, Options, Outcome, Search, Stop};
 use leasehold_model::{Bounds, PartitionModel, properties as p, trace};
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ pub fn model(bounds: Bounds) -> PartitionModel {
 pub fn proven_for<'a>(
     bounds: Bounds,
     properties: impl IntoIterator<Item = &'a &'static str>,
-) -> Report {
+) -> PartitionReport {
     let model = model(bounds);
     let options = Options {
         search: Search::Dfs,

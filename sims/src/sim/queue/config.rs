@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+/// How long a failed handler's message stays invisible after its abandon.
+pub(super) const ABANDON_DELAY: Millis = Millis::from_secs(1);
+
 /// The most bytes a document holds in a run with large payloads: small, so that a
 /// payload of tens of KiB takes several parts.
 pub const LARGE_RUN_DOCUMENT_BYTES: usize = 8 * 1024;

@@ -155,7 +155,7 @@ impl Truth {
     /// timeout; a message given back comes back after its delay. Twice each, so that
     /// one unlucky turn is never a verdict.
     fn grace(cfg: &QueueConfig) -> u64 {
-        let delay = super::world::ABANDON_DELAY.as_millis();
+        let delay = super::config::ABANDON_DELAY.as_millis();
         2 * (cfg.poll.as_millis() + cfg.network.request_timeout.as_millis() + delay)
     }
 

@@ -4,7 +4,7 @@
 //! - `network`: latency, unknown outcomes, throttling, and the checks on every write;
 //! - `faults`: crashes, pauses, clock steps, store-wide windows and the heal.
 
-use super::config::QueueConfig;
+use super::config::{ABANDON_DELAY, QueueConfig};
 use super::truth::{Holder, Truth};
 use crate::sim::clock::HostClock;
 use crate::sim::cost::{Kind, request_units};
@@ -27,8 +27,6 @@ mod faults;
 mod network;
 
 const SECOND: u64 = 1_000;
-/// How long a failed handler's message stays invisible after its abandon.
-pub(super) const ABANDON_DELAY: Millis = Millis::from_secs(1);
 /// How often ground truth checks, after the heal, that no message waits while a
 /// consumer has room.
 const PROBE_MS: u64 = SECOND;

@@ -45,17 +45,6 @@ pub struct Work {
     pub progress: u8,
 }
 
-/// A host clock's rate against true time, fixed for the run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Rate {
-    /// Loses the drift bound every tick.
-    Slow,
-    /// Keeps true time.
-    Exact,
-    /// Gains the drift bound every tick.
-    Fast,
-}
-
 /// History the properties look at, recorded as things happen.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Ghost {

@@ -1,8 +1,11 @@
-//! The stateright model of partition leases: H hosts running the engine's
-//! [`LeaseHost`] against the engine's reference store.
+//! The cluster the partition model checks: H hosts running the engine's
+//! [`LeaseHost`] against the engine's reference store, and the rules by which one
+//! step of it moves.
 
-use crate::config::{Bounds, BoundsError};
-use crate::state::{Action, Calls, Events, Ghost, Host, MAX_PARTITIONS, State, Work};
+use super::config::Bounds;
+use super::state::{Action, Calls, Events, Ghost, Host, MAX_PARTITIONS, State, Work};
+use crate::clocks::WALL_BASE;
+use crate::limits::BoundsError;
 use crate::transitions::Transitions;
 use crate::world::{self, Answer, Budget, Fault, Request, Rules, note};
 use leasehold_engine::feed::Read;
@@ -15,11 +18,6 @@ use leasehold_engine::{
     Checkpoint, ExpiryRule, HostId, Incarnation, LeaseToken, Now, PartitionKey, WallTime,
 };
 use std::sync::Arc;
-
-/// Faults can hit any of a step's first few writes or requests.
-const MAX_FAULT_INDEX: u8 = 3;
-
-use crate::clocks::WALL_BASE;
 
 /// The partition-lease model. Build it with [`PartitionModel::new`], then check it
 /// with stateright's checkers, or with [`crate::check`].
@@ -138,7 +136,7 @@ impl PartitionModel {
         crate::clocks::now(self.bounds.drift_ms, host.rate, host.wall_offset, time)
     }
 
-    fn engine(&self, h: u8, incarnation: u8) -> LeaseHost {
+    pub(super) fn engine(&self, h: u8, incarnation: u8) -> LeaseHost {
         let config = match &self.deployed {
             Some(deployed) if h > 0 => deployed.clone(),
             _ => self.config.clone(),
@@ -207,7 +205,7 @@ impl PartitionModel {
     /// The lease container as hosts find it: every lease exists, unowned. Creating
     /// leases (and racing to create them) is covered by the engine's host tests;
     /// leaving it out of the model keeps the cold start small.
-    fn initial_store(&self) -> Container<Record> {
+    pub(super) fn initial_store(&self) -> Container<Record> {
         let mut store = Container::new();
         for p in 0..self.bounds.partitions {
             let doc = LeaseDocument::new(&self.config.prefix, Self::token(p), WallTime(WALL_BASE));
@@ -219,7 +217,7 @@ impl PartitionModel {
     }
 
     /// Whether host `h` has timers due.
-    fn due(&self, state: &State, h: usize) -> bool {
+    pub(super) fn due(&self, state: &State, h: usize) -> bool {
         let host = &state.clients[h];
         let local = self.now(host, state.time).local;
         host.engine
@@ -230,7 +228,7 @@ impl PartitionModel {
     /// Whether the world may move on to the next tick on time: no live host has
     /// timers due, and every lost call has ended (the driver's grace period is
     /// shorter than a tick). Held requests may stay on the wire across ticks.
-    pub(crate) fn quiescent(&self, state: &State) -> bool {
+    pub(super) fn quiescent(&self, state: &State) -> bool {
         (0..state.clients.len()).all(|h| !self.due(state, h))
             && state
                 .clients
@@ -653,127 +651,8 @@ impl Rules for PartitionModel {
     }
 }
 
-impl stateright::Model for PartitionModel {
-    type State = State;
-    type Action = Action;
-
-    fn init_states(&self) -> Vec<State> {
-        let ghost = Ghost::default();
-        let skew = if self.fold_wall_clocks {
-            0
-        } else {
-            self.bounds.skew
-        };
-        let mut states = world::initial(
-            self.bounds.hosts,
-            skew,
-            &self.bounds.budget(),
-            &self.initial_store(),
-            &ghost,
-            |h| self.engine(h, 0),
-        );
-        if self.zombie_slot().is_some() {
-            for state in &mut states {
-                let mut slot = state.clients[0].clone();
-                slot.engine = None;
-                slot.cut = true;
-                state.clients.push(slot);
-            }
-        }
-        states
-    }
-
-    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
-        let faults = Fault::menu(&self.bounds.budget(), state, MAX_FAULT_INDEX);
-        let pairs = if self.bounds.faults_per_step >= 2 {
-            Fault::pairs(&self.bounds.budget(), state, MAX_FAULT_INDEX)
-        } else {
-            Vec::new()
-        };
-        let quiescent = self.quiescent(state);
-        let zombie = self.zombie_slot();
-        for (h, host) in state.clients.iter().enumerate() {
-            let h = h as u8;
-            let is_zombie = Some(h) == zombie;
-            if host.engine.is_none() {
-                // A crashed host restarts at a tick boundary, or stays down.
-                if quiescent && !is_zombie {
-                    actions.push(Action::Restart(h));
-                }
-                continue;
-            }
-            if self.due(state, usize::from(h)) {
-                if is_zombie {
-                    // Cut off: nothing it sends arrives, so no fault can hit it.
-                    actions.push(Action::Step(h, None));
-                } else {
-                    actions.extend(faults.iter().map(|f| Action::Step(h, *f)));
-                    actions.extend(pairs.iter().map(|(a, b)| Action::StepTwice(h, *a, *b)));
-                    if !host.throttled && state.throttles < self.bounds.throttled_reads {
-                        actions.push(Action::Throttle(h));
-                    }
-                }
-            }
-            let calls = host.handler.lingering.iter().zip(&host.handler.draining);
-            for (p, (lost, draining)) in calls.enumerate() {
-                if lost.is_some() || draining.is_some() {
-                    actions.push(Action::Return(h, p as u8));
-                }
-            }
-            if is_zombie {
-                continue;
-            }
-            if quiescent && state.crashes < self.bounds.crashes {
-                actions.push(Action::Crash(h));
-            }
-            let running = host.engine.as_ref().is_some_and(|e| e.is_running());
-            if quiescent && running && state.ghost.shutdowns < self.bounds.shutdowns {
-                actions.push(Action::Shutdown(h));
-            }
-            let slot_free = zombie.is_some_and(|z| state.clients[usize::from(z)].engine.is_none());
-            if quiescent && running && slot_free && state.ghost.zombies < self.bounds.zombies {
-                actions.push(Action::Zombie(h));
-            }
-        }
-        actions.extend(state.net.keys().map(|(h, id)| Action::Serve(*h, *id)));
-        let unheard = world::may_give_up(state).into_iter();
-        actions.extend(unheard.map(|(h, id)| Action::GiveUp(h, id)));
-        actions.extend(state.replies.keys().map(|(h, id)| Action::Deliver(*h, *id)));
-        if quiescent && state.ghost.feed.splits() < usize::from(self.bounds.splits) {
-            actions.push(Action::Split);
-        }
-        if state.time < self.bounds.horizon {
-            if quiescent {
-                actions.push(Action::Advance);
-            } else if state.pauses < self.bounds.pauses {
-                actions.push(Action::Late);
-            }
-        }
-    }
-
-    fn next_state(&self, last: &State, action: Action) -> Option<State> {
-        self.step(last, action, &mut None)
-    }
-
-    fn properties(&self) -> Vec<stateright::Property<Self>> {
-        crate::properties::all(self)
-    }
-
-    fn within_boundary(&self, state: &State) -> bool {
-        state.time <= self.bounds.horizon
-    }
-
-    fn format_action(&self, action: &Action) -> String {
-        crate::trace::describe_action(action)
-    }
-
-    fn as_svg(&self, path: stateright::Path<State, Action>) -> Option<String> {
-        Some(crate::svg::sequence_diagram(self, path))
-    }
-}
-
 impl PartitionModel {
-    fn step(
+    pub(super) fn step(
         &self,
         last: &State,
         action: Action,

@@ -4,8 +4,8 @@
 //! `always` property on the timed state: once no fault has happened for long enough,
 //! the goal must hold.
 
-use crate::partitions::{PartitionModel, index, number};
-use crate::state::State;
+use super::cluster::{PartitionModel, index, number};
+use super::state::State;
 use leasehold_engine::HostId;
 use leasehold_engine::lease::LeaseDocument;
 use stateright::Property;

@@ -1,18 +1,18 @@
 //! What a check covers: the cluster's size, the faults it may suffer, the protocol
 //! settings, and an optional known-bad variant.
 
+use super::state::MAX_PARTITIONS;
+use crate::clocks::TICK_MS;
+use crate::limits::{BoundsError, LeastBound, range};
 use crate::world::Budget;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::{
-    CheckpointPolicy, ConfigError, Intent, KnownBad, LeaseConfig, LeaseDocument, Liveness, Record,
+    CheckpointPolicy, Intent, KnownBad, LeaseConfig, LeaseDocument, Liveness, Record,
 };
 use leasehold_engine::store::Op;
 use leasehold_engine::{Drift, ExpiryPolicy, ExpiryRule, LeaseToken, Millis};
 use std::fmt;
 use std::str::FromStr;
-
-/// One tick of true time, in milliseconds.
-pub const TICK_MS: u64 = 1_000;
 
 /// The bounds and settings of a partition-lease check.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -255,69 +255,6 @@ pub enum Bug {
     /// a called-off handoff restarts the lease behind the checkpoint on its way,
     /// and the stored checkpoint goes back (the runtime swarm's seed 114165).
     StartBeforeCheckpointLands,
-}
-
-/// The bounds a variant's counterexample needs where they differ from the general
-/// defaults: what `leasehold check --bug` runs for every bound not given on the
-/// command line, so that each variant the model can find is found at its defaults.
-/// The values are the bounds `model/tests` find each variant at.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LeastBound {
-    /// Hosts.
-    pub hosts: Option<u8>,
-    /// Partitions.
-    pub partitions: Option<u8>,
-    /// Crashes.
-    pub crashes: Option<u8>,
-    /// Graceful shutdowns.
-    pub shutdowns: Option<u8>,
-    /// Zombies.
-    pub zombies: Option<u8>,
-    /// A deploy half done.
-    pub deploy: bool,
-    /// Pauses.
-    pub pauses: Option<u8>,
-    /// Writes held on the wire.
-    pub delays: Option<u8>,
-    /// Stale reads.
-    pub stale_reads: Option<u8>,
-    /// How many writes back a stale read may go.
-    pub stale_depth: Option<u8>,
-    /// Lost replies.
-    pub lost_replies: Option<u8>,
-    /// Late replies.
-    pub late_replies: Option<u8>,
-    /// Retried writes.
-    pub retries: Option<u8>,
-    /// Bursts of throttled reads.
-    pub throttled_reads: Option<u8>,
-    /// Faults a host step may suffer.
-    pub faults_per_step: Option<u8>,
-    /// Slow drains.
-    pub slow_drains: Option<u8>,
-    /// Wall-clock skew, in seconds.
-    pub skew: Option<u8>,
-    /// Splits.
-    pub splits: Option<u8>,
-    /// Checkpoints per lease.
-    pub progress: Option<u8>,
-    /// Queue and items: abandons or breaks clients may choose.
-    pub give_backs: Option<u8>,
-    /// Queue: deliveries after which a message is dead-lettered.
-    pub max_dequeue: Option<u8>,
-    /// Seconds of true time explored.
-    pub horizon: Option<u8>,
-    /// Where authority comes from.
-    pub liveness: Option<Liveness>,
-    /// The balancing strategy, where the variant needs one that steals.
-    pub strategy: Option<Strategy>,
-    /// Search depth first: breadth first would hold every state up to the
-    /// counterexample's depth in memory.
-    pub depth_first: bool,
-    /// The model does not show it in seconds: no bound that fits on these machines is known to
-    /// (README, "The store production has"), or it breaks no property the model
-    /// has; the engine's tests and the simulator keep it.
-    pub out_of_reach: bool,
 }
 
 impl Bug {
@@ -641,7 +578,10 @@ impl FromStr for Bug {
         Bug::ALL
             .into_iter()
             .find(|b| b.name() == s)
-            .ok_or_else(|| BoundsError::UnknownBug(s.to_string()))
+            .ok_or_else(|| BoundsError::UnknownBug {
+                name: s.to_string(),
+                expected: bug_names(),
+            })
     }
 }
 
@@ -649,43 +589,6 @@ impl fmt::Display for Bug {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// Bounds that cannot be checked.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum BoundsError {
-    /// Too few or too many of something.
-    #[error("{what} must be between {min} and {max}, not {value}")]
-    OutOfRange {
-        /// The setting.
-        what: &'static str,
-        /// Its value.
-        value: u64,
-        /// The smallest accepted value.
-        min: u64,
-        /// The largest accepted value.
-        max: u64,
-    },
-    /// A known-bad variant that does not exist.
-    #[error("unknown bug {0:?}: expected one of {names}", names = bug_names())]
-    UnknownBug(String),
-    /// A known-bad variant that does not exist for this model.
-    #[error("unknown bug {name:?} for this check: expected one of {expected}")]
-    UnknownVariant {
-        /// The name given.
-        name: String,
-        /// The names this check knows.
-        expected: String,
-    },
-    /// The lock settings derived from the bounds are inconsistent.
-    #[error("the lock settings are inconsistent: {0}")]
-    LockSettings(String),
-    /// The protocol settings derived from the bounds are inconsistent.
-    #[error("the protocol settings are inconsistent: {0}")]
-    Protocol(ConfigError),
-    /// A variant of session liveness asked for under lease liveness.
-    #[error("{0} breaks session liveness: it needs --strategy handoff and --liveness session")]
-    BugNeedsSession(Bug),
 }
 
 fn bug_names() -> String {
@@ -727,7 +630,7 @@ impl Bounds {
         range("faults per step", self.faults_per_step.into(), 1, 2)?;
         if self.splits > 0 {
             // Each split adds two leases, and the model has room for 5.
-            let room = crate::state::MAX_PARTITIONS as u64 - 2 * u64::from(self.splits);
+            let room = MAX_PARTITIONS as u64 - 2 * u64::from(self.splits);
             range("partitions with --splits", self.partitions.into(), 1, room)?;
         }
         // The shortest lease that still renews safely: 3 ticks leaves 2.7 s of
@@ -784,7 +687,7 @@ impl Bounds {
         if let Some(bug) = self.bug.filter(|b| b.needs_session())
             && config.liveness() != Liveness::Session
         {
-            return Err(BoundsError::BugNeedsSession(bug));
+            return Err(BoundsError::BugNeedsSession(bug.name()));
         }
         Ok(config)
     }
@@ -926,19 +829,6 @@ impl Bounds {
     fn true_ticks(&self, local: u64) -> u64 {
         let slowest = TICK_MS - u64::from(self.drift_ms).min(TICK_MS - 1);
         (local * TICK_MS).div_ceil(slowest).div_ceil(TICK_MS)
-    }
-}
-
-pub(crate) fn range(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), BoundsError> {
-    if (min..=max).contains(&value) {
-        Ok(())
-    } else {
-        Err(BoundsError::OutOfRange {
-            what,
-            value,
-            min,
-            max,
-        })
     }
 }
 
