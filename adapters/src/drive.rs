@@ -85,12 +85,12 @@ pub(crate) struct Link<St> {
     pub timeout: Duration,
 }
 
-type Answer<M> = (
+type Answered<M> = (
     RequestId,
     <M as StoreClient>::Intent,
     Response<<M as StoreClient>::Doc>,
 );
-type InFlight<M> = Pin<Box<dyn Future<Output = Answer<M>> + Send>>;
+type InFlight<M> = Pin<Box<dyn Future<Output = Answered<M>> + Send>>;
 
 /// Drives the machine in `seat` until nothing can wake it again or it has finished:
 /// `first` goes in (a client's command), whatever the machine has to say goes out,

@@ -41,9 +41,18 @@ fn impure_lines(source: &str) -> Vec<String> {
     source
         .lines()
         .filter(|line| !line.trim_start().starts_with("//"))
-        .filter(|line| PATTERNS.iter().any(|p| line.contains(p)))
+        .filter(|line| PATTERNS.iter().any(|p| names(line, p)))
         .map(String::from)
         .collect()
+}
+
+/// Whether `line` names `pattern` as a path of its own, not as the tail of a longer
+/// identifier (`Errand::` is no `rand::`).
+fn names(line: &str, pattern: &str) -> bool {
+    line.match_indices(pattern).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -122,4 +131,13 @@ fn the_dependency_check_catches_a_new_dependency() {
 fn the_source_check_catches_a_clock_read() {
     let source = "// Instant is fine in a comment\nlet t = std::time::Instant::now();";
     assert_eq!(impure_lines(source), ["let t = std::time::Instant::now();"]);
+}
+
+#[test]
+fn the_source_check_catches_a_random_draw_but_not_a_name_ending_in_rand() {
+    let source = "let e = Errand::Fence;\nlet x: u8 = rand::random();\nlet y = ::rand::random();";
+    assert_eq!(
+        impure_lines(source),
+        ["let x: u8 = rand::random();", "let y = ::rand::random();"]
+    );
 }

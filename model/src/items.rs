@@ -6,19 +6,20 @@ use crate::limits::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::transitions::Transitions;
 use crate::world::Fault;
-use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World, note};
+use crate::world::{self, Action, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::item_lease::{
     Candidate, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig,
     Output, Selector,
 };
 use leasehold_engine::lock::Locks;
+use leasehold_engine::store::StoreResult;
 use leasehold_engine::store::{Container, Document, Op};
 use leasehold_engine::{DocId, HostId, Incarnation, PartitionKey, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-impl world::Machine for Leaser {}
+impl world::Modelled for Leaser {}
 
 impl Locking for Leaser {
     fn locks(&self) -> &Locks {
@@ -121,7 +122,7 @@ impl ItemModel {
             keys: (0..bounds.docs).map(Self::key).collect(),
             bounds,
             config,
-            // The memo only pays where the engine's step is the cost (issue 23).
+            // The memo only pays where the engine's step is the cost (BENCHMARKS.md).
             transitions: Arc::new(Transitions::with_capacity(0)),
         })
     }
@@ -262,7 +263,7 @@ impl Rules for ItemModel {
         client: u8,
         req: &Request<Item, ItemIntent>,
         before: Option<Item>,
-        result: &Answer<Item>,
+        result: &StoreResult<Item>,
     ) {
         let Op::Replace { doc, .. } = &req.op else {
             return;

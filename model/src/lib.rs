@@ -27,13 +27,13 @@
 
 pub mod check;
 mod clocks;
-mod engine;
 pub mod explore;
 pub mod items;
 mod limits;
 mod lock_config;
 mod partitions;
 pub mod queue;
+mod sealed;
 mod svg;
 pub mod trace;
 pub mod transitions;

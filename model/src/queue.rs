@@ -7,20 +7,21 @@ use crate::limits::BoundsError;
 use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::transitions::Transitions;
 use crate::world::Fault;
-use crate::world::{self, Action, Answer, Budget, Locking, Request, Rules, World, note};
+use crate::world::{self, Action, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
     Candidate, ClaimKey, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageName,
     MessageState, Output, QueueError, QueueIntent, QueueKnownBad, QueueName, Selector,
     payload_hash,
 };
+use leasehold_engine::store::StoreResult;
 use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-impl world::Machine for Consumer {}
+impl world::Modelled for Consumer {}
 
 impl Locking for Consumer {
     fn locks(&self) -> &Locks {
@@ -249,7 +250,7 @@ impl QueueModel {
             liveness_ticks: bounds.liveness_ticks(LockKind::Queue),
             bounds,
             config,
-            // The memo only pays where the engine's step is the cost (issue 23).
+            // The memo only pays where the engine's step is the cost (BENCHMARKS.md).
             transitions: Arc::new(Transitions::with_capacity(0)),
         })
     }
@@ -424,7 +425,7 @@ impl Rules for QueueModel {
         client: u8,
         req: &Request<Message, QueueIntent>,
         before: Option<Message>,
-        result: &Answer<Message>,
+        result: &StoreResult<Message>,
     ) {
         let ghost = &mut world.ghost;
         if req.intent == QueueIntent::Enqueue

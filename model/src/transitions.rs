@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 /// How many transitions a generation keeps; the memo keeps two. Reuse is local: a
 /// host's next transitions mostly repeat ones met a few states earlier. Measured on
-/// the 3 × 2 × 1 session-handoff bound (BENCHMARKS.md, issue 23): one generation of
+/// the 3 × 2 × 1 session-handoff bound (BENCHMARKS.md, "Model checking: reusing engine transitions"): one generation of
 /// 8,192 reused 90 % of transitions in about 180 MB; one of 131,072 reused 94 %, but a
 /// lease host's state is several kilobytes, and the 1.8 GB it took cost more in page
 /// faults than the reuse saved.

@@ -22,21 +22,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 
-pub use crate::engine::Engine;
+pub use crate::sealed::Sealed;
 use crate::transitions::Transitions;
+use leasehold_engine::store::StoreResult;
 pub use leasehold_engine::{Request, StoreClient};
-
-/// A store answer.
-pub type Answer<D> = Result<Reply<D>, StoreError>;
 
 /// An engine state machine a client runs: the engine's
 /// [`StoreClient`] contract, which routes its requests, and what a model
 /// checker's state needs (clone, compare, hash).
 ///
 /// The world shares the engines of the clients a step leaves alone with the state it
-/// came from, and keeps each engine's digest ([`Engine`]): a step clones and hashes
+/// came from, and keeps each engine's digest ([`Sealed`]): a step clones and hashes
 /// only the engine it runs.
-pub trait Machine:
+pub trait Modelled:
     leasehold_engine::StoreClient<
         Doc: Send + Sync + 'static,
         Intent: Copy + Debug + PartialEq + Eq + Hash + Send + Sync + 'static,
@@ -55,7 +53,7 @@ pub trait Machine:
 }
 
 /// A machine that holds document locks (the queue consumer, the item leaser).
-pub trait Locking: Machine {
+pub trait Locking: Modelled {
     /// The locks it holds.
     fn locks(&self) -> &Locks;
 }
@@ -66,7 +64,7 @@ pub trait Locking: Machine {
 pub struct Client<M, X = ()> {
     /// The engine; `None` while the client is down. Shared with the states that have
     /// the same engine: a step clones only the engine it changes.
-    pub engine: Option<Engine<M>>,
+    pub engine: Option<Sealed<M>>,
     /// Which life of the client this is.
     pub incarnation: u8,
     /// How fast its clock runs.
@@ -88,7 +86,7 @@ pub struct Client<M, X = ()> {
 
 /// A whole world at one instant.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct World<M: Machine, G, X = ()> {
+pub struct World<M: Modelled, G, X = ()> {
     /// True time, in ticks.
     pub time: u8,
     /// Every client, up or down.
@@ -102,7 +100,7 @@ pub struct World<M: Machine, G, X = ()> {
     pub given_up: BTreeSet<(u8, RequestId)>,
     /// Replies held on the way back, by sender and request id: the store has served
     /// the request already.
-    pub replies: BTreeMap<(u8, RequestId), Answer<M::Doc>>,
+    pub replies: BTreeMap<(u8, RequestId), StoreResult<M::Doc>>,
     /// Crashes so far.
     pub crashes: u8,
     /// Late ticks so far.
@@ -170,7 +168,7 @@ pub struct Budget {
 /// What a model adds to the shared world.
 pub trait Rules: Sized {
     /// The engine.
-    type M: Machine;
+    type M: Modelled;
     /// The history the properties need.
     type Ghost: Clone + Debug + PartialEq + Eq + Hash;
     /// What runs beside each client's engine; a crash resets it to its default.
@@ -201,7 +199,7 @@ pub trait Rules: Sized {
         client: u8,
         req: &Request<<Self::M as StoreClient>::Doc, <Self::M as StoreClient>::Intent>,
         before: Option<<Self::M as StoreClient>::Doc>,
-        result: &Answer<<Self::M as StoreClient>::Doc>,
+        result: &StoreResult<<Self::M as StoreClient>::Doc>,
     );
     /// Handles an output other than a request; it may answer with an input for the
     /// engine (a handler that stops at once reports it). `fails`: the output is a
@@ -222,7 +220,7 @@ pub trait Rules: Sized {
     fn reply_lost(
         &self,
         _world: &mut State<Self>,
-        _applied: &Answer<<Self::M as StoreClient>::Doc>,
+        _applied: &StoreResult<<Self::M as StoreClient>::Doc>,
     ) {
     }
     /// A short description of a request, for traces.
@@ -236,7 +234,7 @@ pub trait Rules: Sized {
 pub type State<R> = World<<R as Rules>::M, <R as Rules>::Ghost, <R as Rules>::Handler>;
 
 /// Client `c`'s clocks now.
-pub fn now<M: Machine, G, X>(budget: &Budget, world: &World<M, G, X>, c: u8) -> Now {
+pub fn now<M: Modelled, G, X>(budget: &Budget, world: &World<M, G, X>, c: u8) -> Now {
     let client = &world.clients[usize::from(c)];
     crate::clocks::now(budget.drift_ms, client.rate, client.wall_offset, world.time)
 }
@@ -249,7 +247,7 @@ pub fn note(journal: &mut Option<Vec<String>>, line: impl FnOnce() -> String) {
 }
 
 /// A store answer, briefly.
-pub fn answer<D>(result: &Answer<D>) -> String {
+pub fn answer<D>(result: &StoreResult<D>) -> String {
     match result {
         Ok(Reply::Replaced(e) | Reply::Created(e)) => format!("ok, now {e:?}"),
         Ok(Reply::Deleted) => "deleted".into(),
@@ -308,7 +306,7 @@ pub const MAX_STALE_CHOICES: u8 = 6;
 impl Fault {
     /// The faults a step may suffer within `budget`, given what `world` has used,
     /// `none` first; writes and requests counted up to `per_step`.
-    pub fn menu<M: Machine, G, X>(
+    pub fn menu<M: Modelled, G, X>(
         budget: &Budget,
         world: &World<M, G, X>,
         per_step: u8,
@@ -344,7 +342,7 @@ impl Fault {
     /// The pairs of faults one step may suffer within `budget` (each on its own
     /// request), for a bound that allows two faults in a step: a late reply to a scan
     /// sent beside a write the SDK retries, say. Two of one kind need two left of it.
-    pub fn pairs<M: Machine, G, X>(
+    pub fn pairs<M: Modelled, G, X>(
         budget: &Budget,
         world: &World<M, G, X>,
         per_step: u8,
@@ -433,7 +431,7 @@ fn apply<R: Rules>(
     c: u8,
     req: &mut Request<<R::M as StoreClient>::Doc, <R::M as StoreClient>::Intent>,
     serve: Serve<'_>,
-) -> Answer<<R::M as StoreClient>::Doc> {
+) -> StoreResult<<R::M as StoreClient>::Doc> {
     let before = target(&world.store, &req.op);
     rules.tamper(req, before.as_ref());
     let reader = reader(c, req.id.incarnation.0);
@@ -449,7 +447,7 @@ fn apply<R: Rules>(
 }
 
 /// A fault has hit: it counts against its budget, and liveness counts from now.
-fn faulted<M: Machine, G, X>(world: &mut World<M, G, X>, fault: Fault) {
+fn faulted<M: Modelled, G, X>(world: &mut World<M, G, X>, fault: Fault) {
     match fault {
         Fault::Hold(_) => world.delays += 1,
         Fault::LoseReply(_) => world.lost_replies += 1,
@@ -646,7 +644,7 @@ pub fn run_with<R: Rules>(
 }
 
 /// Whether request `id` was sent by client `c`'s current life.
-fn sent_by_this_life<M: Machine, G, X>(world: &World<M, G, X>, c: u8, id: RequestId) -> bool {
+fn sent_by_this_life<M: Modelled, G, X>(world: &World<M, G, X>, c: u8, id: RequestId) -> bool {
     let client = &world.clients[usize::from(c)];
     client.engine.is_some() && id.incarnation.0 == u64::from(client.incarnation)
 }
@@ -721,7 +719,7 @@ pub fn give_up<R: Rules>(
 
 /// The held requests client `c`'s driver may still give up on: sent by its current
 /// life, not given up yet.
-pub fn may_give_up<M: Machine, G, X>(world: &World<M, G, X>) -> Vec<(u8, RequestId)> {
+pub fn may_give_up<M: Modelled, G, X>(world: &World<M, G, X>) -> Vec<(u8, RequestId)> {
     world
         .net
         .keys()
@@ -753,7 +751,7 @@ fn reply<R: Rules>(
     world: &mut State<R>,
     c: u8,
     id: RequestId,
-    result: Answer<<R::M as StoreClient>::Doc>,
+    result: StoreResult<<R::M as StoreClient>::Doc>,
     journal: &mut Option<Vec<String>>,
 ) -> Option<()> {
     let who = R::ACTOR;
@@ -777,7 +775,7 @@ fn reply<R: Rules>(
 }
 
 /// Whether time may move on without a pause: every live client has acted.
-pub fn settled<M: Machine, G, X>(world: &World<M, G, X>) -> bool {
+pub fn settled<M: Modelled, G, X>(world: &World<M, G, X>) -> bool {
     world.clients.iter().all(|c| c.engine.is_none() || c.acted)
 }
 
@@ -789,7 +787,7 @@ pub const FAULTED_WRITES: u8 = 2;
 /// (one per choice and fault) or its restart, and its crash; then held requests; then
 /// time. `choices(c)` lists what client `c` may do in its step; a fault may hit any of
 /// a step's first `faulted` writes (and, for late replies, requests).
-pub fn actions<M: Machine, G, C: Copy>(
+pub fn actions<M: Modelled, G, C: Copy>(
     budget: &Budget,
     world: &World<M, G>,
     faulted: u8,
@@ -855,7 +853,7 @@ pub enum Action<C> {
 }
 
 /// Applies the shared actions; `Step` is the model's own.
-pub fn shared_step<M: Machine, G, X: Default, C>(
+pub fn shared_step<M: Modelled, G, X: Default, C>(
     world: &mut World<M, G, X>,
     action: &Action<C>,
     engine: impl FnOnce(u8, u8) -> M,
@@ -875,7 +873,7 @@ pub fn shared_step<M: Machine, G, X: Default, C>(
 
 /// Client `c` crashes: its engine and what ran beside it are gone; the requests it
 /// left on the wire stay there and may still arrive.
-pub fn crash<M: Machine, G, X: Default>(world: &mut World<M, G, X>, c: u8) {
+pub fn crash<M: Modelled, G, X: Default>(world: &mut World<M, G, X>, c: u8) {
     let client = &mut world.clients[usize::from(c)];
     // Its session with the store ends with it; a new life starts a new one.
     world.store.forget(reader(c, u64::from(client.incarnation)));
@@ -887,7 +885,7 @@ pub fn crash<M: Machine, G, X: Default>(world: &mut World<M, G, X>, c: u8) {
 }
 
 /// Client `c` exits after a graceful shutdown: like a crash, but no fault.
-pub fn exit<M: Machine, G, X: Default>(world: &mut World<M, G, X>, c: u8) {
+pub fn exit<M: Modelled, G, X: Default>(world: &mut World<M, G, X>, c: u8) {
     let client = &mut world.clients[usize::from(c)];
     world.store.forget(reader(c, u64::from(client.incarnation)));
     client.engine = None;
@@ -895,18 +893,18 @@ pub fn exit<M: Machine, G, X: Default>(world: &mut World<M, G, X>, c: u8) {
 }
 
 /// Client `c` starts again as its next life.
-pub fn restart<M: Machine, G, X>(
+pub fn restart<M: Modelled, G, X>(
     world: &mut World<M, G, X>,
     c: u8,
     engine: impl FnOnce(u8, u8) -> M,
 ) {
     let client = &mut world.clients[usize::from(c)];
     client.incarnation += 1;
-    client.engine = Some(Engine::new(engine(c, client.incarnation)));
+    client.engine = Some(Sealed::new(engine(c, client.incarnation)));
 }
 
 /// One tick passes; `late` if some client still had work due (a pause).
-pub fn advance<M: Machine, G, X>(world: &mut World<M, G, X>, late: bool) {
+pub fn advance<M: Modelled, G, X>(world: &mut World<M, G, X>, late: bool) {
     world.time += 1;
     if late {
         world.pauses += 1;
@@ -920,7 +918,7 @@ pub fn advance<M: Machine, G, X>(world: &mut World<M, G, X>, late: bool) {
 
 /// The store starts throttling client `c`'s reads until the next tick. `None` if it
 /// already does or the budget is spent.
-pub fn throttle<M: Machine, G, X>(
+pub fn throttle<M: Modelled, G, X>(
     budget: &Budget,
     world: &mut World<M, G, X>,
     c: u8,
@@ -951,7 +949,7 @@ pub fn describe_action<C>(action: &Action<C>, choice: impl Fn(&C) -> String) -> 
 
 /// The facts every lock model shows about its clients: time, each client's state and
 /// clocks, and the lines `held` gives for an up client's engine.
-pub fn client_facts<M: Machine, G, X>(
+pub fn client_facts<M: Modelled, G, X>(
     budget: &Budget,
     world: &World<M, G, X>,
     who: char,
@@ -985,7 +983,7 @@ pub fn client_facts<M: Machine, G, X>(
 
 /// The initial worlds: one per clock set-up, every client up in its first life, the
 /// given store and ghost.
-pub fn initial<M: Machine, G: Clone, X: Default>(
+pub fn initial<M: Modelled, G: Clone, X: Default>(
     clients: u8,
     skew: u8,
     budget: &Budget,
@@ -1001,7 +999,7 @@ pub fn initial<M: Machine, G: Clone, X: Default>(
                 .into_iter()
                 .enumerate()
                 .map(|(c, (rate, wall_offset))| Client {
-                    engine: Some(Engine::new(engine(c as u8))),
+                    engine: Some(Sealed::new(engine(c as u8))),
                     incarnation: 0,
                     rate,
                     wall_offset,
@@ -1105,7 +1103,7 @@ pub fn held<M: Locking, G, X>(world: &World<M, G, X>, c: u8) -> Vec<DocId> {
 
 /// Whether the liveness guard applies: `ticks` since the last fault, a client up,
 /// nothing on the wire.
-pub fn calm<M: Machine, G, X>(world: &World<M, G, X>, ticks: u8) -> bool {
+pub fn calm<M: Modelled, G, X>(world: &World<M, G, X>, ticks: u8) -> bool {
     world.time.saturating_sub(world.last_fault) >= ticks
         && !all_down(world)
         && world.net.is_empty()
@@ -1113,12 +1111,12 @@ pub fn calm<M: Machine, G, X>(world: &World<M, G, X>, ticks: u8) -> bool {
 }
 
 /// Whether every client is down: nobody is left to own or process anything.
-pub fn all_down<M: Machine, G, X>(world: &World<M, G, X>) -> bool {
+pub fn all_down<M: Modelled, G, X>(world: &World<M, G, X>) -> bool {
     world.clients.iter().all(|c| c.engine.is_none())
 }
 
 /// The requests held on the wire, as facts, each described by `describe`.
-pub fn wire_facts<M: Machine, G, X>(
+pub fn wire_facts<M: Modelled, G, X>(
     world: &World<M, G, X>,
     who: char,
     describe: impl Fn(&Request<M::Doc, M::Intent>) -> String,

@@ -175,11 +175,12 @@ impl std::hash::Hash for LeaseHost {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Pending {
     pub sent_at: LocalTime,
-    pub what: What,
+    pub errand: Errand,
 }
 
+/// What a request in flight was sent to do, which says how its answer is read.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) enum What {
+pub(super) enum Errand {
     /// A scan; `seq` is how many requests had been issued before it. `table`: the
     /// whole table, or (session liveness) the heartbeats alone.
     Scan {
@@ -221,28 +222,28 @@ pub(super) enum What {
     },
 }
 
-impl What {
+impl Errand {
     /// Stamps the documents this request writes, as [`LeaseHost::send`] stamps the
     /// request itself: the host's view of a write it made matches the store's.
     fn stamp(&mut self, terms: Terms, liveness: Liveness) {
         match self {
-            What::Create(doc)
-            | What::Take { doc, .. }
-            | What::Write { doc, .. }
-            | What::Free(doc) => {
+            Errand::Create(doc)
+            | Errand::Take { doc, .. }
+            | Errand::Write { doc, .. }
+            | Errand::Free(doc) => {
                 doc.stamp(terms, liveness);
             }
-            What::Fence { doc, .. } => doc.stamp(terms, liveness),
-            What::DeleteParent { then_create, .. } => {
+            Errand::Fence { doc, .. } => doc.stamp(terms, liveness),
+            Errand::DeleteParent { then_create, .. } => {
                 then_create
                     .iter_mut()
                     .for_each(|d| d.stamp(terms, liveness));
             }
-            What::Scan { .. }
-            | What::Read(_)
-            | What::Confirm { .. }
-            | What::Beat(_)
-            | What::Retire(_) => {}
+            Errand::Scan { .. }
+            | Errand::Read(_)
+            | Errand::Confirm { .. }
+            | Errand::Beat(_)
+            | Errand::Retire(_) => {}
         }
     }
 }
@@ -523,13 +524,13 @@ impl LeaseHost {
         now: Now,
         intent: Intent,
         mut op: Op<Record>,
-        mut what: What,
+        mut errand: Errand,
     ) -> RequestId {
         let (terms, liveness) = (self.config.expiry.terms(), self.config.liveness());
         if let Op::Create(doc) | Op::Replace { doc, .. } = &mut op {
             doc.stamp(terms, liveness);
         }
-        what.stamp(terms, liveness);
+        errand.stamp(terms, liveness);
         let id = RequestId {
             incarnation: self.incarnation,
             seq: self.issued,
@@ -539,7 +540,7 @@ impl LeaseHost {
             id,
             Pending {
                 sent_at: now.local,
-                what,
+                errand,
             },
         );
         self.emit(Output::Request(StoreRequest { id, intent, op }));
@@ -759,7 +760,7 @@ impl LeaseHost {
         let may_gain_lease = self
             .pending
             .values()
-            .any(|p| !matches!(p.what, What::Beat(_) | What::Retire(_)));
+            .any(|p| !matches!(p.errand, Errand::Beat(_) | Errand::Retire(_)));
         let heartbeat_gone = !self.uses_heartbeats() || self.membership.beat.has_left();
         !holds_leases && !may_gain_lease && heartbeat_gone
     }

@@ -3,42 +3,40 @@
 //! A reply of the wrong kind for its request (a driver bug) is treated like an
 //! unknown outcome: the host re-reads, which is always safe.
 
-use super::host::{LeaseHost, Pending, What};
+use super::host::{Errand, LeaseHost, Pending};
 use super::phase::Phase;
 use super::slot::{ReleaseTo, Slot};
 use super::{CheckpointPolicy, KnownBad, LeaseDocument, LossCause, Output, Record, StopReason};
 use crate::expiry::Observation;
 use crate::ids::{Checkpoint, Etag, HostId, LeaseToken};
-use crate::store::{Reply, StoreError, Stored};
+use crate::store::{Reply, StoreError, StoreResult, Stored};
 use crate::time::{LocalTime, Now};
 
-type Answer = Result<Reply<Record>, StoreError>;
-
 impl LeaseHost {
-    pub(super) fn on_response(&mut self, now: Now, pending: Pending, result: Answer) {
-        let Pending { sent_at, what } = pending;
-        match what {
-            What::Scan { seq, table } => self.on_scan(now, sent_at, seq, table, result),
-            What::Create(doc) => self.on_create(now, doc, result),
-            What::Take { doc, fence } => self.on_take(now, sent_at, doc, fence, result),
-            What::Write {
+    pub(super) fn on_response(&mut self, now: Now, pending: Pending, result: StoreResult<Record>) {
+        let Pending { sent_at, errand } = pending;
+        match errand {
+            Errand::Scan { seq, table } => self.on_scan(now, sent_at, seq, table, result),
+            Errand::Create(doc) => self.on_create(now, doc, result),
+            Errand::Take { doc, fence } => self.on_take(now, sent_at, doc, fence, result),
+            Errand::Write {
                 doc,
                 checkpoint,
                 release,
             } => self.on_write(now, sent_at, doc, checkpoint, release, result),
-            What::Read(token) => self.on_read(now, token, result),
-            What::Free(doc) => self.on_free(now, doc, result),
-            What::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
-            What::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
-            What::Retire(host) => self.membership.retired(&host),
-            What::Fence { doc, seq, etag } => self.on_fence_response(now, doc, seq, etag, result),
-            What::DeleteParent { token, then_create } => {
+            Errand::Read(token) => self.on_read(now, token, result),
+            Errand::Free(doc) => self.on_free(now, doc, result),
+            Errand::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
+            Errand::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
+            Errand::Retire(host) => self.membership.retired(&host),
+            Errand::Fence { doc, seq, etag } => self.on_fence_response(now, doc, seq, etag, result),
+            Errand::DeleteParent { token, then_create } => {
                 self.on_parent_deleted(now, token, then_create, result);
             }
         }
     }
 
-    fn on_create(&mut self, now: Now, doc: LeaseDocument, result: Answer) {
+    fn on_create(&mut self, now: Now, doc: LeaseDocument, result: StoreResult<Record>) {
         self.creating.remove(&doc.token);
         if doc.is_owned_by(&self.me) {
             if matches!(&result, Err(e) if e.is_ambiguous()) {
@@ -74,7 +72,7 @@ impl LeaseHost {
         sent_at: LocalTime,
         doc: LeaseDocument,
         fence: Option<Observation>,
-        result: Answer,
+        result: StoreResult<Record>,
     ) {
         let token = doc.token.clone();
         let learned = self.issued;
@@ -144,7 +142,7 @@ impl LeaseHost {
         doc: LeaseDocument,
         checkpoint: Option<Checkpoint>,
         release: bool,
-        result: Answer,
+        result: StoreResult<Record>,
     ) {
         let token = doc.token.clone();
         let learned = self.issued;
@@ -241,7 +239,7 @@ impl LeaseHost {
     /// A free of an expired lease was answered: if it landed, the lease is unowned
     /// for all to see; if not, someone wrote it first (its owner came back, or a
     /// taker), and a read tells.
-    fn on_free(&mut self, now: Now, doc: LeaseDocument, result: Answer) {
+    fn on_free(&mut self, now: Now, doc: LeaseDocument, result: StoreResult<Record>) {
         let token = doc.token.clone();
         self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
@@ -266,7 +264,7 @@ impl LeaseHost {
         self.touch(&token);
     }
 
-    fn on_read(&mut self, now: Now, token: LeaseToken, result: Answer) {
+    fn on_read(&mut self, now: Now, token: LeaseToken, result: StoreResult<Record>) {
         let backoff = self.backoff();
         self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
@@ -306,7 +304,13 @@ impl LeaseHost {
         }
     }
 
-    fn on_confirm(&mut self, now: Now, token: LeaseToken, claimant: HostId, result: Answer) {
+    fn on_confirm(
+        &mut self,
+        now: Now,
+        token: LeaseToken,
+        claimant: HostId,
+        result: StoreResult<Record>,
+    ) {
         let backoff = self.backoff();
         let fallback = match self.phase {
             Phase::Running => None,

@@ -36,7 +36,7 @@ mod replicated;
 
 pub use batch::{BatchOp, BatchOutcome, BatchResponse, check_batch};
 pub use error::{BadRequest, Denial, StatusCode, StoreError};
-pub use op::{Op, Reply};
+pub use op::{Op, Reply, StoreResult};
 pub use query::{Compare, Condition, FieldPath, FieldPathError, Query, Value, json_field};
 pub use replicated::{Reader, Replicated};
 

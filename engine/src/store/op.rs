@@ -64,6 +64,9 @@ impl<D> Op<D> {
     }
 }
 
+/// What the store answers an [`Op`]: its reply, or why it refused or failed.
+pub type StoreResult<D> = Result<Reply<D>, StoreError>;
+
 /// The successful reply to an [`Op`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Reply<D> {

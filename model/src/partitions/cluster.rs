@@ -7,12 +7,13 @@ use super::state::{Action, Calls, Events, Ghost, Host, MAX_PARTITIONS, State, Wo
 use crate::clocks::WALL_BASE;
 use crate::limits::BoundsError;
 use crate::transitions::Transitions;
-use crate::world::{self, Answer, Budget, Fault, Request, Rules, note};
+use crate::world::{self, Budget, Fault, Request, Rules, note};
 use leasehold_engine::feed::Read;
 use leasehold_engine::lease::{
     CheckpointPolicy, Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, LossCause, Output,
     Record, StopReason, WriteFault, audit_write,
 };
+use leasehold_engine::store::StoreResult;
 use leasehold_engine::store::{Container, Op};
 use leasehold_engine::{
     Checkpoint, ExpiryRule, HostId, Incarnation, LeaseToken, Now, PartitionKey, WallTime,
@@ -473,7 +474,7 @@ impl PartitionModel {
 /// A store request in the shared world's terms.
 type Req = Request<Record, Intent>;
 
-impl world::Machine for LeaseHost {}
+impl world::Modelled for LeaseHost {}
 
 impl Rules for PartitionModel {
     type M = LeaseHost;
@@ -507,7 +508,7 @@ impl Rules for PartitionModel {
         h: u8,
         req: &Req,
         before: Option<Record>,
-        result: &Answer<Record>,
+        result: &StoreResult<Record>,
     ) {
         if self.replay_items.is_some()
             && let Op::Replace {
@@ -640,7 +641,7 @@ impl Rules for PartitionModel {
         }
     }
 
-    fn reply_lost(&self, state: &mut State, applied: &Answer<Record>) {
+    fn reply_lost(&self, state: &mut State, applied: &StoreResult<Record>) {
         if applied.is_ok() {
             state.ghost.events.ambiguous_write = true;
         }

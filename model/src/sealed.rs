@@ -5,7 +5,7 @@
 //! whole. Sharing the engines a step leaves alone saves cloning them, and keeping
 //! each engine's digest saves hashing them again. Before, cloning, dropping and
 //! hashing states took about 40 % of the 3 × 3 × 1 partition check's time (perf;
-//! BENCHMARKS.md, issue 23).
+//! BENCHMARKS.md, "Where the time went").
 
 use crate::transitions::{Transitions, hash_key};
 use leasehold_engine::Now;
@@ -13,15 +13,15 @@ use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use std::sync::Arc;
 
-/// An engine, shared and with its digest kept.
+/// A client's engine, shared and with its digest kept: sealed after each change.
 ///
-/// Change it only through [`Engine::get_mut`], then [`Engine::seal`] it; the world's
+/// Change it only through [`Sealed::get_mut`], then [`Sealed::seal`] it; the world's
 /// `run` does both. An engine left unsealed still hashes correctly, only slower.
 ///
 /// ```
-/// use leasehold_model::world::Engine;
+/// use leasehold_model::world::Sealed;
 ///
-/// let mut a = Engine::new(vec![1, 2]);
+/// let mut a = Sealed::new(vec![1, 2]);
 /// let b = a.clone();
 /// assert_eq!(a, b);
 /// a.get_mut().push(3);
@@ -30,7 +30,7 @@ use std::sync::Arc;
 /// assert_eq!(*b, [1, 2]);
 /// ```
 #[derive(Clone, Debug)]
-pub struct Engine<M> {
+pub struct Sealed<M> {
     machine: Arc<M>,
     /// The machine's hash; `None` while it may have changed since.
     digest: Option<u64>,
@@ -40,11 +40,11 @@ fn digest_of<M: Hash>(machine: &M) -> u64 {
     hash_key(machine)
 }
 
-impl<M: Hash + Clone> Engine<M> {
+impl<M: Hash + Clone> Sealed<M> {
     /// A sealed engine.
-    pub fn new(machine: M) -> Engine<M> {
+    pub fn new(machine: M) -> Sealed<M> {
         let digest = Some(digest_of(&machine));
-        Engine {
+        Sealed {
             machine: Arc::new(machine),
             digest,
         }
@@ -64,7 +64,7 @@ impl<M: Hash + Clone> Engine<M> {
     }
 }
 
-impl<M> Engine<M>
+impl<M> Sealed<M>
 where
     M: leasehold_engine::Machine + Clone + PartialEq + Hash,
     M::Input: Clone + PartialEq + Hash,
@@ -92,7 +92,7 @@ where
     }
 }
 
-impl<M> Deref for Engine<M> {
+impl<M> Deref for Sealed<M> {
     type Target = M;
 
     fn deref(&self) -> &M {
@@ -100,16 +100,16 @@ impl<M> Deref for Engine<M> {
     }
 }
 
-impl<M: Hash> Hash for Engine<M> {
+impl<M: Hash> Hash for Sealed<M> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u64(self.digest.unwrap_or_else(|| digest_of(&*self.machine)));
     }
 }
 
-impl<M: PartialEq> PartialEq for Engine<M> {
-    fn eq(&self, other: &Engine<M>) -> bool {
+impl<M: PartialEq> PartialEq for Sealed<M> {
+    fn eq(&self, other: &Sealed<M>) -> bool {
         Arc::ptr_eq(&self.machine, &other.machine) || *self.machine == *other.machine
     }
 }
 
-impl<M: Eq> Eq for Engine<M> {}
+impl<M: Eq> Eq for Sealed<M> {}
