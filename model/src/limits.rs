@@ -62,7 +62,7 @@ pub struct LeastBound {
     /// counterexample's depth in memory.
     pub depth_first: bool,
     /// The model does not show it in seconds: no bound that fits on these machines is known to
-    /// (README, "The store production has"), or it breaks no property the model
+    /// (docs/model-checking.md, "The store production has"), or it breaks no property the model
     /// has; the engine's tests and the simulator keep it.
     pub out_of_reach: bool,
 }

@@ -4,7 +4,7 @@
 //! - reusing engine transitions (`PartitionModel::transitions`), which must explore
 //!   exactly the states that running the engine every time does.
 //!
-//! README, "Model-checking speed", says why both are sound; these tests check them at small
+//! docs/model-checking.md, "Model-checking speed", says why both are sound; these tests check them at small
 //! bounds, and that the fold is unsound where a wall clock is read.
 
 /// The checks allocate and free states at a high rate; the CLI uses the same allocator.

@@ -1,15 +1,13 @@
-//! The `leasehold` command line and, with the simulator issue, the deterministic
-//! simulator.
+//! The `leasehold` command line and the deterministic simulator.
 //!
 //! - [`snapshot`]: reads lease containers exported from a change feed processor.
 //! - [`balance`]: answers "which leases would this host take, and why".
-//! - [`check`]: model-checks the partition-lease protocol and explains counterexamples.
-//! - [`interrupt`]: what Ctrl-C does to a long command.
-//! - [`defaults`]: the defaults `--help` shows, read from the settings the commands run with.
+//! - [`sim`]: the deterministic simulator.
+//! - [`cli`]: the command line above them: its flags, the defaults `--help` shows,
+//!   the reports of `check` and `explore` ([`cli::check`]), and what Ctrl-C does to a
+//!   long command ([`cli::interrupt`]).
 
 pub mod balance;
-pub mod check;
-pub mod defaults;
-pub mod interrupt;
+pub mod cli;
 pub mod sim;
 pub mod snapshot;

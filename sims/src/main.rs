@@ -15,8 +15,8 @@ use leasehold_model::trace::Explain;
 use leasehold_model::{Bounds, BoundsError, Bug, PartitionModel};
 use leasehold_model::{ItemModel, LockBounds, LockBug, LockKind, QueueModel};
 use leasehold_sims::balance::{self, Question};
-use leasehold_sims::check;
-use leasehold_sims::defaults;
+use leasehold_sims::cli::check;
+use leasehold_sims::cli::defaults;
 use leasehold_sims::snapshot;
 use std::io::Read;
 use std::path::PathBuf;
@@ -44,7 +44,7 @@ enum Command {
     Check(ModelArgs),
     /// Simulate a scenario over virtual time with seeded faults, or a swarm of seeds
     /// (exit 1 on a violation).
-    Sim(Box<leasehold_sims::sim::cli::SimArgs>),
+    Sim(Box<leasehold_sims::cli::sim::SimArgs>),
     /// Serve stateright's Explorer for a model on 127.0.0.1, to walk its states by hand:
     /// each state as its facts, each step in the domain's words, each path as a
     /// sequence diagram.
@@ -106,7 +106,7 @@ struct ModelArgs {
     skew: Option<u8>,
     /// Partitions: explore every wall-clock set-up even under the observed expiry
     /// rule, which never reads a wall clock and so, by default, checks one set-up for
-    /// all of them (README, "Model-checking speed").
+    /// all of them (docs/model-checking.md, "Model-checking speed").
     #[arg(long)]
     unreduced: bool,
     /// Partitions: splits of the feed allowed (0-2). Partition 0's range may split
@@ -339,7 +339,7 @@ fn main() -> ExitCode {
         Command::Check(args) => run_check(args),
         // Including a port the Explorer cannot serve on.
         Command::Explore(args) => run_explore(args),
-        Command::Sim(args) => Ok(leasehold_sims::sim::cli::run(&args)),
+        Command::Sim(args) => Ok(leasehold_sims::cli::sim::run(&args)),
         Command::Completions { shell } => {
             let mut cli = command();
             clap_complete::generate(shell, &mut cli, "leasehold", &mut std::io::stdout());
@@ -551,7 +551,7 @@ fn options_of(args: &ModelArgs) -> Options {
         } else {
             Stop::Never
         },
-        interrupt: Some(leasehold_sims::interrupt::flag()),
+        interrupt: Some(leasehold_sims::cli::interrupt::flag()),
     }
 }
 
@@ -574,7 +574,7 @@ fn out_of_reach(bug: &str) -> String {
     format!(
         "  note: the model does not show {bug} in seconds: no bound that fits on these machines \
          is known to, the least one known takes minutes (BENCHMARKS.md), or it breaks no property \
-         the model has; the engine's tests and the simulator keep it (README)\n"
+         the model has; the engine's tests and the simulator keep it (docs/limitations.md)\n"
     )
 }
 
@@ -651,7 +651,7 @@ where
         .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
     {
         println!("interrupted (Ctrl-C): the counts above are what was explored");
-        return Ok(ExitCode::from(leasehold_sims::interrupt::EXIT));
+        return Ok(ExitCode::from(leasehold_sims::cli::interrupt::EXIT));
     }
     Ok(ExitCode::from(check::verdict(&report).exit_code()))
 }

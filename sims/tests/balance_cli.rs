@@ -135,11 +135,11 @@ fn the_shipped_sample_gives_the_answer_the_readme_shows() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/cli.md");
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(
         readme.contains(printed.trim()),
-        "README does not show {printed}"
+        "docs/cli.md does not show {printed}"
     );
 }
 

@@ -398,17 +398,12 @@ fn a_variant_out_of_the_models_reach_says_so() {
     assert_eq!(out.status.code(), Some(3), "{text}");
 }
 
-/// Every README section the help points to exists: `--unreduced` pointed to
-/// "Reductions", a section the README never had.
+/// Every documented section the help points to exists: `--unreduced` pointed to
+/// "Reductions", a section the README never had. The help names a chapter and a
+/// section as `docs/NAME.md, "Section"`.
 #[test]
-fn every_readme_section_the_help_names_exists() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("the README");
-    let headings: Vec<&str> = readme
-        .lines()
-        .filter(|l| l.starts_with('#'))
-        .map(|l| l.trim_start_matches('#').trim())
-        .collect();
+fn every_documented_section_the_help_names_exists() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let mut named = 0;
     for command in [
         &["check", "--help"][..],
@@ -416,19 +411,30 @@ fn every_readme_section_the_help_names_exists() {
         &["explore", "--help"],
     ] {
         let help = stdout(&leasehold(command));
-        for (i, _) in help.match_indices("README, \"") {
-            let rest = &help[i + "README, \"".len()..];
-            let section = &rest[..rest.find('"').expect("a closing quote")];
-            // Help text wraps: compare with the line breaks and indents taken out.
-            let section = section.split_whitespace().collect::<Vec<_>>().join(" ");
+        // Help text wraps: look with the line breaks and indents taken out.
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for (i, _) in help.match_indices("docs/") {
+            let rest = &help[i..];
+            let Some(end) = rest.find(".md") else {
+                continue;
+            };
+            let chapter = &rest[..end + ".md".len()];
+            let text = std::fs::read_to_string(format!("{root}/{chapter}"))
+                .unwrap_or_else(|_| panic!("{command:?} names {chapter}, which does not exist"));
+            let Some(section) = rest[end..].strip_prefix(".md, \"") else {
+                continue;
+            };
+            let section = &section[..section.find('"').expect("a closing quote")];
             assert!(
-                headings.iter().any(|h| h.starts_with(&section)),
-                "{command:?} names README section {section:?}, which does not exist"
+                text.lines()
+                    .filter(|l| l.starts_with('#'))
+                    .any(|h| h.trim_start_matches('#').trim().starts_with(section)),
+                "{command:?} names section {section:?} of {chapter}, which does not exist"
             );
             named += 1;
         }
     }
-    assert!(named > 0, "the help names README sections");
+    assert!(named > 0, "the help names documented sections");
 }
 
 /// The partition model's bounds given to the queue or the item leases were ignored

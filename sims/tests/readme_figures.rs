@@ -1,6 +1,7 @@
-//! The README's figures are what its commands print at the README's flags.
+//! The README's figures, and its chapters' under `docs/`, are what their commands print
+//! at the flags they give.
 //!
-//! A figure is marked in README.md by an HTML comment, which Markdown does not show:
+//! A figure is marked in README.md or a `docs/` chapter by an HTML comment, which Markdown does not show:
 //! - `<!-- figure: ARGS -->` right before a fenced block: the block is the whole
 //!   output of `leasehold ARGS`;
 //! - `<!-- figure: ARGS => TEXT -->` before a paragraph or a table: `TEXT` is a piece
@@ -378,39 +379,62 @@ fn rewrite(readme: &str, figure: &Figure, printed: &str) -> String {
     out
 }
 
-/// Checks (or, with `LEASEHOLD_README_WRITE=1`, rewrites) the README's figures whose
-/// slowness is `slow`.
+/// The pages whose figures are checked: the README and its chapters under `docs/`.
+fn pages() -> Vec<PathBuf> {
+    let mut pages = vec![root().join("README.md")];
+    let mut chapters: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/")
+        .map(|entry| entry.expect("a docs/ entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    chapters.sort();
+    pages.extend(chapters);
+    pages
+}
+
+/// Checks (or, with `LEASEHOLD_README_WRITE=1`, rewrites) the figures whose slowness
+/// is `slow`, on every page.
 fn check_figures(slow: bool) {
-    let path = root().join("README.md");
-    let mut readme = std::fs::read_to_string(&path).expect("README.md");
     let write = std::env::var_os("LEASEHOLD_README_WRITE").is_some();
-    let count = figures(&readme).expect("the markers parse").len();
     let mut wrong = Vec::new();
     let mut checked = 0;
-    // Figure by figure, parsing again after each rewrite: a block's length may change.
-    for index in 0..count {
-        let all = figures(&readme).expect("the markers parse");
-        let figure = &all[index];
-        if figure.slow != slow {
-            continue;
-        }
-        checked += 1;
-        let printed = output(&figure.args);
-        if write {
-            let new = rewrite(&readme, figure, &printed);
-            if new != readme {
-                readme = new;
-                std::fs::write(&path, &readme).expect("README.md is writable");
+    for path in pages() {
+        let name = path
+            .strip_prefix(root())
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        let mut page = std::fs::read_to_string(&path).expect("a page");
+        let count = figures(&page).expect("the markers parse").len();
+        // Figure by figure, parsing again after each rewrite: a block's length may change.
+        for index in 0..count {
+            let all = figures(&page).expect("the markers parse");
+            let figure = &all[index];
+            if figure.slow != slow {
+                continue;
             }
-            continue;
+            checked += 1;
+            let printed = output(&figure.args);
+            if write {
+                let new = rewrite(&page, figure, &printed);
+                if new != page {
+                    page = new;
+                    std::fs::write(&path, &page).expect("the page is writable");
+                }
+                continue;
+            }
+            let lines: Vec<&str> = page.lines().collect();
+            wrong.extend(
+                judge(&lines, figure, &printed)
+                    .into_iter()
+                    .map(|w| format!("{name}: {w}")),
+            );
         }
-        let lines: Vec<&str> = readme.lines().collect();
-        wrong.extend(judge(&lines, figure, &printed));
     }
     assert!(checked > 0, "no figure is marked");
     assert!(
         wrong.is_empty(),
-        "README figures that no longer match (scripts/readme-figures rewrites them):\n{}",
+        "figures that no longer match (scripts/readme-figures rewrites them):\n{}",
         wrong.join("\n")
     );
 }

@@ -5,9 +5,10 @@
 
 use clap::Parser;
 use leasehold_engine::Millis;
-use leasehold_sims::sim::cli::{SimArgs, config_of};
+use leasehold_sims::cli::queue as queue_cli;
+use leasehold_sims::cli::sim::{SimArgs, config_of};
 use leasehold_sims::sim::queue::{QueueScenario, replay_command as queue_replay};
-use leasehold_sims::sim::{Scenario, SimConfig, SimError, flags, queue_cli, replay_command, swarm};
+use leasehold_sims::sim::{Scenario, SimConfig, SimError, flags, replay_command, swarm};
 
 #[derive(Parser)]
 struct Sim {

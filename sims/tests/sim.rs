@@ -252,7 +252,7 @@ fn a_violation_report_names_the_seed_the_last_events_and_a_replay_command() {
     cfg.bug = Some(Bug::SameEpoch);
     cfg.trace_keep = 5;
     let run = sim::simulate(&cfg, false).unwrap();
-    let text = sim::cli::violation_text(&cfg, &run.report, &run.finished.tail);
+    let text = leasehold_sims::cli::sim::violation_text(&cfg, &run.report, &run.finished.tail);
     assert!(text.contains("seed 1"));
     assert!(text.contains("last 5 events"));
     let replay = sim::replay_command(&cfg);

@@ -372,7 +372,7 @@ impl Bug {
             // It needs a re-read that fails after the 412 (a burst of throttled reads)
             // while the reply to a scan sent before the handoff is late. Not found here,
             // even with two faults a step: complete at horizon 9, 28.4 M unique, 313 s
-            // (README, "The store production has"). The simulator's seed 2888576 keeps it.
+            // (docs/model-checking.md, "The store production has"). The simulator's seed 2888576 keeps it.
             Bug::ScanBeforeOwnWrite => LeastBound {
                 late_replies: Some(1),
                 retries: Some(1),
@@ -383,7 +383,7 @@ impl Bug {
             // It needs a handoff called off while the drained batch's checkpoint is on
             // the wire. Not found here, nor with a drain that outlasts the tick
             // (`slow_drains`): complete at 2 × 2 with no crash, horizon 8 (2.1 M unique)
-            // (README, "The store production has").
+            // (docs/model-checking.md, "The store production has").
             Bug::StartBeforeCheckpointLands => LeastBound {
                 delays: Some(1),
                 progress: Some(2),
@@ -400,7 +400,7 @@ impl Bug {
             // It needs four names: the giver, the name that left (a shutdown with no
             // restart), the giver's successor and another host the plans give the
             // lease to, with two stale reads (the members and the confirm read).
-            // Not found there in 10 min (README, "The store production has"); the
+            // Not found there in 10 min (docs/model-checking.md, "The store production has"); the
             // simulator's seed 3382147 keeps it.
             Bug::OrphanUncounted => LeastBound {
                 hosts: Some(4),

@@ -110,7 +110,7 @@ pub struct Ghost {
 /// `sometimes` property again, and stateright records a discovery (a lock and a copy
 /// of the path) each time it finds one satisfied, even when it already has one. A
 /// `sometimes` property is reached exactly when some reachable state satisfies it,
-/// and the state right after an event is reachable, so no verdict changes (README,
+/// and the state right after an event is reachable, so no verdict changes (docs/model-checking.md,
 /// "Model-checking speed").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Events {

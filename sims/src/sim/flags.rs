@@ -8,7 +8,7 @@
 //! - the replay command is the settings that differ from the scenario's defaults
 //!   ([`command`]), so that it cannot forget one.
 //!
-//! The flag groups (`RunFlags`, `LeaseFlags`, `QueueFlags` in [`super::cli`])
+//! The flag groups (`RunFlags`, `LeaseFlags`, `QueueFlags`, in the command line's `cli::args`)
 //! serialize the same way, skipping what was not given; which flags were given, and
 //! so which do not apply to a scenario, is read from them too ([`given`]).
 

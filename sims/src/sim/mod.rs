@@ -25,9 +25,7 @@
 //! assert_eq!(run.report.trace_hash, again.report.trace_hash);
 //! ```
 
-pub mod args;
 pub mod checker;
-pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod cost;
@@ -35,7 +33,6 @@ pub mod error;
 pub mod faults;
 pub mod flags;
 pub mod queue;
-pub mod queue_cli;
 pub mod report;
 pub mod svg;
 pub mod swarm;

@@ -1,11 +1,12 @@
 //! `leasehold sim`: the simulator's command line.
 
-use super::config::{Scenario, SimConfig, SimError, parse_strategy_spec};
-use super::flags;
-use super::queue::QueueScenario;
-use super::report::{RunReport, table, violation_lines};
-use super::{queue_cli, replay_command, simulate_with, svg, swarm};
-use crate::check::counted;
+use super::check::counted;
+use super::queue as queue_cli;
+use crate::sim::config::{Scenario, SimConfig, SimError, parse_strategy_spec};
+use crate::sim::flags;
+use crate::sim::queue::QueueScenario;
+use crate::sim::report::{RunReport, table, violation_lines};
+use crate::sim::{replay_command, simulate_with, svg, swarm};
 use leasehold_engine::{ExpiryRule, Millis};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -212,7 +213,7 @@ fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
     };
     let first = seeds.start;
     let asked = seeds.end - seeds.start;
-    let stop = crate::interrupt::flag();
+    let stop = super::interrupt::flag();
     let summary = swarm::run_until(seeds, variant, &stop, |_, s| {
         bar.inc(1);
         let broken: u64 = s.failures.len() as u64;
@@ -287,7 +288,7 @@ fn run_swarm(args: &SimArgs) -> Result<ExitCode, SimError> {
             "interrupted (Ctrl-C) after {} of {asked}: the summary covers those",
             counted(summary.seeds, "seed", "seeds")
         );
-        return Ok(ExitCode::from(crate::interrupt::EXIT));
+        return Ok(ExitCode::from(super::interrupt::EXIT));
     }
     Ok(ExitCode::from(if summary.failures.is_empty() {
         0

@@ -2,10 +2,12 @@
 //! table, JSON and violation report.
 
 use super::args::{SimArgs, refuse, run_settings};
-use super::config::SimError;
-use super::flags;
-use super::queue::{QueueConfig, QueueRun, QueueScenario, replay_command, simulate_queue, table};
-use super::report::violation_lines;
+use crate::sim::config::SimError;
+use crate::sim::flags;
+use crate::sim::queue::{
+    QueueConfig, QueueRun, QueueScenario, replay_command, simulate_queue, table,
+};
+use crate::sim::report::violation_lines;
 use std::process::ExitCode;
 
 /// Builds the queue run from the flags; lease-only flags are refused.

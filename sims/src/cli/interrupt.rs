@@ -14,7 +14,7 @@ pub const EXIT: u8 = 130;
 ///
 /// ```
 /// use std::sync::atomic::Ordering;
-/// let flag = leasehold_sims::interrupt::flag();
+/// let flag = leasehold_sims::cli::interrupt::flag();
 /// assert!(!flag.load(Ordering::Relaxed));
 /// ```
 pub fn flag() -> Arc<AtomicBool> {

@@ -1,11 +1,11 @@
 //! The flags of `leasehold sim`, and the checks every scenario's runner applies to
-//! them: the command line's shape, apart from what runs it (`cli` for the partition
-//! scenarios and the swarm, `queue_cli` for the queue's), so that neither runner
-//! depends on the other for it.
+//! them: the command line's shape, apart from what runs it ([`super::sim`] for the
+//! partition scenarios and the swarm, [`super::queue`] for the queue's), so that
+//! neither runner depends on the other for it.
 
-use super::config::SimError;
-use super::faults::Faults;
-use super::flags::{self, opt_duration, opt_text};
+use crate::sim::config::SimError;
+use crate::sim::faults::Faults;
+use crate::sim::flags::{self, opt_duration, opt_text};
 use leasehold_engine::lease::Liveness;
 use leasehold_engine::{ExpiryRule, Millis};
 use serde::Serialize;
@@ -54,7 +54,7 @@ pub struct SimArgs {
 }
 
 /// Flags every scenario takes. Each names a setting of the run's configuration
-/// ([`SimConfig`](super::config::SimConfig), [`QueueConfig`](super::queue::QueueConfig)) and is laid over the
+/// ([`SimConfig`](crate::sim::SimConfig), [`QueueConfig`](crate::sim::queue::QueueConfig)) and is laid over the
 /// scenario's default ([`flags::overlay`]).
 #[derive(clap::Args, Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -236,7 +236,7 @@ pub struct QueueFlags {
     pub fail_one_in: Option<u32>,
 }
 
-pub use super::flags::parse_duration;
+pub use crate::sim::flags::parse_duration;
 
 /// Refuses the flags of `group` given to a scenario they do not apply to.
 pub(crate) fn refuse(group: &impl Serialize, scenario: &str) -> Result<(), SimError> {

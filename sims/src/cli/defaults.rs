@@ -32,7 +32,7 @@ pub const THREADS: u16 = 2;
 /// without them, so that a first check answers in seconds.
 ///
 /// ```
-/// let bounds = leasehold_sims::defaults::check_bounds();
+/// let bounds = leasehold_sims::cli::defaults::check_bounds();
 /// assert_eq!((bounds.hosts, bounds.partitions, bounds.lost_replies), (2, 2, 0));
 /// ```
 pub fn check_bounds() -> Bounds {
@@ -47,7 +47,7 @@ pub fn check_bounds() -> Bounds {
 /// (as [`check_bounds`], without lost replies or delayed writes).
 ///
 /// ```
-/// assert_eq!(leasehold_sims::defaults::lock_bounds().clients, 2);
+/// assert_eq!(leasehold_sims::cli::defaults::lock_bounds().clients, 2);
 /// ```
 pub fn lock_bounds() -> LockBounds {
     LockBounds {

@@ -225,7 +225,7 @@ pub fn lock_flags(bounds: &LockBounds) -> String {
         "--hosts {} --partitions {} --crashes {} --skew {} --drift {} --horizon {}",
         bounds.clients, bounds.docs, bounds.crashes, bounds.skew, bounds.drift_ms, bounds.horizon,
     );
-    let d = crate::defaults::lock_bounds();
+    let d = super::defaults::lock_bounds();
     for (flag, value, default) in [
         ("--pauses", bounds.pauses, d.pauses),
         ("--lost-replies", bounds.lost_replies, d.lost_replies),
