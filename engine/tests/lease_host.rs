@@ -9,7 +9,7 @@ use common::{Cluster, config};
 use leasehold_engine::balance::{CfpConfig, Strategy};
 use leasehold_engine::lease::{
     ConfigError, Input, InputError, Intent, KnownBad, LeaseConfig, LeaseHost, LossCause, Output,
-    Record, StopReason,
+    Record, StopReason, Timer,
 };
 use leasehold_engine::store::{Op, StoreError};
 use leasehold_engine::{
@@ -1364,4 +1364,43 @@ fn a_group_reads_none_of_the_documents_of_a_group_whose_name_begins_with_its_own
     }
     // The sibling: a read by the bare group name pays for the other group's leases.
     assert!(other_groups_documents_read_by(&cluster, "orders") > 0);
+}
+
+/// The timer a lone owner of two leases asks to be woken for next, and in how many
+/// ms: the earliest of its timers, at the moment `poll_timeout` gives.
+fn next_timer(acquire_secs: u64) -> (u64, Timer) {
+    let mut c = Cluster::new();
+    // cfp publishes no heartbeat, whose timer would come first.
+    let config = LeaseConfig {
+        acquire_interval: Millis::from_secs(acquire_secs),
+        strategy: cfp(),
+        ..config(2)
+    };
+    c.add("a", config);
+    c.run_for(100);
+    assert_eq!(c.count("a"), 2);
+    let host = &c.nodes["a"].host;
+    let (at, timer) = host.poll_timer().expect("a running host has a timer");
+    assert_eq!(Some(at), host.poll_timeout());
+    (at.as_millis() - c.now("a").local.as_millis(), timer)
+}
+
+#[test]
+fn an_owner_with_a_distant_table_read_is_woken_for_its_first_lease_renewal() {
+    let (at, timer) = next_timer(60);
+    assert_eq!(timer, Timer::Lease(lease("0")));
+    assert!(
+        at <= 3_000,
+        "a renewal within the 3 s renew interval, not {at} ms"
+    );
+}
+
+#[test]
+fn an_owner_whose_table_read_comes_first_is_woken_for_the_read() {
+    let (at, timer) = next_timer(1);
+    assert_eq!(timer, Timer::TableRead);
+    assert!(
+        at <= 1_000,
+        "the read within the 1 s acquire interval, not {at} ms"
+    );
 }

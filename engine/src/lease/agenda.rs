@@ -165,9 +165,9 @@ impl Agenda {
         }
     }
 
-    /// The earliest timed wake-up filed.
-    pub fn first_wake(&self) -> Option<LocalTime> {
-        self.wakes.first().map(|(at, _)| *at)
+    /// The earliest timed wake-up filed, and its lease.
+    pub fn first_wake(&self) -> Option<(LocalTime, &LeaseToken)> {
+        self.wakes.first().map(|(at, token)| (*at, token))
     }
 
     /// The leases looked at on every input.

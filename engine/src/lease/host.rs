@@ -8,6 +8,7 @@ use super::phase::Phase;
 use super::reads::TableReads;
 use super::session::Sessions;
 use super::slot::{Own, ReleaseTo, Slot};
+use super::timer::Timer;
 use super::{
     CheckpointPolicy, ConfigError, HostDocument, Input, InputError, KnownBad, LeaseConfig,
     LeaseDocument, Liveness, LossCause, Output, Record, StopReason, StoreRequest,
@@ -481,29 +482,53 @@ impl LeaseHost {
     /// When the host next needs an [`Input::Tick`], on its local clock; `None` once
     /// it has finished. Earlier inputs are always welcome.
     pub fn poll_timeout(&self) -> Option<LocalTime> {
+        self.poll_timer().map(|(at, _)| at)
+    }
+
+    /// The earliest of the host's timers: when it next needs an [`Input::Tick`], as
+    /// [`poll_timeout`](Self::poll_timeout) gives it, and why. Where two are due at
+    /// once, the first in [`Timer`]'s order is named.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::{LeaseConfig, LeaseHost, Timer};
+    /// use leasehold_engine::{Incarnation, LeaseToken, LocalTime};
+    ///
+    /// let config = LeaseConfig {
+    ///     partitions: vec![LeaseToken::from("0")],
+    ///     ..LeaseConfig::default()
+    /// };
+    /// let host = LeaseHost::new("h0".into(), config, Incarnation(0)).unwrap();
+    /// // A new host reads the table first, at once.
+    /// assert_eq!(host.poll_timer(), Some((LocalTime(0), Timer::TableRead)));
+    /// ```
+    pub fn poll_timer(&self) -> Option<(LocalTime, Timer)> {
         if self.phase == Phase::Finished {
             return None;
         }
         let now = self.now;
-        let mut wake: Option<LocalTime> = None;
-        let mut at = |t: LocalTime| wake = Some(wake.map_or(t, |w| w.min(t)));
+        let mut wake: Option<(LocalTime, Timer)> = None;
+        let mut at = |t: LocalTime, timer: Timer| {
+            if wake.as_ref().is_none_or(|(w, _)| t < *w) {
+                wake = Some((t, timer));
+            }
+        };
         // Only what is not blocked on an answer counts: a deadline that is already due
         // but waits for a response must not make the driver spin.
         if self.phase == Phase::Running && !self.scanning {
-            at(self.next_scan);
+            at(self.next_scan, Timer::TableRead);
         }
         if let (Phase::Running, Some(t)) = (self.phase, self.replan_at) {
-            at(t);
+            at(t, Timer::Replan);
         }
         if self.uses_heartbeats()
             && let Some(t) = self.membership.beat.wake()
         {
-            at(t);
+            at(t, Timer::Heartbeat);
         }
-        if let Some(t) = self.agenda_wake() {
-            at(t);
+        if let Some((t, lease)) = self.agenda_wake() {
+            at(t, Timer::Lease(lease));
         }
-        wake.map(|t| t.max(now.local))
+        wake.map(|(t, timer)| (t.max(now.local), timer))
     }
 
     fn advance(&mut self, now: Now) -> Now {

@@ -22,6 +22,7 @@ mod slot;
 mod split;
 mod table;
 mod tenure;
+mod timer;
 mod wake;
 mod write;
 
@@ -32,3 +33,4 @@ pub use host::{LeaseHost, LeaseState};
 pub use io::{Input, InputError, Intent, LossCause, Output, Purpose, StopReason, StoreRequest};
 pub use memo::Plans;
 pub use session::{Run, Stage};
+pub use timer::Timer;

@@ -81,13 +81,13 @@ impl LeaseHost {
 
     /// The earliest wake-up the agenda asks for: its first timed entry, or a watched
     /// lease's time worked out afresh.
-    pub(super) fn agenda_wake(&self) -> Option<LocalTime> {
-        let watched = self
-            .agenda
-            .watched()
-            .filter_map(|t| self.slots.get(t))
-            .filter_map(|slot| self.slot_wake(slot, self.now));
-        self.agenda.first_wake().into_iter().chain(watched).min()
+    pub(super) fn agenda_wake(&self) -> Option<(LocalTime, LeaseToken)> {
+        let watched = self.agenda.watched().filter_map(|t| {
+            let at = self.slot_wake(self.slots.get(t)?, self.now)?;
+            Some((at, t))
+        });
+        let first = self.agenda.first_wake().into_iter().chain(watched).min();
+        first.map(|(at, token)| (at, token.clone()))
     }
 
     /// When one owned or stale lease next needs a look, if nothing else changes.

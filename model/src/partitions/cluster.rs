@@ -342,6 +342,14 @@ impl PartitionModel {
         if self.replay_items.is_some() {
             self.count_reports(state, h, &inputs);
         }
+        if journal.is_some()
+            && let Some(engine) = &state.clients[usize::from(h)].engine
+            && let Some((at, timer)) = engine.poll_timer()
+        {
+            note(journal, || {
+                format!("h{h} is due for {timer} (at {})", crate::trace::seconds(at))
+            });
+        }
         inputs.push(Input::Tick);
         world::run_with(self, state, h, inputs, faults, journal)
     }
