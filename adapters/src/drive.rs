@@ -8,7 +8,7 @@ use crate::clock::Clock;
 use crate::store::{Response, Store, execute_within};
 use futures::stream::{FuturesUnordered, Stream, StreamExt};
 use leasehold_engine::store::StoreError;
-use leasehold_engine::{Request, RequestId, StoreClient, item_lease, lease, queue};
+use leasehold_engine::{Request, RequestId, StoreClient};
 use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::pin::Pin;
@@ -17,8 +17,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-/// What the loop needs of an engine machine besides the engine's
-/// [`StoreClient`] contract: whether it keeps timers, and whether it has finished.
+/// An engine machine the loop can carry between tasks: the engine's [`StoreClient`]
+/// contract (with its tick, its end and the reason for each wake-up) is all the loop
+/// needs of it; this names the bounds that let it cross threads.
 pub(crate) trait Driven:
     StoreClient<
         Input: Send + 'static,
@@ -29,12 +30,18 @@ pub(crate) trait Driven:
     > + Send
     + 'static
 {
-    /// The input that tells it time has passed, if it keeps timers.
-    fn tick() -> Option<Self::Input>;
-    /// Whether it has nothing more to do, ever (a host that has shut down).
-    fn is_finished(&self) -> bool {
-        false
-    }
+}
+
+impl<M> Driven for M where
+    M: StoreClient<
+            Input: Send + 'static,
+            Output: Send + 'static,
+            Error: Display + Send + 'static,
+            Doc: Send + Sync + 'static,
+            Intent: Debug + Send + 'static,
+        > + Send
+        + 'static
+{
 }
 
 /// Where the driven machine lives: owned by the loop's caller, or shared by the
@@ -139,6 +146,12 @@ where
             }
             hands.settled(machine, &link.clock);
             let wake = M::tick().and(machine.poll_timeout());
+            if wake.is_some()
+                && tracing::enabled!(tracing::Level::TRACE)
+                && let Some(reason) = machine.wake_reason()
+            {
+                tracing::trace!(at = ?wake, %reason, "next wake-up");
+            }
             Ok((machine.is_finished(), wake))
         });
         let (finished, wake) = step?;
@@ -188,29 +201,5 @@ async fn sleep_until(wake: Option<Instant>) {
     match wake {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-impl Driven for lease::LeaseHost {
-    fn tick() -> Option<lease::Input> {
-        Some(lease::Input::Tick)
-    }
-
-    fn is_finished(&self) -> bool {
-        lease::LeaseHost::is_finished(self)
-    }
-}
-
-/// The consumer acts only when asked.
-impl Driven for queue::Consumer {
-    fn tick() -> Option<queue::Input> {
-        None
-    }
-}
-
-/// The leaser acts only when asked.
-impl Driven for item_lease::Leaser {
-    fn tick() -> Option<item_lease::Input> {
-        None
     }
 }

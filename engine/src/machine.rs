@@ -48,6 +48,27 @@ pub trait Machine {
     /// When it next needs a tick, on its local clock; `None` if only an input can
     /// give it something to do.
     fn poll_timeout(&self) -> Option<LocalTime>;
+
+    /// The input that tells it time has passed, if it keeps timers; a machine that
+    /// acts only when asked has none, and its `poll_timeout` is always `None`.
+    fn tick() -> Option<Self::Input>
+    where
+        Self: Sized,
+    {
+        None
+    }
+
+    /// Whether it has nothing more to do, ever (a host that has shut down): its
+    /// driver may stop once the requests it has in flight are answered.
+    fn is_finished(&self) -> bool {
+        false
+    }
+
+    /// Why it asks for the tick `poll_timeout` gives, in words, where it names its
+    /// timers, so that a driver's trace can say why it woke the machine.
+    fn wake_reason(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A store request, whatever the machine that sends it.
@@ -108,7 +129,9 @@ pub trait StoreClient: Machine {
 macro_rules! machine {
     (
         $machine:ty, $module:ident, doc: $doc:ty, intent: $intent:ty, error: $error:ty,
-        timeout: |$me:pat_param| $timeout:expr, lock: |$request:ident| $lock:expr $(,)?
+        timeout: |$me:pat_param| $timeout:expr, lock: |$request:ident| $lock:expr
+        $(, tick: $tick:expr, finished: |$fme:pat_param| $finished:expr,
+        reason: |$rme:pat_param| $reason:expr)? $(,)?
     ) => {
         impl Machine for $machine {
             type Input = crate::$module::Input;
@@ -127,6 +150,22 @@ macro_rules! machine {
                 let $me = self;
                 $timeout
             }
+
+            $(
+                fn tick() -> Option<Self::Input> {
+                    $tick
+                }
+
+                fn is_finished(&self) -> bool {
+                    let $fme = self;
+                    $finished
+                }
+
+                fn wake_reason(&self) -> Option<String> {
+                    let $rme = self;
+                    $reason
+                }
+            )?
         }
 
         impl StoreClient for $machine {
@@ -163,6 +202,9 @@ machine!(
     timeout: |host| host.poll_timeout(),
     // Leases are fenced by etag and epoch, not by a lock.
     lock: |request| None,
+    tick: Some(crate::lease::Input::Tick),
+    finished: |host| crate::lease::LeaseHost::is_finished(host),
+    reason: |host| host.poll_timer().map(|(_, timer)| timer.to_string()),
 );
 
 machine!(
@@ -181,3 +223,18 @@ machine!(
     timeout: |_| None,
     lock: |request| request.lock,
 );
+
+#[cfg(test)]
+mod tests {
+    use super::Machine;
+    use crate::item_lease::Leaser;
+    use crate::lease::{Input, LeaseHost};
+    use crate::queue::Consumer;
+
+    #[test]
+    fn only_the_partition_lease_host_keeps_timers() {
+        assert_eq!(<LeaseHost as Machine>::tick(), Some(Input::Tick));
+        assert!(<Consumer as Machine>::tick().is_none());
+        assert!(<Leaser as Machine>::tick().is_none());
+    }
+}

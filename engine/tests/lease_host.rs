@@ -13,7 +13,7 @@ use leasehold_engine::lease::{
 };
 use leasehold_engine::store::{Op, StoreError};
 use leasehold_engine::{
-    Checkpoint, Epoch, ExpiryPolicy, ExpiryRule, HostId, Incarnation, LeaseToken, Millis,
+    Checkpoint, Epoch, ExpiryPolicy, ExpiryRule, HostId, Incarnation, LeaseToken, Machine, Millis,
     RequestId, Session,
 };
 
@@ -1382,6 +1382,8 @@ fn next_timer(acquire_secs: u64) -> (u64, Timer) {
     let host = &c.nodes["a"].host;
     let (at, timer) = host.poll_timer().expect("a running host has a timer");
     assert_eq!(Some(at), host.poll_timeout());
+    // The contract every driver uses says the same, in words.
+    assert_eq!(Machine::wake_reason(host), Some(timer.to_string()));
     (at.as_millis() - c.now("a").local.as_millis(), timer)
 }
 
