@@ -4,7 +4,7 @@
 
 use super::LossCause;
 use super::heartbeat::{BeatPlan, BeatRules, BeatStep};
-use super::host::{Errand, LeaseHost};
+use super::host::{Aim, LeaseHost};
 use super::membership::{Member, successor};
 use super::phase::Phase;
 use super::{HostDocument, Intent, KnownBad};
@@ -61,7 +61,7 @@ impl LeaseHost {
         let Some((intent, op, step)) = self.membership.beat.next(now, &plan) else {
             return;
         };
-        let id = self.send(now, intent, op, Errand::Beat(step));
+        let id = self.send(now, intent, op, Aim::Beat(step));
         self.membership.beat.sent(id);
     }
 
@@ -237,7 +237,7 @@ impl LeaseHost {
                 id,
                 if_match: Some(etag),
             };
-            self.send(now, Intent::Retire, op, Errand::Retire(host));
+            self.send(now, Intent::Retire, op, Aim::Retire(host));
         }
     }
 

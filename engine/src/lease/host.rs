@@ -176,12 +176,12 @@ impl std::hash::Hash for LeaseHost {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Pending {
     pub sent_at: LocalTime,
-    pub errand: Errand,
+    pub aim: Aim,
 }
 
 /// What a request in flight was sent to do, which says how its answer is read.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Errand {
+pub(super) enum Aim {
     /// A scan; `seq` is how many requests had been issued before it. `table`: the
     /// whole table, or (session liveness) the heartbeats alone.
     Scan {
@@ -223,28 +223,25 @@ pub(super) enum Errand {
     },
 }
 
-impl Errand {
+impl Aim {
     /// Stamps the documents this request writes, as [`LeaseHost::send`] stamps the
     /// request itself: the host's view of a write it made matches the store's.
     fn stamp(&mut self, terms: Terms, liveness: Liveness) {
         match self {
-            Errand::Create(doc)
-            | Errand::Take { doc, .. }
-            | Errand::Write { doc, .. }
-            | Errand::Free(doc) => {
+            Aim::Create(doc) | Aim::Take { doc, .. } | Aim::Write { doc, .. } | Aim::Free(doc) => {
                 doc.stamp(terms, liveness);
             }
-            Errand::Fence { doc, .. } => doc.stamp(terms, liveness),
-            Errand::DeleteParent { then_create, .. } => {
+            Aim::Fence { doc, .. } => doc.stamp(terms, liveness),
+            Aim::DeleteParent { then_create, .. } => {
                 then_create
                     .iter_mut()
                     .for_each(|d| d.stamp(terms, liveness));
             }
-            Errand::Scan { .. }
-            | Errand::Read(_)
-            | Errand::Confirm { .. }
-            | Errand::Beat(_)
-            | Errand::Retire(_) => {}
+            Aim::Scan { .. }
+            | Aim::Read(_)
+            | Aim::Confirm { .. }
+            | Aim::Beat(_)
+            | Aim::Retire(_) => {}
         }
     }
 }
@@ -549,13 +546,13 @@ impl LeaseHost {
         now: Now,
         intent: Intent,
         mut op: Op<Record>,
-        mut errand: Errand,
+        mut aim: Aim,
     ) -> RequestId {
         let (terms, liveness) = (self.config.expiry.terms(), self.config.liveness());
         if let Op::Create(doc) | Op::Replace { doc, .. } = &mut op {
             doc.stamp(terms, liveness);
         }
-        errand.stamp(terms, liveness);
+        aim.stamp(terms, liveness);
         let id = RequestId {
             incarnation: self.incarnation,
             seq: self.issued,
@@ -565,7 +562,7 @@ impl LeaseHost {
             id,
             Pending {
                 sent_at: now.local,
-                errand,
+                aim,
             },
         );
         self.emit(Output::Request(StoreRequest { id, intent, op }));
@@ -785,7 +782,7 @@ impl LeaseHost {
         let may_gain_lease = self
             .pending
             .values()
-            .any(|p| !matches!(p.errand, Errand::Beat(_) | Errand::Retire(_)));
+            .any(|p| !matches!(p.aim, Aim::Beat(_) | Aim::Retire(_)));
         let heartbeat_gone = !self.uses_heartbeats() || self.membership.beat.has_left();
         !holds_leases && !may_gain_lease && heartbeat_gone
     }

@@ -3,7 +3,7 @@
 //! A reply of the wrong kind for its request (a driver bug) is treated like an
 //! unknown outcome: the host re-reads, which is always safe.
 
-use super::host::{Errand, LeaseHost, Pending};
+use super::host::{Aim, LeaseHost, Pending};
 use super::phase::Phase;
 use super::slot::{ReleaseTo, Slot};
 use super::{CheckpointPolicy, KnownBad, LeaseDocument, LossCause, Output, Record, StopReason};
@@ -14,23 +14,23 @@ use crate::time::{LocalTime, Now};
 
 impl LeaseHost {
     pub(super) fn on_response(&mut self, now: Now, pending: Pending, result: StoreResult<Record>) {
-        let Pending { sent_at, errand } = pending;
-        match errand {
-            Errand::Scan { seq, table } => self.on_scan(now, sent_at, seq, table, result),
-            Errand::Create(doc) => self.on_create(now, doc, result),
-            Errand::Take { doc, fence } => self.on_take(now, sent_at, doc, fence, result),
-            Errand::Write {
+        let Pending { sent_at, aim } = pending;
+        match aim {
+            Aim::Scan { seq, table } => self.on_scan(now, sent_at, seq, table, result),
+            Aim::Create(doc) => self.on_create(now, doc, result),
+            Aim::Take { doc, fence } => self.on_take(now, sent_at, doc, fence, result),
+            Aim::Write {
                 doc,
                 checkpoint,
                 release,
             } => self.on_write(now, sent_at, doc, checkpoint, release, result),
-            Errand::Read(token) => self.on_read(now, token, result),
-            Errand::Free(doc) => self.on_free(now, doc, result),
-            Errand::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
-            Errand::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
-            Errand::Retire(host) => self.membership.retired(&host),
-            Errand::Fence { doc, seq, etag } => self.on_fence_response(now, doc, seq, etag, result),
-            Errand::DeleteParent { token, then_create } => {
+            Aim::Read(token) => self.on_read(now, token, result),
+            Aim::Free(doc) => self.on_free(now, doc, result),
+            Aim::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
+            Aim::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
+            Aim::Retire(host) => self.membership.retired(&host),
+            Aim::Fence { doc, seq, etag } => self.on_fence_response(now, doc, seq, etag, result),
+            Aim::DeleteParent { token, then_create } => {
                 self.on_parent_deleted(now, token, then_create, result);
             }
         }

@@ -27,7 +27,7 @@
 //! first and the last (`DeleteSplitLease` keeps that behaviour as a known-bad variant).
 //! An id that is never freed is never reused: the cost is one small document per split.
 
-use super::host::{Errand, LeaseHost};
+use super::host::{Aim, LeaseHost};
 use super::slot::Slot;
 use super::{InputError, Intent, KnownBad, LeaseDocument, LossCause, Record, StopReason};
 use crate::ids::{LeaseToken, PartitionKey, RequestId, Session};
@@ -144,7 +144,7 @@ impl LeaseHost {
     fn send_child(&mut self, now: Now, doc: LeaseDocument) {
         self.creating.insert(doc.token.clone());
         let op = Op::Create(Record::Lease(doc.clone()));
-        self.send(now, Intent::CreateChild, op, Errand::Create(doc));
+        self.send(now, Intent::CreateChild, op, Aim::Create(doc));
     }
 
     /// Deletes marked lease `token`, if it is still the version this host last saw.
@@ -167,11 +167,11 @@ impl LeaseHost {
             id: slot.doc.id.clone(),
             if_match: Some(slot.etag.clone()),
         };
-        let errand = Errand::DeleteParent {
+        let aim = Aim::DeleteParent {
             token: token.clone(),
             then_create,
         };
-        Some(self.send(now, Intent::DeleteParent, op, errand))
+        Some(self.send(now, Intent::DeleteParent, op, aim))
     }
 
     /// A create of `child`'s lease was answered: if it exists now, its parent's

@@ -1,6 +1,6 @@
 //! The acquire cycle: read the lease table, judge it, plan, act.
 
-use super::host::{Errand, LeaseHost};
+use super::host::{Aim, LeaseHost};
 use super::membership::Member;
 use super::phase::Phase;
 use super::reads::{Group, Why};
@@ -65,7 +65,7 @@ impl LeaseHost {
             now,
             intent,
             Op::ReadAll { prefix },
-            Errand::Scan { seq, table },
+            Aim::Scan { seq, table },
         );
     }
 
@@ -330,7 +330,7 @@ impl LeaseHost {
             let doc = LeaseDocument::new(&self.config.prefix, token.clone(), now.wall);
             self.creating.insert(token);
             let op = Op::Create(Record::Lease(doc.clone()));
-            self.send(now, Intent::CreateLease, op, Errand::Create(doc));
+            self.send(now, Intent::CreateLease, op, Aim::Create(doc));
         }
     }
 
@@ -537,7 +537,7 @@ impl LeaseHost {
                 doc: Record::Lease(doc.clone()),
                 if_match: Some(slot.etag.clone()),
             };
-            let id = self.send(now, Intent::Expire, op, Errand::Free(doc));
+            let id = self.send(now, Intent::Expire, op, Aim::Free(doc));
             self.mark_in_flight(&token, id);
         }
     }
@@ -664,7 +664,7 @@ impl LeaseHost {
             doc: Record::Lease(doc.clone()),
             if_match: Some(slot.etag.clone()),
         };
-        let id = self.send(now, intent, op, Errand::Take { doc, fence });
+        let id = self.send(now, intent, op, Aim::Take { doc, fence });
         self.mark_in_flight(token, id);
     }
 }

@@ -5,7 +5,7 @@
 //! it. A fence is a conditional write to the dead host's heartbeat: the dead host's
 //! next renewal then fails on the changed etag, and it stops everything at once.
 
-use super::host::{Errand, LeaseHost};
+use super::host::{Aim, LeaseHost};
 use super::membership::Member;
 use super::phase::Phase;
 use super::slot::Slot;
@@ -158,8 +158,8 @@ impl LeaseHost {
             None => Op::Create(Record::Host(doc.clone())),
         };
         let seq = self.issued;
-        let errand = Errand::Fence { doc, seq, etag };
-        self.send(now, Intent::Fence, op, errand);
+        let aim = Aim::Fence { doc, seq, etag };
+        self.send(now, Intent::Fence, op, aim);
     }
 
     pub(super) fn on_fence_response(

@@ -1,7 +1,7 @@
 //! The owner's writes: which one a lease needs now (a re-read, a claimant check, a
 //! release, a resume at a new epoch, a checkpoint, a renewal), and sending it.
 
-use super::host::{Errand, LeaseHost};
+use super::host::{Aim, LeaseHost};
 use super::phase::Phase;
 use super::slot::{Own, ReleaseTo, Slot};
 use super::split::SplitStep;
@@ -39,7 +39,7 @@ impl LeaseHost {
                         pk: PartitionKey::new(slot.doc.id.as_str()),
                         id: slot.doc.id.clone(),
                     };
-                    self.send(now, Intent::Reread, op, Errand::Read(token.clone()))
+                    self.send(now, Intent::Reread, op, Aim::Read(token.clone()))
                 }
                 Some(Due::Confirm(claimant)) => {
                     // The claimant may have left since the last scan: a handoff to a
@@ -49,11 +49,11 @@ impl LeaseHost {
                         pk: PartitionKey::new(id.as_str()),
                         id,
                     };
-                    let errand = Errand::Confirm {
+                    let aim = Aim::Confirm {
                         token: token.clone(),
                         claimant,
                     };
-                    self.send(now, Intent::ConfirmClaim, op, errand)
+                    self.send(now, Intent::ConfirmClaim, op, aim)
                 }
                 Some(Due::Write(intent)) => match self.owner_write(now, token, intent) {
                     Some(id) => id,
@@ -237,12 +237,12 @@ impl LeaseHost {
             doc: Record::Lease(doc.clone()),
             if_match: Some(slot.etag.clone()),
         };
-        let errand = Errand::Write {
+        let aim = Aim::Write {
             doc,
             checkpoint,
             release,
         };
-        Some(self.send(now, intent, op, errand))
+        Some(self.send(now, intent, op, aim))
     }
 
     /// A handoff goes ahead only if its claimant is still alive and still claims the
