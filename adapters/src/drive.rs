@@ -7,8 +7,10 @@
 use crate::clock::Clock;
 use crate::store::{Response, Store, execute_within};
 use futures::stream::{FuturesUnordered, Stream, StreamExt};
+use leasehold_engine::drive::{self, Driver, Halt, Stepped};
 use leasehold_engine::store::StoreError;
 use leasehold_engine::{Request, RequestId, StoreClient};
+use std::collections::VecDeque;
 use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::pin::Pin;
@@ -128,21 +130,21 @@ where
     let mut input: Option<M::Input> = None;
     loop {
         let step = seat.with(|machine| {
-            if let Some(first) = first.take() {
-                hands.input(&first);
-                machine.handle_input(link.clock.now(), first)?;
+            let mut feeding = Feeding {
+                machine: &mut *machine,
+                link,
+                wire: &mut wire,
+                hands: &mut *hands,
+            };
+            if let Some(first) = first.take()
+                && let Err(halt) = drive::feed(&mut feeding, [first])
+            {
+                return Err(halt);
             }
-            if let Some(input) = input.take() {
-                hands.input(&input);
-                if let Err(error) = machine.handle_input(link.clock.now(), input) {
-                    hands.refused(error);
-                }
-            }
-            while let Some(output) = machine.poll_output() {
-                match M::request(output) {
-                    Ok(request) => wire.push(send::<M, St>(link, request)),
-                    Err(output) => hands.output(output),
-                }
+            if let Some(input) = input.take()
+                && let Err(Halt::Refused(error)) = drive::feed(&mut feeding, [input])
+            {
+                hands.refused(error);
             }
             hands.settled(machine, &link.clock);
             let wake = M::tick().and(machine.poll_timeout());
@@ -154,7 +156,12 @@ where
             }
             Ok((machine.is_finished(), wake))
         });
-        let (finished, wake) = step?;
+        let (finished, wake) = match step {
+            Ok(step) => step,
+            Err(Halt::Refused(error)) => return Err(error),
+            // The seat always holds the machine.
+            Err(Halt::Gone) => return Ok(()),
+        };
         // A finished host ignores its answers, but the requests run to the end.
         if wire.is_empty() && (finished || (!events_open && wake.is_none())) {
             return Ok(());
@@ -176,6 +183,39 @@ where
             }
             () = sleep_until(wake) => M::tick(),
         };
+    }
+}
+
+/// The machine under one hold of its seat, as the engine's synchronous loop drives
+/// it: its requests go on the wire, the rest to the hands.
+struct Feeding<'a, M: Driven, St, H> {
+    machine: &'a mut M,
+    link: &'a Link<St>,
+    wire: &'a mut FuturesUnordered<InFlight<M>>,
+    hands: &'a mut H,
+}
+
+impl<M, St, H> Driver<M> for Feeding<'_, M, St, H>
+where
+    M: Driven,
+    St: Store<M::Doc>,
+    H: Hands<M>,
+{
+    fn step(&mut self, input: M::Input) -> Option<Stepped<M>> {
+        self.hands.input(&input);
+        Some(drive::step(self.machine, self.link.clock.now(), input))
+    }
+
+    fn send(&mut self, request: Request<M::Doc, M::Intent>, _next: &mut VecDeque<M::Input>) {
+        self.wire.push(send::<M, St>(self.link, request));
+    }
+
+    fn output(&mut self, output: M::Output, _next: &mut VecDeque<M::Input>) {
+        self.hands.output(output);
+    }
+
+    fn refused(&mut self, error: M::Error) {
+        self.hands.refused(error);
     }
 }
 

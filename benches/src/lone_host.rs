@@ -1,18 +1,19 @@
 //! One host alone with the reference store, driven in virtual time: the engine step
 //! benchmark's workload.
 
-use leasehold_engine::lease::{Input, LeaseConfig, LeaseHost, Output};
+use leasehold_engine::drive::{self, Driver, Stepped};
+use leasehold_engine::lease::{Input, Intent, LeaseConfig, LeaseHost, Output, Record};
 use leasehold_engine::store::Container;
 use leasehold_engine::{
-    Checkpoint, HostId, Incarnation, LeaseToken, LocalTime, Millis, Now, Session, WallTime,
+    Checkpoint, HostId, Incarnation, LeaseToken, LocalTime, Millis, Now, Request, Session, WallTime,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// A host that owns every lease of its store, with the sessions it is processing.
 #[derive(Clone)]
 pub struct LoneHost {
     host: LeaseHost,
-    store: Container<leasehold_engine::lease::Record>,
+    store: Container<Record>,
     processing: BTreeMap<LeaseToken, (Session, u64)>,
     now: u64,
     inputs: u64,
@@ -85,29 +86,36 @@ impl LoneHost {
     }
 
     fn input(&mut self, first: Input) {
-        let mut queue = vec![first];
-        while let Some(input) = queue.pop() {
-            let now = Now::new(LocalTime(self.now), WallTime(self.now as i64));
-            self.inputs += 1;
-            // A bench input the engine refuses (a checkpoint racing a stop) is part of
-            // the workload, not an error of the harness.
-            let _ = self.host.handle_input(now, input);
-            while let Some(output) = self.host.poll_output() {
-                match output {
-                    Output::Request(request) => queue.push(Input::Response {
-                        id: request.id,
-                        result: self.store.execute(request.op),
-                    }),
-                    Output::Start { lease, session, .. } => {
-                        self.processing.insert(lease, (session, self.now));
-                    }
-                    Output::Stop { lease, session, .. } => {
-                        self.processing.remove(&lease);
-                        queue.push(Input::Stopped { lease, session });
-                    }
-                    _ => {}
-                }
+        // A bench input the engine refuses (a checkpoint racing a stop) is part of the
+        // workload, not an error of the harness.
+        let _ = drive::feed(self, [first]);
+    }
+}
+
+impl Driver<LeaseHost> for LoneHost {
+    fn step(&mut self, input: Input) -> Option<Stepped<LeaseHost>> {
+        let now = Now::new(LocalTime(self.now), WallTime(self.now as i64));
+        self.inputs += 1;
+        Some(drive::step(&mut self.host, now, input))
+    }
+
+    fn send(&mut self, request: Request<Record, Intent>, next: &mut VecDeque<Input>) {
+        next.push_back(Input::Response {
+            id: request.id,
+            result: self.store.execute(request.op),
+        });
+    }
+
+    fn output(&mut self, output: Output, next: &mut VecDeque<Input>) {
+        match output {
+            Output::Start { lease, session, .. } => {
+                self.processing.insert(lease, (session, self.now));
             }
+            Output::Stop { lease, session, .. } => {
+                self.processing.remove(&lease);
+                next.push_back(Input::Stopped { lease, session });
+            }
+            _ => {}
         }
     }
 }

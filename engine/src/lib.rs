@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod balance;
+pub mod drive;
 pub mod expiry;
 pub mod feed;
 mod ids;

@@ -42,6 +42,30 @@ fn the_same_seed_replays_the_same_trace_and_another_seed_does_not() {
 }
 
 #[test]
+fn a_kept_trace_says_why_each_host_woke_and_its_hash_does_not_depend_on_it() {
+    let mut cfg = small(Scenario::Steady, 5);
+    let kept = sim::simulate(&cfg, false).unwrap();
+    let wakes: Vec<&String> = kept
+        .finished
+        .tail
+        .iter()
+        .filter(|line| line.contains(" wakes for "))
+        .collect();
+    assert!(!wakes.is_empty(), "{}", kept.finished.tail.join("\n"));
+    // The engine names the timer: a lease, the table read, a plan or a heartbeat.
+    assert!(wakes.iter().all(|line| {
+        ["lease ", "the table read", "a plan again", "its heartbeat"]
+            .iter()
+            .any(|timer| line.contains(timer))
+    }));
+    cfg.trace_keep = 0;
+    let quiet = sim::simulate(&cfg, false).unwrap();
+    assert!(quiet.finished.tail.is_empty());
+    assert_eq!(kept.report.trace_hash, quiet.report.trace_hash);
+    assert_eq!(kept.finished.trace_events, quiet.finished.trace_events);
+}
+
+#[test]
 fn every_scenario_settles_with_both_strategies_and_breaks_nothing() {
     for scenario in Scenario::ALL {
         for strategy in ["cfp", "handoff"] {

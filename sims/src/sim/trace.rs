@@ -3,7 +3,7 @@
 
 use super::faults::FaultKind;
 use fnv::FnvHasher;
-use leasehold_engine::lease::{Intent, StopReason};
+use leasehold_engine::lease::{Intent, StopReason, Timer};
 use leasehold_engine::{DocId, HostId};
 use std::collections::VecDeque;
 use std::fmt;
@@ -98,6 +98,14 @@ pub enum TraceEvent {
         /// One past the last event.
         to: u64,
     },
+    /// A host's timer woke it: which one. Recorded aside ([`Trace::aside`]): the
+    /// engine's state, which earlier events fix, names it.
+    Wake {
+        /// The host.
+        host: HostId,
+        /// The timer, in the engine's words.
+        timer: Timer,
+    },
     /// The store applied a write to a lease.
     Stored {
         /// The partition.
@@ -129,6 +137,7 @@ impl fmt::Display for TraceEvent {
                 size_ms,
             } => write!(f, "fault {kind} on the store ({size_ms} ms)"),
             TraceEvent::Heal => f.write_str("faults healed; crashed hosts restart"),
+            TraceEvent::Wake { host, timer } => write!(f, "{host} wakes for {timer}"),
             TraceEvent::Request { host, intent, doc } => match doc {
                 Some(doc) => write!(f, "{host} sends {intent} {doc}"),
                 None => write!(f, "{host} sends {intent}"),
@@ -213,6 +222,24 @@ impl<E: Hash + fmt::Display> Trace<E> {
             self.last.pop_front();
         }
         self.last.push_back((t, event));
+    }
+
+    /// Keeps `event` at true time `t` among the last events, to read, but leaves it
+    /// out of the hash and the count: something earlier events already decide, such
+    /// as why a host woke, so the determinism check loses nothing without it.
+    pub fn aside(&mut self, t: u64, event: impl FnOnce() -> E) {
+        if !self.keeps() {
+            return;
+        }
+        if self.last.len() == self.keep {
+            self.last.pop_front();
+        }
+        self.last.push_back((t, event()));
+    }
+
+    /// Whether it keeps any events to read (a quiet run keeps none).
+    pub fn keeps(&self) -> bool {
+        self.keep > 0
     }
 
     /// A hash of every event so far: equal seeds give equal hashes.

@@ -14,14 +14,18 @@ use super::faults::{self, FaultKind, StoreWeather};
 use super::timeline::Timeline;
 use super::trace::{Trace, TraceEvent};
 use super::workload::Feed;
+use leasehold_engine::drive::{self, Driver, Halt, Stepped};
 use leasehold_engine::feed::FeedRanges;
 use leasehold_engine::lease::{
-    Input, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Purpose, Record, StopReason,
-    StoreRequest, WriteFault, audit_write,
+    Input, InputError, Intent, LeaseConfig, LeaseDocument, LeaseHost, Output, Purpose, Record,
+    StopReason, WriteFault, audit_write,
 };
 use leasehold_engine::store::{Document, Op, Replicated, Reply, StoreError};
 use leasehold_engine::{Checkpoint, Epoch, HostId, Incarnation, LeaseToken, Millis, RequestId};
-use leasehold_engine::{PartitionKey, Session};
+use leasehold_engine::{PartitionKey, Request, Session, StoreClient};
+
+/// A host's request to the store, as the engine's contract carries it.
+type StoreRequest = Request<Record, Intent>;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::{Ordering, Reverse};
@@ -522,6 +526,14 @@ impl World {
                 let h = &mut self.hosts[host];
                 if h.life == life && h.wake == Some(self.now) && h.paused_until.is_none() {
                     h.wake = None;
+                    // Only a kept trace asks: a quiet swarm pays nothing.
+                    if self.trace.keeps()
+                        && let Some((_, timer)) = h.engine.as_ref().and_then(|e| e.poll_timer())
+                    {
+                        let host = h.name.clone();
+                        self.trace
+                            .aside(self.now, || TraceEvent::Wake { host, timer });
+                    }
                     self.feed(host, Input::Tick);
                 }
             }
@@ -619,32 +631,19 @@ impl World {
     /// Hands `first` to a host's engine, then carries out everything it asks for,
     /// feeding back what the handlers answer at once.
     fn feed(&mut self, host: usize, first: Input) {
-        let mut inputs = VecDeque::from([first]);
-        let mut outputs = Vec::new();
-        while let Some(input) = inputs.pop_front() {
-            let h = &mut self.hosts[host];
-            let Some(engine) = h.engine.as_mut() else {
-                break;
-            };
-            let now = h.clock.now(self.now);
-            if let Err(e) = engine.handle_input(now, input) {
-                let name = h.name.clone();
-                self.violate(
-                    ViolationKind::Driver,
-                    format!("{name} refused an input: {e}"),
-                );
-            }
-            let Some(engine) = self.hosts[host].engine.as_mut() else {
-                break;
-            };
-            while let Some(output) = engine.poll_output() {
-                outputs.push(output);
-            }
-            for output in outputs.drain(..) {
-                self.on_output(host, output, &mut inputs);
-            }
+        let fed = drive::feed(&mut Feeding { world: self, host }, [first]);
+        if let Err(Halt::Refused(error)) = fed {
+            self.refused(host, error);
         }
         self.schedule_wake(host);
+    }
+
+    fn refused(&mut self, host: usize, error: InputError) {
+        let name = self.hosts[host].name.clone();
+        self.violate(
+            ViolationKind::Driver,
+            format!("{name} refused an input: {error}"),
+        );
     }
 
     fn schedule_wake(&mut self, host: usize) {
@@ -663,7 +662,12 @@ impl World {
 
     fn on_output(&mut self, host: usize, output: Output, inputs: &mut VecDeque<Input>) {
         match output {
-            Output::Request(request) => self.send(host, request),
+            // The engine's loop routes requests to `send` itself.
+            output @ Output::Request(_) => {
+                if let Ok(request) = LeaseHost::request(output) {
+                    self.send(host, request);
+                }
+            }
             Output::Start {
                 lease,
                 epoch,
@@ -805,5 +809,31 @@ impl World {
             timeline: self.timeline,
             steps: self.steps,
         }
+    }
+}
+
+/// One host's engine as the engine's synchronous loop drives it in the world.
+struct Feeding<'w> {
+    world: &'w mut World,
+    host: usize,
+}
+
+impl Driver<LeaseHost> for Feeding<'_> {
+    fn step(&mut self, input: Input) -> Option<Stepped<LeaseHost>> {
+        let h = &mut self.world.hosts[self.host];
+        let now = h.clock.now(self.world.now);
+        Some(drive::step(h.engine.as_mut()?, now, input))
+    }
+
+    fn send(&mut self, request: StoreRequest, _next: &mut VecDeque<Input>) {
+        self.world.send(self.host, request);
+    }
+
+    fn output(&mut self, output: Output, next: &mut VecDeque<Input>) {
+        self.world.on_output(self.host, output, next);
+    }
+
+    fn refused(&mut self, error: InputError) {
+        self.world.refused(self.host, error);
     }
 }

@@ -79,7 +79,7 @@ impl World {
             let before = leasehold_model::lease_before(&self.store, &request.op);
             bug.tamper(request.intent, &mut request.op, before.as_ref());
         }
-        let StoreRequest { id, intent, op } = request;
+        let Request { id, intent, op, .. } = request;
         let result = if self.weather.throttling(self.now) && self.rng.random_bool(0.5) {
             self.throttled += 1;
             let retry_after = Millis(self.rng.random_range(100..=2_000));

@@ -10,17 +10,21 @@ use crate::sim::clock::HostClock;
 use crate::sim::cost::{Kind, request_units};
 use crate::sim::faults::{FaultKind, StoreWeather};
 use crate::sim::trace::Trace;
+use leasehold_engine::drive::{self, Driver, Stepped};
 use leasehold_engine::lock::LockToken;
 use leasehold_engine::queue::{
     ClaimKey, Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, MessageState,
-    Output, QueueError, QueueIntent, QueueRequest,
+    Output, QueueError, QueueIntent,
 };
 use leasehold_engine::store::{BatchOp, Op, Reader, Replicated, Reply, StoreError};
-use leasehold_engine::{DocId, HostId, Incarnation, Millis, RequestId};
+use leasehold_engine::{DocId, HostId, Incarnation, Millis, Request, RequestId, StoreClient};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+
+/// A request to the store, as the engine's contract carries it.
+type QueueRequest = Request<Message, QueueIntent>;
 
 mod claims;
 mod faults;
@@ -516,10 +520,8 @@ impl QueueWorld {
 
     /// Hands `input` to the producer, and sends what it asks for.
     fn feed_producer(&mut self, input: Input) {
-        let now = self.producer_now();
-        if self.producer.handle_input(now, input).is_ok() {
-            self.drain_producer();
-        }
+        // A refusal (a claim answered twice) changes nothing: nothing to send.
+        let _ = drive::feed(&mut Producing { world: self }, [input]);
     }
 
     fn producer_now(&self) -> leasehold_engine::Now {
@@ -531,41 +533,42 @@ impl QueueWorld {
         .now(self.now)
     }
 
-    /// Sends what the producer asks for: an enqueue's request, or a large payload's
-    /// next part or message; an enqueue that failed (throttled, lost) is made again
-    /// a second later, its name making it idempotent.
-    fn drain_producer(&mut self) {
-        while let Some(out) = self.producer.poll_output() {
-            match out {
-                Output::Request(request) => {
-                    let at = self.now + self.latency();
-                    let (c, life, answer) = (PRODUCER, 0, true);
-                    self.push(
-                        at,
-                        Event::Arrive {
-                            c,
-                            life,
-                            request,
-                            answer,
-                        },
-                    );
-                }
-                Output::Failed { message, .. } => {
-                    let n = self.truth.number(&message);
-                    self.push(self.now + SECOND, Event::Produce(n));
-                }
-                Output::StoreClaim(key) => {
-                    let at = self.now + self.latency();
-                    self.push(at, Event::ClaimPut { key });
-                }
-                Output::DropClaim(key) => self.send_claim_drop(PRODUCER, key),
-                Output::DiscardClaim(key) => {
-                    let at = self.now + self.latency();
-                    self.push(at, Event::ClaimDiscard { key });
-                }
-                _ => {}
+    /// Acts on what the producer asks for besides a request: a large payload's next
+    /// part or message; an enqueue that failed (throttled, lost) is made again a
+    /// second later, its name making it idempotent.
+    fn producer_output(&mut self, out: Output) {
+        match out {
+            Output::Failed { message, .. } => {
+                let n = self.truth.number(&message);
+                self.push(self.now + SECOND, Event::Produce(n));
             }
+            Output::StoreClaim(key) => {
+                let at = self.now + self.latency();
+                self.push(at, Event::ClaimPut { key });
+            }
+            Output::DropClaim(key) => self.send_claim_drop(PRODUCER, key),
+            Output::DiscardClaim(key) => {
+                let at = self.now + self.latency();
+                self.push(at, Event::ClaimDiscard { key });
+            }
+            _ => {}
         }
+    }
+
+    /// The producer's request goes straight to the store: it is the workload, not a
+    /// host under test, so no fault of the network reaches it.
+    fn producer_send(&mut self, request: QueueRequest) {
+        let at = self.now + self.latency();
+        let (c, life, answer) = (PRODUCER, 0, true);
+        self.push(
+            at,
+            Event::Arrive {
+                c,
+                life,
+                request,
+                answer,
+            },
+        );
     }
 
     fn producer_answer(&mut self, id: RequestId, result: Result<Reply<Message>, StoreError>) {
@@ -613,28 +616,19 @@ impl QueueWorld {
 
     /// Hands `input` to consumer `c`; false if it refused it.
     fn feed(&mut self, c: usize, input: Input) -> bool {
-        let now = self.clients[c].clock.now(self.now);
-        let Some(consumer) = self.clients[c].consumer.as_mut() else {
-            return false;
-        };
-        if consumer.handle_input(now, input).is_err() {
-            return false;
-        }
-        let mut outputs = VecDeque::new();
-        while let Some(out) = consumer.poll_output() {
-            outputs.push_back(out);
-        }
-        for out in outputs {
-            self.on_output(c, out);
-        }
-        true
+        drive::feed(&mut Consuming { world: self, c }, [input]).is_ok()
     }
 
     fn on_output(&mut self, c: usize, out: Output) {
         let life = self.clients[c].life;
         let name = self.clients[c].name.clone();
         match out {
-            Output::Request(request) => self.send(c, request),
+            // The engine's loop routes requests to `send` itself.
+            out @ Output::Request(_) => {
+                if let Ok(request) = Consumer::request(out) {
+                    self.send(c, request);
+                }
+            }
             Output::DropClaim(key) => self.send_claim_drop(c, key),
             Output::Delivered(delivery) => {
                 let Some(delivery) = self.fetch_claim(c, delivery) else {
@@ -752,5 +746,47 @@ impl QueueWorld {
             // No longer held: the message comes back to someone after its lock.
             self.clients[c].working.remove(&message);
         }
+    }
+}
+
+/// Consumer `c` as the engine's synchronous loop drives it in the world.
+struct Consuming<'w> {
+    world: &'w mut QueueWorld,
+    c: usize,
+}
+
+impl Driver<Consumer> for Consuming<'_> {
+    fn step(&mut self, input: Input) -> Option<Stepped<Consumer>> {
+        let client = &mut self.world.clients[self.c];
+        let now = client.clock.now(self.world.now);
+        Some(drive::step(client.consumer.as_mut()?, now, input))
+    }
+
+    fn send(&mut self, request: QueueRequest, _next: &mut VecDeque<Input>) {
+        self.world.send(self.c, request);
+    }
+
+    fn output(&mut self, output: Output, _next: &mut VecDeque<Input>) {
+        self.world.on_output(self.c, output);
+    }
+}
+
+/// The producer as the engine's synchronous loop drives it in the world.
+struct Producing<'w> {
+    world: &'w mut QueueWorld,
+}
+
+impl Driver<Consumer> for Producing<'_> {
+    fn step(&mut self, input: Input) -> Option<Stepped<Consumer>> {
+        let now = self.world.producer_now();
+        Some(drive::step(&mut self.world.producer, now, input))
+    }
+
+    fn send(&mut self, request: QueueRequest, _next: &mut VecDeque<Input>) {
+        self.world.producer_send(request);
+    }
+
+    fn output(&mut self, output: Output, _next: &mut VecDeque<Input>) {
+        self.world.producer_output(output);
     }
 }

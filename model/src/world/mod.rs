@@ -17,15 +17,18 @@
 use crate::clocks::Rate;
 use leasehold_engine::lock::Locks;
 use leasehold_engine::store::{Container, Document, Op, Reader, Replicated, Reply, StoreError};
-use leasehold_engine::{DocId, Millis, Now, RequestId};
+use leasehold_engine::{DocId, Now, RequestId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 
 pub use crate::sealed::Sealed;
 use crate::transitions::Transitions;
+
+mod run;
 use leasehold_engine::store::StoreResult;
 pub use leasehold_engine::{Request, StoreClient};
+pub use run::{run, run_with};
 
 /// An engine state machine a client runs: the engine's
 /// [`StoreClient`] contract, which routes its requests, and what a model
@@ -457,190 +460,6 @@ fn faulted<M: Modelled, G, X>(world: &mut World<M, G, X>, fault: Fault) {
         Fault::SideFails(_) => world.side_failures += 1,
     }
     world.last_fault = world.time;
-}
-
-/// Runs client `c` on `first` until it has nothing left to do, serving its requests
-/// at once except the one `fault` names. `None` if the step sent no request the fault
-/// can hit, so that every action that exists changes the world.
-pub fn run<R: Rules>(
-    rules: &R,
-    world: &mut State<R>,
-    c: u8,
-    first: Vec<<R::M as leasehold_engine::Machine>::Input>,
-    fault: Option<Fault>,
-    journal: &mut Option<Vec<String>>,
-) -> Option<()> {
-    run_with(rules, world, c, first, fault.as_slice(), journal)
-}
-
-/// [`run`] with any number of faults, each on its own request: `None` unless every
-/// one of them hits a request (a request two of them name takes the first).
-pub fn run_with<R: Rules>(
-    rules: &R,
-    world: &mut State<R>,
-    c: u8,
-    first: Vec<<R::M as leasehold_engine::Machine>::Input>,
-    faults: &[Fault],
-    journal: &mut Option<Vec<String>>,
-) -> Option<()> {
-    let budget = rules.budget();
-    let who = R::ACTOR;
-    let mut inputs = std::collections::VecDeque::from(first);
-    let (mut writes, mut reads, mut sent, mut side) = (0u8, 0u8, 0u8, 0u8);
-    let mut hits = 0;
-    while let Some(input) = inputs.pop_front() {
-        let now = now(&budget, world, c);
-        let engine = world.clients[usize::from(c)].engine.as_mut()?;
-        let outputs = engine.handle(rules.transitions(), now, input);
-        // What the engine tells its driver is handled before its requests go out, as a
-        // driver that reacts to each output at once would: a handler that stops at once
-        // reports it before the replies come back.
-        let mut requests = Vec::new();
-        let mut others = Vec::new();
-        for output in outputs {
-            match R::M::request(output) {
-                Ok(req) => requests.push(req),
-                Err(other) => others.push(other),
-            }
-        }
-        for other in others {
-            let mut fails = false;
-            if rules.fallible(&other) {
-                let nth = side;
-                side += 1;
-                let hit = faults.iter().copied().find(|f| *f == Fault::SideFails(nth));
-                if let Some(f) = hit {
-                    fails = true;
-                    hits += 1;
-                    faulted(world, f);
-                }
-            }
-            inputs.extend(rules.output(world, c, other, fails, journal));
-        }
-        if world.clients[usize::from(c)].cut {
-            for req in requests {
-                note(journal, || {
-                    format!(
-                        "{who}{c} sends {}: it never arrives (CUT OFF), a timeout",
-                        rules.describe(&req)
-                    )
-                });
-                inputs.push_back(R::M::response(req.id, Err(StoreError::Timeout)));
-            }
-            continue;
-        }
-        for mut req in requests {
-            let write = req.op.is_write();
-            let counter = if write { &mut writes } else { &mut reads };
-            let nth = *counter;
-            *counter += 1;
-            let nth_sent = sent;
-            sent += 1;
-            let id = req.id;
-            if !write && world.clients[usize::from(c)].throttled {
-                note(journal, || {
-                    format!(
-                        "{who}{c} sends {}: THROTTLED, answered 429 unserved",
-                        rules.describe(&req)
-                    )
-                });
-                let retry_after = Millis(THROTTLE_RETRY_AFTER_MS);
-                inputs.push_back(R::M::response(
-                    id,
-                    Err(StoreError::Throttled { retry_after }),
-                ));
-                continue;
-            }
-            let this = faults.iter().copied().find(|f| match *f {
-                Fault::Hold(n) | Fault::LoseReply(n) | Fault::Retried(n) => write && n == nth,
-                Fault::LateReply(n) => n == nth_sent,
-                Fault::Stale { read, .. } => !write && read == nth,
-                Fault::SideFails(_) => false,
-            });
-            match this {
-                Some(Fault::Hold(_)) => {
-                    note(journal, || {
-                        format!("{who}{c} sends {}: HELD on the wire", rules.describe(&req))
-                    });
-                    world.net.insert((c, id), req);
-                }
-                Some(Fault::LoseReply(_)) => {
-                    let applied = apply(rules, world, c, &mut req, Serve::Fresh);
-                    rules.reply_lost(world, &applied);
-                    note(journal, || {
-                        format!(
-                            "{who}{c} sends {}: {}, but the REPLY IS LOST",
-                            rules.describe(&req),
-                            answer(&applied)
-                        )
-                    });
-                    inputs.push_back(R::M::response(id, Err(StoreError::Timeout)));
-                }
-                Some(Fault::Retried(_)) => {
-                    let applied = apply(rules, world, c, &mut req, Serve::Fresh);
-                    rules.reply_lost(world, &applied);
-                    let again = apply(rules, world, c, &mut req, Serve::Fresh);
-                    note(journal, || {
-                        format!(
-                            "{who}{c} sends {}: {}, the reply is lost, and the SDK's RETRY \
-                             answers {}",
-                            rules.describe(&req),
-                            answer(&applied),
-                            answer(&again)
-                        )
-                    });
-                    inputs.push_back(R::M::response(id, again));
-                }
-                Some(Fault::LateReply(_)) => {
-                    let result = apply(rules, world, c, &mut req, Serve::Fresh);
-                    note(journal, || {
-                        format!(
-                            "{who}{c} sends {}: {}, but the REPLY IS HELD on the way back",
-                            rules.describe(&req),
-                            answer(&result)
-                        )
-                    });
-                    world.replies.insert((c, id), result);
-                }
-                Some(Fault::Stale { choice, .. }) => {
-                    let reader = reader(c, id.incarnation.0);
-                    let options = world.store.options(reader, &req.op);
-                    let (doc, back) = stale_choice(&options, choice)?;
-                    let doc = doc.clone();
-                    let result = apply(rules, world, c, &mut req, Serve::Stale(&doc, back));
-                    note(journal, || {
-                        format!(
-                            "{who}{c} sends {}: {}, served by a LAGGING replica: {doc} as it \
-                             was {back} write{} ago",
-                            rules.describe(&req),
-                            answer(&result),
-                            if back == 1 { "" } else { "s" }
-                        )
-                    });
-                    inputs.push_back(R::M::response(id, result));
-                }
-                None | Some(Fault::SideFails(_)) => {
-                    let result = apply(rules, world, c, &mut req, Serve::Fresh);
-                    note(journal, || {
-                        format!(
-                            "{who}{c} sends {}: {}",
-                            rules.describe(&req),
-                            answer(&result)
-                        )
-                    });
-                    inputs.push_back(R::M::response(id, result));
-                }
-            }
-            if let Some(f) = this {
-                hits += 1;
-                faulted(world, f);
-            }
-        }
-    }
-    if let Some(engine) = world.clients[usize::from(c)].engine.as_mut() {
-        engine.seal();
-    }
-    (hits == faults.len()).then_some(())
 }
 
 /// Whether request `id` was sent by client `c`'s current life.
