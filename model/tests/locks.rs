@@ -378,7 +378,7 @@ fn the_item_processing_bound_is_tight() {
     let mut model = ItemModel::new(bounds).unwrap();
     model.liveness_ticks -= 1;
     // The late counterexample lies at the horizon: breadth first explored nearly every
-    // state to reach it (10.7 s; depth first 1.7 s, issue 23).
+    // state to reach it (10.7 s; depth first 1.7 s: BENCHMARKS.md, "Model checking").
     counterexample_by(&model, items::PROCESSED, Search::Dfs);
 }
 

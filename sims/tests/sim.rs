@@ -181,8 +181,8 @@ fn exclusivity_catches_the_timestamp_rule_under_skewed_clocks() {
 
 #[test]
 fn exclusivity_catches_clocks_that_drift_beyond_the_assumed_bound() {
-    // Seed 1 caught it until the engine's requests moved with the store's faults
-    // (issue 42); seeds 2 to 4 catch it now. It is a narrow race: the model checker's
+    // Which seeds catch it depends on how the store's faults meet the engine's
+    // requests; seeds 2 to 4 catch it now. It is a narrow race: the model checker's
     // `thin-margin` counterexample is what always finds it.
     let mut cfg = SimConfig::scenario(Scenario::Crash, 2);
     cfg.faults = Faults::NONE

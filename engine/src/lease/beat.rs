@@ -4,9 +4,10 @@
 
 use super::LossCause;
 use super::heartbeat::{BeatPlan, BeatRules, BeatStep};
-use super::host::{Aim, LeaseHost};
+use super::host::LeaseHost;
 use super::membership::{Member, successor};
 use super::phase::Phase;
+use super::wire::Aim;
 use super::{HostDocument, Intent, KnownBad};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
 use crate::store::{Op, Reply, StoreError};

@@ -1,7 +1,7 @@
 //! The partition-lease host state machine.
 
 use super::agenda::Agenda;
-use super::heartbeat::BeatStep;
+use super::creates::Creates;
 use super::membership::Membership;
 use super::memo::PlanMemo;
 use super::phase::Phase;
@@ -9,18 +9,17 @@ use super::reads::TableReads;
 use super::session::Sessions;
 use super::slot::{Own, ReleaseTo, Slot};
 use super::timer::Timer;
+use super::wire::{Aim, Wire};
 use super::{
-    CheckpointPolicy, ConfigError, HostDocument, Input, InputError, KnownBad, LeaseConfig,
-    LeaseDocument, Liveness, LossCause, Output, Record, StopReason, StoreRequest,
+    CheckpointPolicy, ConfigError, Input, InputError, KnownBad, LeaseConfig, LeaseDocument,
+    LossCause, Output, Record, StopReason, StoreRequest,
 };
-use crate::expiry::{Observation, Terms};
-use crate::ids::{
-    Checkpoint, Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId, Session, Tenure,
-};
+use crate::expiry::Observation;
+use crate::ids::{Epoch, Etag, HostId, Incarnation, LeaseToken, RequestId, Session, Tenure};
 use crate::lease::Intent;
 use crate::store::Op;
 use crate::time::{LocalTime, Millis, Now};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// One host's side of the partition-lease protocol, as a sans-IO state machine.
@@ -96,20 +95,13 @@ pub struct LeaseHost {
     pub(super) agenda: Agenda,
     /// Its own heartbeat and the other hosts'.
     pub(super) membership: Membership,
-    pub(super) pending: BTreeMap<RequestId, Pending>,
-    pub(super) issued: u64,
-    /// Leases this host is creating.
-    pub(super) creating: BTreeSet<LeaseToken>,
-    /// Leases this life created in its own name (a split's children) whose create's
-    /// outcome it never learned: found named after this host, they are this life's.
-    pub(super) unknown_creates: BTreeSet<LeaseToken>,
-    pub(super) next_scan: LocalTime,
-    pub(super) scanning: bool,
-    /// When the whole table was last read, and whether it must be read again.
+    /// Its requests in flight.
+    pub(super) wire: Wire,
+    /// The leases it is creating, and those it created with an unknown outcome.
+    pub(super) creates: Creates,
+    /// When it reads the table and plans next, and whether the whole table must be
+    /// read.
     pub(super) table: TableReads,
-    /// When a lease or heartbeat this host watches will expire: it plans again then,
-    /// without waiting for the next scan.
-    pub(super) replan_at: Option<LocalTime>,
     /// What the group looked like to the last plan, if a walk may be skipped.
     pub(super) memo: PlanMemo,
     out: VecDeque<Output>,
@@ -133,14 +125,9 @@ macro_rules! hashed_state {
             slots,
             agenda: _,
             membership,
-            pending,
-            issued,
-            creating,
-            unknown_creates,
-            next_scan,
-            scanning,
+            wire,
+            creates,
             table,
-            replan_at,
             memo: _,
             out,
         } = $host;
@@ -148,8 +135,8 @@ macro_rules! hashed_state {
             config,
             (
                 (me, incarnation, sessions, phase, now, slots),
-                (membership, pending, issued, creating, unknown_creates),
-                (next_scan, scanning, table, replan_at, out),
+                (membership, wire, creates),
+                (table, out),
             ),
         )
     }};
@@ -169,80 +156,6 @@ impl Eq for LeaseHost {}
 impl std::hash::Hash for LeaseHost {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         hashed_state!(self).1.hash(state);
-    }
-}
-
-/// A request in flight, and what its answer means.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct Pending {
-    pub sent_at: LocalTime,
-    pub aim: Aim,
-}
-
-/// What a request in flight was sent to do, which says how its answer is read.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Aim {
-    /// A scan; `seq` is how many requests had been issued before it. `table`: the
-    /// whole table, or (session liveness) the heartbeats alone.
-    Scan {
-        seq: u64,
-        table: bool,
-    },
-    Create(LeaseDocument),
-    Take {
-        doc: LeaseDocument,
-        fence: Option<Observation>,
-    },
-    Write {
-        doc: LeaseDocument,
-        checkpoint: Option<Checkpoint>,
-        release: bool,
-    },
-    Read(LeaseToken),
-    /// Reads the heartbeat of the host a lease is about to be handed to.
-    Confirm {
-        token: LeaseToken,
-        claimant: HostId,
-    },
-    Beat(BeatStep),
-    Retire(HostId),
-    /// Ends another host's tenure (session liveness): the fenced heartbeat written,
-    /// by the request issued after `seq` others.
-    Fence {
-        doc: HostDocument,
-        seq: u64,
-        /// The version it is conditional on (`None`: a create).
-        etag: Option<Etag>,
-    },
-    /// Frees a lease its owner let expire (lease liveness).
-    Free(LeaseDocument),
-    /// Deletes a split lease; the known-bad order creates its children only then.
-    DeleteParent {
-        token: LeaseToken,
-        then_create: Vec<LeaseDocument>,
-    },
-}
-
-impl Aim {
-    /// Stamps the documents this request writes, as [`LeaseHost::send`] stamps the
-    /// request itself: the host's view of a write it made matches the store's.
-    fn stamp(&mut self, terms: Terms, liveness: Liveness) {
-        match self {
-            Aim::Create(doc) | Aim::Take { doc, .. } | Aim::Write { doc, .. } | Aim::Free(doc) => {
-                doc.stamp(terms, liveness);
-            }
-            Aim::Fence { doc, .. } => doc.stamp(terms, liveness),
-            Aim::DeleteParent { then_create, .. } => {
-                then_create
-                    .iter_mut()
-                    .for_each(|d| d.stamp(terms, liveness));
-            }
-            Aim::Scan { .. }
-            | Aim::Read(_)
-            | Aim::Confirm { .. }
-            | Aim::Beat(_)
-            | Aim::Retire(_) => {}
-        }
     }
 }
 
@@ -291,14 +204,9 @@ impl LeaseHost {
             slots: BTreeMap::new(),
             agenda,
             membership: Membership::new(),
-            pending: BTreeMap::new(),
-            issued: 0,
-            creating: BTreeSet::new(),
-            unknown_creates: BTreeSet::new(),
-            next_scan: LocalTime::ZERO,
-            scanning: false,
+            wire: Wire::default(),
+            creates: Creates::default(),
             table: TableReads::default(),
-            replan_at: None,
             memo: PlanMemo::default(),
             out: VecDeque::new(),
         })
@@ -342,7 +250,7 @@ impl LeaseHost {
 
     /// How many store requests are outstanding.
     pub fn outstanding(&self) -> usize {
-        self.pending.len()
+        self.wire.outstanding()
     }
 
     /// Every lease this host has seen, by token.
@@ -400,7 +308,7 @@ impl LeaseHost {
     pub fn handle_input(&mut self, now: Now, input: Input) -> Result<(), InputError> {
         if self.phase == Phase::Finished {
             if let Input::Response { id, .. } = &input {
-                self.pending.remove(id);
+                self.wire.answered(id);
             }
             return Ok(());
         }
@@ -409,8 +317,8 @@ impl LeaseHost {
             Input::Tick => {}
             Input::Response { id, result } => {
                 let pending = self
-                    .pending
-                    .remove(&id)
+                    .wire
+                    .answered(&id)
                     .ok_or(InputError::UnknownRequest(id))?;
                 self.on_response(now, pending, result);
             }
@@ -511,11 +419,10 @@ impl LeaseHost {
         };
         // Only what is not blocked on an answer counts: a deadline that is already due
         // but waits for a response must not make the driver spin.
-        if self.phase == Phase::Running && !self.scanning {
-            at(self.next_scan, Timer::TableRead);
-        }
-        if let (Phase::Running, Some(t)) = (self.phase, self.replan_at) {
-            at(t, Timer::Replan);
+        if self.phase == Phase::Running {
+            for (t, timer) in self.table.timers() {
+                at(t, timer);
+            }
         }
         if self.uses_heartbeats()
             && let Some(t) = self.membership.beat.wake()
@@ -553,18 +460,7 @@ impl LeaseHost {
             doc.stamp(terms, liveness);
         }
         aim.stamp(terms, liveness);
-        let id = RequestId {
-            incarnation: self.incarnation,
-            seq: self.issued,
-        };
-        self.issued += 1;
-        self.pending.insert(
-            id,
-            Pending {
-                sent_at: now.local,
-                aim,
-            },
-        );
+        let id = self.wire.issue(self.incarnation, now.local, aim);
         self.emit(Output::Request(StoreRequest { id, intent, op }));
         id
     }
@@ -614,11 +510,11 @@ impl LeaseHost {
         self.recheck_handoffs(now, scope);
         self.start_ready(now, scope);
         self.write_due(now, scope);
-        if self.phase == Phase::Running && self.replan_at.is_some_and(|t| now.local >= t) {
+        if self.phase == Phase::Running && self.table.replan_due(now.local) {
             self.replan(now);
         }
         self.drive_heartbeat(now);
-        if self.phase == Phase::Running && !self.scanning && now.local >= self.next_scan {
+        if self.phase == Phase::Running && self.table.read_due(now.local) {
             self.send_scan(now);
         }
         if self.phase == Phase::ShuttingDown && self.shutdown_done() {
@@ -779,10 +675,7 @@ impl LeaseHost {
             .iter()
             .filter_map(|t| self.slots.get(t))
             .any(|s| s.own.is_some() || s.stale);
-        let may_gain_lease = self
-            .pending
-            .values()
-            .any(|p| !matches!(p.aim, Aim::Beat(_) | Aim::Retire(_)));
+        let may_gain_lease = self.wire.may_gain_lease();
         let heartbeat_gone = !self.uses_heartbeats() || self.membership.beat.has_left();
         !holds_leases && !may_gain_lease && heartbeat_gone
     }

@@ -7,6 +7,7 @@ mod agenda;
 mod audit;
 mod beat;
 mod config;
+mod creates;
 mod document;
 mod heartbeat;
 mod host;
@@ -24,6 +25,7 @@ mod table;
 mod tenure;
 mod timer;
 mod wake;
+mod wire;
 mod write;
 
 pub use audit::{WriteFault, audit_write};

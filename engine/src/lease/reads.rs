@@ -11,14 +11,23 @@
 //! so a version known from an old read fails (412) instead of overwriting a newer
 //! one, and the host re-reads that lease.
 
+use super::timer::Timer;
 use crate::balance::spread;
 use crate::ids::HostId;
 use crate::time::{LocalTime, Millis, Now};
 
-/// When this host last read the whole table, and whether something calls for a
-/// read before the audit is due.
+/// When this host next reads the table (or the heartbeats) and plans, when it last
+/// read the whole table, and whether something calls for a read before the audit is
+/// due.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct TableReads {
+    /// When the next read goes out.
+    next_read: LocalTime,
+    /// A read is in flight: the next waits for its answer.
+    reading: bool,
+    /// When a lease or heartbeat this host watches will expire: it plans again then,
+    /// without waiting for the next read.
+    replan_at: Option<LocalTime>,
     /// When the last complete read of the table was sent.
     read_at: Option<LocalTime>,
     /// An event calls for a read at the next scan.
@@ -60,6 +69,50 @@ pub(super) struct Group<'a> {
 }
 
 impl TableReads {
+    /// This part's timers: the next read, unless one is in flight (a deadline already
+    /// due that waits for an answer must not make the driver spin), and the next plan.
+    pub fn timers(&self) -> impl Iterator<Item = (LocalTime, Timer)> {
+        let read = (!self.reading).then_some((self.next_read, Timer::TableRead));
+        let plan = self.replan_at.map(|t| (t, Timer::Replan));
+        read.into_iter().chain(plan)
+    }
+
+    /// Whether the next read is due at `now`.
+    pub fn read_due(&self, now: LocalTime) -> bool {
+        !self.reading && now >= self.next_read
+    }
+
+    /// Whether a plan is due at `now`.
+    pub fn replan_due(&self, now: LocalTime) -> bool {
+        self.replan_at.is_some_and(|t| now >= t)
+    }
+
+    /// The next read goes out at `at`.
+    pub fn read_at(&mut self, at: LocalTime) {
+        self.next_read = at;
+    }
+
+    /// The next read goes out at `at` at the latest.
+    pub fn read_by(&mut self, at: LocalTime) {
+        self.next_read = self.next_read.min(at);
+    }
+
+    /// A read went out.
+    pub fn read_sent(&mut self) {
+        self.reading = true;
+    }
+
+    /// The read in flight was answered; the next goes out at `next`.
+    pub fn read_answered(&mut self, next: LocalTime) {
+        self.reading = false;
+        self.next_read = next;
+    }
+
+    /// The next plan is due at `at`, if anything this host watches expires.
+    pub fn plan_at(&mut self, at: Option<LocalTime>) {
+        self.replan_at = at;
+    }
+
     /// The interval's read is being sent at `now`: whether it must be the whole
     /// table, and why. A read of the table sees every change before it, so only
     /// later ones call for another.
@@ -156,5 +209,49 @@ impl TableReads {
         if behind {
             self.due = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timers(reads: &TableReads) -> Vec<(LocalTime, Timer)> {
+        reads.timers().collect()
+    }
+
+    #[test]
+    fn a_read_in_flight_keeps_no_timer_so_a_due_read_cannot_spin_its_driver() {
+        let mut reads = TableReads::default();
+        assert_eq!(timers(&reads), [(LocalTime(0), Timer::TableRead)]);
+        reads.read_sent();
+        assert!(timers(&reads).is_empty());
+        assert!(!reads.read_due(LocalTime(1_000)));
+        reads.read_answered(LocalTime(5_000));
+        assert!(!reads.read_due(LocalTime(4_999)));
+        assert!(reads.read_due(LocalTime(5_000)));
+    }
+
+    #[test]
+    fn an_event_brings_the_next_read_forward_but_never_back() {
+        let mut reads = TableReads::default();
+        reads.read_answered(LocalTime(5_000));
+        reads.read_by(LocalTime(7_000));
+        assert_eq!(timers(&reads), [(LocalTime(5_000), Timer::TableRead)]);
+        reads.read_by(LocalTime(2_000));
+        assert_eq!(timers(&reads), [(LocalTime(2_000), Timer::TableRead)]);
+        reads.read_at(LocalTime(9_000));
+        assert_eq!(timers(&reads), [(LocalTime(9_000), Timer::TableRead)]);
+    }
+
+    #[test]
+    fn a_plan_is_due_when_something_watched_expires() {
+        let mut reads = TableReads::default();
+        reads.read_sent();
+        assert!(!reads.replan_due(LocalTime(u64::MAX)));
+        reads.plan_at(Some(LocalTime(3_000)));
+        assert_eq!(timers(&reads), [(LocalTime(3_000), Timer::Replan)]);
+        assert!(!reads.replan_due(LocalTime(2_999)));
+        assert!(reads.replan_due(LocalTime(3_000)));
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! A plan reads every lease, so making one costs a walk of the whole table. Under
 //! session liveness a host plans again whenever a member's heartbeat could expire
-//! (`replan_at`), and in a steady group every such moment passes with the member
+//! (the plan timer), and in a steady group every such moment passes with the member
 //! renewed: at 100 hosts × 10,000 leases those walks were most of the simulator's
 //! time. A walk is skipped when its plan would be the last one, which asked for
 //! nothing: the leases have not changed since (the host unsettles its plan on any
@@ -17,7 +17,7 @@ use super::memo::Plans;
 use crate::time::{LocalTime, Now};
 
 impl LeaseHost {
-    /// Plans again at `replan_at`: walks the table unless the walk would give the
+    /// Plans again when the plan timer is due: walks the table unless the walk would give the
     /// last plan, which asked for nothing; then only the next moment to look again
     /// is new, and it is a member's expiry, found without the walk.
     pub(super) fn replan(&mut self, now: Now) {
@@ -28,7 +28,7 @@ impl LeaseHost {
         let next = self.member_expiries(now);
         #[cfg(debug_assertions)]
         self.check_skipped_walk(now, next);
-        self.replan_at = next;
+        self.table.plan_at(next);
         self.memo.reused();
     }
 
@@ -63,7 +63,7 @@ impl LeaseHost {
     /// The walk skipped, made after all: it must plan nothing. Under session
     /// liveness a read of the heartbeats that shows no change skips it too, and
     /// that skip is checked the same way whenever the group is as the last plan saw
-    /// it (otherwise the walk at `replan_at` settles it).
+    /// it (otherwise the walk the plan timer calls settles it).
     #[cfg(debug_assertions)]
     pub(super) fn check_reused_plan(&self, now: Now) -> Option<LocalTime> {
         let judged = self.judge(now);
@@ -76,7 +76,7 @@ impl LeaseHost {
         judged.next
     }
 
-    /// The same at `replan_at`, which must also look again at the same moment.
+    /// The same when the plan timer is due, which must also look again at the same moment.
     #[cfg(debug_assertions)]
     fn check_skipped_walk(&self, now: Now, next: Option<LocalTime>) {
         let walked = self.check_reused_plan(now);
@@ -195,7 +195,9 @@ mod tests {
         let mut g = Group::new();
         g.run_until(600_000);
         let a = &mut g.hosts[0];
-        let at = a.replan_at.expect("a member's expiry to plan again at");
+        let (at, _) = (a.table.timers())
+            .find(|(_, timer)| *timer == super::super::Timer::Replan)
+            .expect("a member's expiry to plan again at");
         assert!(a.table.is_settled() && a.group_unchanged(now(at.as_millis())));
         let held = a.slots.values_mut().find(|s| s.own.is_some()).unwrap();
         held.own = None;

@@ -3,9 +3,10 @@
 //! A reply of the wrong kind for its request (a driver bug) is treated like an
 //! unknown outcome: the host re-reads, which is always safe.
 
-use super::host::{Aim, LeaseHost, Pending};
+use super::host::LeaseHost;
 use super::phase::Phase;
 use super::slot::{ReleaseTo, Slot};
+use super::wire::{Aim, Pending};
 use super::{CheckpointPolicy, KnownBad, LeaseDocument, LossCause, Output, Record, StopReason};
 use crate::expiry::Observation;
 use crate::ids::{Checkpoint, Etag, HostId, LeaseToken};
@@ -37,14 +38,9 @@ impl LeaseHost {
     }
 
     fn on_create(&mut self, now: Now, doc: LeaseDocument, result: StoreResult<Record>) {
-        self.creating.remove(&doc.token);
-        if doc.is_owned_by(&self.me) {
-            if matches!(&result, Err(e) if e.is_ambiguous()) {
-                self.unknown_creates.insert(doc.token.clone());
-            } else {
-                self.unknown_creates.remove(&doc.token);
-            }
-        }
+        let ambiguous = matches!(&result, Err(e) if e.is_ambiguous());
+        let own = doc.is_owned_by(&self.me);
+        self.creates.answered(&doc.token, own, ambiguous);
         self.on_child_answer(now, &doc, &result);
         if let Ok(Reply::Created(etag)) = result {
             let token = doc.token.clone();
@@ -52,13 +48,13 @@ impl LeaseHost {
             // applied, so it is at least as fresh: a late create reply is old news.
             if !self.slots.contains_key(&token) {
                 // A split's child this host created in its own name is this life's.
-                let learned = self.issued;
+                let learned = self.wire.issued();
                 let slot = Slot::new(doc.clone(), etag.clone(), now.local, learned);
                 self.slots.entry(token.clone()).or_insert(slot).ours = Some(doc.epoch);
                 self.reconcile(now, &token, doc, etag);
             }
             // A new lease is free: plan again now rather than an interval later.
-            self.next_scan = now.local;
+            self.table.read_at(now.local);
         } else if self.session_liveness() {
             // Another host created it: only the table tells this host of it.
             self.need_table(now);
@@ -75,7 +71,7 @@ impl LeaseHost {
         result: StoreResult<Record>,
     ) {
         let token = doc.token.clone();
-        let learned = self.issued;
+        let learned = self.wire.issued();
         let session = self.session_liveness();
         self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
@@ -112,7 +108,7 @@ impl LeaseHost {
             // Under session liveness the scan must then read the whole table, not
             // the heartbeats alone.
             Err(StoreError::PreconditionFailed) if session => self.need_table(now),
-            Err(StoreError::PreconditionFailed) => self.next_scan = now.local,
+            Err(StoreError::PreconditionFailed) => self.table.read_at(now.local),
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_at = Some(now.local + retry_after);
             }
@@ -128,7 +124,7 @@ impl LeaseHost {
             }
             // Applied or not? Only a read can tell whether this host owns the lease.
             Err(_) | Ok(_) => {
-                slot.distrust(self.issued, self.config.known_bad);
+                slot.distrust(self.wire.issued(), self.config.known_bad);
                 slot.ours = Some(doc.epoch);
             }
         }
@@ -145,7 +141,7 @@ impl LeaseHost {
         result: StoreResult<Record>,
     ) {
         let token = doc.token.clone();
-        let learned = self.issued;
+        let learned = self.wire.issued();
         let policy = self.config.expiry;
         let renew = self.config.renew_interval;
         let backoff = self.backoff();
@@ -203,7 +199,7 @@ impl LeaseHost {
                 }
             }
             Err(StoreError::PreconditionFailed) => {
-                slot.distrust(self.issued, self.config.known_bad);
+                slot.distrust(self.wire.issued(), self.config.known_bad);
                 self.touch(&token);
                 self.lose(&token, LossCause::TakenOver);
             }
@@ -229,7 +225,7 @@ impl LeaseHost {
             // Applied or not? A read tells (`on_read`).
             Err(_) | Ok(_) => {
                 requeue(slot, checkpoint, self.config.checkpoint);
-                slot.distrust(self.issued, self.config.known_bad);
+                slot.distrust(self.wire.issued(), self.config.known_bad);
                 slot.write_failed = true;
                 self.touch(&token);
             }
@@ -250,7 +246,7 @@ impl LeaseHost {
             Ok(Reply::Replaced(etag)) => {
                 self.reconcile(now, &token, doc, etag);
                 // Free now: plan again at once rather than an interval later.
-                self.next_scan = self.next_scan.min(now.local);
+                self.table.read_by(now.local);
             }
             Err(StoreError::NotFound) => {
                 self.slots.remove(&token);
@@ -259,7 +255,7 @@ impl LeaseHost {
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_at = Some(now.local + retry_after);
             }
-            Err(_) | Ok(_) => slot.distrust(self.issued, self.config.known_bad),
+            Err(_) | Ok(_) => slot.distrust(self.wire.issued(), self.config.known_bad),
         }
         self.touch(&token);
     }
@@ -354,7 +350,7 @@ impl LeaseHost {
     ) {
         // News of a lease: the next read of the heartbeats plans again.
         self.table.unsettle();
-        let learned = self.issued;
+        let learned = self.wire.issued();
         // Under session liveness a lease named after this host holds authority only
         // in the current tenure; one from an ended tenure or an earlier life is taken
         // back by a resume, a conditional write at a new epoch naming the tenure.
@@ -367,7 +363,7 @@ impl LeaseHost {
         } else {
             doc.handed_to == Some(self.incarnation())
         };
-        let created = self.unknown_creates.remove(token);
+        let created = self.creates.take_unknown(token);
         let lease_liveness = !self.session_liveness();
         let name_proves_death = self.config.known_bad == Some(KnownBad::NameProvesDeath);
         let slot = self

@@ -27,8 +27,9 @@
 //! first and the last (`DeleteSplitLease` keeps that behaviour as a known-bad variant).
 //! An id that is never freed is never reused: the cost is one small document per split.
 
-use super::host::{Aim, LeaseHost};
+use super::host::LeaseHost;
 use super::slot::Slot;
+use super::wire::Aim;
 use super::{InputError, Intent, KnownBad, LeaseDocument, LossCause, Record, StopReason};
 use crate::ids::{LeaseToken, PartitionKey, RequestId, Session};
 use crate::store::{Op, Reply, StoreError};
@@ -97,7 +98,7 @@ impl LeaseHost {
                     SplitStep::Finish
                 },
             )
-        } else if missing.iter().any(|c| !self.creating.contains(*c)) {
+        } else if missing.iter().any(|c| !self.creates.is_creating(c)) {
             Some(SplitStep::CreateChildren)
         } else {
             Some(SplitStep::Wait)
@@ -120,7 +121,9 @@ impl LeaseHost {
             .doc
             .split_into
             .iter()
-            .filter(|c| !made.contains(c) && !split_away.contains(c) && !self.creating.contains(*c))
+            .filter(|c| {
+                !made.contains(c) && !split_away.contains(c) && !self.creates.is_creating(c)
+            })
             .map(|c| self.child_doc(&slot.doc, c, now))
             .collect();
         for doc in docs {
@@ -142,7 +145,7 @@ impl LeaseHost {
     }
 
     fn send_child(&mut self, now: Now, doc: LeaseDocument) {
-        self.creating.insert(doc.token.clone());
+        self.creates.sent(doc.token.clone());
         let op = Op::Create(Record::Lease(doc.clone()));
         self.send(now, Intent::CreateChild, op, Aim::Create(doc));
     }
@@ -228,13 +231,13 @@ impl LeaseHost {
                 }
             }
             Err(StoreError::PreconditionFailed) => {
-                slot.distrust(self.issued, self.config.known_bad);
+                slot.distrust(self.wire.issued(), self.config.known_bad);
                 self.lose(&token, LossCause::TakenOver);
             }
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_at = Some(now.local + retry_after);
             }
-            Err(_) | Ok(_) => slot.distrust(self.issued, self.config.known_bad),
+            Err(_) | Ok(_) => slot.distrust(self.wire.issued(), self.config.known_bad),
         }
         self.touch(&token);
     }
@@ -255,7 +258,7 @@ impl LeaseHost {
         // The plan that gave this host its share counted the parent: plan again
         // now, or the children may wait a whole interval for an owner.
         self.table.unsettle();
-        self.next_scan = self.next_scan.min(now.local);
+        self.table.read_by(now.local);
         self.membership.beat.split_done();
     }
 

@@ -1,11 +1,12 @@
 //! The acquire cycle: read the lease table, judge it, plan, act.
 
-use super::host::{Aim, LeaseHost};
+use super::host::LeaseHost;
 use super::membership::Member;
 use super::phase::Phase;
 use super::reads::{Group, Why};
 use super::slot::{ReleaseTo, Slot};
 use super::tenure::TenureVerdict;
+use super::wire::Aim;
 use super::{
     ConfigError, HostDocument, Intent, KnownBad, LeaseDocument, Liveness, Output, Record,
     StopReason,
@@ -33,8 +34,8 @@ pub(super) struct Judged {
 impl LeaseHost {
     /// Sends the interval's read: the heartbeats alone, or the whole table.
     pub(super) fn send_scan(&mut self, now: Now) {
-        self.scanning = true;
-        let seq = self.issued;
+        self.table.read_sent();
+        let seq = self.wire.issued();
         let group = Group {
             me: &self.me,
             session: self.session_liveness(),
@@ -88,7 +89,7 @@ impl LeaseHost {
     /// the next scan, which is now.
     pub(super) fn need_table(&mut self, now: Now) {
         self.table.need();
-        self.next_scan = self.next_scan.min(now.local);
+        self.table.read_by(now.local);
     }
 
     pub(super) fn on_scan(
@@ -99,8 +100,8 @@ impl LeaseHost {
         table: bool,
         result: Result<Reply<Record>, StoreError>,
     ) {
-        self.scanning = false;
-        self.next_scan = now.local + self.config.acquire_interval;
+        self.table
+            .read_answered(now.local + self.config.acquire_interval);
         let read = matches!(result, Ok(Reply::ReadAll(_)));
         let first = table && read && self.table.never_read();
         if table {
@@ -161,7 +162,7 @@ impl LeaseHost {
                 }
             }
             Err(StoreError::Throttled { retry_after }) => {
-                self.next_scan = now.local + retry_after;
+                self.table.read_at(now.local + retry_after);
             }
             _ => {}
         }
@@ -240,7 +241,7 @@ impl LeaseHost {
         seq: u64,
         leases: impl Iterator<Item = (LeaseDocument, Etag)>,
     ) -> (Listing, Vec<LeaseToken>) {
-        let learned = self.issued;
+        let learned = self.wire.issued();
         let me = &self.me;
         let mut slots = self.slots.iter_mut().peekable();
         let (mut rest, mut vanished) = (Vec::new(), Vec::new());
@@ -321,14 +322,14 @@ impl LeaseHost {
             .iter()
             .filter(|t| {
                 absent.binary_search(t).is_ok()
-                    && !self.creating.contains(*t)
+                    && !self.creates.is_creating(t)
                     && !replaced.contains(t)
             })
             .cloned()
             .collect();
         for token in missing {
             let doc = LeaseDocument::new(&self.config.prefix, token.clone(), now.wall);
-            self.creating.insert(token);
+            self.creates.sent(token);
             let op = Op::Create(Record::Lease(doc.clone()));
             self.send(now, Intent::CreateLease, op, Aim::Create(doc));
         }
@@ -434,7 +435,7 @@ impl LeaseHost {
             next,
             timeless,
         } = self.judge(now);
-        self.replan_at = next;
+        self.table.plan_at(next);
         #[cfg(debug_assertions)]
         assert_eq!(next, self.next_expiry(now), "one walk judges as two did");
         let plan = self.config.strategy.plan(&view, &self.me);

@@ -5,10 +5,11 @@
 //! it. A fence is a conditional write to the dead host's heartbeat: the dead host's
 //! next renewal then fails on the changed etag, and it stops everything at once.
 
-use super::host::{Aim, LeaseHost};
+use super::host::LeaseHost;
 use super::membership::Member;
 use super::phase::Phase;
 use super::slot::Slot;
+use super::wire::Aim;
 use super::{HostDocument, Intent, KnownBad, LeaseDocument, Liveness, Record};
 use crate::ids::{Etag, HostId, LeaseToken, Tenure};
 use crate::store::{Op, Reply, StoreError};
@@ -157,7 +158,7 @@ impl LeaseHost {
             // heartbeat exists after all.
             None => Op::Create(Record::Host(doc.clone())),
         };
-        let seq = self.issued;
+        let seq = self.wire.issued();
         let aim = Aim::Fence { doc, seq, etag };
         self.send(now, Intent::Fence, op, aim);
     }
@@ -189,10 +190,10 @@ impl LeaseHost {
                 }
             }
             Err(StoreError::Throttled { retry_after }) => {
-                self.next_scan = self.next_scan.min(now.local + retry_after);
+                self.table.read_by(now.local + retry_after);
             }
             // It renewed, came back, or was fenced by someone else: look again.
-            _ => self.next_scan = now.local,
+            _ => self.table.read_at(now.local),
         }
     }
 

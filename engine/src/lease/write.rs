@@ -1,10 +1,11 @@
 //! The owner's writes: which one a lease needs now (a re-read, a claimant check, a
 //! release, a resume at a new epoch, a checkpoint, a renewal), and sending it.
 
-use super::host::{Aim, LeaseHost};
+use super::host::LeaseHost;
 use super::phase::Phase;
 use super::slot::{Own, ReleaseTo, Slot};
 use super::split::SplitStep;
+use super::wire::Aim;
 use super::{CheckpointPolicy, HostDocument, Intent, KnownBad, Record};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
 use crate::store::Op;

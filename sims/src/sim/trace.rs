@@ -98,14 +98,6 @@ pub enum TraceEvent {
         /// One past the last event.
         to: u64,
     },
-    /// A host's timer woke it: which one. Recorded aside ([`Trace::aside`]): the
-    /// engine's state, which earlier events fix, names it.
-    Wake {
-        /// The host.
-        host: HostId,
-        /// The timer, in the engine's words.
-        timer: Timer,
-    },
     /// The store applied a write to a lease.
     Stored {
         /// The partition.
@@ -116,6 +108,15 @@ pub enum TraceEvent {
         epoch: u64,
         /// Its checkpoint now.
         checkpoint: u64,
+    },
+    // Last, so that the variants before it hash as they did before it existed.
+    /// A host's timer woke it: which one. Recorded aside ([`Trace::aside`]): the
+    /// engine's state, which earlier events fix, names it.
+    Wake {
+        /// The host.
+        host: HostId,
+        /// The timer, in the engine's words.
+        timer: Timer,
     },
 }
 
