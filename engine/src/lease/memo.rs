@@ -1,5 +1,5 @@
 //! What the group looked like to a host's last plan: the part of a host that says
-//! whether a walk of the table can be skipped ([`super::replan`] says why and when).
+//! whether a walk of the table can be skipped (`host/replan.rs` says why and when).
 
 use super::membership::{Member, Membership};
 use crate::expiry::ExpiryPolicy;

@@ -5,7 +5,6 @@
 
 mod agenda;
 mod audit;
-mod beat;
 mod config;
 mod creates;
 mod document;
@@ -16,17 +15,10 @@ mod membership;
 mod memo;
 mod phase;
 mod reads;
-mod replan;
-mod respond;
 mod session;
 mod slot;
-mod split;
-mod table;
-mod tenure;
 mod timer;
-mod wake;
 mod wire;
-mod write;
 
 pub use audit::{WriteFault, audit_write};
 pub use config::{CheckpointPolicy, ConfigError, KnownBad, LeaseConfig, Liveness, UnknownLiveness};

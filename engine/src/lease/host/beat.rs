@@ -2,14 +2,14 @@
 //! for, acts on the leases when a tenure begins or ends, and deletes the heartbeats of
 //! hosts that stopped.
 
-use super::LossCause;
-use super::heartbeat::{BeatPlan, BeatRules, BeatStep};
-use super::host::LeaseHost;
-use super::membership::{Member, successor};
-use super::phase::Phase;
-use super::wire::Aim;
-use super::{HostDocument, Intent, KnownBad};
+use super::LeaseHost;
 use crate::ids::{HostId, LeaseToken, PartitionKey};
+use crate::lease::LossCause;
+use crate::lease::heartbeat::{BeatPlan, BeatRules, BeatStep};
+use crate::lease::membership::{Member, successor};
+use crate::lease::phase::Phase;
+use crate::lease::wire::Aim;
+use crate::lease::{HostDocument, Intent, KnownBad};
 use crate::store::{Op, Reply, StoreError};
 use crate::time::{LocalTime, Now};
 use std::collections::BTreeSet;
@@ -71,7 +71,7 @@ impl LeaseHost {
         now: Now,
         sent_at: LocalTime,
         step: BeatStep,
-        result: Result<Reply<super::Record>, StoreError>,
+        result: Result<Reply<crate::lease::Record>, StoreError>,
     ) {
         let rules = BeatRules {
             policy: self.config.expiry,

@@ -3,13 +3,15 @@
 //! A reply of the wrong kind for its request (a driver bug) is treated like an
 //! unknown outcome: the host re-reads, which is always safe.
 
-use super::host::LeaseHost;
-use super::phase::Phase;
-use super::slot::{ReleaseTo, Slot};
-use super::wire::{Aim, Pending};
-use super::{CheckpointPolicy, KnownBad, LeaseDocument, LossCause, Output, Record, StopReason};
+use super::LeaseHost;
 use crate::expiry::Observation;
 use crate::ids::{Checkpoint, Etag, HostId, LeaseToken};
+use crate::lease::phase::Phase;
+use crate::lease::slot::{ReleaseTo, Slot};
+use crate::lease::wire::{Aim, Pending};
+use crate::lease::{
+    CheckpointPolicy, KnownBad, LeaseDocument, LossCause, Output, Record, StopReason,
+};
 use crate::store::{Reply, StoreError, StoreResult, Stored};
 use crate::time::{LocalTime, Now};
 

@@ -1,18 +1,18 @@
 //! The acquire cycle: read the lease table, judge it, plan, act.
 
-use super::host::LeaseHost;
-use super::membership::Member;
-use super::phase::Phase;
-use super::reads::{Group, Why};
-use super::slot::{ReleaseTo, Slot};
+use super::LeaseHost;
 use super::tenure::TenureVerdict;
-use super::wire::Aim;
-use super::{
+use crate::balance::{Action, LeaseStatus, LeaseView, Reason, TableView};
+use crate::ids::{Etag, HostId, LeaseToken};
+use crate::lease::membership::Member;
+use crate::lease::phase::Phase;
+use crate::lease::reads::{Group, Why};
+use crate::lease::slot::{ReleaseTo, Slot};
+use crate::lease::wire::Aim;
+use crate::lease::{
     ConfigError, HostDocument, Intent, KnownBad, LeaseDocument, Liveness, Output, Record,
     StopReason,
 };
-use crate::balance::{Action, LeaseStatus, LeaseView, Reason, TableView};
-use crate::ids::{Etag, HostId, LeaseToken};
 use crate::store::{Op, Reply, StoreError, Stored};
 use crate::time::{LocalTime, Now};
 use std::collections::BTreeMap;

@@ -1,5 +1,14 @@
 //! The partition-lease host state machine.
 
+mod beat;
+mod replan;
+mod respond;
+mod split;
+mod table;
+mod tenure;
+mod wake;
+mod write;
+
 use super::agenda::Agenda;
 use super::creates::Creates;
 use super::membership::Membership;
@@ -79,31 +88,31 @@ use std::sync::Arc;
 /// ```
 #[derive(Clone, Debug)]
 pub struct LeaseHost {
-    pub(super) me: HostId,
+    me: HostId,
     incarnation: Incarnation,
     /// Sessions started and not yet reported stopped.
-    pub(super) sessions: Sessions,
+    sessions: Sessions,
     /// Shared, not copied: hosts are cloned with every state a model checker makes.
-    pub(super) config: Arc<LeaseConfig>,
-    pub(super) phase: Phase,
+    config: Arc<LeaseConfig>,
+    phase: Phase,
     /// The latest time seen; inputs never move the clock backwards.
-    pub(super) now: Now,
-    pub(super) slots: BTreeMap<LeaseToken, Slot>,
+    now: Now,
+    slots: BTreeMap<LeaseToken, Slot>,
     /// Which leases an input can concern: those this host owns or must re-read, and
     /// which of them the next input must look at. A host sees every lease of the
     /// table, and visiting them all on every input made large tables quadratic.
-    pub(super) agenda: Agenda,
+    agenda: Agenda,
     /// Its own heartbeat and the other hosts'.
-    pub(super) membership: Membership,
+    membership: Membership,
     /// Its requests in flight.
-    pub(super) wire: Wire,
+    wire: Wire,
     /// The leases it is creating, and those it created with an unknown outcome.
-    pub(super) creates: Creates,
+    creates: Creates,
     /// When it reads the table and plans next, and whether the whole table must be
     /// read.
-    pub(super) table: TableReads,
+    table: TableReads,
     /// What the group looked like to the last plan, if a walk may be skipped.
-    pub(super) memo: PlanMemo,
+    memo: PlanMemo,
     out: VecDeque<Output>,
 }
 
@@ -363,11 +372,7 @@ impl LeaseHost {
 
     /// What this host holds of `lease` while `session` may still report on it
     /// (running or draining, not lost).
-    pub(super) fn processing(
-        &mut self,
-        lease: &LeaseToken,
-        session: Session,
-    ) -> Result<&mut Own, InputError> {
+    fn processing(&mut self, lease: &LeaseToken, session: Session) -> Result<&mut Own, InputError> {
         let accepted = self.sessions.may_checkpoint(lease, session);
         self.slots
             .get_mut(lease)
@@ -441,20 +446,14 @@ impl LeaseHost {
         self.now
     }
 
-    pub(super) fn emit(&mut self, output: Output) {
+    fn emit(&mut self, output: Output) {
         self.out.push_back(output);
     }
 
     /// Issues a request and remembers what it is for. Every document it writes
     /// carries this host's expiry terms and liveness, so that a reader with other
     /// settings knows what it must wait out, or that it cannot judge it at all.
-    pub(super) fn send(
-        &mut self,
-        now: Now,
-        intent: Intent,
-        mut op: Op<Record>,
-        mut aim: Aim,
-    ) -> RequestId {
+    fn send(&mut self, now: Now, intent: Intent, mut op: Op<Record>, mut aim: Aim) -> RequestId {
         let (terms, liveness) = (self.config.expiry.terms(), self.config.liveness());
         if let Op::Create(doc) | Op::Replace { doc, .. } = &mut op {
             doc.stamp(terms, liveness);
@@ -466,7 +465,7 @@ impl LeaseHost {
     }
 
     /// How long to wait before retrying after an unknown outcome.
-    pub(super) fn backoff(&self) -> Millis {
+    fn backoff(&self) -> Millis {
         Millis(self.config.renew_interval.as_millis().div_ceil(8))
     }
 
@@ -629,7 +628,7 @@ impl LeaseHost {
         }
     }
 
-    pub(super) fn mark_in_flight(&mut self, token: &LeaseToken, id: RequestId) {
+    fn mark_in_flight(&mut self, token: &LeaseToken, id: RequestId) {
         if let Some(slot) = self.slots.get_mut(token) {
             slot.op = Some(id);
             self.touch(token);
@@ -643,7 +642,7 @@ impl LeaseHost {
     /// life whose heartbeat it is still waiting out. It lets them be rather than
     /// release them: a release would free at once a lease that other life may still
     /// be processing.
-    pub(super) fn begin_shutdown(&mut self) {
+    fn begin_shutdown(&mut self) {
         if self.phase != Phase::Running {
             return;
         }
@@ -681,7 +680,7 @@ impl LeaseHost {
     }
 
     /// Whether this host owns any lease.
-    pub(super) fn holds_leases(&self) -> bool {
+    fn holds_leases(&self) -> bool {
         self.agenda
             .active()
             .iter()
@@ -691,7 +690,7 @@ impl LeaseHost {
 
     /// Asks for `token` to be released once its handler has stopped (a lost session's
     /// call need not have: the release raises the epoch past it).
-    pub(super) fn request_release(&mut self, token: &LeaseToken, to: ReleaseTo, why: StopReason) {
+    fn request_release(&mut self, token: &LeaseToken, to: ReleaseTo, why: StopReason) {
         let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut()) else {
             return;
         };
@@ -712,7 +711,7 @@ impl LeaseHost {
     /// `sent_at` if one succeeded. Under session liveness authority comes from the
     /// heartbeat instead, for a lease held in the current tenure however it was
     /// learned: a write to the lease alone proves nothing about the tenure.
-    pub(super) fn own(
+    fn own(
         &mut self,
         token: &LeaseToken,
         epoch: Epoch,

@@ -1,13 +1,13 @@
 //! The owner's writes: which one a lease needs now (a re-read, a claimant check, a
 //! release, a resume at a new epoch, a checkpoint, a renewal), and sending it.
 
-use super::host::LeaseHost;
-use super::phase::Phase;
-use super::slot::{Own, ReleaseTo, Slot};
+use super::LeaseHost;
 use super::split::SplitStep;
-use super::wire::Aim;
-use super::{CheckpointPolicy, HostDocument, Intent, KnownBad, Record};
 use crate::ids::{HostId, LeaseToken, PartitionKey};
+use crate::lease::phase::Phase;
+use crate::lease::slot::{Own, ReleaseTo, Slot};
+use crate::lease::wire::Aim;
+use crate::lease::{CheckpointPolicy, HostDocument, Intent, KnownBad, Record};
 use crate::store::Op;
 use crate::time::Now;
 

@@ -12,8 +12,8 @@
 //! The skip must be exact, or the model would check another engine than the one
 //! that runs: debug builds walk anyway and compare.
 
-use super::host::LeaseHost;
-use super::memo::Plans;
+use super::LeaseHost;
+use crate::lease::memo::Plans;
 use crate::time::{LocalTime, Now};
 
 impl LeaseHost {
@@ -196,7 +196,7 @@ mod tests {
         g.run_until(600_000);
         let a = &mut g.hosts[0];
         let (at, _) = (a.table.timers())
-            .find(|(_, timer)| *timer == super::super::Timer::Replan)
+            .find(|(_, timer)| *timer == crate::lease::Timer::Replan)
             .expect("a member's expiry to plan again at");
         assert!(a.table.is_settled() && a.group_unchanged(now(at.as_millis())));
         let held = a.slots.values_mut().find(|s| s.own.is_some()).unwrap();

@@ -5,13 +5,13 @@
 //! it. A fence is a conditional write to the dead host's heartbeat: the dead host's
 //! next renewal then fails on the changed etag, and it stops everything at once.
 
-use super::host::LeaseHost;
-use super::membership::Member;
-use super::phase::Phase;
-use super::slot::Slot;
-use super::wire::Aim;
-use super::{HostDocument, Intent, KnownBad, LeaseDocument, Liveness, Record};
+use super::LeaseHost;
 use crate::ids::{Etag, HostId, LeaseToken, Tenure};
+use crate::lease::membership::Member;
+use crate::lease::phase::Phase;
+use crate::lease::slot::Slot;
+use crate::lease::wire::Aim;
+use crate::lease::{HostDocument, Intent, KnownBad, LeaseDocument, Liveness, Record};
 use crate::store::{Op, Reply, StoreError};
 use crate::time::{LocalTime, Now};
 

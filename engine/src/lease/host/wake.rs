@@ -1,12 +1,12 @@
 //! When each lease needs the host's attention next: the host works out every owned
 //! or stale lease's agenda [`Entry`] from its own state and files it in the agenda.
 
-use super::agenda::Entry;
-use super::host::LeaseHost;
-use super::phase::Phase;
-use super::slot::{ReleaseTo, Slot};
+use super::LeaseHost;
 use crate::expiry::ExpiryRule;
 use crate::ids::{HostId, LeaseToken};
+use crate::lease::agenda::Entry;
+use crate::lease::phase::Phase;
+use crate::lease::slot::{ReleaseTo, Slot};
 use crate::time::{LocalTime, Now};
 use std::collections::BTreeSet;
 

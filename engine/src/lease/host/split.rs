@@ -1,7 +1,7 @@
 //! A partition whose range splits: its lease is replaced by one lease per child.
 //!
 //! The order keeps every range covered and never lets two handlers read one range:
-//! 1. The handler reports the split ([`Input::Split`](super::Input::Split)); the
+//! 1. The handler reports the split ([`Input::Split`](crate::lease::Input::Split)); the
 //!    session stops.
 //! 2. Once the call has ended, the owner marks the lease with its children (a
 //!    conditional owner write). A marked lease is never started again, by anyone.
@@ -27,11 +27,11 @@
 //! first and the last (`DeleteSplitLease` keeps that behaviour as a known-bad variant).
 //! An id that is never freed is never reused: the cost is one small document per split.
 
-use super::host::LeaseHost;
-use super::slot::Slot;
-use super::wire::Aim;
-use super::{InputError, Intent, KnownBad, LeaseDocument, LossCause, Record, StopReason};
+use super::LeaseHost;
 use crate::ids::{LeaseToken, PartitionKey, RequestId, Session};
+use crate::lease::slot::Slot;
+use crate::lease::wire::Aim;
+use crate::lease::{InputError, Intent, KnownBad, LeaseDocument, LossCause, Record, StopReason};
 use crate::store::{Op, Reply, StoreError};
 use crate::time::Now;
 use std::collections::BTreeSet;
