@@ -11,40 +11,12 @@ use leasehold_engine::drive::{self, Driver, Halt, Stepped};
 use leasehold_engine::store::StoreError;
 use leasehold_engine::{Request, RequestId, StoreClient};
 use std::collections::VecDeque;
-use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
-
-/// An engine machine the loop can carry between tasks: the engine's [`StoreClient`]
-/// contract (with its tick, its end and the reason for each wake-up) is all the loop
-/// needs of it; this names the bounds that let it cross threads.
-pub(crate) trait Driven:
-    StoreClient<
-        Input: Send + 'static,
-        Output: Send + 'static,
-        Error: Display + Send + 'static,
-        Doc: Send + Sync + 'static,
-        Intent: Debug + Send + 'static,
-    > + Send
-    + 'static
-{
-}
-
-impl<M> Driven for M where
-    M: StoreClient<
-            Input: Send + 'static,
-            Output: Send + 'static,
-            Error: Display + Send + 'static,
-            Doc: Send + Sync + 'static,
-            Intent: Debug + Send + 'static,
-        > + Send
-        + 'static
-{
-}
 
 /// Where the driven machine lives: owned by the loop's caller, or shared by the
 /// clones of a client.
@@ -68,7 +40,7 @@ impl<M> Seat<M> for Arc<Mutex<M>> {
 }
 
 /// What a driver does besides carrying store requests.
-pub(crate) trait Hands<M: Driven> {
+pub(crate) trait Hands<M: StoreClient> {
     /// Acts on an output that is not a store request.
     fn output(&mut self, output: M::Output);
     /// Sees an input before the machine does.
@@ -121,7 +93,7 @@ pub(crate) async fn drive<M, St, H>(
     hands: &mut H,
 ) -> Result<(), M::Error>
 where
-    M: Driven,
+    M: StoreClient,
     St: Store<M::Doc>,
     H: Hands<M>,
 {
@@ -188,7 +160,7 @@ where
 
 /// The machine under one hold of its seat, as the engine's synchronous loop drives
 /// it: its requests go on the wire, the rest to the hands.
-struct Feeding<'a, M: Driven, St, H> {
+struct Feeding<'a, M: StoreClient, St, H> {
     machine: &'a mut M,
     link: &'a Link<St>,
     wire: &'a mut FuturesUnordered<InFlight<M>>,
@@ -197,7 +169,7 @@ struct Feeding<'a, M: Driven, St, H> {
 
 impl<M, St, H> Driver<M> for Feeding<'_, M, St, H>
 where
-    M: Driven,
+    M: StoreClient,
     St: Store<M::Doc>,
     H: Hands<M>,
 {
@@ -220,7 +192,7 @@ where
 }
 
 /// One request on its way to the store, within the request timeout.
-fn send<M: Driven, St: Store<M::Doc>>(
+fn send<M: StoreClient, St: Store<M::Doc>>(
     link: &Link<St>,
     request: Request<M::Doc, M::Intent>,
 ) -> InFlight<M> {

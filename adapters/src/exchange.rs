@@ -3,15 +3,15 @@
 //! their answers come back as inputs, until nothing is outstanding.
 
 use crate::clock::Clock;
-use crate::drive::{Driven, Hands, Link, Seat, drive};
+use crate::drive::{Hands, Link, Seat, drive};
 use crate::store::{ContainerError, Store};
 use leasehold_engine::store::StoreError;
-use leasehold_engine::{item_lease, queue};
+use leasehold_engine::{StoreClient, item_lease, queue};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What the exchange needs of an engine client besides what the loop needs.
-pub(crate) trait Client: Driven {
+pub(crate) trait Client: StoreClient {
     /// The error of a command whose task was cancelled (the runtime shutting down):
     /// its outcome is unknown.
     fn cancelled() -> Self::Error;
@@ -141,7 +141,7 @@ pub(crate) enum Checked<E> {
 /// A command's outputs, requests aside.
 struct Collect<O>(Vec<O>);
 
-impl<M: Driven> Hands<M> for Collect<M::Output> {
+impl<M: StoreClient> Hands<M> for Collect<M::Output> {
     fn output(&mut self, output: M::Output) {
         self.0.push(output);
     }

@@ -6,6 +6,7 @@ use crate::ids::RequestId;
 use crate::lock::LockToken;
 use crate::store::{Document, Op, Reply, StoreError};
 use crate::time::{LocalTime, Now};
+use std::fmt::Debug;
 
 /// A sans-IO state machine.
 ///
@@ -31,13 +32,17 @@ use crate::time::{LocalTime, Now};
 /// // Nothing is due until the store answers what is in flight.
 /// assert_eq!(Machine::poll_timeout(&host), None);
 /// ```
-pub trait Machine {
+///
+/// A machine and everything it exchanges with its driver are plain data that can
+/// cross threads, so that any driver may carry them between tasks (the async runtime
+/// does) without a bound of its own.
+pub trait Machine: Send + 'static {
     /// What happens to it.
-    type Input;
+    type Input: Send + 'static;
     /// What it asks its driver to do, or tells it.
-    type Output;
+    type Output: Send + 'static;
     /// Why it refuses an input; a refused input changes nothing but the clock.
-    type Error;
+    type Error: std::error::Error + Send + 'static;
 
     /// Handles one input at time `now`.
     fn handle_input(&mut self, now: Now, input: Self::Input) -> Result<(), Self::Error>;
@@ -112,9 +117,9 @@ pub struct Request<D, I> {
 /// ```
 pub trait StoreClient: Machine {
     /// The documents it works on.
-    type Doc: Document;
+    type Doc: Document + Send + Sync + 'static;
     /// Why it sends a request.
-    type Intent;
+    type Intent: Debug + Send + 'static;
 
     /// The request `output` carries, or the output back if it is something else.
     fn request(output: Self::Output) -> Result<Request<Self::Doc, Self::Intent>, Self::Output>;

@@ -293,9 +293,9 @@ mod tests {
     impl Machine for Sum {
         type Input = u64;
         type Output = (u64, u64);
-        type Error = ();
+        type Error = std::convert::Infallible;
 
-        fn handle_input(&mut self, now: Now, input: u64) -> Result<(), ()> {
+        fn handle_input(&mut self, now: Now, input: u64) -> Result<(), Self::Error> {
             self.total += input;
             self.out.push((self.total, now.local.as_millis()));
             Ok(())

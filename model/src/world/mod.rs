@@ -36,22 +36,17 @@ pub use run::{run, run_with};
 ///
 /// The world shares the engines of the clients a step leaves alone with the state it
 /// came from, and keeps each engine's digest ([`Sealed`]): a step clones and hashes
-/// only the engine it runs.
+/// only the engine it runs. The engine's contract already makes a machine and its
+/// values `Send + 'static`; a checker also shares them between its threads (`Sync`).
 pub trait Modelled:
-    leasehold_engine::StoreClient<
-        Doc: Send + Sync + 'static,
-        Intent: Copy + Debug + PartialEq + Eq + Hash + Send + Sync + 'static,
-    > + leasehold_engine::Machine<
-        Input: Clone + PartialEq + Hash + Send + Sync + 'static,
-        Output: Clone + Send + Sync + 'static,
-    > + Clone
+    leasehold_engine::StoreClient<Intent: Copy + PartialEq + Eq + Hash + Sync>
+    + leasehold_engine::Machine<Input: Clone + PartialEq + Hash + Sync, Output: Clone + Sync>
+    + Clone
     + Debug
     + PartialEq
     + Eq
     + Hash
-    + Send
     + Sync
-    + 'static
 {
 }
 
