@@ -1,9 +1,9 @@
-//! The one synchronous loop that runs a [`StoreClient`] for every driver that is not
-//! async: the model checker, both simulator worlds and the benchmarks. What they
+//! The one loop that runs a [`StoreClient`] for every driver: the model checker,
+//! both simulator worlds and the benchmarks, and the async runtime, which feeds each
+//! input, answer and tick through it between its awaits. What they
 //! differ in (where requests go, what a handler answers, the clock, a memo of
 //! transitions) is the [`Driver`] they hand it; the order in which inputs go in and
 //! outputs come out is the loop's, so that no two drivers feed a machine differently.
-//! The async runtime keeps the same contract, one [`step`] at a time.
 
 use crate::machine::{Machine, Request, StoreClient};
 use crate::time::Now;

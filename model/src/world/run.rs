@@ -54,8 +54,8 @@ pub fn run_with<R: Rules>(
         requests: Vec::new(),
         void: false,
     };
-    // The model's engines refuse nothing they are fed: a refusal would change
-    // nothing, so the memo of transitions does not keep it.
+    // A refused input changes nothing but the clock, and the memo of transitions
+    // keeps outputs only: the model treats a refusal as an input that did nothing.
     drive::feed(&mut step, first).ok()?;
     if step.void {
         return None;

@@ -555,8 +555,9 @@ impl QueueWorld {
         }
     }
 
-    /// The producer's request goes straight to the store: it is the workload, not a
-    /// host under test, so no fault of the network reaches it.
+    /// The producer's request goes straight to the store, past the network's faults
+    /// (no cut, no lost answer) and a known-bad variant's tampering: it is the
+    /// workload, not a host under test. The store may still throttle it.
     fn producer_send(&mut self, request: QueueRequest) {
         let at = self.now + self.latency();
         let (c, life, answer) = (PRODUCER, 0, true);
