@@ -1,7 +1,8 @@
 //! Running a check and reading its verdicts.
 //!
-//! A run that stops at a time or state limit is *incomplete*: no property that lacks
-//! a discovery is reported as holding (stateright itself reports such a run as done).
+//! A run that stops at a time, state or memory limit is *incomplete*: no property that
+//! lacks a discovery is reported as holding (stateright itself reports such a run as
+//! done). [`Report::cut`] says why it stopped.
 
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 use std::collections::BTreeSet;
@@ -31,6 +32,11 @@ pub struct Options {
     pub timeout: Option<Duration>,
     /// Give up after generating this many states (the check is then incomplete).
     pub max_states: Option<usize>,
+    /// Give up once this process's resident memory reaches this many bytes (the
+    /// check is then incomplete), rather than be killed by the system when memory
+    /// runs out. Watched where the platform tells it ([`resident_bytes`]); elsewhere
+    /// not.
+    pub max_memory: Option<u64>,
     /// Stop early, at the first discovery of some kind.
     pub stop: Stop,
     /// Set from elsewhere (a Ctrl-C handler) to stop the check at once: it is then
@@ -57,6 +63,7 @@ impl Default for Options {
             threads: 1,
             timeout: None,
             max_states: None,
+            max_memory: None,
             stop: Stop::Never,
             interrupt: None,
         }
@@ -119,6 +126,40 @@ pub struct Progress {
     pub seconds: f64,
 }
 
+/// Why a check stopped before it had explored every state within its bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// Its stop condition was met (a counterexample, or the property it waited for).
+    Discovery,
+    /// Its time ran out.
+    Timeout,
+    /// It generated as many states as it was allowed.
+    States,
+    /// The process's resident memory reached the cap.
+    Memory {
+        /// The resident memory read, in bytes.
+        resident: u64,
+    },
+    /// It was told to stop (Ctrl-C).
+    Interrupted,
+}
+
+impl Cut {
+    /// Why, in words, for a report's last line.
+    pub fn reason(self) -> String {
+        match self {
+            Cut::Discovery => "at its first discovery".to_string(),
+            Cut::Timeout => "out of time".to_string(),
+            Cut::States => "at its state limit".to_string(),
+            Cut::Memory { resident } => format!(
+                "at its memory cap, {:.1} GiB resident (--max-memory; depth first needs less)",
+                resident as f64 / (1u64 << 30) as f64
+            ),
+            Cut::Interrupted => "interrupted".to_string(),
+        }
+    }
+}
+
 /// The result of a check; by default, of the partition model.
 #[derive(Clone, Debug)]
 pub struct Report<S, A> {
@@ -128,6 +169,8 @@ pub struct Report<S, A> {
     pub progress: Progress,
     /// Whether every reachable state within the bounds was explored.
     pub complete: bool,
+    /// Why the check stopped early, if it did (`None` exactly when `complete`).
+    pub cut: Option<Cut>,
 }
 
 impl<S, A> Report<S, A> {
@@ -217,9 +260,23 @@ where
     // worker can run long without one: past it (and a second of grace), or once
     // interrupted, the check stops waiting for its workers.
     let mut abandoned = false;
-    while !checker.is_done() {
+    let mut interrupted = false;
+    let mut over_memory;
+    loop {
+        // Read before the first look at the workers too: a cap already passed at the
+        // start stops the check however small it is.
+        over_memory = options
+            .max_memory
+            .and_then(|cap| resident_bytes().filter(|&resident| resident >= cap));
+        if over_memory.is_some() {
+            abandoned = true;
+            break;
+        }
+        if checker.is_done() {
+            break;
+        }
         std::thread::sleep(every.min(Duration::from_millis(20)));
-        let interrupted = options
+        interrupted = options
             .interrupt
             .as_ref()
             .is_some_and(|flag| flag.load(Ordering::Relaxed));
@@ -264,7 +321,20 @@ where
         Stop::FirstCounterexample => discoveries.keys().any(|k| always.contains(k)),
         Stop::At(name) => discoveries.contains_key(name),
     };
-    let complete = !timed_out && !capped && !stopped_early;
+    let cut = if let Some(resident) = over_memory {
+        Some(Cut::Memory { resident })
+    } else if interrupted {
+        Some(Cut::Interrupted)
+    } else if timed_out {
+        Some(Cut::Timeout)
+    } else if capped {
+        Some(Cut::States)
+    } else if stopped_early {
+        Some(Cut::Discovery)
+    } else {
+        None
+    };
+    let complete = cut.is_none();
     let verdicts = model
         .properties()
         .into_iter()
@@ -291,7 +361,33 @@ where
         verdicts,
         progress: last,
         complete,
+        cut,
     }
+}
+
+/// This process's resident memory in bytes, where the platform tells it (Linux's
+/// `/proc/self/status`); `None` elsewhere.
+pub fn resident_bytes() -> Option<u64> {
+    proc_kib("/proc/self/status", "VmRSS:")
+}
+
+/// The memory the system could give without swapping, in bytes, where the platform
+/// tells it (Linux's `/proc/meminfo`); `None` elsewhere.
+pub fn available_bytes() -> Option<u64> {
+    proc_kib("/proc/meminfo", "MemAvailable:")
+}
+
+/// A `NAME:   N kB` line's value, in bytes.
+fn proc_kib(path: &str, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    let kib: u64 = line[name.len()..]
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
 }
 
 /// A path of states, each with the action taken from it (none for the last).

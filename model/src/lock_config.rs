@@ -4,6 +4,7 @@ use crate::clocks::TICK_MS;
 use crate::limits::{BoundsError, LeastBound, range};
 use crate::world::Budget;
 use leasehold_engine::lock::LockPolicy;
+use leasehold_engine::queue::QueueKnownBad;
 use leasehold_engine::{Drift, ExpiryRule, Millis};
 use std::fmt;
 
@@ -129,7 +130,7 @@ impl LockBounds {
     /// Whether the large payload is kept in the claim store: asked for, or implied by
     /// a claim variant.
     pub fn is_claims(&self) -> bool {
-        self.claims || self.bug == Some(LockBug::ClaimUnbounded)
+        self.claims || self.bug == Some(LockBug::Engine(QueueKnownBad::ClaimUnbounded))
     }
 
     /// The lock duration.
@@ -237,26 +238,9 @@ pub enum LockBug {
     NextForStateNoExpiry,
     /// `next_for_state` leases are written without if-match.
     BlindLease,
-    /// The consumer's earlier reading of its answers: a completion found gone counts
-    /// as lost even while its lock still excluded everyone else, so one whose first
-    /// attempt landed with its reply lost is reported `LockLost` when retried.
-    GoneMeansLost,
-    /// The consumer's earlier dequeue: a poison message moved to the dead letters
-    /// takes a place in the batch, so a batch of one spent on it delivers nothing
-    /// while a healthy message waits behind (the simulator's seed 2838879).
-    PoisonSpendsBatch,
-    /// A large payload's message is written before its parts: a consumer finds
-    /// parts missing, and the message is dead-lettered as damaged.
-    ManifestFirst,
-    /// As `manifest-first`, and consumers join the parts they find unchecked: a
-    /// partial payload is delivered.
-    ManifestFirstUnchecked,
-    /// A completion deletes a set's head before its parts: cut short between the
-    /// two, it strands parts that no sweep can find.
-    HeadFirst,
-    /// A producer stores its claim-checked payload however late after its head: one
-    /// that lands after a sweep dropped the key and deleted the head is stranded.
-    ClaimUnbounded,
+    /// One of the consumer's or producer's earlier behaviours, behind the engine's own
+    /// switch ([`QueueKnownBad`] says what each breaks).
+    Engine(QueueKnownBad),
 }
 
 impl LockBug {
@@ -281,7 +265,7 @@ impl LockBug {
                 ..LeastBound::default()
             },
             // One lost reply (the lock models' default) and the retry of the completion.
-            LockBug::GoneMeansLost => LeastBound {
+            LockBug::Engine(QueueKnownBad::GoneMeansLost) => LeastBound {
                 lost_replies: Some(1),
                 delays: Some(0),
                 ..lone
@@ -299,7 +283,7 @@ impl LockBug {
             // turn poison once the lock expires, ahead of the healthy ones in
             // visibility order; a second message is taken while it watches the lock
             // and a third waits behind the poison one.
-            LockBug::PoisonSpendsBatch => LeastBound {
+            LockBug::Engine(QueueKnownBad::PoisonSpendsBatch) => LeastBound {
                 hosts: Some(1),
                 partitions: Some(3),
                 crashes: Some(1),
@@ -308,7 +292,8 @@ impl LockBug {
                 ..LeastBound::default()
             },
             // A producer whose part write is held on the wire while a consumer polls.
-            LockBug::ManifestFirst | LockBug::ManifestFirstUnchecked => LeastBound {
+            LockBug::Engine(QueueKnownBad::ManifestFirst)
+            | LockBug::Engine(QueueKnownBad::ManifestFirstUnchecked) => LeastBound {
                 partitions: Some(1),
                 crashes: Some(0),
                 give_backs: Some(0),
@@ -317,7 +302,7 @@ impl LockBug {
                 ..LeastBound::default()
             },
             // A completion whose head delete is held on the wire, then its crash.
-            LockBug::HeadFirst => LeastBound {
+            LockBug::Engine(QueueKnownBad::HeadFirst) => LeastBound {
                 partitions: Some(1),
                 crashes: Some(1),
                 give_backs: Some(0),
@@ -328,7 +313,7 @@ impl LockBug {
             // A producer's head reply held past the sweep's bound: the sweep drops
             // the key and deletes the head, then the reply arrives and the payload is
             // stored. Liveness is checked from the late reply, past the bound.
-            LockBug::ClaimUnbounded => LeastBound {
+            LockBug::Engine(QueueKnownBad::ClaimUnbounded) => LeastBound {
                 partitions: Some(1),
                 crashes: Some(0),
                 give_backs: Some(0),
@@ -357,12 +342,12 @@ impl LockBug {
         LockBug::LockNoDrift,
         LockBug::NextForStateNoExpiry,
         LockBug::BlindLease,
-        LockBug::GoneMeansLost,
-        LockBug::PoisonSpendsBatch,
-        LockBug::ManifestFirst,
-        LockBug::ManifestFirstUnchecked,
-        LockBug::HeadFirst,
-        LockBug::ClaimUnbounded,
+        LockBug::Engine(QueueKnownBad::GoneMeansLost),
+        LockBug::Engine(QueueKnownBad::PoisonSpendsBatch),
+        LockBug::Engine(QueueKnownBad::ManifestFirst),
+        LockBug::Engine(QueueKnownBad::ManifestFirstUnchecked),
+        LockBug::Engine(QueueKnownBad::HeadFirst),
+        LockBug::Engine(QueueKnownBad::ClaimUnbounded),
     ];
 
     /// The name on the command line.
@@ -376,12 +361,7 @@ impl LockBug {
             LockBug::LockNoDrift => "lock-no-drift",
             LockBug::NextForStateNoExpiry => "next-for-state-no-expiry",
             LockBug::BlindLease => "blind-lease",
-            LockBug::GoneMeansLost => "gone-means-lost",
-            LockBug::PoisonSpendsBatch => "poison-spends-batch",
-            LockBug::ManifestFirst => "manifest-first",
-            LockBug::ManifestFirstUnchecked => "manifest-first-unchecked",
-            LockBug::HeadFirst => "head-first",
-            LockBug::ClaimUnbounded => "claim-unbounded",
+            LockBug::Engine(bad) => bad.name(),
         }
     }
 
@@ -390,10 +370,10 @@ impl LockBug {
     pub fn is_about_parts(self) -> bool {
         matches!(
             self,
-            LockBug::ManifestFirst
-                | LockBug::ManifestFirstUnchecked
-                | LockBug::HeadFirst
-                | LockBug::ClaimUnbounded
+            LockBug::Engine(QueueKnownBad::ManifestFirst)
+                | LockBug::Engine(QueueKnownBad::ManifestFirstUnchecked)
+                | LockBug::Engine(QueueKnownBad::HeadFirst)
+                | LockBug::Engine(QueueKnownBad::ClaimUnbounded)
         )
     }
 
@@ -430,5 +410,26 @@ impl LockBug {
 impl fmt::Display for LockBug {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_earlier_behaviour_of_the_consumer_is_a_queue_variant_the_checker_can_run_by_its_name()
+    {
+        for bad in QueueKnownBad::ALL {
+            let bug = LockBug::Engine(bad);
+            assert!(LockBug::ALL.contains(&bug), "{bad:?} is missing");
+            assert_eq!(LockBug::parse(bad.name(), LockKind::Queue).unwrap(), bug);
+            assert!(LockBug::parse(bad.name(), LockKind::Items).is_err());
+        }
+        let mut names: Vec<&str> = LockBug::ALL.iter().map(|b| b.name()).collect();
+        let listed = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), listed, "two variants share a name");
     }
 }

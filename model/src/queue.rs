@@ -157,12 +157,7 @@ pub fn selector(bug: Option<LockBug>) -> Selector {
 /// The consumer's earlier behaviour a variant runs, if it is one.
 pub fn known_bad(bug: Option<LockBug>) -> Option<QueueKnownBad> {
     match bug {
-        Some(LockBug::GoneMeansLost) => Some(QueueKnownBad::GoneMeansLost),
-        Some(LockBug::PoisonSpendsBatch) => Some(QueueKnownBad::PoisonSpendsBatch),
-        Some(LockBug::ManifestFirst) => Some(QueueKnownBad::ManifestFirst),
-        Some(LockBug::ManifestFirstUnchecked) => Some(QueueKnownBad::ManifestFirstUnchecked),
-        Some(LockBug::HeadFirst) => Some(QueueKnownBad::HeadFirst),
-        Some(LockBug::ClaimUnbounded) => Some(QueueKnownBad::ClaimUnbounded),
+        Some(LockBug::Engine(bad)) => Some(bad),
         _ => None,
     }
 }

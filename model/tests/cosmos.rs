@@ -15,7 +15,7 @@ use common::{broken, counterexample, model};
 use leasehold_engine::balance::Strategy;
 use leasehold_model::PartitionReport;
 use leasehold_model::check::{Outcome, Search};
-use leasehold_model::{Bounds, Bug, properties as p};
+use leasehold_model::{Bounds, Bug, KnownBad, properties as p};
 
 /// Every state of `bounds`, depth first; every safety property holds.
 fn proven(bounds: Bounds) -> PartitionReport {
@@ -58,7 +58,7 @@ fn a_stale_heartbeat_never_proves_a_tenure_over() {
 #[test]
 fn judging_a_tenure_by_read_order_gives_a_lease_two_owners_under_session_reads() {
     let bounds = Bounds {
-        bug: Some(Bug::TenureByReadOrder),
+        bug: Some(Bug::Engine(KnownBad::TenureByReadOrder)),
         ..stale_tenure()
     };
     assert_eq!(broken(bounds, p::EXCLUSIVITY), 6);
@@ -142,7 +142,7 @@ fn a_late_scan_never_brings_back_a_split_lease() {
 #[test]
 fn deleting_a_split_lease_lets_a_late_scan_start_it_beside_its_children() {
     let bounds = Bounds {
-        bug: Some(Bug::DeleteSplitLease),
+        bug: Some(Bug::Engine(KnownBad::DeleteSplitLease)),
         ..late_scan_across_a_split()
     };
     assert_eq!(broken(bounds, p::SPLIT_APART), 10);
@@ -169,7 +169,7 @@ fn a_late_create_never_brings_back_a_child_that_split() {
 #[test]
 fn deleting_a_split_lease_lets_a_late_create_bring_it_back() {
     let bounds = Bounds {
-        bug: Some(Bug::DeleteSplitLease),
+        bug: Some(Bug::Engine(KnownBad::DeleteSplitLease)),
         ..late_create_across_two_splits()
     };
     assert_eq!(broken(bounds, p::CHECKPOINT_KEPT), 13);
@@ -229,7 +229,7 @@ fn a_split_child_missed_by_a_restarted_hosts_read_is_still_taken() {
 #[ignore]
 fn without_the_lease_counts_a_split_child_missed_at_restart_is_processed_by_nobody() {
     let bounds = Bounds {
-        bug: Some(Bug::UncountedTable),
+        bug: Some(Bug::Engine(KnownBad::UncountedTable)),
         ..child_missed_at_restart()
     };
     // Depth first: breadth first would hold every state up to the path's depth.
@@ -243,18 +243,18 @@ fn without_the_lease_counts_a_split_child_missed_at_restart_is_processed_by_nobo
 fn without_the_stores_faults_the_variants_break_nothing_here() {
     for bounds in [
         Bounds {
-            bug: Some(Bug::TenureByReadOrder),
+            bug: Some(Bug::Engine(KnownBad::TenureByReadOrder)),
             stale_reads: 0,
             retries: 0,
             ..stale_tenure()
         },
         Bounds {
-            bug: Some(Bug::DeleteSplitLease),
+            bug: Some(Bug::Engine(KnownBad::DeleteSplitLease)),
             late_replies: 0,
             ..late_scan_across_a_split()
         },
         Bounds {
-            bug: Some(Bug::DeleteSplitLease),
+            bug: Some(Bug::Engine(KnownBad::DeleteSplitLease)),
             delays: 0,
             ..late_create_across_two_splits()
         },

@@ -12,7 +12,7 @@ mod common;
 use common::broken;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::Liveness;
-use leasehold_model::{Bounds, Bug, properties as p};
+use leasehold_model::{Bounds, Bug, KnownBad, properties as p};
 
 /// Every state of `bounds`; every safety and liveness property holds.
 fn proven(bounds: Bounds) {
@@ -53,7 +53,7 @@ fn a_new_life_under_a_zombies_name_never_processes_beside_it() {
 fn a_new_life_that_takes_its_name_as_proof_of_death_processes_beside_its_zombie() {
     for (strategy, liveness) in PROTOCOLS {
         let bounds = Bounds {
-            bug: Some(Bug::NameProvesDeath),
+            bug: Some(Bug::Engine(KnownBad::NameProvesDeath)),
             ..zombie(strategy, liveness)
         };
         assert!(broken(bounds, p::EXCLUSIVITY) > 0);
@@ -133,7 +133,7 @@ fn a_restarted_thief_waits_out_the_longer_lease_it_stole() {
 #[test]
 fn a_fence_written_under_the_thiefs_terms_alone_lets_its_new_life_process_beside_the_holder() {
     let steps = broken(
-        a_thief_restarts(Some(Bug::FenceForgetsTerms)),
+        a_thief_restarts(Some(Bug::Engine(KnownBad::FenceForgetsTerms))),
         p::EXCLUSIVITY,
     );
     assert_eq!(steps, 12);
@@ -171,7 +171,7 @@ fn a_new_life_never_takes_a_handoff_its_zombie_was_given() {
 
 #[test]
 fn a_new_life_that_takes_its_claim_by_name_as_the_handoff_processes_beside_its_zombie() {
-    let bounds = a_zombie_was_handed_a_lease(Some(Bug::ClaimByName), 2);
+    let bounds = a_zombie_was_handed_a_lease(Some(Bug::Engine(KnownBad::ClaimByName)), 2);
     assert!(broken(bounds, p::EXCLUSIVITY) > 0);
 }
 
@@ -180,7 +180,7 @@ fn a_new_life_that_takes_its_claim_by_name_as_the_handoff_processes_beside_its_z
 #[test]
 fn a_replica_one_write_behind_cannot_show_the_claim_by_name_bug() {
     let report = common::proven_for(
-        a_zombie_was_handed_a_lease(Some(Bug::ClaimByName), 1),
+        a_zombie_was_handed_a_lease(Some(Bug::Engine(KnownBad::ClaimByName)), 1),
         &p::SAFETY,
     );
     assert!(report.complete);

@@ -8,7 +8,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use leasehold_model::check::{self, Options, Outcome, Search, Stop};
 use leasehold_model::explore::{Explored, step_view, view};
 use leasehold_model::trace::Explain;
-use leasehold_model::{Bounds, Bug, ItemModel, LockBounds, PartitionModel, QueueModel, properties};
+use leasehold_model::{
+    Bounds, Bug, ItemModel, KnownBad, LockBounds, PartitionModel, QueueModel, properties,
+};
 use stateright::Model;
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -179,7 +181,7 @@ fn the_explorer_walks_the_checkers_states() {
 #[test]
 fn the_explorer_finds_a_known_bad_variants_counterexample() {
     let bounds = Bounds {
-        bug: Some(Bug::RestartSameEpoch),
+        bug: Some(Bug::Engine(KnownBad::RestartSameEpoch)),
         crashes: 0,
         skew: 0,
         drift_ms: 0,

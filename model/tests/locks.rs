@@ -5,9 +5,11 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use leasehold_model::check::{self, Options, Outcome, Report, Search, Stop};
+use leasehold_model::check::{self, Cut, Options, Outcome, Report, Search, Stop};
 use leasehold_model::trace::{self, Explain};
-use leasehold_model::{ItemModel, LockBounds, LockBug, LockKind, QueueModel, items, queue};
+use leasehold_model::{
+    ItemModel, LockBounds, LockBug, LockKind, QueueKnownBad, QueueModel, items, queue,
+};
 use std::time::Duration;
 
 fn exhaustive<M: check::Checkable + Explain>(model: &M) -> Report<M::State, M::Action>
@@ -147,7 +149,7 @@ fn lost_replies_and_delayed_writes_keep_every_queue_property() {
 /// The poison variant's least bound: one consumer that may crash once, three
 /// messages, one delivery each.
 fn poison_backlog(bug: Option<LockBug>) -> LockBounds {
-    let least = LockBug::PoisonSpendsBatch.least_bound();
+    let least = LockBug::Engine(QueueKnownBad::PoisonSpendsBatch).least_bound();
     LockBounds {
         clients: least.hosts.unwrap(),
         docs: least.partitions.unwrap(),
@@ -179,7 +181,10 @@ fn a_poison_message_takes_no_place_in_the_batch() {
 /// message delivers nothing while the healthy one waits behind it.
 #[test]
 fn a_batch_spent_on_a_poison_message_leaves_a_healthy_one_waiting() {
-    let model = QueueModel::new(poison_backlog(Some(LockBug::PoisonSpendsBatch))).unwrap();
+    let model = QueueModel::new(poison_backlog(Some(LockBug::Engine(
+        QueueKnownBad::PoisonSpendsBatch,
+    ))))
+    .unwrap();
     let text = counterexample(&model, queue::POISON_TAKES_NO_PLACE);
     assert!(text.contains("0 delivered, 1 dead-lettered"), "{text}");
 }
@@ -286,7 +291,7 @@ fn a_retried_completion_is_never_reported_lost_when_its_first_attempt_landed() {
 /// its lock was lost, although its own completion deleted the message.
 #[test]
 fn read_the_earlier_way_a_retried_completion_that_landed_is_reported_lost() {
-    let bounds = lost_completion_reply(Some(LockBug::GoneMeansLost));
+    let bounds = lost_completion_reply(Some(LockBug::Engine(QueueKnownBad::GoneMeansLost)));
     let text = counterexample(
         &QueueModel::new(bounds).unwrap(),
         queue::COMPLETION_ANSWERED,
@@ -435,11 +440,51 @@ fn an_interrupted_check_is_incomplete_and_proves_nothing() {
     let model = QueueModel::new(bounds).unwrap();
     let report = check::check(&model, &options, Duration::from_secs(60), |_| {});
     assert!(!report.complete);
+    assert_eq!(report.cut, Some(Cut::Interrupted));
     assert!(
         report.verdicts.iter().all(|v| v.outcome != Outcome::Holds),
         "{:?}",
         report.verdicts
     );
+}
+
+/// A check whose process holds more memory than its cap stops at once, incomplete,
+/// with nothing proven and the reason given, rather than grow until the system kills
+/// it; the same check under a cap it never reaches runs to the end.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_check_past_its_memory_cap_stops_incomplete_and_says_why() {
+    let resident = check::resident_bytes().expect("Linux says how much memory a process holds");
+    assert!(resident > 0);
+    let small = LockBounds {
+        docs: 1,
+        crashes: 0,
+        ..queue_bounds()
+    };
+    let model = QueueModel::new(small).unwrap();
+    let capped = Options {
+        search: Search::Dfs,
+        threads: 1,
+        max_memory: Some(1),
+        ..Options::default()
+    };
+    let report = check::check(&model, &capped, Duration::from_secs(60), |_| {});
+    assert!(!report.complete);
+    assert!(
+        matches!(report.cut, Some(Cut::Memory { resident }) if resident >= 1),
+        "{:?}",
+        report.cut
+    );
+    assert!(report.cut.unwrap().reason().contains("memory cap"));
+    assert!(report.verdicts.iter().all(|v| v.outcome != Outcome::Holds));
+
+    let roomy = Options {
+        max_memory: Some(resident + (64 << 30)),
+        ..capped
+    };
+    let report = check::check(&model, &roomy, Duration::from_secs(60), |_| {});
+    assert!(report.complete, "{:?}", report.cut);
+    assert_eq!(report.cut, None);
 }
 
 /// The large-payload mode: consumer 0 produces one payload that takes two parts,
@@ -503,7 +548,7 @@ fn a_consumer_crashing_while_it_reads_parts_delivers_nothing_partial() {
 
 #[test]
 fn a_message_written_before_its_parts_is_found_with_parts_missing() {
-    let bug = Some(LockBug::ManifestFirst);
+    let bug = Some(LockBug::Engine(QueueKnownBad::ManifestFirst));
     let model = QueueModel::new(LockBounds {
         delays: 1,
         crashes: 0,
@@ -519,7 +564,7 @@ fn a_message_written_before_its_parts_is_found_with_parts_missing() {
 
 #[test]
 fn parts_joined_unchecked_deliver_a_partial_payload() {
-    let bug = Some(LockBug::ManifestFirstUnchecked);
+    let bug = Some(LockBug::Engine(QueueKnownBad::ManifestFirstUnchecked));
     let model = QueueModel::new(LockBounds {
         delays: 1,
         ..large_bounds(bug)
@@ -530,7 +575,7 @@ fn parts_joined_unchecked_deliver_a_partial_payload() {
 
 #[test]
 fn a_head_deleted_before_its_parts_strands_them_where_no_sweep_finds_them() {
-    let bug = Some(LockBug::HeadFirst);
+    let bug = Some(LockBug::Engine(QueueKnownBad::HeadFirst));
     let model = QueueModel::new(LockBounds {
         delays: 1,
         ..large_bounds(bug)
@@ -594,7 +639,7 @@ fn a_late_claim_reply_never_delivers_a_payload_missing_or_changed() {
 
 #[test]
 fn a_message_written_before_its_claim_is_found_with_its_payload_missing() {
-    let bug = Some(LockBug::ManifestFirst);
+    let bug = Some(LockBug::Engine(QueueKnownBad::ManifestFirst));
     let model = QueueModel::new(LockBounds {
         delays: 1,
         crashes: 0,
@@ -607,7 +652,7 @@ fn a_message_written_before_its_claim_is_found_with_its_payload_missing() {
 
 #[test]
 fn a_head_deleted_before_its_claim_strands_the_payload_where_no_sweep_finds_it() {
-    let bug = Some(LockBug::HeadFirst);
+    let bug = Some(LockBug::Engine(QueueKnownBad::HeadFirst));
     let model = QueueModel::new(LockBounds {
         delays: 1,
         ..claim_bounds(bug)
@@ -658,7 +703,10 @@ fn a_producer_answered_past_the_sweeps_bound_strands_no_payload_even_when_a_clai
 
 #[test]
 fn a_payload_stored_however_late_after_its_head_is_stranded_where_no_sweep_finds_it() {
-    let model = QueueModel::new(late_producer(Some(LockBug::ClaimUnbounded))).unwrap();
+    let model = QueueModel::new(late_producer(Some(LockBug::Engine(
+        QueueKnownBad::ClaimUnbounded,
+    ))))
+    .unwrap();
     let trace = counterexample(&model, queue::ORPHANS_SWEPT);
     assert!(trace.contains("REPLY IS HELD"), "{trace}");
     assert!(trace.contains("swept part set"), "{trace}");

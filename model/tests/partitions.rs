@@ -11,7 +11,7 @@ use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::Liveness;
 use leasehold_model::PartitionReport;
 use leasehold_model::check::{self, Options, Outcome, Search, Stop};
-use leasehold_model::{Bounds, Bug, PartitionModel, properties as p, trace};
+use leasehold_model::{Bounds, Bug, KnownBad, PartitionModel, properties as p, trace};
 use std::time::Duration;
 
 fn exhaustive(model: &PartitionModel) -> PartitionReport {
@@ -228,7 +228,7 @@ fn lost_replies_pauses_and_late_writes_are_survived() {
 #[test]
 fn a_restart_at_the_same_epoch_overlaps_a_lost_call() {
     let bounds = Bounds {
-        bug: Some(Bug::RestartSameEpoch),
+        bug: Some(Bug::Engine(KnownBad::RestartSameEpoch)),
         crashes: 0,
         skew: 0,
         drift_ms: 0,
@@ -306,7 +306,7 @@ fn a_blind_acquire_gives_two_owners() {
 #[test]
 fn a_takeover_without_fencing_the_dead_session_gives_two_owners() {
     counterexample(
-        &model(session_variant(Bug::UnfencedTakeover)),
+        &model(session_variant(Bug::Engine(KnownBad::UnfencedTakeover))),
         p::EXCLUSIVITY,
     );
 }
@@ -337,7 +337,7 @@ fn a_blind_heartbeat_renews_a_fenced_session_and_gives_two_owners() {
 /// the other off, and the recipient starts while the lost call still runs. At the
 /// variant's least bound: 2 × 2, one pause, no crash, horizon 6.
 fn paused_owner(bug: Option<Bug>) -> Bounds {
-    let least = Bug::FreeBesideLostCall.least_bound();
+    let least = Bug::Engine(KnownBad::FreeBesideLostCall).least_bound();
     Bounds {
         bug,
         crashes: 0,
@@ -368,7 +368,9 @@ fn a_lease_lost_in_a_pause_is_handed_off_only_once_its_call_ended() {
 #[test]
 fn read_the_earlier_way_a_lost_lease_is_handed_off_beside_its_call() {
     let text = counterexample(
-        &model(paused_owner(Some(Bug::FreeBesideLostCall))),
+        &model(paused_owner(Some(Bug::Engine(
+            KnownBad::FreeBesideLostCall,
+        )))),
         p::FREED_AFTER_CALL,
     );
     assert!(text.contains("sends handoff"), "{text}");
@@ -655,7 +657,7 @@ fn parent_first() -> Bounds {
     Bounds {
         splits: 1,
         horizon: 11,
-        bug: Some(Bug::DeleteParentFirst),
+        bug: Some(Bug::Engine(KnownBad::DeleteParentFirst)),
         ..skewed(Strategy::Handoff)
     }
 }

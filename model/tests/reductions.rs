@@ -17,7 +17,7 @@ use leasehold_engine::lease::Liveness;
 use leasehold_model::PartitionReport;
 use leasehold_model::check::{self, Options, Outcome, Search, Stop};
 use leasehold_model::transitions::Transitions;
-use leasehold_model::{Bounds, Bug, PartitionModel, properties as p};
+use leasehold_model::{Bounds, Bug, KnownBad, PartitionModel, properties as p};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -228,7 +228,7 @@ fn reusing_engine_transitions_changes_no_state_and_no_verdict_with_three_hosts_a
 #[test]
 fn a_known_bad_variant_gives_the_same_counterexample_with_transitions_reused() {
     let (reusing, running) = reusing_and_running(Bounds {
-        bug: Some(Bug::RestartSameEpoch),
+        bug: Some(Bug::Engine(KnownBad::RestartSameEpoch)),
         crashes: 0,
         skew: 0,
         drift_ms: 0,

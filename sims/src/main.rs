@@ -9,7 +9,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::{ConfigError, Liveness};
 use leasehold_engine::{ExpiryRule, Millis, WallTime};
-use leasehold_model::check::{Checkable, Options, Search, Stop};
+use leasehold_model::check::{Checkable, Options, Search, Stop, available_bytes};
 use leasehold_model::explore;
 use leasehold_model::trace::Explain;
 use leasehold_model::{Bounds, BoundsError, Bug, PartitionModel};
@@ -229,6 +229,10 @@ struct ModelArgs {
     /// Stop after this many states; the check is then incomplete.
     #[arg(long, value_name = "N")]
     max_states: Option<usize>,
+    /// Stop once the check holds this many GiB of memory; the check is then
+    /// incomplete, instead of killed when memory runs out.
+    #[arg(long, value_name = "GIB", value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_memory: Option<u32>,
     /// Stop at the first counterexample (the default with --bug).
     #[arg(long)]
     first: bool,
@@ -546,6 +550,12 @@ fn options_of(args: &ModelArgs) -> Options {
         },
         timeout: args.timeout.map(|t| Duration::from_millis(t.as_millis())),
         max_states: args.max_states,
+        max_memory: match args.max_memory {
+            Some(gib) => Some(u64::from(gib) << 30),
+            None => {
+                available_bytes().map(|available| available / 100 * defaults::MEMORY_SHARE_PERCENT)
+            }
+        },
         stop: if args.first || args.bug.is_some() {
             Stop::FirstCounterexample
         } else {

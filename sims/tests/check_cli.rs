@@ -479,6 +479,36 @@ fn a_lock_bound_given_to_the_partition_model_is_refused() {
     }
 }
 
+/// A check stopped by a limit says which: before, every early stop read "stopped
+/// early", and a check that filled memory (`--bug scan-before-own-write` breadth first
+/// holds 24 GiB within ten minutes) was killed by the system without a word. The
+/// memory cap is a whole number of GiB, at least 1.
+#[test]
+fn a_check_stopped_by_a_limit_says_which_and_a_memory_cap_of_nothing_is_refused() {
+    let out = leasehold(&["check", "queue", "--max-states", "1000"]);
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("INCOMPLETE, stopped early at its state limit;"),
+        "{stdout}"
+    );
+    for bad in ["0", "0.5", "lots"] {
+        let out = leasehold(&["check", "queue", "--max-memory", bad]);
+        assert_eq!(out.status.code(), Some(2), "--max-memory {bad}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--max-memory"), "{stderr}");
+    }
+    let out = leasehold(&[
+        "check",
+        "queue",
+        "--max-memory",
+        "64",
+        "--max-states",
+        "1000",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+}
+
 /// `--port 0` serves on a port the system chooses, and says which: it printed
 /// `http://127.0.0.1:0/`, a page nobody can open.
 #[test]

@@ -2,7 +2,7 @@
 //! faults, and the seeds' known-bad variants are caught.
 
 use leasehold_engine::Millis;
-use leasehold_model::LockBug;
+use leasehold_model::{LockBug, QueueKnownBad};
 use leasehold_sims::sim::ViolationKind;
 use leasehold_sims::sim::faults::FaultKind;
 use leasehold_sims::sim::queue::{
@@ -280,7 +280,7 @@ fn a_completion_whose_reply_timed_out_is_never_reported_lost_when_it_landed() {
     for seed in 1..=3 {
         passes_and_bug_breaks(
             timeouts(seed),
-            LockBug::GoneMeansLost,
+            LockBug::Engine(QueueKnownBad::GoneMeansLost),
             ViolationKind::Misreport,
         );
     }
@@ -357,7 +357,11 @@ fn a_queue_reports_figures_are_rounded() {
 fn a_backlog_of_poison_messages_starves_no_healthy_one() {
     let cfg = leasehold_sims::sim::swarm::draw_queue(2_838_879);
     assert_eq!((cfg.scenario, cfg.batch), (QueueScenario::QueuePoison, 1));
-    passes_and_bug_breaks(cfg, LockBug::PoisonSpendsBatch, ViolationKind::Liveness);
+    passes_and_bug_breaks(
+        cfg,
+        LockBug::Engine(QueueKnownBad::PoisonSpendsBatch),
+        ViolationKind::Liveness,
+    );
 }
 
 fn large(seed: u64) -> QueueConfig {
@@ -390,7 +394,12 @@ fn large_payloads_under_every_fault_arrive_whole_and_leave_no_part_behind() {
 #[test]
 fn parts_joined_unchecked_behind_a_message_written_first_deliver_partial_payloads() {
     let cfg = assert_caught(
-        |seed| with_bug(large(seed), LockBug::ManifestFirstUnchecked),
+        |seed| {
+            with_bug(
+                large(seed),
+                LockBug::Engine(QueueKnownBad::ManifestFirstUnchecked),
+            )
+        },
         ViolationKind::EventLost,
     );
     assert!(replay_command(&cfg).contains("--large-every 3"));
@@ -411,7 +420,7 @@ fn claim_checked_payloads_under_every_fault_and_a_failing_claim_store_arrive_who
 #[test]
 fn a_head_deleted_before_its_claim_checked_payload_strands_the_payload() {
     let cfg = assert_caught(
-        |seed| with_bug(claimed(seed), LockBug::HeadFirst),
+        |seed| with_bug(claimed(seed), LockBug::Engine(QueueKnownBad::HeadFirst)),
         ViolationKind::EventLost,
     );
     assert!(replay_command(&cfg).contains("--large-kept claims"));
@@ -429,5 +438,9 @@ fn a_payload_stored_past_its_heads_authority_is_never_stranded() {
         (cfg.scenario, cfg.large_kept),
         (QueueScenario::QueuePoison, LargeKept::Claims)
     );
-    passes_and_bug_breaks(cfg, LockBug::ClaimUnbounded, ViolationKind::EventLost);
+    passes_and_bug_breaks(
+        cfg,
+        LockBug::Engine(QueueKnownBad::ClaimUnbounded),
+        ViolationKind::EventLost,
+    );
 }

@@ -2,7 +2,7 @@
 //! a known-bad variant breaks, and the swarm CI runs.
 
 use leasehold_engine::{ExpiryRule, Millis};
-use leasehold_model::Bug;
+use leasehold_model::{Bug, KnownBad};
 use leasehold_sims::sim::queue::QueueScenario;
 use leasehold_sims::sim::{
     self, FaultKind, Faults, Scenario, SimConfig, ViolationKind, parse_strategy, swarm,
@@ -228,7 +228,7 @@ fn exclusivity_catches_a_split_that_deletes_the_parent_first() {
     // runs clean with the shipped protocol.
     let mut cfg = splitting(3);
     assert!(kinds(&cfg).is_empty());
-    cfg.bug = Some(Bug::DeleteParentFirst);
+    cfg.bug = Some(Bug::Engine(KnownBad::DeleteParentFirst));
     assert!(kinds(&cfg).contains(&ViolationKind::Exclusivity));
 }
 
@@ -391,7 +391,7 @@ fn a_lease_handed_to_a_name_a_rolling_restart_retired_is_taken_by_the_host_the_p
     let cfg = drawn(3_382_147);
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
     let bad = SimConfig {
-        bug: Some(Bug::OrphanUncounted),
+        bug: Some(Bug::Engine(KnownBad::OrphanUncounted)),
         ..cfg
     };
     assert!(kinds(&bad).contains(&ViolationKind::Liveness));
@@ -442,7 +442,7 @@ fn a_fence_stolen_across_a_deploy_that_shortened_the_lease_keeps_the_longer_term
     assert_eq!(cfg.deploy_expiration, Some(Millis::from_secs(35)));
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
     let bad = SimConfig {
-        bug: Some(Bug::FenceForgetsTerms),
+        bug: Some(Bug::Engine(KnownBad::FenceForgetsTerms)),
         ..cfg
     };
     assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));
@@ -459,7 +459,7 @@ fn a_new_life_whose_stale_read_made_it_claim_its_zombies_lease_waits_it_out() {
     let cfg = drawn(2_584_798);
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
     let bad = SimConfig {
-        bug: Some(Bug::ClaimByName),
+        bug: Some(Bug::Engine(KnownBad::ClaimByName)),
         ..cfg
     };
     assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));

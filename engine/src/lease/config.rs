@@ -148,10 +148,11 @@ impl CheckpointPolicy {
     }
 }
 
-/// Earlier behaviours of the engine, kept only so that the checkers can reproduce the
-/// defects they had. This is the one place the engine carries a bug switch: the
-/// behaviour is the engine's own lifecycle, which no driver or network can fake.
-#[doc(hidden)]
+/// Earlier behaviours of the lease host, kept only so that the checkers can reproduce
+/// the defects they had (the model's `--bug NAME`, with [`KnownBad::name`]). They are
+/// the host's own lifecycle and reading of its answers, which no driver or network
+/// can fake, so the switch is the engine's. Production leaves
+/// `LeaseConfig::known_bad` unset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KnownBad {
     /// A lost session is forgotten at once, its call left running, and the lease
@@ -247,6 +248,54 @@ pub enum KnownBad {
     /// swarm's seed 114165: a handoff called off while the drained batch's final
     /// checkpoint was being written).
     StartBeforeCheckpointLands,
+}
+
+impl KnownBad {
+    /// Every earlier behaviour, in the order they are declared.
+    pub const ALL: [KnownBad; 18] = [
+        KnownBad::RestartSameEpoch,
+        KnownBad::UnfencedTakeover,
+        KnownBad::DeleteParentFirst,
+        KnownBad::DeleteSplitLease,
+        KnownBad::TakeKeepsEndedTenure,
+        KnownBad::ResumeKeepsEndedTenure,
+        KnownBad::TenureByReadOrder,
+        KnownBad::EarlierTenureWaits,
+        KnownBad::UncountedTable,
+        KnownBad::SilentSuccessor,
+        KnownBad::OrphanUncounted,
+        KnownBad::NameProvesDeath,
+        KnownBad::NewcomerWaits,
+        KnownBad::FenceForgetsTerms,
+        KnownBad::ClaimByName,
+        KnownBad::FreeBesideLostCall,
+        KnownBad::ScanBeforeOwnWrite,
+        KnownBad::StartBeforeCheckpointLands,
+    ];
+
+    /// The behaviour's name on the checkers' command lines (`--bug NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KnownBad::RestartSameEpoch => "restart-same-epoch",
+            KnownBad::UnfencedTakeover => "unfenced-takeover",
+            KnownBad::DeleteParentFirst => "delete-parent-first",
+            KnownBad::DeleteSplitLease => "delete-split-lease",
+            KnownBad::TakeKeepsEndedTenure => "take-keeps-ended-tenure",
+            KnownBad::ResumeKeepsEndedTenure => "resume-keeps-ended-tenure",
+            KnownBad::TenureByReadOrder => "tenure-read-order",
+            KnownBad::EarlierTenureWaits => "earlier-tenure-waits",
+            KnownBad::UncountedTable => "uncounted-table",
+            KnownBad::SilentSuccessor => "silent-successor",
+            KnownBad::OrphanUncounted => "orphan-uncounted",
+            KnownBad::NameProvesDeath => "name-proves-death",
+            KnownBad::NewcomerWaits => "newcomer-waits",
+            KnownBad::FenceForgetsTerms => "fence-forgets-terms",
+            KnownBad::ClaimByName => "claim-by-name",
+            KnownBad::FreeBesideLostCall => "free-beside-lost-call",
+            KnownBad::ScanBeforeOwnWrite => "scan-before-own-write",
+            KnownBad::StartBeforeCheckpointLands => "start-before-checkpoint-lands",
+        }
+    }
 }
 
 /// Where a holder's authority over its leases comes from, and so what it must write

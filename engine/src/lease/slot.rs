@@ -5,39 +5,43 @@ use crate::expiry::{ExpiryPolicy, Observation};
 use crate::ids::{Checkpoint, Epoch, Etag, HostId, LeaseToken, RequestId};
 use crate::time::{LocalTime, Now};
 
-/// One lease as this host last saw it.
+/// One lease as this host last saw it, and the state of this host's requests for it.
+///
+/// The version it knows (`doc`, `etag`) changes only through [`Slot::update`], so
+/// that the start of the observed-expiry wait and what a later read must have seen
+/// move with the etag and nothing else.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Slot {
-    pub doc: LeaseDocument,
-    pub etag: Etag,
+    doc: LeaseDocument,
+    etag: Etag,
     /// When this host first saw `etag`: the start of the observed-expiry wait.
-    pub seen: LocalTime,
+    seen: LocalTime,
     /// How many requests had been issued when this knowledge arrived. A table scan
     /// issued at or after this point is at least as fresh.
-    pub learned: u64,
+    learned: u64,
     /// `learned` when `etag` was first seen: a heartbeat read issued at or after
     /// this point saw the store after this version was written.
-    pub etag_learned: u64,
+    etag_learned: u64,
     /// The one request in flight for this lease; per-lease requests never overlap, so
     /// their answers arrive in order.
-    pub op: Option<RequestId>,
+    op: Option<RequestId>,
     /// The host must re-read the lease before writing it (after a 412 or an unknown
     /// outcome).
-    pub stale: bool,
+    stale: bool,
     /// The last write failed without saying whether it landed (an unknown outcome or
     /// an unexpected error): if the re-read shows it did not, it is sent again only
     /// after a backoff.
-    pub write_failed: bool,
-    /// Throttled: do not write before this time.
-    pub retry_at: Option<LocalTime>,
+    write_failed: bool,
+    /// Throttled or backing off: no request for this lease before this time.
+    retry_at: Option<LocalTime>,
     /// The epoch at which this life last owned the lease, or sent a take of it whose
     /// outcome is unknown: a read that shows the lease named after this host at that
     /// epoch shows it this life's, not an earlier life's.
-    pub ours: Option<Epoch>,
+    ours: Option<Epoch>,
     /// Present while this host owns the lease. Boxed because a host owns a small
     /// share of the table, and every scan walks every slot: inline, it made each slot
     /// 60 % larger.
-    pub own: Option<Box<Own>>,
+    own: Option<Box<Own>>,
 }
 
 impl Slot {
@@ -57,6 +61,56 @@ impl Slot {
         }
     }
 
+    /// The version of the lease this host knows.
+    pub fn doc(&self) -> &LeaseDocument {
+        &self.doc
+    }
+
+    /// The etag of the version this host knows.
+    pub fn etag(&self) -> &Etag {
+        &self.etag
+    }
+
+    /// See the field `etag_learned`.
+    pub fn etag_learned(&self) -> u64 {
+        self.etag_learned
+    }
+
+    /// Whether this host owns the lease.
+    pub fn is_owned(&self) -> bool {
+        self.own.is_some()
+    }
+
+    /// What this host holds of the lease, if it owns it.
+    pub fn own(&self) -> Option<&Own> {
+        self.own.as_deref()
+    }
+
+    /// What this host holds of the lease, if it owns it, to change.
+    pub fn own_mut(&mut self) -> Option<&mut Own> {
+        self.own.as_deref_mut()
+    }
+
+    /// Records that this host owns the lease, holding `own`.
+    pub fn hold(&mut self, own: Own) {
+        self.own = Some(Box::new(own));
+    }
+
+    /// Records that this host no longer owns the lease.
+    pub fn disown(&mut self) {
+        self.own = None;
+    }
+
+    /// Takes what this host held of the lease: it no longer owns it.
+    pub fn take_own(&mut self) -> Option<Box<Own>> {
+        self.own.take()
+    }
+
+    /// What this host holds of the lease, beside the version it knows, if it owns it.
+    pub fn held(&mut self) -> Option<(&mut Own, &LeaseDocument)> {
+        self.own.as_deref_mut().map(|own| (own, &self.doc))
+    }
+
     /// Records a newer version; the expiry wait restarts only if the etag changed.
     pub fn update(&mut self, doc: LeaseDocument, etag: Etag, now: LocalTime, learned: u64) {
         if etag != self.etag {
@@ -67,6 +121,13 @@ impl Slot {
         self.etag = etag;
         self.learned = learned;
         self.stale = false;
+    }
+
+    /// Whether a table read issued as request `seq` may replace what this host knows:
+    /// none of its requests for the lease is in flight (its answer will say more),
+    /// and the read was sent after this knowledge arrived.
+    pub fn read_may_replace(&self, seq: u64) -> bool {
+        self.op.is_none() && self.learned <= seq
     }
 
     /// After an answer that leaves this host unsure of the lease (a 412, an unknown
@@ -82,6 +143,22 @@ impl Slot {
         }
     }
 
+    /// Marks the lease to be re-read before this host writes it.
+    pub fn mark_stale(&mut self) {
+        self.stale = true;
+    }
+
+    /// Whether the host must re-read the lease before writing it.
+    pub fn is_stale(&self) -> bool {
+        self.stale
+    }
+
+    /// Whether the host keeps watch over the lease at every wake-up: it owns it, or
+    /// must re-read it.
+    pub fn is_active(&self) -> bool {
+        self.is_owned() || self.stale
+    }
+
     pub fn observation(&self) -> Observation {
         Observation {
             first_seen: self.seen,
@@ -90,8 +167,74 @@ impl Slot {
         }
     }
 
+    /// Whether a request for the lease may go now: none is in flight, and no
+    /// throttle or backoff holds it back.
     pub fn can_send(&self, now: LocalTime) -> bool {
         self.op.is_none() && self.retry_at.is_none_or(|t| now >= t)
+    }
+
+    /// Whether a request for the lease is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.op.is_some()
+    }
+
+    /// Records request `id` sent for the lease.
+    pub fn sent(&mut self, id: RequestId) {
+        self.op = Some(id);
+    }
+
+    /// Records the answer to the request in flight.
+    pub fn answered(&mut self) {
+        self.op = None;
+    }
+
+    /// When a throttle or backoff lets the next request go, if one holds it back.
+    pub fn retry_at(&self) -> Option<LocalTime> {
+        self.retry_at
+    }
+
+    /// Holds the next request back until `at`.
+    pub fn retry_after(&mut self, at: LocalTime) {
+        self.retry_at = Some(at);
+    }
+
+    /// Lets the next request go at once.
+    pub fn retry_now(&mut self) {
+        self.retry_at = None;
+    }
+
+    /// Records a write that failed without saying whether it landed.
+    pub fn write_unsure(&mut self) {
+        self.write_failed = true;
+    }
+
+    /// Whether the last write failed unsure, forgetting it.
+    pub fn take_write_unsure(&mut self) -> bool {
+        std::mem::take(&mut self.write_failed)
+    }
+
+    /// See the field `ours`.
+    pub fn ours(&self) -> Option<Epoch> {
+        self.ours
+    }
+
+    /// Records that this life owns the lease at `epoch`, or sent a take of it at that
+    /// epoch whose outcome is unknown.
+    pub fn ours_at(&mut self, epoch: Epoch) {
+        self.ours = Some(epoch);
+    }
+
+    /// Forgets that this life owned the lease.
+    pub fn not_ours(&mut self) {
+        self.ours = None;
+    }
+
+    /// Makes the host forget who owns the lease, as if a read had shown it free: a
+    /// test's way to change the table behind the host's back.
+    #[cfg(all(test, debug_assertions))]
+    pub fn forget_owner(&mut self) {
+        self.own = None;
+        self.doc.owner = None;
     }
 }
 

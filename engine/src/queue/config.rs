@@ -95,10 +95,11 @@ impl Default for LargeMessages {
     }
 }
 
-/// Earlier behaviours of the consumer, kept only so that the checkers can reproduce
-/// the defects they had: the behaviour is the consumer's own reading of its answers,
-/// which no driver or network can fake.
-#[doc(hidden)]
+/// Earlier behaviours of the consumer and producer, kept only so that the checkers can
+/// reproduce the defects they had (the model's `--bug NAME`, with
+/// [`QueueKnownBad::name`]): the behaviour is the consumer's own reading of its
+/// answers and the order of its writes, which no driver or network can fake.
+/// Production leaves `ConsumerConfig::known_bad` unset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QueueKnownBad {
     /// A completion answered "not found" counts as a lost lock even while the lock
@@ -127,6 +128,30 @@ pub enum QueueKnownBad {
     /// gets to: a payload that lands after a sweep dropped its key and deleted its
     /// head is found by no sweep.
     ClaimUnbounded,
+}
+
+impl QueueKnownBad {
+    /// Every earlier behaviour, in the order they are declared.
+    pub const ALL: [QueueKnownBad; 6] = [
+        QueueKnownBad::GoneMeansLost,
+        QueueKnownBad::PoisonSpendsBatch,
+        QueueKnownBad::ManifestFirst,
+        QueueKnownBad::ManifestFirstUnchecked,
+        QueueKnownBad::HeadFirst,
+        QueueKnownBad::ClaimUnbounded,
+    ];
+
+    /// The behaviour's name on the checkers' command lines (`--bug NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueKnownBad::GoneMeansLost => "gone-means-lost",
+            QueueKnownBad::PoisonSpendsBatch => "poison-spends-batch",
+            QueueKnownBad::ManifestFirst => "manifest-first",
+            QueueKnownBad::ManifestFirstUnchecked => "manifest-first-unchecked",
+            QueueKnownBad::HeadFirst => "head-first",
+            QueueKnownBad::ClaimUnbounded => "claim-unbounded",
+        }
+    }
 }
 
 impl ConsumerConfig {

@@ -158,8 +158,8 @@ impl Default for Bounds {
 }
 
 /// The known-bad variants. Each is the shipped engine with one safeguard removed, by
-/// configuration or by the model's network. The engine has one bug switch, for
-/// `restart-same-epoch`: its own session lifecycle, which nothing outside can fake.
+/// configuration or by the model's network, or one of the engine's earlier
+/// behaviours, which only the engine's own switch can bring back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Bug {
     /// CFP's timestamp expiry with a holder margin smaller than the clock skew.
@@ -174,87 +174,19 @@ pub enum Bug {
     /// Takeovers keep the lease's epoch instead of bumping it (the network rewrites
     /// them), so the epoch no longer fences a former owner.
     SameEpoch,
-    /// The engine's old lifecycle: a lost session is forgotten at once while its
-    /// handler call runs on, and the lease restarts at the same epoch once a renewal
-    /// succeeds.
-    RestartSameEpoch,
-    /// Session liveness without its fence: a dead host's leases are taken without
-    /// first ending its tenure (an engine switch: the fence is the taker's own step).
-    UnfencedTakeover,
     /// Session liveness with heartbeats written without if-match (the network strips
     /// it), so a fenced host renews its tenure anyway.
     BlindHeartbeat,
-    /// A split range's lease is deleted before its children's leases exist (an
-    /// engine switch: the order is the owner's own), so a failure in between loses
-    /// the range's checkpoint and another host can recreate the range whole.
-    DeleteParentFirst,
-    /// A split range's lease is deleted once its children's leases exist, as the
-    /// change feed processor does, instead of kept as a finished split (an engine
-    /// switch): a late read brings it back into its owner's view, or a repeated
-    /// create brings back a child that split in turn.
-    DeleteSplitLease,
-    /// Session liveness judging a tenure over by a heartbeat read after the lease
-    /// (an engine switch), which a replica that lags at Session consistency defeats.
-    TenureByReadOrder,
-    /// Session liveness keeping a take answered after its tenure ended as it is (an
-    /// engine switch): the lease is held by nobody for good.
-    TakeKeepsEndedTenure,
-    /// Session liveness counting a resume that landed in an ended tenure as done (an
-    /// engine switch): the lease is held by nobody for good.
-    ResumeKeepsEndedTenure,
     /// Session liveness with the leave's delete sent without if-match (the network
     /// strips it), so a leave that lands late deletes the next life's heartbeat.
     BlindLeave,
-    /// Session liveness waiting on a heartbeat that shows an earlier tenure than a
-    /// lease names until a later read shows more (an engine switch): a fencer whose
-    /// view of the lease was old leaves it so for good.
-    EarlierTenureWaits,
-    /// Session liveness without comparing the lease counts the heartbeats publish
-    /// with the view (an engine switch): a host whose read of the table missed a
-    /// lease its peers give to it never takes it.
-    UncountedTable,
-    /// Session liveness where a successor does not read the table when a member
-    /// holds fewer leases than its view says (an engine switch): a lease given to it
-    /// without a claim is processed by nobody.
-    SilentSuccessor,
-    /// Session liveness comparing the heartbeats' lease counts with the view over
-    /// the leases they hold and those the view shows free only (an engine switch): a
-    /// lease handed to a name that had left, through a lagging replica, waits for the
-    /// audit of the host the plans give it to.
-    OrphanUncounted,
-    /// A new life takes its name as proof that the earlier life is dead (an engine
-    /// switch): it takes back that life's leases at once, while a zombie of it may
-    /// still process them.
-    NameProvesDeath,
     /// Documents carry no expiry terms (the network strips them), so every host judges
     /// another's lease by its own settings: in a deploy that lengthened the lease, an
     /// old host takes a new host's lease while it still holds authority.
     OwnSettingsOnly,
-    /// Only the host whose plan takes a dead host's lease fences or frees it (an
-    /// engine switch): a newcomer the plan gives it to has not yet watched it expire,
-    /// and leaves it be past the liveness bound.
-    NewcomerWaits,
-    /// A fenced lease written under its writer's terms alone (an engine switch): a
-    /// host of a build with a shorter lease steals from a holder with a longer one
-    /// and restarts, and its new life, which inherits the fence from the document,
-    /// waits out only the shorter lease while the holder still has authority.
-    FenceForgetsTerms,
-    /// Under lease liveness, a claim by name counts as a handoff to this very life
-    /// (an engine switch): a new life whose stale read made it claim a lease its
-    /// zombie was handed processes it beside the zombie.
-    ClaimByName,
-    /// A lease whose session was lost is released or handed off at once (an engine
-    /// switch), while its lost call may still run until the driver aborts it: the
-    /// next holder starts beside that call (the runtime swarm's seed 84112).
-    FreeBesideLostCall,
-    /// A lease left unsure by this host's own write takes the version of a table
-    /// scan sent before that write once the re-read fails (an engine switch): the
-    /// host takes back a lease its handoff gave away (the swarm's seed 2888576).
-    ScanBeforeOwnWrite,
-    /// A lease started again while a write of it is in flight (an engine switch):
-    /// a called-off handoff restarts the lease behind the checkpoint on its way,
-    /// and the stored checkpoint goes back (the runtime swarm's seed 114165).
-    StartBeforeCheckpointLands,
+    /// One of the lease host's earlier behaviours, behind the engine's own switch
+    /// ([`KnownBad`] says what each breaks).
+    Engine(KnownBad),
 }
 
 impl Bug {
@@ -285,17 +217,19 @@ impl Bug {
                 horizon: Some(10),
                 ..quiet
             },
-            Bug::RestartSameEpoch | Bug::UnfencedTakeover | Bug::BlindHeartbeat => LeastBound {
+            Bug::Engine(KnownBad::RestartSameEpoch)
+            | Bug::Engine(KnownBad::UnfencedTakeover)
+            | Bug::BlindHeartbeat => LeastBound {
                 delays: Some(1),
                 ..LeastBound::default()
             },
             Bug::SameEpoch => LeastBound::default(),
-            Bug::DeleteParentFirst => LeastBound {
+            Bug::Engine(KnownBad::DeleteParentFirst) => LeastBound {
                 splits: Some(1),
                 horizon: Some(11),
                 ..LeastBound::default()
             },
-            Bug::DeleteSplitLease => LeastBound {
+            Bug::Engine(KnownBad::DeleteSplitLease) => LeastBound {
                 hosts: Some(1),
                 partitions: Some(1),
                 splits: Some(1),
@@ -303,7 +237,7 @@ impl Bug {
                 horizon: Some(8),
                 ..quiet
             },
-            Bug::TenureByReadOrder => LeastBound {
+            Bug::Engine(KnownBad::TenureByReadOrder) => LeastBound {
                 stale_reads: Some(2),
                 retries: Some(1),
                 horizon: Some(5),
@@ -321,7 +255,7 @@ impl Bug {
                 out_of_reach: true,
                 ..quiet
             },
-            Bug::UncountedTable => LeastBound {
+            Bug::Engine(KnownBad::UncountedTable) => LeastBound {
                 partitions: Some(1),
                 splits: Some(1),
                 stale_reads: Some(1),
@@ -329,13 +263,13 @@ impl Bug {
                 depth_first: true,
                 ..LeastBound::default()
             },
-            Bug::NameProvesDeath => LeastBound {
+            Bug::Engine(KnownBad::NameProvesDeath) => LeastBound {
                 hosts: Some(1),
                 partitions: Some(1),
                 zombies: Some(1),
                 ..quiet
             },
-            Bug::ClaimByName => LeastBound {
+            Bug::Engine(KnownBad::ClaimByName) => LeastBound {
                 zombies: Some(1),
                 stale_reads: Some(1),
                 stale_depth: Some(2),
@@ -351,7 +285,7 @@ impl Bug {
                 deploy: true,
                 ..quiet
             },
-            Bug::NewcomerWaits => LeastBound {
+            Bug::Engine(KnownBad::NewcomerWaits) => LeastBound {
                 hosts: Some(3),
                 partitions: Some(1),
                 crashes: Some(2),
@@ -363,7 +297,7 @@ impl Bug {
             },
             // A pause lapses the authority of a host that holds both leases while the
             // other claims one: it hands that one off while its lost call lingers.
-            Bug::FreeBesideLostCall => LeastBound {
+            Bug::Engine(KnownBad::FreeBesideLostCall) => LeastBound {
                 shutdowns: Some(0),
                 pauses: Some(1),
                 horizon: Some(6),
@@ -373,7 +307,7 @@ impl Bug {
             // while the reply to a scan sent before the handoff is late. Not found here,
             // even with two faults a step: complete at horizon 9, 28.4 M unique, 313 s
             // (docs/model-checking.md, "The store production has"). The simulator's seed 2888576 keeps it.
-            Bug::ScanBeforeOwnWrite => LeastBound {
+            Bug::Engine(KnownBad::ScanBeforeOwnWrite) => LeastBound {
                 late_replies: Some(1),
                 retries: Some(1),
                 throttled_reads: Some(1),
@@ -384,13 +318,13 @@ impl Bug {
             // the wire. Not found here, nor with a drain that outlasts the tick
             // (`slow_drains`): complete at 2 × 2 with no crash, horizon 8 (2.1 M unique)
             // (docs/model-checking.md, "The store production has").
-            Bug::StartBeforeCheckpointLands => LeastBound {
+            Bug::Engine(KnownBad::StartBeforeCheckpointLands) => LeastBound {
                 delays: Some(1),
                 progress: Some(2),
                 out_of_reach: true,
                 ..LeastBound::default()
             },
-            Bug::FenceForgetsTerms => LeastBound {
+            Bug::Engine(KnownBad::FenceForgetsTerms) => LeastBound {
                 delays: Some(1),
                 horizon: Some(5),
                 deploy: true,
@@ -402,7 +336,7 @@ impl Bug {
             // lease to, with two stale reads (the members and the confirm read).
             // Not found there in 10 min (docs/model-checking.md, "The store production has"); the
             // simulator's seed 3382147 keeps it.
-            Bug::OrphanUncounted => LeastBound {
+            Bug::Engine(KnownBad::OrphanUncounted) => LeastBound {
                 hosts: Some(4),
                 partitions: Some(2),
                 crashes: Some(0),
@@ -413,10 +347,10 @@ impl Bug {
                 out_of_reach: true,
                 ..LeastBound::default()
             },
-            Bug::TakeKeepsEndedTenure
-            | Bug::ResumeKeepsEndedTenure
-            | Bug::EarlierTenureWaits
-            | Bug::SilentSuccessor => LeastBound {
+            Bug::Engine(KnownBad::TakeKeepsEndedTenure)
+            | Bug::Engine(KnownBad::ResumeKeepsEndedTenure)
+            | Bug::Engine(KnownBad::EarlierTenureWaits)
+            | Bug::Engine(KnownBad::SilentSuccessor) => LeastBound {
                 partitions: Some(1),
                 delays: Some(1),
                 horizon: Some(8),
@@ -474,67 +408,50 @@ impl Bug {
         Bug::BlindCheckpoint,
         Bug::ThinMargin,
         Bug::SameEpoch,
-        Bug::RestartSameEpoch,
-        Bug::UnfencedTakeover,
+        Bug::Engine(KnownBad::RestartSameEpoch),
+        Bug::Engine(KnownBad::UnfencedTakeover),
         Bug::BlindHeartbeat,
-        Bug::DeleteParentFirst,
-        Bug::DeleteSplitLease,
-        Bug::TenureByReadOrder,
-        Bug::TakeKeepsEndedTenure,
-        Bug::ResumeKeepsEndedTenure,
+        Bug::Engine(KnownBad::DeleteParentFirst),
+        Bug::Engine(KnownBad::DeleteSplitLease),
+        Bug::Engine(KnownBad::TenureByReadOrder),
+        Bug::Engine(KnownBad::TakeKeepsEndedTenure),
+        Bug::Engine(KnownBad::ResumeKeepsEndedTenure),
         Bug::BlindLeave,
-        Bug::EarlierTenureWaits,
-        Bug::UncountedTable,
-        Bug::SilentSuccessor,
-        Bug::OrphanUncounted,
-        Bug::NameProvesDeath,
+        Bug::Engine(KnownBad::EarlierTenureWaits),
+        Bug::Engine(KnownBad::UncountedTable),
+        Bug::Engine(KnownBad::SilentSuccessor),
+        Bug::Engine(KnownBad::OrphanUncounted),
+        Bug::Engine(KnownBad::NameProvesDeath),
         Bug::OwnSettingsOnly,
-        Bug::NewcomerWaits,
-        Bug::FenceForgetsTerms,
-        Bug::ClaimByName,
-        Bug::FreeBesideLostCall,
-        Bug::ScanBeforeOwnWrite,
-        Bug::StartBeforeCheckpointLands,
+        Bug::Engine(KnownBad::NewcomerWaits),
+        Bug::Engine(KnownBad::FenceForgetsTerms),
+        Bug::Engine(KnownBad::ClaimByName),
+        Bug::Engine(KnownBad::FreeBesideLostCall),
+        Bug::Engine(KnownBad::ScanBeforeOwnWrite),
+        Bug::Engine(KnownBad::StartBeforeCheckpointLands),
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
     pub fn needs_session(self) -> bool {
         matches!(
             self,
-            Bug::UnfencedTakeover
+            Bug::Engine(KnownBad::UnfencedTakeover)
                 | Bug::BlindHeartbeat
-                | Bug::TenureByReadOrder
-                | Bug::TakeKeepsEndedTenure
-                | Bug::ResumeKeepsEndedTenure
+                | Bug::Engine(KnownBad::TenureByReadOrder)
+                | Bug::Engine(KnownBad::TakeKeepsEndedTenure)
+                | Bug::Engine(KnownBad::ResumeKeepsEndedTenure)
                 | Bug::BlindLeave
-                | Bug::EarlierTenureWaits
-                | Bug::UncountedTable
-                | Bug::SilentSuccessor
-                | Bug::OrphanUncounted
+                | Bug::Engine(KnownBad::EarlierTenureWaits)
+                | Bug::Engine(KnownBad::UncountedTable)
+                | Bug::Engine(KnownBad::SilentSuccessor)
+                | Bug::Engine(KnownBad::OrphanUncounted)
         )
     }
 
     /// The engine's switch for the variants that live inside the engine.
     pub fn known_bad(self) -> Option<KnownBad> {
         match self {
-            Bug::RestartSameEpoch => Some(KnownBad::RestartSameEpoch),
-            Bug::UnfencedTakeover => Some(KnownBad::UnfencedTakeover),
-            Bug::DeleteParentFirst => Some(KnownBad::DeleteParentFirst),
-            Bug::DeleteSplitLease => Some(KnownBad::DeleteSplitLease),
-            Bug::TenureByReadOrder => Some(KnownBad::TenureByReadOrder),
-            Bug::TakeKeepsEndedTenure => Some(KnownBad::TakeKeepsEndedTenure),
-            Bug::ResumeKeepsEndedTenure => Some(KnownBad::ResumeKeepsEndedTenure),
-            Bug::EarlierTenureWaits => Some(KnownBad::EarlierTenureWaits),
-            Bug::UncountedTable => Some(KnownBad::UncountedTable),
-            Bug::SilentSuccessor => Some(KnownBad::SilentSuccessor),
-            Bug::OrphanUncounted => Some(KnownBad::OrphanUncounted),
-            Bug::NameProvesDeath => Some(KnownBad::NameProvesDeath),
-            Bug::NewcomerWaits => Some(KnownBad::NewcomerWaits),
-            Bug::FenceForgetsTerms => Some(KnownBad::FenceForgetsTerms),
-            Bug::ClaimByName => Some(KnownBad::ClaimByName),
-            Bug::FreeBesideLostCall => Some(KnownBad::FreeBesideLostCall),
-            Bug::ScanBeforeOwnWrite => Some(KnownBad::ScanBeforeOwnWrite),
-            Bug::StartBeforeCheckpointLands => Some(KnownBad::StartBeforeCheckpointLands),
+            Bug::Engine(bad) => Some(bad),
             _ => None,
         }
     }
@@ -547,27 +464,10 @@ impl Bug {
             Bug::BlindCheckpoint => "blind-checkpoint",
             Bug::ThinMargin => "thin-margin",
             Bug::SameEpoch => "same-epoch",
-            Bug::RestartSameEpoch => "restart-same-epoch",
-            Bug::UnfencedTakeover => "unfenced-takeover",
             Bug::BlindHeartbeat => "blind-heartbeat",
-            Bug::DeleteParentFirst => "delete-parent-first",
-            Bug::DeleteSplitLease => "delete-split-lease",
-            Bug::TenureByReadOrder => "tenure-read-order",
-            Bug::TakeKeepsEndedTenure => "take-keeps-ended-tenure",
-            Bug::ResumeKeepsEndedTenure => "resume-keeps-ended-tenure",
             Bug::BlindLeave => "blind-leave",
-            Bug::EarlierTenureWaits => "earlier-tenure-waits",
-            Bug::UncountedTable => "uncounted-table",
-            Bug::SilentSuccessor => "silent-successor",
-            Bug::OrphanUncounted => "orphan-uncounted",
-            Bug::NameProvesDeath => "name-proves-death",
             Bug::OwnSettingsOnly => "own-settings-only",
-            Bug::NewcomerWaits => "newcomer-waits",
-            Bug::FenceForgetsTerms => "fence-forgets-terms",
-            Bug::ClaimByName => "claim-by-name",
-            Bug::FreeBesideLostCall => "free-beside-lost-call",
-            Bug::ScanBeforeOwnWrite => "scan-before-own-write",
-            Bug::StartBeforeCheckpointLands => "start-before-checkpoint-lands",
+            Bug::Engine(bad) => bad.name(),
         }
     }
 }
@@ -755,7 +655,7 @@ impl Bounds {
         // liveness counts from its restart.
         let deaths = self.crashes + self.zombies;
         let newcomer = match (self.strategy, self.bug) {
-            (Strategy::Handoff, Some(Bug::NewcomerWaits)) => (0, 0),
+            (Strategy::Handoff, Some(Bug::Engine(KnownBad::NewcomerWaits))) => (0, 0),
             (Strategy::Handoff, _) if self.hosts >= 3 && deaths >= 2 => (acquire, 1),
             _ => (0, 0),
         };
@@ -914,5 +814,19 @@ mod tests {
             ..Bounds::default()
         };
         assert_eq!(lease_delayed.liveness_ticks(), 14);
+    }
+
+    #[test]
+    fn every_earlier_behaviour_of_the_engine_is_a_variant_the_checker_can_run_by_its_name() {
+        for bad in KnownBad::ALL {
+            assert!(Bug::ALL.contains(&Bug::Engine(bad)), "{bad:?} is missing");
+            assert_eq!(bad.name().parse::<Bug>().unwrap(), Bug::Engine(bad));
+        }
+        let mut names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
+        let listed = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), listed, "two variants share a name");
+        assert!("restart-same-epochs".parse::<Bug>().is_err());
     }
 }

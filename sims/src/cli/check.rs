@@ -2,7 +2,7 @@
 //! line, with verdicts, counterexample traces and replay commands.
 
 use leasehold_engine::ExpiryRule;
-use leasehold_model::check::{self, Checkable, Options, Outcome, Report, Search};
+use leasehold_model::check::{self, Checkable, Cut, Options, Outcome, Report, Search};
 use leasehold_model::trace::{self, Explain};
 use leasehold_model::{Bounds, LockBounds, LockKind, PartitionModel};
 use std::fmt::Debug;
@@ -338,6 +338,11 @@ where
         let _ = writeln!(out, "  {:<15} {}", v.outcome.word(), v.property);
     }
     let p = &report.progress;
+    // A discovery's stop speaks for itself in the counterexample that follows.
+    let why = match report.cut {
+        None | Some(Cut::Discovery) => String::new(),
+        Some(cut) => format!(" {}", cut.reason()),
+    };
     let _ = writeln!(
         out,
         "{} states, {} unique, depth {}, {:.1} s: {}",
@@ -346,9 +351,9 @@ where
         p.depth,
         p.seconds,
         if report.complete {
-            "complete, every state within the bounds was explored"
+            "complete, every state within the bounds was explored".to_string()
         } else {
-            "INCOMPLETE, stopped early; what is not a counterexample is not proven"
+            format!("INCOMPLETE, stopped early{why}; what is not a counterexample is not proven")
         }
     );
     let violated: Vec<_> = report

@@ -26,6 +26,10 @@ pub const HORIZON_CAP: u8 = 30;
 const LIVENESS_UNSET: &str = "session for handoff, lease for the rest";
 /// Checker threads when `--threads` is not given.
 pub const THREADS: u16 = 2;
+/// The share of the memory available when a check starts that it may hold when
+/// `--max-memory` is not given, in percent: the rest is for the system and the
+/// report.
+pub const MEMORY_SHARE_PERCENT: u64 = 90;
 
 /// The bounds `check partitions` runs with where a flag is not given. The model's
 /// own default allows a lost reply and a delayed write; the command line starts
@@ -109,6 +113,13 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
         ("batch", l.batch.to_string()),
         ("max_dequeue", l.max_dequeue.to_string()),
         ("claim_failures", l.claim_failures.to_string()),
+        (
+            "max_memory",
+            format!(
+                "{MEMORY_SHARE_PERCENT} % of the memory available when the check starts, where \
+                 the system says (Linux)"
+            ),
+        ),
     ]
 }
 

@@ -116,7 +116,7 @@ impl LeaseHost {
             .active()
             .iter()
             .filter_map(|t| self.slots.get(t));
-        held.filter(|s| s.own.is_some() && self.held_in_tenure(&s.doc))
+        held.filter(|s| s.is_owned() && self.held_in_tenure(s.doc()))
             .count() as u32
     }
 
@@ -158,13 +158,13 @@ impl LeaseHost {
         };
         let mut seen = vec![0usize; live.len()];
         let mut leases = 0usize;
-        for slot in self.slots.values().filter(|s| !s.doc.is_finished_split()) {
+        for slot in self.slots.values().filter(|s| !s.doc().is_finished_split()) {
             leases += 1;
-            let owner = slot.doc.owner.as_ref();
+            let owner = slot.doc().owner.as_ref();
             if let Some(m) = live.iter().position(|m| {
                 owner == Some(&m.doc.host)
-                    && slot.doc.owner_tenure.is_some()
-                    && slot.doc.owner_tenure == m.doc.tenure
+                    && slot.doc().owner_tenure.is_some()
+                    && slot.doc().owner_tenure == m.doc.tenure
             }) {
                 seen[m] += 1;
             }
@@ -225,7 +225,7 @@ impl LeaseHost {
         let named: BTreeSet<&HostId> = if self.session_liveness() {
             self.slots
                 .values()
-                .filter_map(|s| s.doc.owner.as_ref())
+                .filter_map(|s| s.doc().owner.as_ref())
                 .collect()
         } else {
             BTreeSet::new()
@@ -249,7 +249,7 @@ impl LeaseHost {
             .agenda
             .active()
             .iter()
-            .filter(|t| self.slots.get(*t).is_some_and(|s| s.own.is_some()))
+            .filter(|t| self.slots.get(*t).is_some_and(|s| s.is_owned()))
             .cloned()
             .collect();
         // They stay named after this host until someone takes them; its own plans

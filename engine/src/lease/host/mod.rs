@@ -265,11 +265,11 @@ impl LeaseHost {
     /// Every lease this host has seen, by token.
     pub fn leases(&self) -> impl Iterator<Item = LeaseState<'_>> {
         self.slots.iter().map(|(token, slot)| LeaseState {
-            doc: &slot.doc,
-            etag: &slot.etag,
-            owned: slot.own.as_ref().map(|o| o.epoch),
+            doc: slot.doc(),
+            etag: slot.etag(),
+            owned: slot.own().map(|o| o.epoch),
             processing: self.sessions.is_live(token),
-            authority_until: slot.own.as_ref().and_then(|o| o.authority_until),
+            authority_until: slot.own().and_then(|o| o.authority_until),
         })
     }
 
@@ -282,7 +282,7 @@ impl LeaseHost {
     /// `now`: a session of it runs or drains, and its authority has not run out. This
     /// is the ground truth exclusivity is checked against.
     pub fn authority(&self, lease: &LeaseToken, now: LocalTime) -> Option<Epoch> {
-        let own = self.slots.get(lease)?.own.as_ref()?;
+        let own = self.slots.get(lease)?.own()?;
         let run = self.sessions.get(lease)?;
         (!run.is_lost() && run.epoch == own.epoch && own.has_authority(now)).then_some(own.epoch)
     }
@@ -302,7 +302,7 @@ impl LeaseHost {
     /// with authority (lost, released, stopped, or another session). A renewal moves
     /// it later; a loss or a release ends it.
     pub fn authority_until(&self, lease: &LeaseToken, session: Session) -> Option<LocalTime> {
-        let own = self.slots.get(lease)?.own.as_ref()?;
+        let own = self.slots.get(lease)?.own()?;
         let run = self.sessions.get(lease)?;
         (run.session == session && !run.is_lost() && run.epoch == own.epoch)
             .then_some(own.authority_until)
@@ -376,7 +376,7 @@ impl LeaseHost {
         let accepted = self.sessions.may_checkpoint(lease, session);
         self.slots
             .get_mut(lease)
-            .and_then(|s| s.own.as_deref_mut())
+            .and_then(|s| s.own_mut())
             .filter(|_| accepted)
             .ok_or_else(|| InputError::NotProcessing {
                 lease: lease.clone(),
@@ -528,7 +528,7 @@ impl LeaseHost {
     fn enforce_deadlines(&mut self, now: Now, scope: &[LeaseToken]) {
         let legacy = self.sessions.is_legacy();
         for token in scope {
-            let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut()) else {
+            let Some(own) = self.slots.get_mut(token).and_then(|s| s.own_mut()) else {
                 continue;
             };
             let Some(run) = self.sessions.get(token) else {
@@ -564,15 +564,15 @@ impl LeaseHost {
             // start behind it and write a lower checkpoint after it landed (the
             // runtime swarm's seed 114165: a release called off while its final
             // checkpoint was on the way). Its answer starts the lease.
-            let in_flight = slot.op.is_some()
+            let in_flight = slot.in_flight()
                 && self.config.known_bad != Some(KnownBad::StartBeforeCheckpointLands);
-            if let Some(own) = &mut slot.own
+            if let Some((own, doc)) = slot.held()
                 && !in_flight
                 && !self.sessions.is_live(token)
                 && own.release.is_none()
                 && !own.resume
                 && own.split.is_none()
-                && slot.doc.split_into.is_empty()
+                && doc.split_into.is_empty()
                 && own.has_authority(now.local)
                 && own.fence_passed(&policy, now)
             {
@@ -582,10 +582,7 @@ impl LeaseHost {
                 // newer than the stored checkpoint: a session started from the stored
                 // one would write a lower checkpoint after it (the swarm's seed 827481:
                 // a release called off with its final checkpoint still to write).
-                let checkpoint = own
-                    .checkpoint
-                    .clone()
-                    .or_else(|| slot.doc.checkpoint.clone());
+                let checkpoint = own.checkpoint.clone().or_else(|| doc.checkpoint.clone());
                 let start = Output::Start {
                     lease: token.clone(),
                     epoch: own.epoch,
@@ -609,7 +606,7 @@ impl LeaseHost {
                 let owned = self
                     .slots
                     .get(*token)
-                    .and_then(|s| s.own.as_ref())
+                    .and_then(|s| s.own())
                     .is_some_and(|own| own.release.is_none());
                 let since = self.sessions.get(token).and_then(|r| r.lost_since());
                 owned && since.is_some_and(|t| now.local >= t + timeout)
@@ -630,7 +627,7 @@ impl LeaseHost {
 
     fn mark_in_flight(&mut self, token: &LeaseToken, id: RequestId) {
         if let Some(slot) = self.slots.get_mut(token) {
-            slot.op = Some(id);
+            slot.sent(id);
             self.touch(token);
         }
     }
@@ -651,7 +648,7 @@ impl LeaseHost {
         let owned: Vec<LeaseToken> = self
             .slots
             .iter()
-            .filter(|(_, s)| s.own.is_some())
+            .filter(|(_, s)| s.is_owned())
             .map(|(t, _)| t.clone())
             .collect();
         let tenureless = self.session_liveness() && self.membership.beat.tenure().is_none();
@@ -673,7 +670,7 @@ impl LeaseHost {
             .active()
             .iter()
             .filter_map(|t| self.slots.get(t))
-            .any(|s| s.own.is_some() || s.stale);
+            .any(|s| s.is_active());
         let may_gain_lease = self.wire.may_gain_lease();
         let heartbeat_gone = !self.uses_heartbeats() || self.membership.beat.has_left();
         !holds_leases && !may_gain_lease && heartbeat_gone
@@ -685,13 +682,13 @@ impl LeaseHost {
             .active()
             .iter()
             .filter_map(|t| self.slots.get(t))
-            .any(|s| s.own.is_some())
+            .any(|s| s.is_owned())
     }
 
     /// Asks for `token` to be released once its handler has stopped (a lost session's
     /// call need not have: the release raises the epoch past it).
     fn request_release(&mut self, token: &LeaseToken, to: ReleaseTo, why: StopReason) {
-        let Some(own) = self.slots.get_mut(token).and_then(|s| s.own.as_mut()) else {
+        let Some(own) = self.slots.get_mut(token).and_then(|s| s.own_mut()) else {
             return;
         };
         // A handoff already under way stays one; if its claimant is gone by the time
@@ -722,20 +719,20 @@ impl LeaseHost {
         let deadline = if self.session_liveness() {
             self.slots
                 .get(token)
-                .and_then(|slot| self.session_authority(&slot.doc))
+                .and_then(|slot| self.session_authority(slot.doc()))
         } else {
             sent_at.map(|t| self.config.expiry.holder_deadline(t))
         };
         let renew = self.config.renew_interval;
         let now = self.now.local;
         if let Some(slot) = self.slots.get_mut(token) {
-            slot.ours = Some(epoch);
+            slot.ours_at(epoch);
             let mut own = Own::new(epoch, fence, now);
             own.authority_until = deadline;
             if let Some(t) = sent_at {
                 own.next_renew = t + renew;
             }
-            slot.own = Some(Box::new(own));
+            slot.hold(own);
             self.touch(token);
         }
     }

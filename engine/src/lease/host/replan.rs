@@ -199,9 +199,8 @@ mod tests {
             .find(|(_, timer)| *timer == crate::lease::Timer::Replan)
             .expect("a member's expiry to plan again at");
         assert!(a.table.is_settled() && a.group_unchanged(now(at.as_millis())));
-        let held = a.slots.values_mut().find(|s| s.own.is_some()).unwrap();
-        held.own = None;
-        held.doc.owner = None;
+        let held = a.slots.values_mut().find(|s| s.is_owned()).unwrap();
+        held.forget_owner();
         a.replan(now(at.as_millis()));
     }
 }

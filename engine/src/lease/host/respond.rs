@@ -52,7 +52,10 @@ impl LeaseHost {
                 // A split's child this host created in its own name is this life's.
                 let learned = self.wire.issued();
                 let slot = Slot::new(doc.clone(), etag.clone(), now.local, learned);
-                self.slots.entry(token.clone()).or_insert(slot).ours = Some(doc.epoch);
+                self.slots
+                    .entry(token.clone())
+                    .or_insert(slot)
+                    .ours_at(doc.epoch);
                 self.reconcile(now, &token, doc, etag);
             }
             // A new lease is free: plan again now rather than an interval later.
@@ -79,7 +82,7 @@ impl LeaseHost {
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
         };
-        slot.op = None;
+        slot.answered();
         match result {
             Ok(Reply::Replaced(etag)) => {
                 let epoch = doc.epoch;
@@ -96,8 +99,7 @@ impl LeaseHost {
                 };
                 slot.update(doc, etag, now.local, learned);
                 self.own(&token, epoch, fence, Some(sent_at));
-                if ended && let Some(own) = self.slots.get_mut(&token).and_then(|s| s.own.as_mut())
-                {
+                if ended && let Some(own) = self.slots.get_mut(&token).and_then(|s| s.own_mut()) {
                     own.resume = true;
                 }
                 if self.phase != Phase::Running {
@@ -112,7 +114,7 @@ impl LeaseHost {
             Err(StoreError::PreconditionFailed) if session => self.need_table(now),
             Err(StoreError::PreconditionFailed) => self.table.read_at(now.local),
             Err(StoreError::Throttled { retry_after }) => {
-                slot.retry_at = Some(now.local + retry_after);
+                slot.retry_after(now.local + retry_after);
             }
             Err(StoreError::NotFound) => {
                 self.slots.remove(&token);
@@ -127,7 +129,7 @@ impl LeaseHost {
             // Applied or not? Only a read can tell whether this host owns the lease.
             Err(_) | Ok(_) => {
                 slot.distrust(self.wire.issued(), self.config.known_bad);
-                slot.ours = Some(doc.epoch);
+                slot.ours_at(doc.epoch);
             }
         }
         self.touch(&token);
@@ -153,18 +155,19 @@ impl LeaseHost {
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
         };
-        slot.op = None;
-        let Some(epoch) = slot.own.as_ref().map(|o| o.epoch) else {
+        slot.answered();
+        let Some(epoch) = slot.own().map(|o| o.epoch) else {
             return;
         };
         match result {
             Ok(Reply::Replaced(etag)) => {
                 let finished = release && doc.is_finished_split();
+                let written = doc.epoch;
                 slot.update(doc, etag, now.local, learned);
-                slot.retry_at = None;
+                slot.retry_now();
                 let mut epoch = epoch;
                 if release {
-                    slot.own = None;
+                    slot.disown();
                     // Another owner, or none: the plan that counted it as this
                     // host's is out of date.
                     self.table.unsettle();
@@ -172,16 +175,15 @@ impl LeaseHost {
                         self.split_finished(now);
                         return;
                     }
-                } else if let Some(own) = slot.own.as_mut() {
-                    if slot.doc.epoch > own.epoch {
+                } else if let Some(own) = slot.own_mut() {
+                    if written > own.epoch {
                         // A resume: later sessions start at the new epoch.
-                        own.epoch = slot.doc.epoch;
+                        own.epoch = written;
                         own.resume = false;
                         epoch = own.epoch;
                     }
                     // A write of this life landed: the lease is this life's now.
                     own.inherited = false;
-                    slot.ours = Some(own.epoch);
                     if session {
                         // Authority is the tenure's, not this write's.
                         own.authority_until = session_authority;
@@ -191,6 +193,7 @@ impl LeaseHost {
                             Some(own.authority_until.map_or(deadline, |d| d.max(deadline)));
                     }
                     own.next_renew = sent_at + renew;
+                    slot.ours_at(epoch);
                 }
                 if let Some(checkpoint) = checkpoint {
                     self.emit(Output::Checkpointed {
@@ -211,10 +214,10 @@ impl LeaseHost {
             }
             Err(StoreError::Throttled { retry_after }) => {
                 requeue(slot, checkpoint, self.config.checkpoint);
-                slot.retry_at = Some(now.local + retry_after);
+                slot.retry_after(now.local + retry_after);
             }
             Err(error @ StoreError::TooLarge { .. }) => {
-                slot.retry_at = Some(now.local + backoff);
+                slot.retry_after(now.local + backoff);
                 if let Some(checkpoint) = checkpoint {
                     self.emit(Output::CheckpointRejected {
                         lease: token,
@@ -228,7 +231,7 @@ impl LeaseHost {
             Err(_) | Ok(_) => {
                 requeue(slot, checkpoint, self.config.checkpoint);
                 slot.distrust(self.wire.issued(), self.config.known_bad);
-                slot.write_failed = true;
+                slot.write_unsure();
                 self.touch(&token);
             }
         }
@@ -243,7 +246,7 @@ impl LeaseHost {
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
         };
-        slot.op = None;
+        slot.answered();
         match result {
             Ok(Reply::Replaced(etag)) => {
                 self.reconcile(now, &token, doc, etag);
@@ -255,7 +258,7 @@ impl LeaseHost {
                 self.table.unsettle();
             }
             Err(StoreError::Throttled { retry_after }) => {
-                slot.retry_at = Some(now.local + retry_after);
+                slot.retry_after(now.local + retry_after);
             }
             Err(_) | Ok(_) => slot.distrust(self.wire.issued(), self.config.known_bad),
         }
@@ -268,7 +271,7 @@ impl LeaseHost {
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
         };
-        slot.op = None;
+        slot.answered();
         match result {
             Ok(Reply::Read(Stored {
                 doc: Record::Lease(doc),
@@ -278,17 +281,17 @@ impl LeaseHost {
                 // write whose outcome was unknown included: that write is sent again
                 // only after a backoff, or a store that fails writes at once while
                 // it serves reads would get the same write again and again.
-                let failed = std::mem::take(&mut slot.write_failed);
-                let unchanged = failed && etag == slot.etag;
+                let failed = slot.take_write_unsure();
+                let unchanged = failed && &etag == slot.etag();
                 self.reconcile(now, &token, doc, etag);
                 if let Some(slot) = self.slots.get_mut(&token).filter(|_| unchanged) {
-                    slot.retry_at = Some(now.local + backoff);
+                    slot.retry_after(now.local + backoff);
                 }
             }
             Err(StoreError::NotFound) | Ok(Reply::Read(_)) => {
                 // A marked lease is deleted only once its children exist: a delete
                 // whose outcome was unknown landed, or another host finished.
-                let split = !slot.doc.split_into.is_empty();
+                let split = !slot.doc().split_into.is_empty();
                 self.lose(&token, LossCause::Deleted);
                 self.slots.remove(&token);
                 if split {
@@ -296,9 +299,9 @@ impl LeaseHost {
                 }
             }
             Err(StoreError::Throttled { retry_after }) => {
-                slot.retry_at = Some(now.local + retry_after);
+                slot.retry_after(now.local + retry_after);
             }
-            Err(_) | Ok(_) => slot.retry_at = Some(now.local + backoff),
+            Err(_) | Ok(_) => slot.retry_after(now.local + backoff),
         }
     }
 
@@ -318,8 +321,8 @@ impl LeaseHost {
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
         };
-        slot.op = None;
-        let Some(own) = slot.own.as_mut() else {
+        slot.answered();
+        let Some(own) = slot.own_mut() else {
             return;
         };
         match result {
@@ -334,9 +337,9 @@ impl LeaseHost {
                 }
             }
             Err(StoreError::Throttled { retry_after }) => {
-                slot.retry_at = Some(now.local + retry_after);
+                slot.retry_after(now.local + retry_after);
             }
-            Err(e) if e.is_ambiguous() => slot.retry_at = Some(now.local + backoff),
+            Err(e) if e.is_ambiguous() => slot.retry_after(now.local + backoff),
             // Gone, or no longer claiming: keep the lease (or, shutting down, free it).
             _ => own.release = fallback,
         }
@@ -374,15 +377,16 @@ impl LeaseHost {
             .or_insert_with(|| Slot::new(doc.clone(), etag.clone(), now.local, learned));
         // A lease neither owned nor stale before or after concerns no pass: touching
         // every lease of every scan would make each scan's next input visit them all.
-        let was_active = slot.own.is_some() || slot.stale;
+        let was_active = slot.is_active();
         // This host's own finish of a split landed although its answer was lost, or
         // came back as the SDK's retry saw it (412).
-        let finished = slot.doc.is_owned_by(&self.me)
-            && !slot.doc.split_into.is_empty()
-            && !slot.doc.is_finished_split()
+        let finished = slot.doc().is_owned_by(&self.me)
+            && !slot.doc().split_into.is_empty()
+            && !slot.doc().is_finished_split()
             && doc.is_finished_split();
         slot.update(doc, etag, now.local, learned);
-        let mine = slot.doc.is_owned_by(&self.me);
+        let mine = slot.doc().is_owned_by(&self.me);
+        let found_epoch = slot.doc().epoch;
         // Under lease liveness a lease named after this host came to this life by its
         // own take, or by a handoff naming this life; one named so otherwise may be an earlier
         // life's, which a reused name does not prove dead (paused, partitioned, or a
@@ -392,30 +396,30 @@ impl LeaseHost {
         let inherited = mine
             && lease_liveness
             && !name_proves_death
-            && slot.ours != Some(slot.doc.epoch)
+            && slot.ours() != Some(slot.doc().epoch)
             && !handed_here
             && !created;
         let inherited = inherited.then(|| slot.observation());
         // (Not for a lease found named after this host: another life of its name
         // writes that name at the next epoch too.)
-        if let Some(own) = slot.own.as_mut()
+        if let Some(own) = slot.own_mut()
             && own.resume
             && !own.inherited
             && mine
-            && slot.doc.epoch == own.epoch.next()
+            && found_epoch == own.epoch.next()
         {
             // A resume whose outcome was unknown did land: only this host writes its
             // own name at the next epoch while it owns the lease. One that named a
             // tenure since ended restores nothing: resume again, in the current one
             // (the swarm's rolling-restart seed 36321 stranded a lease there).
-            own.epoch = slot.doc.epoch;
+            own.epoch = found_epoch;
             own.resume = !in_tenure && !resume_known_bad;
         }
-        let still_ours = slot
-            .own
-            .as_ref()
-            .map(|own| mine && slot.doc.epoch == own.epoch);
-        let (epoch, fence) = (slot.doc.epoch, slot.doc.fenced.then(|| slot.observation()));
+        let still_ours = slot.own().map(|own| mine && slot.doc().epoch == own.epoch);
+        let (epoch, fence) = (
+            slot.doc().epoch,
+            slot.doc().fenced.then(|| slot.observation()),
+        );
         match still_ours {
             Some(true) => {}
             Some(false) => self.lose(token, LossCause::TakenOver),
@@ -426,12 +430,12 @@ impl LeaseHost {
                 // A lease from an ended tenure, or an earlier life's, restarts at a new
                 // epoch: that life's last call may still be running at the old one.
                 if let Some(slot) = self.slots.get_mut(token)
-                    && let Some(own) = slot.own.as_mut()
+                    && let Some(own) = slot.own_mut()
                 {
                     own.resume |= !in_tenure || inherited.is_some();
                     if inherited.is_some() {
                         own.inherited = true;
-                        slot.ours = None;
+                        slot.not_ours();
                     }
                 }
                 if self.phase != Phase::Running {
@@ -455,11 +459,11 @@ impl LeaseHost {
         let Some(slot) = self.slots.get_mut(token) else {
             return;
         };
-        let Some(own) = slot.own.take() else {
+        let Some(own) = slot.take_own() else {
             return;
         };
         if !own.inherited {
-            slot.ours = Some(own.epoch);
+            slot.ours_at(own.epoch);
         }
         self.touch(token);
         if let Some(stop) = self
@@ -475,7 +479,7 @@ impl LeaseHost {
 /// A write that failed counts as none for the checkpoint policy: whatever is held goes
 /// at the next write, not an interval after the failed one.
 fn requeue(slot: &mut Slot, checkpoint: Option<Checkpoint>, policy: CheckpointPolicy) {
-    let Some(own) = slot.own.as_mut() else {
+    let Some(own) = slot.own_mut() else {
         return;
     };
     if checkpoint.is_some() {

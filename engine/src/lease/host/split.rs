@@ -76,8 +76,8 @@ impl LeaseHost {
     /// What an owned lease needs for its split, if it is splitting. `None` also while
     /// the split's session is still stopping.
     pub(super) fn split_step(&self, token: &LeaseToken, slot: &Slot) -> Option<SplitStep> {
-        let own = slot.own.as_ref()?;
-        let children = &slot.doc.split_into;
+        let own = slot.own()?;
+        let children = &slot.doc().split_into;
         if children.is_empty() {
             let stopped = self.sessions.get(token).is_none();
             return (own.split.is_some() && stopped).then_some(SplitStep::Mark);
@@ -112,19 +112,18 @@ impl LeaseHost {
             return;
         };
         let made = slot
-            .own
-            .as_ref()
+            .own()
             .map(|o| o.children_made.clone())
             .unwrap_or_default();
         let split_away = self.split_away();
         let docs: Vec<LeaseDocument> = slot
-            .doc
+            .doc()
             .split_into
             .iter()
             .filter(|c| {
                 !made.contains(c) && !split_away.contains(c) && !self.creates.is_creating(c)
             })
-            .map(|c| self.child_doc(&slot.doc, c, now))
+            .map(|c| self.child_doc(slot.doc(), c, now))
             .collect();
         for doc in docs {
             self.send_child(now, doc);
@@ -155,20 +154,20 @@ impl LeaseHost {
         let slot = self.slots.get(token)?;
         // The known-bad order creates the children only after the delete.
         let then_create = if self.config.known_bad == Some(KnownBad::DeleteParentFirst) {
-            let made = &slot.own.as_ref()?.children_made;
-            slot.doc
+            let made = &slot.own()?.children_made;
+            slot.doc()
                 .split_into
                 .iter()
                 .filter(|c| !made.contains(c))
-                .map(|c| self.child_doc(&slot.doc, c, now))
+                .map(|c| self.child_doc(slot.doc(), c, now))
                 .collect()
         } else {
             Vec::new()
         };
         let op = Op::Delete {
-            pk: PartitionKey::new(slot.doc.id.as_str()),
-            id: slot.doc.id.clone(),
-            if_match: Some(slot.etag.clone()),
+            pk: PartitionKey::new(slot.doc().id.as_str()),
+            id: slot.doc().id.clone(),
+            if_match: Some(slot.etag().clone()),
         };
         let aim = Aim::DeleteParent {
             token: token.clone(),
@@ -196,7 +195,7 @@ impl LeaseHost {
         let Some(slot) = self.slots.get_mut(&parent) else {
             return;
         };
-        let Some(own) = slot.own.as_mut() else {
+        let Some(own) = slot.own_mut() else {
             return;
         };
         match retry_at {
@@ -204,7 +203,7 @@ impl LeaseHost {
                 own.children_made.push(child.token.clone());
             }
             None => {}
-            Some(t) => slot.retry_at = Some(t),
+            Some(t) => slot.retry_after(t),
         }
         self.touch(&parent);
     }
@@ -220,7 +219,7 @@ impl LeaseHost {
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
         };
-        slot.op = None;
+        slot.answered();
         match result {
             Ok(Reply::Deleted) | Err(StoreError::NotFound) => {
                 self.split_finished(now);
@@ -235,7 +234,7 @@ impl LeaseHost {
                 self.lose(&token, LossCause::TakenOver);
             }
             Err(StoreError::Throttled { retry_after }) => {
-                slot.retry_at = Some(now.local + retry_after);
+                slot.retry_after(now.local + retry_after);
             }
             Err(_) | Ok(_) => slot.distrust(self.wire.issued(), self.config.known_bad),
         }
@@ -248,7 +247,7 @@ impl LeaseHost {
     fn split_away(&self) -> BTreeSet<&LeaseToken> {
         self.slots
             .values()
-            .flat_map(|s| s.doc.split_from.iter())
+            .flat_map(|s| s.doc().split_from.iter())
             .collect()
     }
 
@@ -266,7 +265,7 @@ impl LeaseHost {
     /// in a marked lease's children. They are not created again when absent.
     pub(super) fn replaced_by_splits(&self) -> BTreeSet<&LeaseToken> {
         let mut replaced = self.split_away();
-        replaced.extend(self.slots.values().flat_map(|s| &s.doc.split_into));
+        replaced.extend(self.slots.values().flat_map(|s| &s.doc().split_into));
         replaced
     }
 }

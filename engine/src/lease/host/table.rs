@@ -79,7 +79,7 @@ impl LeaseHost {
         self.membership.members().any(|m| {
             m.claimed.iter().any(|t| {
                 self.slots.get(t).is_some_and(|s| {
-                    s.own.is_some() || s.doc.owner.is_none() || s.doc.is_owned_by(&self.me)
+                    s.is_owned() || s.doc().owner.is_none() || s.doc().is_owned_by(&self.me)
                 })
             })
         })
@@ -220,9 +220,9 @@ impl LeaseHost {
         }
         for token in vanished {
             if let Some(slot) = self.slots.get_mut(&token) {
-                if slot.own.is_some() {
+                if slot.is_owned() {
                     // Make sure before giving up: the read's 404 stops processing.
-                    slot.stale = true;
+                    slot.mark_stale();
                 } else {
                     self.slots.remove(&token);
                 }
@@ -246,7 +246,7 @@ impl LeaseHost {
         let mut slots = self.slots.iter_mut().peekable();
         let (mut rest, mut vanished) = (Vec::new(), Vec::new());
         let mut unlisted = |token: &LeaseToken, slot: &Slot| {
-            if slot.op.is_none() && slot.learned <= seq {
+            if slot.read_may_replace(seq) {
                 vanished.push(token.clone());
             }
         };
@@ -255,8 +255,8 @@ impl LeaseHost {
                 unlisted(token, slot);
             }
             match slots.next_if(|(t, _)| **t == doc.token) {
-                Some((_, slot)) if slot.op.is_some() || slot.learned > seq => {}
-                Some((_, slot)) if slot.own.is_none() && !slot.stale && !doc.is_owned_by(me) => {
+                Some((_, slot)) if !slot.read_may_replace(seq) => {}
+                Some((_, slot)) if !slot.is_owned() && !slot.is_stale() && !doc.is_owned_by(me) => {
                     slot.update(doc, etag, now.local, learned);
                 }
                 _ => rest.push((doc, etag)),
@@ -276,14 +276,14 @@ impl LeaseHost {
             .slots
             .iter()
             .filter(|(token, slot)| {
-                listed.binary_search(token).is_err() && slot.op.is_none() && slot.learned <= seq
+                listed.binary_search(token).is_err() && slot.read_may_replace(seq)
             })
             .map(|(token, _)| token.clone())
             .collect();
         let fresher = |doc: &LeaseDocument| {
             self.slots
                 .get(&doc.token)
-                .is_none_or(|slot| slot.op.is_none() && slot.learned <= seq)
+                .is_none_or(|slot| slot.read_may_replace(seq))
         };
         let rest = leases.into_iter().filter(|(doc, _)| fresher(doc)).collect();
         (rest, vanished)
@@ -370,7 +370,7 @@ impl LeaseHost {
             .slots
             .iter()
             // A finished split is no lease: nothing to plan, take or count.
-            .filter(|(_, slot)| !slot.doc.is_finished_split())
+            .filter(|(_, slot)| !slot.doc().is_finished_split())
             .map(|(token, slot)| {
                 if self.expires_by_itself(slot) {
                     timeless = false;
@@ -379,7 +379,7 @@ impl LeaseHost {
                         next = Some(at);
                     }
                 }
-                let owner = slot.doc.owner.clone().filter(|o| !o.is_blank());
+                let owner = slot.doc().owner.clone().filter(|o| !o.is_blank());
                 let verdict = if session && owner.is_some() {
                     self.tenure_verdict(slot, now)
                 } else {
@@ -396,14 +396,14 @@ impl LeaseHost {
                     next = Some(at);
                 }
                 let status = match (&owner, verdict) {
-                    _ if slot.own.is_some() => LeaseStatus::Held,
+                    _ if slot.is_owned() => LeaseStatus::Held,
                     (_, Some(TenureVerdict::Live | TenureVerdict::Unknown)) => LeaseStatus::Held,
                     (_, Some(_)) => LeaseStatus::Expired,
                     (Some(o), None) if *o == self.me => LeaseStatus::Held,
                     (None, _) => LeaseStatus::Unowned,
                     // A host under lease liveness cannot judge a lease held in a
                     // tenure, which is never renewed on its own: it stays held.
-                    (Some(_), None) if held_under_session(&slot.doc) => LeaseStatus::Held,
+                    (Some(_), None) if held_under_session(slot.doc()) => LeaseStatus::Held,
                     (Some(_), None) if policy.is_expired(&slot.observation(), now) => {
                         LeaseStatus::Expired
                     }
@@ -485,10 +485,10 @@ impl LeaseHost {
         }
         let mut due: Vec<(HostId, crate::ids::Tenure, Etag)> = Vec::new();
         for slot in self.slots.values() {
-            if slot.own.is_some() || slot.doc.is_finished_split() {
+            if slot.is_owned() || slot.doc().is_finished_split() {
                 continue;
             }
-            let (Some(owner), Some(theirs)) = (&slot.doc.owner, slot.doc.owner_tenure) else {
+            let (Some(owner), Some(theirs)) = (&slot.doc().owner, slot.doc().owner_tenure) else {
                 continue;
             };
             // A heartbeat it has watched: one it never saw is the planned taker's
@@ -515,9 +515,9 @@ impl LeaseHost {
             .iter()
             .filter(|(_, slot)| {
                 self.expires_by_itself(slot)
-                    && !slot.doc.is_finished_split()
-                    && slot.doc.split_into.is_empty()
-                    && !slot.stale
+                    && !slot.doc().is_finished_split()
+                    && slot.doc().split_into.is_empty()
+                    && !slot.is_stale()
                     && slot.can_send(now.local)
                     && policy.is_expired(&slot.observation(), now)
             })
@@ -527,7 +527,7 @@ impl LeaseHost {
             let Some(slot) = self.slots.get(&token) else {
                 continue;
             };
-            let mut doc = slot.doc.clone();
+            let mut doc = slot.doc().clone();
             doc.owner = None;
             doc.owner_tenure = None;
             doc.handed_to = None;
@@ -536,7 +536,7 @@ impl LeaseHost {
             doc.timestamp = now.wall;
             let op = Op::Replace {
                 doc: Record::Lease(doc.clone()),
-                if_match: Some(slot.etag.clone()),
+                if_match: Some(slot.etag().clone()),
             };
             let id = self.send(now, Intent::Expire, op, Aim::Free(doc));
             self.mark_in_flight(&token, id);
@@ -547,8 +547,8 @@ impl LeaseHost {
     /// lease liveness, or (under session liveness) when no tenure holds it. A lease
     /// held in a tenure expires with that tenure's heartbeat.
     fn expires_by_itself(&self, slot: &Slot) -> bool {
-        let others = slot.own.is_none() && slot.doc.owner.as_ref().is_some_and(|o| *o != self.me);
-        others && slot.doc.owner_tenure.is_none() && !held_under_session(&slot.doc)
+        let others = !slot.is_owned() && slot.doc().owner.as_ref().is_some_and(|o| *o != self.me);
+        others && slot.doc().owner_tenure.is_none() && !held_under_session(slot.doc())
     }
 
     /// The first document of the group, as this host's view holds it, written under
@@ -559,7 +559,7 @@ impl LeaseHost {
     pub(super) fn mismatch(&self) -> Option<ConfigError> {
         let mine = self.config.liveness();
         let leases = self.slots.values().filter_map(|s| {
-            let d = &s.doc;
+            let d = s.doc();
             let held_in_tenure = d.owner.is_some() && d.owner_tenure.is_some();
             let theirs = d.liveness.or(held_in_tenure.then_some(Liveness::Session));
             // An unowned lease holds nobody's authority, whoever released it.
@@ -592,8 +592,8 @@ impl LeaseHost {
         let unknown_times = self
             .slots
             .values()
-            .filter(|slot| !slot.doc.is_finished_split() && slot.own.is_none())
-            .filter(|slot| self.session_liveness() && slot.doc.owner.is_some())
+            .filter(|slot| !slot.doc().is_finished_split() && !slot.is_owned())
+            .filter(|slot| self.session_liveness() && slot.doc().owner.is_some())
             .filter_map(|slot| self.unknown_tenure_until(slot, now));
         lease_times
             .chain(member_times)
@@ -609,8 +609,8 @@ impl LeaseHost {
         // An earlier session of this lease that has not stopped here bars taking it
         // back: its call may still be running.
         if !slot.can_send(now.local)
-            || slot.own.is_some()
-            || slot.stale
+            || slot.is_owned()
+            || slot.is_stale()
             || self.sessions.is_live(token)
         {
             return;
@@ -618,12 +618,12 @@ impl LeaseHost {
         // Whoever held this version may still be processing unless it expired or was
         // released cleanly; then this host waits for it to expire before processing.
         let fenced = match reason {
-            Reason::Unowned => slot.doc.fenced,
+            Reason::Unowned => slot.doc().fenced,
             Reason::Expired { .. } => false,
             Reason::Steal { .. } | Reason::Handoff { .. } => true,
         };
         let fence = fenced.then(|| slot.observation());
-        let mut doc = slot.doc.clone();
+        let mut doc = slot.doc().clone();
         if self.session_liveness() {
             // A lease is taken only in a tenure of this host's own, and only once the
             // tenure it hangs on is over: a dead host's is ended (fenced) first, so
@@ -663,7 +663,7 @@ impl LeaseHost {
         };
         let op = Op::Replace {
             doc: Record::Lease(doc.clone()),
-            if_match: Some(slot.etag.clone()),
+            if_match: Some(slot.etag().clone()),
         };
         let id = self.send(now, intent, op, Aim::Take { doc, fence });
         self.mark_in_flight(token, id);

@@ -47,7 +47,7 @@ impl LeaseHost {
     /// Under session liveness, the state of the tenure `slot`'s owner holds it under,
     /// as this host knows it at `now`. `None` for a lease no tenure holds.
     pub(super) fn tenure_verdict(&self, slot: &Slot, now: Now) -> Option<TenureVerdict> {
-        let doc = &slot.doc;
+        let doc = slot.doc();
         let owner = doc.owner.as_ref()?;
         if *owner == self.me {
             // Only this life's current tenure holds a lease for this host; one named
@@ -66,7 +66,7 @@ impl LeaseHost {
             // that shows another tenure proves this one over. At Session consistency
             // that read may come from a replica behind the one that served the lease.
             Some(m) if by_read_order && m.doc.tenure != Some(tenure) => {
-                if m.read >= slot.etag_learned {
+                if m.read >= slot.etag_learned() {
                     TenureVerdict::Over
                 } else {
                     TenureVerdict::Unknown
@@ -117,7 +117,7 @@ impl LeaseHost {
             .config
             .expiry
             .judging(member.doc.terms)
-            .judging(slot.doc.terms);
+            .judging(slot.doc().terms);
         member.seen + policy.observer_wait()
     }
 
@@ -125,7 +125,7 @@ impl LeaseHost {
     /// its owner's heartbeat will have stood long enough to be fenced: the plan must be
     /// made again then.
     pub(super) fn unknown_tenure_until(&self, slot: &Slot, now: Now) -> Option<LocalTime> {
-        let owner = slot.doc.owner.as_ref()?;
+        let owner = slot.doc().owner.as_ref()?;
         let member = self.membership.member(owner)?;
         (self.tenure_verdict(slot, now) == Some(TenureVerdict::Unknown))
             .then(|| self.earlier_tenure_expires(member, slot))
@@ -207,7 +207,7 @@ impl LeaseHost {
             .filter(|t| {
                 self.slots
                     .get(*t)
-                    .is_some_and(|s| self.held_in_tenure(&s.doc))
+                    .is_some_and(|s| self.held_in_tenure(s.doc()))
             })
             .cloned()
             .collect();
@@ -215,8 +215,8 @@ impl LeaseHost {
             let Some(slot) = self.slots.get_mut(&token) else {
                 continue;
             };
-            if let Some(own) = slot.own.as_mut()
-                && slot.doc.epoch == own.epoch
+            if let Some((own, doc)) = slot.held()
+                && doc.epoch == own.epoch
                 && own.authority_until != until
             {
                 own.authority_until = until;

@@ -16,10 +16,7 @@ impl LeaseHost {
     /// The active index stays a superset of the owned and stale leases while an input
     /// is handled; [`settle`](Self::settle) makes it exact again.
     pub(super) fn touch(&mut self, token: &LeaseToken) {
-        let active = self
-            .slots
-            .get(token)
-            .is_some_and(|s| s.own.is_some() || s.stale);
+        let active = self.slots.get(token).is_some_and(|s| s.is_active());
         self.agenda.touch(token, active);
     }
 
@@ -38,7 +35,7 @@ impl LeaseHost {
             let entry = self
                 .slots
                 .get(token)
-                .filter(|s| s.own.is_some() || s.stale)
+                .filter(|s| s.is_active())
                 .map(|slot| self.entry(slot));
             self.agenda.file(token, entry);
         }
@@ -66,8 +63,7 @@ impl LeaseHost {
         let timestamp = self.config.expiry.rule == ExpiryRule::Timestamp;
         timestamp
             && slot
-                .own
-                .as_ref()
+                .own()
                 .is_some_and(|own| own.fence.is_some() || claimant(slot).is_some())
     }
 
@@ -96,10 +92,10 @@ impl LeaseHost {
     /// but waits for a response must not make the driver spin.
     fn slot_wake(&self, slot: &Slot, now: Now) -> Option<LocalTime> {
         let policy = &self.config.expiry;
-        let own = slot.own.as_ref();
+        let own = slot.own();
         let mut wake: Option<LocalTime> = None;
         let mut at = |t: LocalTime| wake = Some(wake.map_or(t, |w| w.min(t)));
-        let run = own.and_then(|_| self.sessions.get(&slot.doc.token));
+        let run = own.and_then(|_| self.sessions.get(&slot.doc().token));
         if let (Some(own), Some(run)) = (own, run)
             && !run.is_lost()
             && run.epoch == own.epoch
@@ -121,12 +117,14 @@ impl LeaseHost {
         {
             at(policy.expires_at(fence, now));
         }
-        if slot.op.is_none() {
-            match (slot.retry_at, own) {
+        if !slot.in_flight() {
+            match (slot.retry_at(), own) {
                 (Some(retry), _) if retry > now.local => at(retry),
                 // A marked lease is never renewed: its creates' answers wake it.
                 (_, Some(own))
-                    if !draining && !self.session_liveness() && slot.doc.split_into.is_empty() =>
+                    if !draining
+                        && !self.session_liveness()
+                        && slot.doc().split_into.is_empty() =>
                 {
                     at(own.next_renew)
                 }
@@ -154,7 +152,7 @@ impl LeaseHost {
         let active: BTreeSet<&LeaseToken> = self
             .slots
             .iter()
-            .filter(|(_, s)| s.own.is_some() || s.stale)
+            .filter(|(_, s)| s.is_active())
             .map(|(t, _)| t)
             .collect();
         assert!(
@@ -193,7 +191,7 @@ impl LeaseHost {
 
 /// The host a lease is being handed to, if it is.
 fn claimant(slot: &Slot) -> Option<&HostId> {
-    match slot.own.as_ref()?.release.as_ref()? {
+    match slot.own()?.release.as_ref()? {
         ReleaseTo::Host { to, .. } | ReleaseTo::Successor(to) => Some(to),
         ReleaseTo::Nobody => None,
     }
@@ -251,7 +249,7 @@ mod tests {
         // A checkpoint recorded behind the agenda's back: the full passes would write
         // it at once, the agenda's would not look at the lease.
         let own = host.slots.get_mut(&LeaseToken::from("1")).unwrap();
-        own.own.as_mut().unwrap().checkpoint = Some(Checkpoint::from("7"));
+        own.own_mut().unwrap().checkpoint = Some(Checkpoint::from("7"));
         host.handle_input(at(1_000), Input::Tick).unwrap();
     }
 

@@ -37,8 +37,8 @@ impl LeaseHost {
                 None => continue,
                 Some(Due::Reread) => {
                     let op = Op::Read {
-                        pk: PartitionKey::new(slot.doc.id.as_str()),
-                        id: slot.doc.id.clone(),
+                        pk: PartitionKey::new(slot.doc().id.as_str()),
+                        id: slot.doc().id.clone(),
                     };
                     self.send(now, Intent::Reread, op, Aim::Read(token.clone()))
                 }
@@ -75,10 +75,10 @@ impl LeaseHost {
 
     /// What `token` needs now, if anything.
     fn due(&self, token: &LeaseToken, slot: &Slot, now: Now) -> Option<Due> {
-        if slot.stale {
+        if slot.is_stale() {
             return Some(Due::Reread);
         }
-        let own = slot.own.as_ref()?;
+        let own = slot.own()?;
         // Under session liveness a host between tenures holds no lease with authority:
         // one named after it belongs to an ended tenure, or to another life of its name
         // that it is still waiting out, and whatever it wrote (a handoff, a release)
@@ -136,7 +136,7 @@ impl LeaseHost {
         // the authority it has runs out.
         let draining = run.is_some_and(|r| r.is_draining());
         let renew = own.authority_until.is_none()
-            || (slot.doc.fenced && own.fence_passed(policy, now))
+            || (slot.doc().fenced && own.fence_passed(policy, now))
             || (!draining && now.local >= own.next_renew);
         renew.then_some(Due::Write(Intent::Renew))
     }
@@ -163,9 +163,10 @@ impl LeaseHost {
         let forget_terms = self.config.known_bad == Some(KnownBad::FenceForgetsTerms);
         let checkpoint_policy = self.config.checkpoint;
         let slot = self.slots.get_mut(token)?;
-        let own = slot.own.as_mut()?;
+        let etag = slot.etag().clone();
+        let (own, known) = slot.held()?;
         let fence_passed = own.fence_passed(&policy, now);
-        let mut doc = slot.doc.clone();
+        let mut doc = known.clone();
         doc.timestamp = now.wall;
         // The fence is in the document until it passes, whoever set it (a steal, or
         // a lease found named after this host, whose earlier life may still hold it):
@@ -236,7 +237,7 @@ impl LeaseHost {
         }
         let op = Op::Replace {
             doc: Record::Lease(doc.clone()),
-            if_match: Some(slot.etag.clone()),
+            if_match: Some(etag),
         };
         let aim = Aim::Write {
             doc,
@@ -253,7 +254,7 @@ impl LeaseHost {
         let abandoned: Vec<LeaseToken> = scope
             .iter()
             .filter_map(|token| {
-                let own = self.slots.get(token)?.own.as_ref()?;
+                let own = self.slots.get(token)?.own()?;
                 let (claimant, needs_claim) = match &own.release {
                     Some(ReleaseTo::Host { to, .. }) => (to, true),
                     Some(ReleaseTo::Successor(to)) => (to, false),
@@ -270,7 +271,7 @@ impl LeaseHost {
             _ => Some(ReleaseTo::Nobody),
         };
         for token in abandoned {
-            if let Some(own) = self.slots.get_mut(&token).and_then(|s| s.own.as_mut()) {
+            if let Some(own) = self.slots.get_mut(&token).and_then(|s| s.own_mut()) {
                 own.release = fallback.clone();
                 self.touch(&token);
             }

@@ -22,7 +22,7 @@ use leasehold_engine::lease::{
 };
 use leasehold_engine::store::{Document, Op, Replicated, Reply, StoreError};
 use leasehold_engine::{Checkpoint, Epoch, HostId, Incarnation, LeaseToken, Millis, RequestId};
-use leasehold_engine::{PartitionKey, Request, Session, StoreClient};
+use leasehold_engine::{PartitionKey, Request, Session};
 
 /// A host's request to the store, as the engine's contract carries it.
 type StoreRequest = Request<Record, Intent>;
@@ -662,12 +662,8 @@ impl World {
 
     fn on_output(&mut self, host: usize, output: Output, inputs: &mut VecDeque<Input>) {
         match output {
-            // The engine's loop routes requests to `send` itself.
-            output @ Output::Request(_) => {
-                if let Ok(request) = LeaseHost::request(output) {
-                    self.send(host, request);
-                }
-            }
+            // `drive::feed` hands every request to `send`: none comes here.
+            Output::Request(_) => {}
             Output::Start {
                 lease,
                 epoch,

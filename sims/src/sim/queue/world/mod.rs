@@ -17,7 +17,7 @@ use leasehold_engine::queue::{
     Output, QueueError, QueueIntent,
 };
 use leasehold_engine::store::{BatchOp, Op, Reader, Replicated, Reply, StoreError};
-use leasehold_engine::{DocId, HostId, Incarnation, Millis, Request, RequestId, StoreClient};
+use leasehold_engine::{DocId, HostId, Incarnation, Millis, Request, RequestId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
@@ -624,12 +624,8 @@ impl QueueWorld {
         let life = self.clients[c].life;
         let name = self.clients[c].name.clone();
         match out {
-            // The engine's loop routes requests to `send` itself.
-            out @ Output::Request(_) => {
-                if let Ok(request) = Consumer::request(out) {
-                    self.send(c, request);
-                }
-            }
+            // `drive::feed` hands every request to `send`: none comes here.
+            Output::Request(_) => {}
             Output::DropClaim(key) => self.send_claim_drop(c, key),
             Output::Delivered(delivery) => {
                 let Some(delivery) = self.fetch_claim(c, delivery) else {
