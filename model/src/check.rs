@@ -167,13 +167,17 @@ pub struct Report<S, A> {
     pub verdicts: Vec<Verdict<S, A>>,
     /// Final counts.
     pub progress: Progress,
-    /// Whether every reachable state within the bounds was explored.
-    pub complete: bool,
-    /// Why the check stopped early, if it did (`None` exactly when `complete`).
+    /// Why the check stopped before it had explored every state within its bounds,
+    /// if it did.
     pub cut: Option<Cut>,
 }
 
 impl<S, A> Report<S, A> {
+    /// Whether every reachable state within the bounds was explored.
+    pub fn complete(&self) -> bool {
+        self.cut.is_none()
+    }
+
     /// The verdict for `property`.
     pub fn verdict(&self, property: &str) -> &Verdict<S, A> {
         self.verdicts
@@ -360,7 +364,6 @@ where
     Report {
         verdicts,
         progress: last,
-        complete,
         cut,
     }
 }

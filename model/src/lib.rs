@@ -21,7 +21,7 @@
 //! let bounds = Bounds { hosts: 1, partitions: 1, crashes: 0, horizon: 3, ..Bounds::default() };
 //! let model = PartitionModel::new(bounds).unwrap();
 //! let report = check::check(&model, &check::Options::default(), Duration::from_secs(1), |_| {});
-//! assert!(report.complete);
+//! assert!(report.complete());
 //! assert_eq!(report.verdict(properties::EXCLUSIVITY).outcome, check::Outcome::Holds);
 //! ```
 

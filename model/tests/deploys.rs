@@ -183,5 +183,5 @@ fn a_replica_one_write_behind_cannot_show_the_claim_by_name_bug() {
         a_zombie_was_handed_a_lease(Some(Bug::Engine(KnownBad::ClaimByName)), 1),
         &p::SAFETY,
     );
-    assert!(report.complete);
+    assert!(report.complete());
 }

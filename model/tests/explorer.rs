@@ -168,7 +168,7 @@ fn the_explorer_walks_the_checkers_states() {
         Duration::from_secs(60),
         |_| {},
     );
-    assert!(a.complete && b.complete);
+    assert!(a.complete() && b.complete());
     assert_eq!(a.progress.unique, b.progress.unique);
     assert_eq!(a.verdicts.len(), b.verdicts.len());
     for (x, y) in a.verdicts.iter().zip(&b.verdicts) {

@@ -23,7 +23,7 @@ where
         ..Options::default()
     };
     let report = check::check(model, &options, Duration::from_secs(60), |_| {});
-    assert!(report.complete, "the check must explore every state");
+    assert!(report.complete(), "the check must explore every state");
     eprintln!(
         "{} states, {} unique, {:.1} s",
         report.progress.states, report.progress.unique, report.progress.seconds
@@ -439,7 +439,7 @@ fn an_interrupted_check_is_incomplete_and_proves_nothing() {
     };
     let model = QueueModel::new(bounds).unwrap();
     let report = check::check(&model, &options, Duration::from_secs(60), |_| {});
-    assert!(!report.complete);
+    assert!(!report.complete());
     assert_eq!(report.cut, Some(Cut::Interrupted));
     assert!(
         report.verdicts.iter().all(|v| v.outcome != Outcome::Holds),
@@ -469,7 +469,7 @@ fn a_check_past_its_memory_cap_stops_incomplete_and_says_why() {
         ..Options::default()
     };
     let report = check::check(&model, &capped, Duration::from_secs(60), |_| {});
-    assert!(!report.complete);
+    assert!(!report.complete());
     assert!(
         matches!(report.cut, Some(Cut::Memory { resident }) if resident >= 1),
         "{:?}",
@@ -483,7 +483,7 @@ fn a_check_past_its_memory_cap_stops_incomplete_and_says_why() {
         ..capped
     };
     let report = check::check(&model, &roomy, Duration::from_secs(60), |_| {});
-    assert!(report.complete, "{:?}", report.cut);
+    assert!(report.complete(), "{:?}", report.cut);
     assert_eq!(report.cut, None);
 }
 

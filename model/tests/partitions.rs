@@ -37,7 +37,7 @@ fn exhaustive(model: &PartitionModel) -> PartitionReport {
 }
 
 fn assert_proven(report: &PartitionReport, reached: &[&str]) {
-    assert!(report.complete, "the check must explore every state");
+    assert!(report.complete(), "the check must explore every state");
     for property in p::SAFETY.into_iter().chain(p::LIVENESS) {
         assert_eq!(
             report.verdict(property).outcome,
@@ -353,7 +353,7 @@ fn paused_owner(bug: Option<Bug>) -> Bounds {
 #[test]
 fn a_lease_lost_in_a_pause_is_handed_off_only_once_its_call_ended() {
     let report = exhaustive(&model(paused_owner(None)));
-    assert!(report.complete);
+    assert!(report.complete());
     for property in p::SAFETY {
         assert_eq!(
             report.verdict(property).outcome,
@@ -394,7 +394,7 @@ fn slow_drain(slow_drains: u8) -> Bounds {
 #[test]
 fn a_drain_that_outlasts_the_tick_breaks_no_safety_property() {
     let with = exhaustive(&model(slow_drain(1)));
-    assert!(with.complete);
+    assert!(with.complete());
     for property in p::SAFETY {
         assert_eq!(with.verdict(property).outcome, Outcome::Holds, "{property}");
     }
@@ -717,7 +717,7 @@ fn under_a_policy_of_two_items_a_new_call_replays_at_most_one_beyond_a_write_in_
     let model = model(replay_bounds());
     assert_eq!(model.replay_items, Some(1));
     let report = exhaustive(&model);
-    assert!(report.complete);
+    assert!(report.complete());
     assert_eq!(
         report.verdict(p::REPLAY_BOUNDED).outcome,
         Outcome::Holds,

@@ -41,7 +41,7 @@ fn exhaustive(model: &PartitionModel) -> PartitionReport {
         ..Options::default()
     };
     let report = run(model, &options);
-    assert!(report.complete, "the check must explore every state");
+    assert!(report.complete(), "the check must explore every state");
     report
 }
 

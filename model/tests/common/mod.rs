@@ -26,7 +26,7 @@ pub fn proven_for<'a>(
         "{:?}\n  {} states, {} unique, {:.1} s",
         model.bounds, report.progress.states, report.progress.unique, report.progress.seconds
     );
-    assert!(report.complete, "the check must explore every state");
+    assert!(report.complete(), "the check must explore every state");
     for property in properties {
         assert_eq!(
             report.verdict(property).outcome,

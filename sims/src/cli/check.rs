@@ -350,7 +350,7 @@ where
         thousands(p.unique),
         p.depth,
         p.seconds,
-        if report.complete {
+        if report.complete() {
             "complete, every state within the bounds was explored".to_string()
         } else {
             format!("INCOMPLETE, stopped early{why}; what is not a counterexample is not proven")
@@ -386,7 +386,7 @@ where
 pub fn verdict<S, A>(report: &Report<S, A>) -> Verdict {
     if report.violated() {
         Verdict::Violated
-    } else if report.complete {
+    } else if report.complete() {
         Verdict::Proven
     } else {
         Verdict::Incomplete
