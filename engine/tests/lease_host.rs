@@ -8,8 +8,8 @@ mod common;
 use common::{Cluster, config};
 use leasehold_engine::balance::{CfpConfig, Strategy};
 use leasehold_engine::lease::{
-    ConfigError, Input, InputError, Intent, KnownBad, LeaseConfig, LeaseHost, LossCause, Output,
-    Record, StopReason, Timer,
+    ConfigError, Input, InputError, Intent, KnownBad, LEAVE_POLL, LeaseConfig, LeaseHost, Liveness,
+    LossCause, Output, Record, StopReason, Timer,
 };
 use leasehold_engine::store::{Op, StoreError};
 use leasehold_engine::{
@@ -873,28 +873,92 @@ fn a_deleted_heartbeat_is_recreated() {
 }
 
 #[test]
-fn a_released_lease_is_taken_by_another_host_without_waiting_for_expiry() {
-    let mut c = Cluster::new();
-    c.add("a", config(2));
-    c.run_for(100);
-    c.add("b", config(2));
-    c.run_for(5_000);
-    let shutdown_at = c.time;
-    c.input("a", Input::Shutdown).unwrap();
-    c.run_for(5_000);
-    assert_eq!(c.count("b"), 2);
-    let latest_start = c
-        .events
+fn a_host_that_announces_its_leave_processes_through_the_notice_and_hands_over_within_a_poll() {
+    for liveness in [Liveness::Lease, Liveness::Session] {
+        let cfg = LeaseConfig {
+            liveness: Some(liveness),
+            ..config(2)
+        };
+        let notice = cfg.leave_notice();
+        let leave = leave_of_a(cfg);
+        assert!(!leave.handovers.is_empty());
+        for (stop, start) in &leave.handovers {
+            // `a` processes on until its notice ends, and `b` takes over within one
+            // poll of the heartbeats (the test's store answers at once).
+            assert!(
+                *stop >= leave.asked + notice.as_millis(),
+                "{liveness:?}: {leave:?}"
+            );
+            assert!(
+                start - stop <= LEAVE_POLL.as_millis(),
+                "{liveness:?}: {leave:?}"
+            );
+        }
+    }
+}
+
+/// The sibling: a host that leaves at once (no notice, as every host did before)
+/// leaves its leases unprocessed until the others' next interval's read.
+#[test]
+fn a_leave_without_notice_leaves_its_leases_unprocessed_until_the_next_interval() {
+    let cfg = LeaseConfig {
+        leave_notice: Some(Millis::ZERO),
+        ..config(2)
+    };
+    let acquire = cfg.acquire_interval.as_millis();
+    let leave = leave_of_a(cfg);
+    let longest = leave
+        .handovers
         .iter()
-        .filter(|(_, n, o)| n == "b" && matches!(o, Output::Start { .. }))
-        .map(|(t, _, _)| *t)
-        .max()
-        .unwrap();
-    // One acquire interval, not an expiry.
-    assert!(
-        latest_start <= shutdown_at + 2_000,
-        "{latest_start} vs {shutdown_at}"
-    );
+        .map(|(stop, start)| start - stop)
+        .max();
+    let longest = longest.expect("a held a lease");
+    assert!(longest > LEAVE_POLL.as_millis(), "{leave:?}");
+    // Still one acquire interval, not an expiry.
+    assert!(longest <= acquire, "{leave:?}");
+}
+
+/// How `a` handed its leases over when told to shut down.
+#[derive(Debug)]
+struct Leave {
+    /// When it was told.
+    asked: u64,
+    /// Per lease it held: when its handler stopped, and when `b`'s started.
+    handovers: Vec<(u64, u64)>,
+}
+
+/// `a` and `b` share two leases, and `a` is told to shut down.
+fn leave_of_a(cfg: LeaseConfig) -> Leave {
+    let mut c = Cluster::new();
+    c.add("a", cfg.clone());
+    c.run_for(100);
+    c.add("b", cfg);
+    c.run_for(5_000);
+    let held: Vec<LeaseToken> = c.nodes["a"].processing.keys().cloned().collect();
+    let asked = c.time;
+    c.input("a", Input::Shutdown).unwrap();
+    c.run_for(20_000);
+    assert_eq!(c.count("b"), 2);
+    let first = |node: &str, token: &LeaseToken, after: u64, stop: bool| {
+        c.events
+            .iter()
+            .filter(|(t, n, _)| n == node && *t >= after)
+            .find(|(_, _, o)| match o {
+                Output::Stop { lease, .. } if stop => lease == token,
+                Output::Start { lease, .. } if !stop => lease == token,
+                _ => false,
+            })
+            .map(|(t, _, _)| *t)
+            .expect("the event happened")
+    };
+    let handovers = held
+        .iter()
+        .map(|token| {
+            let stop = first("a", token, asked, true);
+            (stop, first("b", token, stop, false))
+        })
+        .collect();
+    Leave { asked, handovers }
 }
 
 /// `a` owns two leases and `b` joins; returns once `a` has stopped processing the

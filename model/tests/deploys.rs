@@ -12,11 +12,12 @@ mod common;
 use common::broken;
 use leasehold_engine::balance::Strategy;
 use leasehold_engine::lease::Liveness;
-use leasehold_model::{Bounds, Bug, KnownBad, properties as p};
+use leasehold_model::check::Outcome;
+use leasehold_model::{Bounds, Bug, KnownBad, PartitionReport, properties as p};
 
 /// Every state of `bounds`; every safety and liveness property holds.
-fn proven(bounds: Bounds) {
-    common::proven_for(bounds, p::SAFETY.iter().chain(&p::LIVENESS));
+fn proven(bounds: Bounds) -> PartitionReport {
+    common::proven_for(bounds, p::SAFETY.iter().chain(&p::LIVENESS))
 }
 
 /// The three protocols a group may run.
@@ -184,4 +185,47 @@ fn a_replica_one_write_behind_cannot_show_the_claim_by_name_bug() {
         &p::SAFETY,
     );
     assert!(report.complete());
+}
+
+/// Two hosts, two partitions, one graceful shutdown and no other fault: the host
+/// told to stop marks its heartbeat as leaving, processes on through its notice
+/// while the other polls, then releases.
+fn announced_leave(strategy: Strategy, liveness: Option<Liveness>) -> Bounds {
+    Bounds {
+        crashes: 0,
+        shutdowns: 1,
+        lost_replies: 0,
+        delays: 0,
+        strategy,
+        liveness,
+        ..Bounds::default()
+    }
+}
+
+#[test]
+fn a_host_that_announces_its_leave_hands_its_leases_over_safely_and_in_time() {
+    for (strategy, liveness) in PROTOCOLS {
+        let report = proven(announced_leave(strategy, liveness));
+        // Only `handoff` has heartbeats to announce a leave in.
+        let expected = match strategy {
+            Strategy::Handoff => Outcome::Reached,
+            _ => Outcome::NotReached,
+        };
+        assert_eq!(
+            report.verdict(p::LEAVE_NOTICE).outcome,
+            expected,
+            "{strategy:?} {liveness:?}"
+        );
+    }
+}
+
+/// The sibling: a host alone has nobody to hand its leases to, and leaves at once.
+#[test]
+fn a_host_alone_leaves_without_a_notice() {
+    let bounds = Bounds {
+        hosts: 1,
+        ..announced_leave(Strategy::Handoff, None)
+    };
+    let report = proven(bounds);
+    assert_eq!(report.verdict(p::LEAVE_NOTICE).outcome, Outcome::NotReached);
 }

@@ -90,6 +90,37 @@ fn every_scenario_settles_with_both_strategies_and_breaks_nothing() {
     }
 }
 
+/// A rolling restart of ten hosts, each stopped once: under `handoff` a host told to
+/// stop announces its leave and processes on, and its leases are processed again
+/// within a second of its handlers' stop, sooner than `cfp`'s racing takers.
+#[test]
+fn a_rolling_restart_hands_each_lease_over_within_a_second_of_its_stop() {
+    let cfg = SimConfig::scenario(Scenario::RollingRestart, 1);
+    let handoff = sim::simulate(&cfg, false).unwrap().report;
+    let cfp = SimConfig {
+        strategy: parse_strategy("cfp").unwrap(),
+        ..cfg.clone()
+    };
+    let cfp = sim::simulate(&cfp, false).unwrap().report;
+    assert!(handoff.takeovers >= 90, "{}", handoff.takeovers);
+    let longest = handoff.max_handover_s.unwrap();
+    assert!(longest < 1.0, "{longest} s");
+    assert!(longest <= cfp.max_takeover_s.unwrap());
+}
+
+/// The sibling: leaving at once, a host leaves its leases to the others' next
+/// acquire interval.
+#[test]
+fn a_rolling_restart_without_a_leave_notice_leaves_leases_unprocessed_for_seconds() {
+    let cfg = SimConfig {
+        leave_notice: Some(Millis::ZERO),
+        ..SimConfig::scenario(Scenario::RollingRestart, 1)
+    };
+    let handoff = sim::simulate(&cfg, false).unwrap().report;
+    let longest = handoff.max_handover_s.unwrap();
+    assert!(longest > 5.0, "{longest} s");
+}
+
 #[test]
 fn scale_out_moves_the_minimum_with_handoff_and_converges_faster_than_cfp() {
     let mut cfg = SimConfig::scenario(Scenario::ScaleOut, 1);
@@ -481,11 +512,14 @@ fn a_scan_older_than_a_hosts_own_write_does_not_give_it_back_a_lease_it_handed_o
 }
 
 /// Seed `seed`'s lease draw as the long swarms that found these seeds ran it: before
-/// the swarm drew the checkpoint policy (last, so that nothing else moved).
+/// the swarm drew the checkpoint policy and the leave notice (last, so that nothing
+/// else moved), and before a host told to stop gave notice of its leave, which sends
+/// a rolling restart down another path.
 fn drawn(seed: u64) -> SimConfig {
     SimConfig {
         checkpoint_every: None,
         checkpoint_items: None,
+        leave_notice: Some(Millis::ZERO),
         ..swarm::draw(seed)
     }
 }

@@ -49,6 +49,18 @@ pub enum BuildError {
         /// The safety margin: how long before any rival may act a holder's authority ends.
         margin: Duration,
     },
+    /// The leave notice is not shorter than the shutdown deadline: the deadline
+    /// would pass before a single lease was released.
+    #[error(
+        "leave_notice ({notice:?}) must be shorter than the shutdown deadline ({deadline:?}), \
+         or a shutdown times out before it releases anything"
+    )]
+    LeaveNotice {
+        /// The notice given.
+        notice: Duration,
+        /// The shutdown deadline.
+        deadline: Duration,
+    },
     /// `max_batch`, `max_attempts` or a duration is zero.
     #[error("{0} must be above zero")]
     Zero(&'static str),
@@ -98,6 +110,7 @@ struct Settings {
     cancel: CancellationToken,
     known_bad: Option<KnownBad>,
     shutdown_deadline: Option<Duration>,
+    leave_notice: Option<Duration>,
     abort_grace: Option<Duration>,
     runtime_bad: Option<RuntimeBad>,
     clock: Option<Clock>,
@@ -131,6 +144,7 @@ impl ProcessorBuilder<(), (), ()> {
                 cancel: CancellationToken::new(),
                 known_bad: None,
                 shutdown_deadline: None,
+                leave_notice: None,
                 abort_grace: None,
                 runtime_bad: None,
                 clock: None,
@@ -256,6 +270,20 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     /// was left.
     pub fn shutdown_deadline(mut self, after: Duration) -> Self {
         self.settings.shutdown_deadline = Some(after);
+        self
+    }
+
+    /// How long a host told to stop keeps processing after it marks its heartbeat as
+    /// leaving, before it releases its leases (`handoff` only; default: one acquire
+    /// interval and [`LEAVE_POLL`](leasehold_engine::lease::LEAVE_POLL), at most half
+    /// the [shutdown deadline](Self::shutdown_deadline)). The other hosts read its
+    /// heartbeat every `LEAVE_POLL` meanwhile, so they take its leases within about
+    /// one poll of their release, where without the notice they learn of it at their
+    /// next acquire interval. `Duration::ZERO` releases at once. A notice not shorter
+    /// than the shutdown deadline fails [`build`](Self::build) with
+    /// [`BuildError::LeaveNotice`].
+    pub fn leave_notice(mut self, notice: Duration) -> Self {
+        self.settings.leave_notice = Some(notice);
         self
     }
 
@@ -471,10 +499,26 @@ where
             liveness: settings.liveness,
             audit_interval: millis(settings.audit),
             stop_timeout: millis(settings.expiration),
+            leave_notice: settings.leave_notice.map(millis),
             checkpoint: settings.checkpoint,
             known_bad: settings.known_bad,
         };
         config.validate()?;
+        let notice = Duration::from_millis(config.leave_notice().as_millis());
+        match settings.leave_notice {
+            Some(notice) if notice >= shutdown_deadline => {
+                return Err(BuildError::LeaveNotice {
+                    notice,
+                    deadline: shutdown_deadline,
+                });
+            }
+            Some(_) => {}
+            // The default leaves the other half of the deadline to drain and release.
+            None if notice > shutdown_deadline / 2 => {
+                config.leave_notice = Some(millis(shutdown_deadline / 2));
+            }
+            None => {}
+        }
         let margin = Duration::from_millis(config.expiry.safety_margin.as_millis());
         let mut intake = settings.intake;
         intake.stopped_before_the_call_ends =

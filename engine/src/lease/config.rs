@@ -49,6 +49,11 @@ pub struct LeaseConfig {
     /// default), at most once per interval, or at most once per so many items. See
     /// [`CheckpointPolicy`].
     pub checkpoint: CheckpointPolicy,
+    /// How long a host that is told to shut down keeps processing after it marks its
+    /// heartbeat as leaving, before it releases its leases; `None` is the default,
+    /// see [`leave_notice`](Self::leave_notice). `Some(Millis::ZERO)` releases at
+    /// once, as every host did before.
+    pub leave_notice: Option<Millis>,
     /// A known-bad behaviour, for the model checker and the simulator to show what
     /// it breaks. Never set it in production.
     #[doc(hidden)]
@@ -387,10 +392,16 @@ impl Default for LeaseConfig {
             audit_interval: Millis::from_secs(300),
             stop_timeout: Millis::from_secs(60),
             checkpoint: CheckpointPolicy::EveryBatch,
+            leave_notice: None,
             known_bad: None,
         }
     }
 }
+
+/// How often a host reads the heartbeats while another host's heartbeat says it is
+/// leaving: the most a released lease waits, beyond the reads' own latency, before
+/// the host the plan gives it to learns that its holder is gone.
+pub const LEAVE_POLL: Millis = Millis(500);
 
 impl LeaseConfig {
     /// The liveness in force: the one set, else [`Liveness::Session`] for
@@ -408,6 +419,26 @@ impl LeaseConfig {
     /// session liveness, unless the known-bad rule takes the name as proof of death.
     pub fn waits_out_earlier_life(&self) -> bool {
         self.liveness() == Liveness::Session && self.known_bad != Some(KnownBad::NameProvesDeath)
+    }
+
+    /// The leave notice in force: the one set, else one acquire interval and one
+    /// [`LEAVE_POLL`] more, so that every other host has read the heartbeat that says
+    /// this one is leaving, at its own interval, before the leases are released. Only
+    /// strategies with heartbeats (`handoff`) announce a leave; under the others a
+    /// host releases at once.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::{LeaseConfig, LEAVE_POLL};
+    /// use leasehold_engine::Millis;
+    ///
+    /// let config = LeaseConfig::default();
+    /// assert_eq!(config.leave_notice(), config.acquire_interval + LEAVE_POLL);
+    /// let at_once = LeaseConfig { leave_notice: Some(Millis::ZERO), ..config };
+    /// assert_eq!(at_once.leave_notice(), Millis::ZERO);
+    /// ```
+    pub fn leave_notice(&self) -> Millis {
+        self.leave_notice
+            .unwrap_or(self.acquire_interval + LEAVE_POLL)
     }
 
     /// Checks that the settings make sense together.

@@ -257,6 +257,11 @@ pub struct HostDocument {
     /// own at once.
     #[serde(rename = "Life", default, skip_serializing_if = "Option::is_none")]
     pub life: Option<Incarnation>,
+    /// Its host is shutting down and will release its leases soon: the others read
+    /// this heartbeat often until it is gone, so that they take those leases within a
+    /// read of their release rather than at their next interval.
+    #[serde(rename = "Leaving", default, skip_serializing_if = "is_false")]
+    pub leaving: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -279,6 +284,7 @@ impl HostDocument {
             terms: None,
             liveness: None,
             life: None,
+            leaving: false,
         }
     }
 }

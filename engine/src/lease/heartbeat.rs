@@ -43,6 +43,9 @@ pub(super) struct Heartbeat {
     predecessor: Option<(Etag, LocalTime)>,
     /// A leave was sent in this life.
     leave_sent: bool,
+    /// Told to shut down, this host announced its leave in its heartbeat: it keeps
+    /// processing until this time, then releases its leases.
+    leave_at: Option<LocalTime>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -126,7 +129,21 @@ impl Heartbeat {
             authority_until: None,
             predecessor: None,
             leave_sent: false,
+            leave_at: None,
         }
+    }
+
+    /// Marks the heartbeat as leaving, written at once: the host releases its leases
+    /// at `until`, and the other hosts read often until then (see
+    /// [`LeaseConfig::leave_notice`](super::LeaseConfig::leave_notice)).
+    pub fn announce_leave(&mut self, now: LocalTime, until: LocalTime) {
+        self.leave_at = Some(until);
+        self.next_at = now;
+    }
+
+    /// When the leave announced ends, if one was.
+    pub fn leave_at(&self) -> Option<LocalTime> {
+        self.leave_at
     }
 
     /// The tenure this host's stored heartbeat vouches for, if any.
@@ -294,6 +311,7 @@ impl Heartbeat {
                 doc.splits = self.splits;
                 doc.owned = plan.session.then_some(plan.owned);
                 doc.leases = plan.session.then_some(plan.leases);
+                doc.leaving = self.leave_at.is_some();
                 let step = BeatStep::Write {
                     claims: doc.claims.clone(),
                     tenure: doc.tenure,

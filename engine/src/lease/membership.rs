@@ -58,6 +58,8 @@ pub(super) struct MemberChanges {
     pub split: bool,
     /// A member published another count of the leases it holds.
     pub counts: bool,
+    /// A member that announced its leave is gone: it released its leases.
+    pub left: bool,
 }
 
 impl Member {
@@ -185,6 +187,7 @@ impl Membership {
             next.insert(member.doc.host.clone(), member);
         }
         ended |= members.values().any(|m| m.doc.tenure.is_some());
+        let left = members.values().any(|m| m.doc.leaving);
         changed |= !members.is_empty();
         self.members = next;
         MemberChanges {
@@ -192,7 +195,14 @@ impl Membership {
             changed: changed || ended || split,
             split,
             counts,
+            left,
         }
+    }
+
+    /// Whether a live member other than `me` announced its leave: its leases are
+    /// released soon.
+    pub fn any_leaving(&self, me: &HostId, policy: &ExpiryPolicy, now: Now) -> bool {
+        self.live(me, policy, now).any(|m| m.doc.leaving)
     }
 
     /// Whether some member's heartbeat has expired and is not being deleted yet.

@@ -21,7 +21,9 @@ mod timer;
 mod wire;
 
 pub use audit::{WriteFault, audit_write};
-pub use config::{CheckpointPolicy, ConfigError, KnownBad, LeaseConfig, Liveness, UnknownLiveness};
+pub use config::{
+    CheckpointPolicy, ConfigError, KnownBad, LEAVE_POLL, LeaseConfig, Liveness, UnknownLiveness,
+};
 pub use document::{HostDocument, LeaseDocument, Record};
 pub use host::{LeaseHost, LeaseState};
 pub use io::{Input, InputError, Intent, LossCause, Output, Purpose, StopReason, StoreRequest};

@@ -43,6 +43,12 @@ pub(super) struct TableReads {
     /// How many leases this host held in its tenure when the view was last compared
     /// with the counts.
     compared_holding: Option<u32>,
+    /// Another host announced its leave: the heartbeats are read again at this time,
+    /// before the interval's read.
+    poll_at: Option<LocalTime>,
+    /// The read in flight is such a poll: its answer leaves the interval's read
+    /// where it was.
+    polling: bool,
 }
 
 /// Why the whole table is read.
@@ -72,14 +78,25 @@ impl TableReads {
     /// This part's timers: the next read, unless one is in flight (a deadline already
     /// due that waits for an answer must not make the driver spin), and the next plan.
     pub fn timers(&self) -> impl Iterator<Item = (LocalTime, Timer)> {
-        let read = (!self.reading).then_some((self.next_read, Timer::TableRead));
+        let read = (!self.reading).then(|| (self.next_read(), Timer::TableRead));
         let plan = self.replan_at.map(|t| (t, Timer::Replan));
         read.into_iter().chain(plan)
     }
 
+    /// When the next read goes out: the interval's, or a poll before it.
+    fn next_read(&self) -> LocalTime {
+        self.poll_at
+            .map_or(self.next_read, |t| t.min(self.next_read))
+    }
+
     /// Whether the next read is due at `now`.
     pub fn read_due(&self, now: LocalTime) -> bool {
-        !self.reading && now >= self.next_read
+        !self.reading && now >= self.next_read()
+    }
+
+    /// Another host is leaving: poll the heartbeats at `at`, or (`None`) stop polling.
+    pub fn poll(&mut self, at: Option<LocalTime>) {
+        self.poll_at = at;
     }
 
     /// Whether a plan is due at `now`.
@@ -102,10 +119,13 @@ impl TableReads {
         self.reading = true;
     }
 
-    /// The read in flight was answered; the next goes out at `next`.
+    /// The read in flight was answered; the next goes out at `next`, unless the read
+    /// was a poll, which leaves the interval's read where it was.
     pub fn read_answered(&mut self, next: LocalTime) {
         self.reading = false;
-        self.next_read = next;
+        if !std::mem::take(&mut self.polling) {
+            self.next_read = next;
+        }
     }
 
     /// The next plan is due at `at`, if anything this host watches expires.
@@ -119,6 +139,14 @@ impl TableReads {
     pub fn choose(&mut self, now: Now, group: &Group<'_>) -> Option<Why> {
         if group.claiming {
             self.claimed_at = Some(now.local);
+        }
+        // A poll ahead of the interval reads the heartbeats alone, unless an event
+        // calls for the table: under lease liveness too, whose interval reads the
+        // table, as a poll only looks for the leaving host's heartbeat to go.
+        self.polling = now.local < self.next_read;
+        self.poll_at = None;
+        if self.polling && !self.due {
+            return None;
         }
         let why = self.due_at(now, group);
         if why.is_some() {

@@ -16,6 +16,8 @@ pub enum Timer {
     /// This host's own heartbeat is due: a renewal, a retry, or the end of a wait for
     /// an earlier life's tenure.
     Heartbeat,
+    /// The notice of this host's leave is over: it releases its leases.
+    Leave,
     /// A lease needs a look: a renewal or checkpoint, the end of this host's
     /// authority, an expiry it waits out, or a handoff to recheck.
     Lease(LeaseToken),
@@ -27,6 +29,7 @@ impl fmt::Display for Timer {
             Timer::TableRead => f.write_str("the table read"),
             Timer::Replan => f.write_str("a plan again"),
             Timer::Heartbeat => f.write_str("its heartbeat"),
+            Timer::Leave => f.write_str("the end of its leave notice"),
             Timer::Lease(lease) => write!(f, "lease {lease}"),
         }
     }

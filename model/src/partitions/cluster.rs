@@ -692,6 +692,9 @@ impl PartitionModel {
                 state.ghost.last_join = state.time;
                 state.last_fault = state.time;
                 world::run(self, &mut state, h, vec![Input::Shutdown], None, journal)?;
+                let client = &state.clients[usize::from(h)];
+                state.ghost.events.leave_notice =
+                    client.engine.as_ref().is_some_and(|e| e.is_leaving());
             }
             Action::Throttle(h) => world::throttle(&self.bounds.budget(), &mut state, h)?,
             Action::Return(h, p) => self.call_returns(&mut state, h, p, journal)?,

@@ -568,6 +568,7 @@ impl Bounds {
             // A lingering call returns before the next tick here, so the give-up never
             // fires in the model; the engine's tests cover it.
             stop_timeout: duration,
+            leave_notice: None,
             // Far past any horizon: the model checks that the group keeps every lease
             // owned from what the heartbeats tell alone, without the audit.
             audit_interval: Millis::from_secs(300),

@@ -59,6 +59,8 @@ pub const CHILD_CHECKPOINT: &str =
 pub const SPLIT_DONE: &str = "sometimes: a split range's children are processed";
 /// Non-vacuity.
 pub const TAKEOVER: &str = "sometimes: a takeover after a crash";
+/// A host told to shut down announced its leave and processes on through the notice.
+pub const LEAVE_NOTICE: &str = "sometimes: a host told to stop processes on through a leave notice";
 /// Non-vacuity.
 pub const REBALANCE: &str = "sometimes: a rebalance move";
 /// Non-vacuity.
@@ -99,6 +101,7 @@ pub fn all(model: &PartitionModel) -> Vec<Property<PartitionModel>> {
         }),
         Property::sometimes(TAKEOVER, |_, s: &State| s.ghost.events.takeover_after_crash),
         Property::sometimes(REBALANCE, |_, s: &State| s.ghost.events.rebalance_move),
+        Property::sometimes(LEAVE_NOTICE, |_, s: &State| s.ghost.events.leave_notice),
         Property::sometimes(LOST, |_, s: &State| s.ghost.events.lost_lease),
         Property::sometimes(AMBIGUOUS, |_, s: &State| s.ghost.events.ambiguous_write),
         Property::sometimes(RESTART_AFTER_LAPSE, |_, s: &State| {
@@ -119,6 +122,9 @@ pub fn all(model: &PartitionModel) -> Vec<Property<PartitionModel>> {
     ];
     if model.bounds.splits == 0 {
         all.retain(|p| p.name != SPLIT_DONE);
+    }
+    if model.bounds.shutdowns == 0 {
+        all.retain(|p| p.name != LEAVE_NOTICE);
     }
     // After every batch, nothing waits unsent but a write in flight's.
     if model.replay_items.is_none() {

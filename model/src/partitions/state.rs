@@ -118,6 +118,8 @@ pub struct Events {
     pub takeover_after_crash: bool,
     /// A lease moved between live hosts (a handoff or a steal).
     pub rebalance_move: bool,
+    /// A host told to shut down announced its leave and processes on.
+    pub leave_notice: bool,
     /// A host lost a lease it was processing.
     pub lost_lease: bool,
     /// A write was applied but its reply was lost.

@@ -131,6 +131,11 @@ pub struct LeaseFlags {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
     pub deploy_expiration: Option<Millis>,
+    /// Handoff: how long a host told to shut down processes on after it marks its
+    /// heartbeat as leaving, before it releases its leases (`0s`: at once).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub leave_notice: Option<Millis>,
     /// Write each lease's checkpoint at most once per this interval rather than after
     /// every batch (the default); a release or a handoff still writes the last one.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]

@@ -130,6 +130,7 @@ fn unset_means(key: &str) -> &'static str {
         "settle" => "computed from the intervals",
         "liveness" => LIVENESS_UNSET,
         "deploy-expiration" => "the old build's",
+        "leave-notice" => "an acquire interval and a leave poll",
         "checkpoint-every" => "every batch",
         "checkpoint-items" => "every batch",
         "lock-watch" => "a quarter of the lock",

@@ -111,6 +111,9 @@ pub struct Checker {
     counts: Vec<u32>,
     /// Which host slots count for balance: up and not shutting down.
     live: Vec<bool>,
+    /// Host slots told to shut down, which may process on through a leave notice:
+    /// each partition's handover is timed from its handler's stop.
+    leaving: Vec<bool>,
     /// Partitions with exactly one running handler, of those not gone.
     covered: usize,
     /// Partitions whose range split.
@@ -187,6 +190,7 @@ impl Checker {
             partitions: vec![Partition::default(); partitions],
             counts: Vec::new(),
             live: Vec::new(),
+            leaving: Vec::new(),
             covered: 0,
             gone: 0,
             violations: Vec::new(),
@@ -251,6 +255,7 @@ impl Checker {
         if self.counts.len() <= host {
             self.counts.resize(host + 1, 0);
             self.live.resize(host + 1, false);
+            self.leaving.resize(host + 1, false);
         }
     }
 
@@ -258,6 +263,9 @@ impl Checker {
     pub fn set_live(&mut self, host: usize, live: bool, now: u64) {
         self.slot(host);
         self.live[host] = live;
+        if live {
+            self.leaving[host] = false;
+        }
         self.changed(now);
     }
 
@@ -303,10 +311,16 @@ impl Checker {
     }
 
     /// `host` crashed, or was told to shut down (`graceful`), at `now`: every
-    /// partition it runs waits for another start, timed from here. Only after the
-    /// disturbance, as moves are.
+    /// partition it runs waits for another start, timed from here after a crash, and
+    /// from its handler's stop after a shutdown (a host that announces its leave
+    /// processes on through the notice). Only after the disturbance, as moves are.
     pub fn orphan(&mut self, host: usize, graceful: bool, now: u64) {
         if now < self.disturbance {
+            return;
+        }
+        if graceful {
+            self.slot(host);
+            self.leaving[host] = true;
             return;
         }
         for p in &mut self.partitions {
@@ -364,6 +378,13 @@ impl Checker {
         };
         p.running.swap_remove(i);
         let after = p.running.len();
+        if after == 0
+            && !p.gone
+            && p.orphaned.is_none()
+            && self.leaving.get(host).copied().unwrap_or(false)
+        {
+            p.orphaned = Some((now, true));
+        }
         if after == 1
             && let Some(since) = p.overlap_since.take()
         {

@@ -182,6 +182,10 @@ pub struct SimConfig {
     /// same as the old one's.
     #[serde(with = "opt_duration", default)]
     pub deploy_expiration: Option<Millis>,
+    /// How long a host told to shut down processes on after announcing its leave
+    /// (`None`: the engine's default, [`LeaseConfig::leave_notice`]).
+    #[serde(with = "opt_duration", default)]
+    pub leave_notice: Option<Millis>,
     /// Checkpoints written at most once per this interval (`None`: after every batch).
     #[serde(with = "opt_duration", default)]
     pub checkpoint_every: Option<Millis>,
@@ -266,6 +270,7 @@ impl SimConfig {
             drift_bound_ppm: 10_000,
             margin: ExpiryPolicy::default().safety_margin,
             deploy_expiration: None,
+            leave_notice: None,
             checkpoint_every: None,
             checkpoint_items: None,
             names: Names::New,
@@ -324,6 +329,7 @@ impl SimConfig {
             acquire_interval: self.acquire,
             strategy: self.strategy,
             stop_timeout: self.expiration,
+            leave_notice: self.leave_notice,
             liveness: self.liveness,
             audit_interval: self.audit,
             checkpoint: self.checkpoint_policy()?,

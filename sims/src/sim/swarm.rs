@@ -94,6 +94,16 @@ pub fn draw(seed: u64) -> SimConfig {
         // One in six: at most every 2 to 50 events.
         cfg.checkpoint_items = Some(rng.random_range(2..=50));
     }
+    // The leave notice, drawn last for the same reason: one seed in four leaves at
+    // once (as every host did before the notice), or after 0.5 to 20 s, shorter or
+    // longer than the others' interval; the rest run the engine's default.
+    if rng.random_bool(0.25) {
+        let notice = match rng.random_range(0..3) {
+            0 => 0,
+            _ => rng.random_range(500..=20_000),
+        };
+        cfg.leave_notice = Some(Millis(notice));
+    }
     cfg
 }
 

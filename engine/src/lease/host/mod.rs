@@ -241,6 +241,12 @@ impl LeaseHost {
         self.phase == Phase::Finished
     }
 
+    /// Whether it was told to shut down and processes on through its leave notice
+    /// (see [`LeaseConfig::leave_notice`]), its heartbeat marked as leaving.
+    pub fn is_leaving(&self) -> bool {
+        self.phase == Phase::Running && self.membership.beat.leave_at().is_some()
+    }
+
     /// Whether it runs: no graceful shutdown has begun.
     pub fn is_running(&self) -> bool {
         self.phase == Phase::Running
@@ -331,7 +337,7 @@ impl LeaseHost {
                     .ok_or(InputError::UnknownRequest(id))?;
                 self.on_response(now, pending, result);
             }
-            Input::Shutdown => self.begin_shutdown(),
+            Input::Shutdown => self.on_shutdown(now),
             Input::Checkpoint {
                 lease,
                 session,
@@ -434,6 +440,11 @@ impl LeaseHost {
         {
             at(t, Timer::Heartbeat);
         }
+        if self.phase == Phase::Running
+            && let Some(t) = self.membership.beat.leave_at()
+        {
+            at(t, Timer::Leave);
+        }
         if let Some((t, lease)) = self.agenda_wake() {
             at(t, Timer::Lease(lease));
         }
@@ -511,6 +522,15 @@ impl LeaseHost {
         self.write_due(now, scope);
         if self.phase == Phase::Running && self.table.replan_due(now.local) {
             self.replan(now);
+        }
+        if self.phase == Phase::Running
+            && self
+                .membership
+                .beat
+                .leave_at()
+                .is_some_and(|t| now.local >= t)
+        {
+            self.begin_shutdown();
         }
         self.drive_heartbeat(now);
         if self.phase == Phase::Running && self.table.read_due(now.local) {
@@ -630,6 +650,33 @@ impl LeaseHost {
             slot.sent(id);
             self.touch(token);
         }
+    }
+
+    /// Told to shut down: where the strategy has heartbeats and this host holds
+    /// leases that another live host can take, it first marks its heartbeat as
+    /// leaving and keeps processing for the leave notice, so that the hosts that
+    /// take its leases over read often by the time it releases them. Told again, it
+    /// leaves at once.
+    fn on_shutdown(&mut self, now: Now) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let notice = self.config.leave_notice();
+        let announced = self.membership.beat.leave_at().is_some();
+        let vouched = !self.session_liveness() || self.membership.beat.tenure().is_some();
+        if announced
+            || notice == Millis::ZERO
+            || !self.uses_heartbeats()
+            || !vouched
+            || !self.holds_leases()
+            || self.live_members(now).next().is_none()
+        {
+            self.begin_shutdown();
+            return;
+        }
+        self.membership
+            .beat
+            .announce_leave(now.local, now.local + notice);
     }
 
     /// Begins a graceful shutdown: every owned lease is stopped and released.

@@ -10,8 +10,8 @@ use crate::lease::reads::{Group, Why};
 use crate::lease::slot::{ReleaseTo, Slot};
 use crate::lease::wire::Aim;
 use crate::lease::{
-    ConfigError, HostDocument, Intent, KnownBad, LeaseDocument, Liveness, Output, Record,
-    StopReason,
+    ConfigError, HostDocument, Intent, KnownBad, LEAVE_POLL, LeaseDocument, Liveness, Output,
+    Record, StopReason,
 };
 use crate::store::{Op, Reply, StoreError, Stored};
 use crate::time::{LocalTime, Now};
@@ -131,9 +131,10 @@ impl LeaseHost {
             Ok(Reply::ReadAll(items)) => {
                 let beats = self.heartbeats_of(&items);
                 let changes = self.membership.integrate(&self.me, now, seq, beats);
-                if changes.ended || changes.split {
-                    // The ended tenure's leases are free, or a split made new ones,
-                    // and only the table says which they are.
+                if changes.ended || changes.split || changes.left {
+                    // The ended tenure's leases are free, a host that announced its
+                    // leave released its own, or a split made new ones, and only the
+                    // table says which they are.
                     self.need_table(now);
                 }
                 // The share this host is due moves with the counts, and with what it
@@ -166,6 +167,13 @@ impl LeaseHost {
             }
             _ => {}
         }
+        // While another host announces its leave, its heartbeat is read often: its
+        // leases are taken within a read of its release, not at the next interval.
+        let leaving = self.uses_heartbeats()
+            && self
+                .membership
+                .any_leaving(&self.me, &self.config.expiry, now);
+        self.table.poll(leaving.then(|| now.local + LEAVE_POLL));
     }
 
     /// Folds one table scan, issued when `seq` requests had been sent, into what the
@@ -442,8 +450,14 @@ impl LeaseHost {
         let empty = plan.actions.is_empty();
         self.table.planned(empty);
         let mut claims = Vec::new();
+        // A host that announced its leave gains nothing more, which it would only
+        // release again within the notice, and hands nothing over: a claimant learns
+        // of a handoff at its next interval, but of the release at the notice's end
+        // within a poll.
+        let leaving = self.membership.beat.leave_at().is_some();
         for action in plan.actions {
             match action {
+                Action::Take { .. } | Action::Claim { .. } | Action::Release { .. } if leaving => {}
                 Action::Take { lease, reason } => self.take(now, &lease, &reason),
                 Action::Claim { lease, .. } if !self.sessions.is_live(&lease) => claims.push(lease),
                 Action::Claim { .. } => {}
