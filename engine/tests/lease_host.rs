@@ -894,6 +894,10 @@ fn a_host_that_announces_its_leave_processes_through_the_notice_and_hands_over_w
                 "{liveness:?}: {leave:?}"
             );
         }
+        // From its first read of the mark, `b` watched `a`'s heartbeat alone, by
+        // point reads every poll, reading the table no more often than before.
+        assert!(leave.watches >= 2, "{liveness:?}: {leave:?}");
+        assert!(leave.reads_while_watching <= 1, "{liveness:?}: {leave:?}");
     }
 }
 
@@ -914,6 +918,7 @@ fn a_leave_without_notice_leaves_its_leases_unprocessed_until_the_next_interval(
         .max();
     let longest = longest.expect("a held a lease");
     assert!(longest > LEAVE_POLL.as_millis(), "{leave:?}");
+    assert_eq!(leave.watches, 0);
     // Still one acquire interval, not an expiry.
     assert!(longest <= acquire, "{leave:?}");
 }
@@ -925,6 +930,11 @@ struct Leave {
     asked: u64,
     /// Per lease it held: when its handler stopped, and when `b`'s started.
     handovers: Vec<(u64, u64)>,
+    /// Point reads of `a`'s heartbeat `b` sent meanwhile.
+    watches: usize,
+    /// Reads of the table or of every heartbeat `b` sent between its first and last
+    /// point read.
+    reads_while_watching: usize,
 }
 
 /// `a` and `b` share two leases, and `a` is told to shut down.
@@ -958,7 +968,23 @@ fn leave_of_a(cfg: LeaseConfig) -> Leave {
             (stop, first("b", token, stop, false))
         })
         .collect();
-    Leave { asked, handovers }
+    let by_b = |intent: fn(Intent) -> bool| {
+        c.sent
+            .iter()
+            .filter(move |(t, n, r)| n == "b" && *t >= asked && intent(r.intent))
+            .map(|(t, _, _)| *t)
+    };
+    let watched: Vec<u64> = by_b(|i| i == Intent::WatchLeave).collect();
+    let (first, last) = (watched.first().copied(), watched.last().copied());
+    let reads_while_watching = by_b(|i| matches!(i, Intent::Scan | Intent::ReadMembers))
+        .filter(|t| first.is_some_and(|f| *t >= f) && last.is_some_and(|l| *t <= l))
+        .count();
+    Leave {
+        asked,
+        handovers,
+        watches: watched.len(),
+        reads_while_watching,
+    }
 }
 
 /// `a` owns two leases and `b` joins; returns once `a` has stopped processing the

@@ -217,6 +217,9 @@ pub enum Intent {
     Heartbeat,
     /// Delete this host's heartbeat at shutdown.
     Leave,
+    /// Read the heartbeat of a host that announced its leave, every
+    /// [`LEAVE_POLL`](super::LEAVE_POLL) until it is gone: then its leases are free.
+    WatchLeave,
     /// Delete the heartbeat of a host that stopped.
     Retire,
     /// Under session liveness, end a dead host's tenure with a conditional write to
@@ -258,6 +261,7 @@ impl Intent {
             Intent::Reread => "reread",
             Intent::Heartbeat => "heartbeat",
             Intent::Leave => "leave",
+            Intent::WatchLeave => "watch-leave",
             Intent::Retire => "retire",
             Intent::Fence => "fence",
             Intent::Expire => "expire",
@@ -340,7 +344,7 @@ impl Intent {
     pub fn purpose(self) -> Purpose {
         match self {
             Intent::Heartbeat | Intent::Leave => Purpose::Heartbeat,
-            Intent::Scan | Intent::ReadMembers => Purpose::Scan,
+            Intent::Scan | Intent::ReadMembers | Intent::WatchLeave => Purpose::Scan,
             Intent::Renew | Intent::Resume | Intent::Reread => Purpose::Renew,
             Intent::Checkpoint => Purpose::Checkpoint,
             Intent::CreateLease

@@ -43,12 +43,10 @@ pub(super) struct TableReads {
     /// How many leases this host held in its tenure when the view was last compared
     /// with the counts.
     compared_holding: Option<u32>,
-    /// Another host announced its leave: the heartbeats are read again at this time,
-    /// before the interval's read.
+    /// Another host announced its leave: its heartbeat is read again at this time.
     poll_at: Option<LocalTime>,
-    /// The read in flight is such a poll: its answer leaves the interval's read
-    /// where it was.
-    polling: bool,
+    /// Reads of leaving hosts' heartbeats in flight: the next poll waits for them.
+    watching: u32,
 }
 
 /// Why the whole table is read.
@@ -78,25 +76,44 @@ impl TableReads {
     /// This part's timers: the next read, unless one is in flight (a deadline already
     /// due that waits for an answer must not make the driver spin), and the next plan.
     pub fn timers(&self) -> impl Iterator<Item = (LocalTime, Timer)> {
-        let read = (!self.reading).then(|| (self.next_read(), Timer::TableRead));
+        let read = (!self.reading).then_some((self.next_read, Timer::TableRead));
         let plan = self.replan_at.map(|t| (t, Timer::Replan));
-        read.into_iter().chain(plan)
-    }
-
-    /// When the next read goes out: the interval's, or a poll before it.
-    fn next_read(&self) -> LocalTime {
-        self.poll_at
-            .map_or(self.next_read, |t| t.min(self.next_read))
+        let poll = self
+            .poll_at
+            .filter(|_| self.watching == 0)
+            .map(|t| (t, Timer::LeavePoll));
+        read.into_iter().chain(plan).chain(poll)
     }
 
     /// Whether the next read is due at `now`.
     pub fn read_due(&self, now: LocalTime) -> bool {
-        !self.reading && now >= self.next_read()
+        !self.reading && now >= self.next_read
     }
 
-    /// Another host is leaving: poll the heartbeats at `at`, or (`None`) stop polling.
+    /// Another host is leaving: read its heartbeat at `at`, or (`None`) stop.
     pub fn poll(&mut self, at: Option<LocalTime>) {
         self.poll_at = at;
+    }
+
+    /// Read a leaving host's heartbeat again by `at` at the latest.
+    pub fn poll_by(&mut self, at: LocalTime) {
+        self.poll_at = Some(self.poll_at.map_or(at, |t| t.min(at)));
+    }
+
+    /// Whether the leaving hosts' heartbeats are due to be read at `now`.
+    pub fn poll_due(&self, now: LocalTime) -> bool {
+        self.watching == 0 && self.poll_at.is_some_and(|t| now >= t)
+    }
+
+    /// `reads` reads of leaving hosts' heartbeats went out.
+    pub fn polls_sent(&mut self, reads: u32) {
+        self.poll_at = None;
+        self.watching = reads;
+    }
+
+    /// One of them was answered.
+    pub fn poll_answered(&mut self) {
+        self.watching = self.watching.saturating_sub(1);
     }
 
     /// Whether a plan is due at `now`.
@@ -119,13 +136,10 @@ impl TableReads {
         self.reading = true;
     }
 
-    /// The read in flight was answered; the next goes out at `next`, unless the read
-    /// was a poll, which leaves the interval's read where it was.
+    /// The read in flight was answered; the next goes out at `next`.
     pub fn read_answered(&mut self, next: LocalTime) {
         self.reading = false;
-        if !std::mem::take(&mut self.polling) {
-            self.next_read = next;
-        }
+        self.next_read = next;
     }
 
     /// The next plan is due at `at`, if anything this host watches expires.
@@ -139,16 +153,6 @@ impl TableReads {
     pub fn choose(&mut self, now: Now, group: &Group<'_>) -> Option<Why> {
         if group.claiming {
             self.claimed_at = Some(now.local);
-        }
-        // A poll ahead of the interval reads the heartbeats alone, under lease
-        // liveness too, whose interval reads the table: it only looks for the leaving
-        // host's heartbeat to go. What calls for the table waits for the interval's
-        // read, as before; polled every half second, the table cost 3.3 times the
-        // protocol's RU in a rolling restart of 34 hosts over 2,000 leases.
-        self.polling = now.local < self.next_read;
-        self.poll_at = None;
-        if self.polling {
-            return None;
         }
         let why = self.due_at(now, group);
         if why.is_some() {

@@ -13,6 +13,8 @@ pub enum Timer {
     TableRead,
     /// A member's heartbeat may have expired since the last plan: plan again.
     Replan,
+    /// Another host announced its leave: read its heartbeat again.
+    LeavePoll,
     /// This host's own heartbeat is due: a renewal, a retry, or the end of a wait for
     /// an earlier life's tenure.
     Heartbeat,
@@ -28,6 +30,7 @@ impl fmt::Display for Timer {
         match self {
             Timer::TableRead => f.write_str("the table read"),
             Timer::Replan => f.write_str("a plan again"),
+            Timer::LeavePoll => f.write_str("a leaving host's heartbeat"),
             Timer::Heartbeat => f.write_str("its heartbeat"),
             Timer::Leave => f.write_str("the end of its leave notice"),
             Timer::Lease(lease) => write!(f, "lease {lease}"),

@@ -43,7 +43,7 @@ impl Wire {
     pub fn may_gain_lease(&self) -> bool {
         self.pending
             .values()
-            .any(|p| !matches!(p.aim, Aim::Beat(_) | Aim::Retire(_)))
+            .any(|p| !matches!(p.aim, Aim::Beat(_) | Aim::Retire(_) | Aim::Watch(_)))
     }
 
     /// How many requests this life has issued: an answer to a request issued after
@@ -87,6 +87,8 @@ pub(super) enum Aim {
     },
     Beat(BeatStep),
     Retire(HostId),
+    /// Reads the heartbeat of a host that announced its leave.
+    Watch(HostId),
     /// Ends another host's tenure (session liveness): the fenced heartbeat written,
     /// by the request issued after `seq` others.
     Fence {
@@ -122,7 +124,8 @@ impl Aim {
             | Aim::Read(_)
             | Aim::Confirm { .. }
             | Aim::Beat(_)
-            | Aim::Retire(_) => {}
+            | Aim::Retire(_)
+            | Aim::Watch(_) => {}
         }
     }
 }

@@ -536,6 +536,9 @@ impl LeaseHost {
         if self.phase == Phase::Running && self.table.read_due(now.local) {
             self.send_scan(now);
         }
+        if self.phase == Phase::Running && self.table.poll_due(now.local) {
+            self.watch_leaves(now);
+        }
         if self.phase == Phase::ShuttingDown && self.shutdown_done() {
             self.phase = Phase::Finished;
             self.emit(Output::ShutdownComplete);

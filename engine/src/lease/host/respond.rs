@@ -32,6 +32,7 @@ impl LeaseHost {
             Aim::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
             Aim::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
             Aim::Retire(host) => self.membership.retired(&host),
+            Aim::Watch(host) => self.on_watch(now, &host, result),
             Aim::Fence { doc, seq, etag } => self.on_fence_response(now, doc, seq, etag, result),
             Aim::DeleteParent { token, then_create } => {
                 self.on_parent_deleted(now, token, then_create, result);

@@ -176,6 +176,50 @@ impl LeaseHost {
         self.table.poll(leaving.then(|| now.local + LEAVE_POLL));
     }
 
+    /// Reads the heartbeat of each live host that announced its leave: a point read,
+    /// one RU, where a read of every heartbeat costs one more RU per three hosts.
+    pub(super) fn watch_leaves(&mut self, now: Now) {
+        let leaving: Vec<HostId> = self
+            .live_members(now)
+            .filter(|m| m.doc.leaving)
+            .map(|m| m.doc.host.clone())
+            .collect();
+        self.table.polls_sent(leaving.len() as u32);
+        for host in leaving {
+            let id = HostDocument::id_for(&self.config.prefix, &host);
+            let op = Op::Read {
+                pk: crate::ids::PartitionKey::new(id.as_str()),
+                id,
+            };
+            self.send(now, Intent::WatchLeave, op, Aim::Watch(host));
+        }
+    }
+
+    /// A leaving host's heartbeat, read: still leaving, it is read again a poll
+    /// later; gone, or no longer leaving, its leases are free or about to be, and
+    /// the table says which.
+    pub(super) fn on_watch(
+        &mut self,
+        now: Now,
+        host: &HostId,
+        result: Result<Reply<Record>, StoreError>,
+    ) {
+        self.table.poll_answered();
+        match result {
+            Ok(Reply::Read(Stored {
+                doc: Record::Host(beat),
+                ..
+            })) if beat.leaving && beat.host == *host => {
+                self.table.poll_by(now.local + LEAVE_POLL);
+            }
+            Ok(_) | Err(StoreError::NotFound) => self.need_table(now),
+            Err(StoreError::Throttled { retry_after }) => {
+                self.table.poll_by(now.local + retry_after.max(LEAVE_POLL));
+            }
+            Err(_) => self.table.poll_by(now.local + LEAVE_POLL),
+        }
+    }
+
     /// Folds one table scan, issued when `seq` requests had been sent, into what the
     /// host knows. A lease answered by a request that completed after the scan was
     /// sent is fresher than the scan and keeps its version.
