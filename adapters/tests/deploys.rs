@@ -370,3 +370,127 @@ async fn a_shutdown_that_reaches_the_store_releases_everything_well_before_its_d
     assert_eq!(ended, Ok(()));
     assert!(took < Duration::from_secs(2), "{took:?}");
 }
+
+/// One call of one lease: who ran it, from when to when.
+#[derive(Clone, Debug)]
+struct LeaseCall {
+    who: &'static str,
+    lease: String,
+    start: Instant,
+    end: Option<Instant>,
+}
+
+type LeaseLog = Arc<Mutex<Vec<LeaseCall>>>;
+
+struct LeaseCallEnds(LeaseLog, usize);
+
+impl Drop for LeaseCallEnds {
+    fn drop(&mut self) {
+        self.0.lock().unwrap()[self.1].end = Some(Instant::now());
+    }
+}
+
+/// Hosts `a` and `b` share two leases, each call running until cancelled; then `a`
+/// is told to stop, with `notice` as its leave notice (`None`: the default). Returns
+/// the longest time from the end of `a`'s last call of a lease to the start of
+/// `b`'s next one, and how long after the stop `a`'s calls ended.
+async fn handover(notice: Option<Duration>) -> (Duration, Duration) {
+    let feed = MemoryFeed::new(["0", "1"]);
+    for i in 0..200 {
+        feed.push((i % 2).to_string(), format!("item-{i}"));
+    }
+    let store = MemoryStore::new();
+    let log: LeaseLog = Arc::default();
+    let processor = |who: &'static str| {
+        let log = log.clone();
+        let mut builder = Processor::builder()
+            .instance(who)
+            .processor_name("leave")
+            .strategy(Strategy::Handoff)
+            .acquire_interval(Duration::from_secs(2))
+            .renew_interval(Duration::from_secs(3))
+            .expiration_interval(Duration::from_secs(12))
+            .poll_interval(Duration::from_millis(500))
+            .max_batch(1)
+            .source(feed.clone())
+            .store(store.clone())
+            .handler(move |ctx, _batch| {
+                let log = log.clone();
+                async move {
+                    let index = {
+                        let mut all = log.lock().unwrap();
+                        all.push(LeaseCall {
+                            who,
+                            lease: ctx.lease().to_string(),
+                            start: Instant::now(),
+                            end: None,
+                        });
+                        all.len() - 1
+                    };
+                    let _ends = LeaseCallEnds(log, index);
+                    ctx.cancellation().cancelled().await;
+                    Err("stopped".into())
+                }
+            });
+        if let Some(notice) = notice {
+            builder = builder.leave_notice(notice);
+        }
+        builder
+    };
+    let a = processor("a").build().await.expect("valid settings");
+    let a_stop = a.cancellation();
+    let a_run = tokio::spawn(a.run());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let b = processor("b").build().await.expect("valid settings");
+    let b_stop = b.cancellation();
+    let b_run = tokio::spawn(b.run());
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let asked = Instant::now();
+    a_stop.cancel();
+    let ended = tokio::time::timeout(Duration::from_secs(60), a_run).await;
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "a stops cleanly");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    b_stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(60), b_run).await;
+    let calls = log.lock().unwrap().clone();
+    let mut longest = Duration::ZERO;
+    let mut a_ended = Duration::ZERO;
+    let mut held = false;
+    for lease in ["0", "1"] {
+        let a_end = calls
+            .iter()
+            .filter(|c| c.who == "a" && c.lease == lease)
+            .filter_map(|c| c.end)
+            .filter(|end| *end >= asked)
+            .max();
+        let Some(a_end) = a_end else { continue };
+        held = true;
+        let b_start = calls
+            .iter()
+            .filter(|c| c.who == "b" && c.lease == lease && c.start >= a_end)
+            .map(|c| c.start)
+            .min()
+            .unwrap_or_else(|| panic!("b takes lease {lease} over: {calls:?}"));
+        longest = longest.max(b_start - a_end);
+        a_ended = a_ended.max(a_end - asked);
+    }
+    assert!(held, "a held a lease when told to stop");
+    eprintln!("longest handover {longest:?}; a's calls ended {a_ended:?} after the stop");
+    (longest, a_ended)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_told_to_stop_processes_through_its_notice_and_hands_over_within_a_poll() {
+    let (longest, a_ended) = handover(None).await;
+    // The notice: one acquire interval and a poll.
+    assert!(a_ended >= Duration::from_millis(2_500), "{a_ended:?}");
+    assert!(longest <= Duration::from_millis(600), "{longest:?}");
+}
+
+/// The sibling: without a notice the lease waits for the other host's next read.
+#[tokio::test(start_paused = true)]
+async fn a_host_that_leaves_at_once_leaves_its_lease_to_the_others_next_read() {
+    let (longest, a_ended) = handover(Some(Duration::ZERO)).await;
+    assert!(a_ended < Duration::from_millis(500), "{a_ended:?}");
+    assert!(longest > Duration::from_millis(600), "{longest:?}");
+}
