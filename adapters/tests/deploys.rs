@@ -391,7 +391,7 @@ impl Drop for LeaseCallEnds {
 }
 
 /// Hosts `a` and `b` share two leases, each call running until cancelled; then `a`
-/// is told to stop, with `notice` as its leave notice (`None`: the default). Returns
+/// is told to stop, with `notice` as its leave notice (`None`: the runtime's). Returns
 /// the longest time from the end of `a`'s last call of a lease to the start of
 /// `b`'s next one, and how long after the stop `a`'s calls ended.
 async fn handover(notice: Option<Duration>) -> (Duration, Duration) {
@@ -481,16 +481,17 @@ async fn handover(notice: Option<Duration>) -> (Duration, Duration) {
 
 #[tokio::test(start_paused = true)]
 async fn a_host_told_to_stop_processes_through_its_notice_and_hands_over_within_a_poll() {
-    let (longest, a_ended) = handover(None).await;
+    let (longest, a_ended) = handover(Some(Duration::from_millis(2_500))).await;
     // The notice: one acquire interval and a poll.
     assert!(a_ended >= Duration::from_millis(2_500), "{a_ended:?}");
     assert!(longest <= Duration::from_millis(600), "{longest:?}");
 }
 
-/// The sibling: without a notice the lease waits for the other host's next read.
+/// The sibling: without a notice (the runtime's default for now) the lease waits
+/// for the other host's next read.
 #[tokio::test(start_paused = true)]
 async fn a_host_that_leaves_at_once_leaves_its_lease_to_the_others_next_read() {
-    let (longest, a_ended) = handover(Some(Duration::ZERO)).await;
+    let (longest, a_ended) = handover(None).await;
     assert!(a_ended < Duration::from_millis(500), "{a_ended:?}");
     assert!(longest > Duration::from_millis(600), "{longest:?}");
 }

@@ -274,13 +274,14 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     }
 
     /// How long a host told to stop keeps processing after it marks its heartbeat as
-    /// leaving, before it releases its leases (`handoff` only; default: one acquire
-    /// interval and [`LEAVE_POLL`](leasehold_engine::lease::LEAVE_POLL), at most half
-    /// the [shutdown deadline](Self::shutdown_deadline)). The other hosts read its
-    /// heartbeat every `LEAVE_POLL` meanwhile, so they take its leases within about
-    /// one poll of their release, where without the notice they learn of it at their
-    /// next acquire interval. `Duration::ZERO` releases at once. A notice not shorter
-    /// than the shutdown deadline fails [`build`](Self::build) with
+    /// leaving, before it releases its leases (`handoff` only). The other hosts read
+    /// its heartbeat every [`LEAVE_POLL`](leasehold_engine::lease::LEAVE_POLL)
+    /// meanwhile, so they take its leases within about one poll of their release,
+    /// where without the notice they learn of it at their next acquire interval. One
+    /// acquire interval and `LEAVE_POLL` is the engine's default. Off by default in
+    /// this runtime for now (`Duration::ZERO`, release at once): with it on, a
+    /// two-region emulator run busy-loops after a stop, not yet understood. A notice
+    /// not shorter than the shutdown deadline fails [`build`](Self::build) with
     /// [`BuildError::LeaveNotice`].
     pub fn leave_notice(mut self, notice: Duration) -> Self {
         self.settings.leave_notice = Some(notice);
@@ -504,7 +505,6 @@ where
             known_bad: settings.known_bad,
         };
         config.validate()?;
-        let notice = Duration::from_millis(config.leave_notice().as_millis());
         match settings.leave_notice {
             Some(notice) if notice >= shutdown_deadline => {
                 return Err(BuildError::LeaveNotice {
@@ -513,11 +513,10 @@ where
                 });
             }
             Some(_) => {}
-            // The default leaves the other half of the deadline to drain and release.
-            None if notice > shutdown_deadline / 2 => {
-                config.leave_notice = Some(millis(shutdown_deadline / 2));
-            }
-            None => {}
+            // Off unless asked for: with the notice on, the two-region emulator run
+            // (`tests/regions.rs`) busy-loops after the first host's stop in its
+            // second seed, and why is not known yet.
+            None => config.leave_notice = Some(Millis::ZERO),
         }
         let margin = Duration::from_millis(config.expiry.safety_margin.as_millis());
         let mut intake = settings.intake;
