@@ -8,7 +8,7 @@ use leasehold_adapters::engine::lease::{KnownBad, Record};
 use leasehold_adapters::engine::store::Op;
 use leasehold_adapters::{MemoryFeed, MemoryStore, Processor, Response, Store};
 use leasehold_engine::balance::Strategy;
-use leasehold_engine::lease::Liveness;
+use leasehold_engine::lease::{LEAVE_POLL, Liveness};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,6 +51,7 @@ impl Store<Record> for Cuttable {
 #[derive(Clone, Debug)]
 struct Call {
     who: &'static str,
+    lease: String,
     start: Instant,
     end: Option<Instant>,
 }
@@ -119,6 +120,7 @@ async fn deploy(
                         let mut all = log.lock().unwrap();
                         all.push(Call {
                             who,
+                            lease: ctx.lease().to_string(),
                             start: Instant::now(),
                             end: None,
                         });
@@ -371,23 +373,12 @@ async fn a_shutdown_that_reaches_the_store_releases_everything_well_before_its_d
     assert!(took < Duration::from_secs(2), "{took:?}");
 }
 
-/// One call of one lease: who ran it, from when to when.
-#[derive(Clone, Debug)]
-struct LeaseCall {
-    who: &'static str,
-    lease: String,
-    start: Instant,
-    end: Option<Instant>,
-}
+/// The acquire interval of the leave runs.
+const ACQUIRE: Duration = Duration::from_secs(2);
 
-type LeaseLog = Arc<Mutex<Vec<LeaseCall>>>;
-
-struct LeaseCallEnds(LeaseLog, usize);
-
-impl Drop for LeaseCallEnds {
-    fn drop(&mut self) {
-        self.0.lock().unwrap()[self.1].end = Some(Instant::now());
-    }
+/// The engine's poll of a leaving host's heartbeat.
+fn poll() -> Duration {
+    Duration::from_millis(LEAVE_POLL.as_millis())
 }
 
 /// Hosts `a` and `b` share two leases, each call running until cancelled; then `a`
@@ -400,14 +391,14 @@ async fn handover(notice: Option<Duration>) -> (Duration, Duration) {
         feed.push((i % 2).to_string(), format!("item-{i}"));
     }
     let store = MemoryStore::new();
-    let log: LeaseLog = Arc::default();
+    let log: Log = Arc::default();
     let processor = |who: &'static str| {
         let log = log.clone();
         let mut builder = Processor::builder()
             .instance(who)
             .processor_name("leave")
             .strategy(Strategy::Handoff)
-            .acquire_interval(Duration::from_secs(2))
+            .acquire_interval(ACQUIRE)
             .renew_interval(Duration::from_secs(3))
             .expiration_interval(Duration::from_secs(12))
             .poll_interval(Duration::from_millis(500))
@@ -419,7 +410,7 @@ async fn handover(notice: Option<Duration>) -> (Duration, Duration) {
                 async move {
                     let index = {
                         let mut all = log.lock().unwrap();
-                        all.push(LeaseCall {
+                        all.push(Call {
                             who,
                             lease: ctx.lease().to_string(),
                             start: Instant::now(),
@@ -427,7 +418,7 @@ async fn handover(notice: Option<Duration>) -> (Duration, Duration) {
                         });
                         all.len() - 1
                     };
-                    let _ends = LeaseCallEnds(log, index);
+                    let _ends = Ends(log, index);
                     ctx.cancellation().cancelled().await;
                     Err("stopped".into())
                 }
@@ -481,10 +472,11 @@ async fn handover(notice: Option<Duration>) -> (Duration, Duration) {
 
 #[tokio::test(start_paused = true)]
 async fn a_host_told_to_stop_processes_through_its_notice_and_hands_over_within_a_poll() {
-    let (longest, a_ended) = handover(Some(Duration::from_millis(2_500))).await;
-    // The notice: one acquire interval and a poll.
-    assert!(a_ended >= Duration::from_millis(2_500), "{a_ended:?}");
-    assert!(longest <= Duration::from_millis(600), "{longest:?}");
+    // The engine's default notice at these settings: one acquire interval and a poll.
+    let notice = ACQUIRE + poll();
+    let (longest, a_ended) = handover(Some(notice)).await;
+    assert!(a_ended >= notice, "{a_ended:?}");
+    assert!(longest <= poll(), "{longest:?}");
 }
 
 /// The sibling: without a notice (the runtime's default for now) the lease waits
@@ -492,6 +484,6 @@ async fn a_host_told_to_stop_processes_through_its_notice_and_hands_over_within_
 #[tokio::test(start_paused = true)]
 async fn a_host_that_leaves_at_once_leaves_its_lease_to_the_others_next_read() {
     let (longest, a_ended) = handover(None).await;
-    assert!(a_ended < Duration::from_millis(500), "{a_ended:?}");
-    assert!(longest > Duration::from_millis(600), "{longest:?}");
+    assert!(a_ended < poll(), "{a_ended:?}");
+    assert!(longest > poll(), "{longest:?}");
 }
