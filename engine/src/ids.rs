@@ -215,10 +215,10 @@ impl fmt::Display for Tenure {
 /// let from_cosmos = Etag::opaque("\"00000000-0000-0000-eb4f-ee670b8d01d3\"");
 /// assert_eq!(from_cosmos.to_string(), "\"00000000-0000-0000-eb4f-ee670b8d01d3\"");
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Etag(EtagRepr);
 
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum EtagRepr {
     Seq(u64),
     Opaque(Arc<str>),

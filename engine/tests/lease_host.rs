@@ -1259,6 +1259,76 @@ fn a_refused_takeover_makes_the_host_scan_again_at_once() {
     );
 }
 
+/// b's take of a's lease is refused (a renewed first), and the scan b then sends at
+/// once is answered by a replica that lags, from before a's renewal. Returns what b
+/// sends on that answer, and the refused take.
+fn refused_take_then_a_lagging_scan(bad: Option<KnownBad>) -> (Vec<Op<Record>>, Op<Record>) {
+    let mut cfg = config(1);
+    cfg.expiry.rule = ExpiryRule::Timestamp;
+    cfg.known_bad = bad;
+    let mut c = Cluster::new();
+    c.add("a", cfg.clone());
+    c.run_for(100);
+    c.add_with_clocks("b", cfg, 0, 60_000);
+    let mut take = None;
+    for _ in 0..100 {
+        if let Some(at) = c
+            .inflight
+            .iter()
+            .position(|(n, r)| n == "b" && r.intent == Intent::Acquire)
+        {
+            take = c.inflight.remove(at).map(|(_, r)| r);
+            break;
+        }
+        assert!(c.deliver_next(), "b never tried to take the lease");
+    }
+    let take = take.unwrap();
+    let lagging = c.store.clone();
+    let renewed = c.lease("0");
+    c.store.replace(Record::Lease(renewed), None).unwrap();
+    let result = c.store.execute(take.op.clone());
+    assert_eq!(result, Err(StoreError::PreconditionFailed));
+    c.answer("b", &take, result);
+    let at = c
+        .inflight
+        .iter()
+        .position(|(n, r)| n == "b" && r.intent == Intent::Scan)
+        .expect("b scans again at once");
+    let (_, scan) = c.inflight.remove(at).unwrap();
+    let before = c.inflight.len();
+    let stale = lagging.clone().execute(scan.op.clone());
+    c.answer("b", &scan, stale);
+    let sent = c
+        .inflight
+        .iter()
+        .skip(before)
+        .filter(|(n, _)| n == "b")
+        .map(|(_, r)| r.op.clone())
+        .collect();
+    (sent, take.op)
+}
+
+/// The two-region emulator run once spun at 100 % CPU on a paused clock: take,
+/// 412, scan from the lagging replica, take on the same version, and so on. The
+/// version refused is gone whatever a replica still shows: b writes nothing on it,
+/// and reads the lease again only after a backoff.
+#[test]
+fn a_take_refused_is_not_sent_again_on_a_lagging_replicas_word() {
+    let (sent, refused) = refused_take_then_a_lagging_scan(None);
+    let if_match = refused.if_match().cloned();
+    assert!(
+        sent.iter().all(|op| op.if_match().cloned() != if_match),
+        "{sent:?}"
+    );
+}
+
+/// The sibling: taken as current again, the refused version is taken again at once.
+#[test]
+fn read_the_earlier_way_a_take_refused_is_sent_again_at_once() {
+    let (sent, refused) = refused_take_then_a_lagging_scan(Some(KnownBad::RewriteRefusedVersion));
+    assert!(sent.contains(&refused), "{sent:?}");
+}
+
 /// Found by the simulator (`leasehold sim crash --faults spike=60,pause=20 --seed 1`
 /// before the fix): a host paused with a handoff in flight woke, saw the claimant's
 /// heartbeat as expired, cancelled the handoff it had already sent, and processed the

@@ -13,6 +13,7 @@ mod common;
 
 use common::{broken, counterexample, model};
 use leasehold_engine::balance::Strategy;
+use leasehold_engine::lease::Liveness;
 use leasehold_model::PartitionReport;
 use leasehold_model::check::{Outcome, Search};
 use leasehold_model::{Bounds, Bug, KnownBad, properties as p};
@@ -315,4 +316,44 @@ fn a_lease_named_after_its_live_owners_ended_tenure_is_not_owned_once_calm() {
     };
     state.store.fresh(Reader(0), write).expect("the rewrite");
     assert_eq!(p::broken(&model, &state), vec![p::OWNED]);
+}
+
+/// A take refused (412) because the owner had just checkpointed, then a re-scan
+/// served by a lagging replica that still shows the version refused: 2 × 1, one
+/// stale read. The two-region emulator run once spun here at 100 % CPU on a paused
+/// clock (take, 412, scan, take, …).
+fn refused_then_stale(strategy: Strategy, liveness: Liveness, crashes: u8) -> Bounds {
+    Bounds {
+        strategy,
+        liveness: Some(liveness),
+        crashes,
+        stale_reads: 1,
+        horizon: 6,
+        ..quiet(2)
+    }
+}
+
+#[test]
+fn a_version_the_store_refused_is_never_written_again_whatever_a_lagging_replica_shows() {
+    for bounds in [
+        refused_then_stale(Strategy::CFP, Liveness::Lease, 0),
+        refused_then_stale(Strategy::Handoff, Liveness::Lease, 1),
+        refused_then_stale(Strategy::Handoff, Liveness::Session, 1),
+    ] {
+        // p::SAFETY includes p::REFUSED_ONCE.
+        proven(bounds);
+    }
+}
+
+/// The sibling: taken as current again, the refused version is written again at
+/// once, the lease's take under `cfp` and the heartbeat under `handoff`.
+#[test]
+fn read_from_a_lagging_replica_a_refused_version_is_written_again() {
+    let bad = Some(Bug::Engine(KnownBad::RewriteRefusedVersion));
+    for bounds in [
+        refused_then_stale(Strategy::CFP, Liveness::Lease, 0),
+        refused_then_stale(Strategy::Handoff, Liveness::Session, 1),
+    ] {
+        broken(Bounds { bug: bad, ..bounds }, p::REFUSED_ONCE);
+    }
 }

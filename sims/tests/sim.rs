@@ -581,3 +581,22 @@ fn a_long_run_reports_its_progress_in_virtual_time() {
     assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
     assert!(*seen.last().unwrap() <= cfg.deadline().as_millis());
 }
+
+/// Seeds 3934200 (a scale-out under `cfp`) and 3934210 (steady, `handoff`), drawn
+/// with lagging replicas: a host refused a write (412) was shown that very version
+/// again by a replica that lags and wrote it again at once, a busy loop against the
+/// store for as long as the replica lagged (the two-region emulator run spun so at
+/// 100 % CPU on a paused clock). Today the version refused is never written again;
+/// under `rewrite-refused-version` both runs do.
+#[test]
+fn a_version_the_store_refused_is_never_written_again() {
+    for seed in [3_934_200, 3_934_210] {
+        let cfg = swarm::draw(seed);
+        assert!(kinds(&cfg).is_empty(), "seed {seed}: {:?}", kinds(&cfg));
+        let bad = SimConfig {
+            bug: Some(Bug::Engine(KnownBad::RewriteRefusedVersion)),
+            ..cfg
+        };
+        assert!(kinds(&bad).contains(&ViolationKind::Rewrite), "seed {seed}");
+    }
+}

@@ -277,12 +277,11 @@ impl<S, St, H> ProcessorBuilder<S, St, H> {
     /// leaving, before it releases its leases (`handoff` only). The other hosts read
     /// its heartbeat every [`LEAVE_POLL`](leasehold_engine::lease::LEAVE_POLL)
     /// meanwhile, so they take its leases within about one poll of their release,
-    /// where without the notice they learn of it at their next acquire interval. One
-    /// acquire interval and `LEAVE_POLL` is the engine's default. Off by default in
-    /// this runtime for now (`Duration::ZERO`, release at once): with it on, a
-    /// two-region emulator run busy-loops after a stop, not yet understood. A notice
-    /// not shorter than the shutdown deadline fails [`build`](Self::build) with
-    /// [`BuildError::LeaveNotice`].
+    /// where without the notice they learn of it at their next acquire interval. The
+    /// default is the engine's, one acquire interval and `LEAVE_POLL`, but at most
+    /// half the [shutdown deadline](Self::shutdown_deadline); `Duration::ZERO`
+    /// releases at once. A notice not shorter than the shutdown deadline fails
+    /// [`build`](Self::build) with [`BuildError::LeaveNotice`].
     pub fn leave_notice(mut self, notice: Duration) -> Self {
         self.settings.leave_notice = Some(notice);
         self
@@ -513,10 +512,14 @@ where
                 });
             }
             Some(_) => {}
-            // Off unless asked for: with the notice on, the two-region emulator run
-            // (`tests/regions.rs`) busy-loops after the first host's stop in its
-            // second seed, and why is not known yet.
-            None => config.leave_notice = Some(Millis::ZERO),
+            // The engine's default, but never more than half the deadline: the rest
+            // is for draining, the last checkpoints, the releases and the leave.
+            None => {
+                let half = millis(shutdown_deadline / 2);
+                if config.leave_notice() > half {
+                    config.leave_notice = Some(half);
+                }
+            }
         }
         let margin = Duration::from_millis(config.expiry.safety_margin.as_millis());
         let mut intake = settings.intake;

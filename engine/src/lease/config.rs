@@ -253,11 +253,17 @@ pub enum KnownBad {
     /// swarm's seed 114165: a handoff called off while the drained batch's final
     /// checkpoint was being written).
     StartBeforeCheckpointLands,
+    /// A version of a lease the store refused a write on (412) is taken as current
+    /// again when a read from a replica that lags still shows it: the host writes
+    /// it again at once, is refused again, reads again, and so on for as long as the
+    /// replica lags, with no backoff (the two-region emulator run with a leave
+    /// notice: a take, its 412 and a re-scan, over and over on a paused clock).
+    RewriteRefusedVersion,
 }
 
 impl KnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [KnownBad; 18] = [
+    pub const ALL: [KnownBad; 19] = [
         KnownBad::RestartSameEpoch,
         KnownBad::UnfencedTakeover,
         KnownBad::DeleteParentFirst,
@@ -276,6 +282,7 @@ impl KnownBad {
         KnownBad::FreeBesideLostCall,
         KnownBad::ScanBeforeOwnWrite,
         KnownBad::StartBeforeCheckpointLands,
+        KnownBad::RewriteRefusedVersion,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -299,6 +306,7 @@ impl KnownBad {
             KnownBad::FreeBesideLostCall => "free-beside-lost-call",
             KnownBad::ScanBeforeOwnWrite => "scan-before-own-write",
             KnownBad::StartBeforeCheckpointLands => "start-before-checkpoint-lands",
+            KnownBad::RewriteRefusedVersion => "rewrite-refused-version",
         }
     }
 }

@@ -46,6 +46,12 @@ pub(super) struct Heartbeat {
     /// Told to shut down, this host announced its leave in its heartbeat: it keeps
     /// processing until this time, then releases its leases.
     leave_at: Option<LocalTime>,
+    /// The version the store last refused a write of the heartbeat on (412). It is
+    /// gone for good: a read that still shows it came from a replica that lags, and
+    /// taken as current it had the next write go out on it at once, be refused
+    /// again, and so on (the model's `store: no host writes again on a version the
+    /// store refused it`).
+    refused: Option<Etag>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -99,6 +105,9 @@ pub(super) struct BeatRules {
     /// A heartbeat of another life under this name that still vouches for a tenure
     /// is waited out before it is written over (`LeaseConfig::waits_out_earlier_life`).
     pub waits_out_earlier_life: bool,
+    /// A read showing the version a write was refused on is taken as stale (not so
+    /// under [`KnownBad::RewriteRefusedVersion`](super::KnownBad::RewriteRefusedVersion)).
+    pub remembers_refusals: bool,
 }
 
 /// What a heartbeat's answer means for the leases, which the host must act on.
@@ -130,6 +139,7 @@ impl Heartbeat {
             predecessor: None,
             leave_sent: false,
             leave_at: None,
+            refused: None,
         }
     }
 
@@ -399,7 +409,15 @@ impl Heartbeat {
                     news.renewed = true;
                 }
             }
+            (BeatStep::Read, Ok(Reply::Read(Stored { etag, .. })))
+                if self.refused.as_ref() == Some(&etag) =>
+            {
+                // A lagging replica: nothing is known yet. Read again after a backoff;
+                // authority runs on from the last write known to have succeeded.
+                self.next_at = now.local + rules.backoff;
+            }
             (BeatStep::Read, Ok(Reply::Read(Stored { doc, etag }))) => {
+                self.refused = None;
                 // Only an unfenced heartbeat of this very tenure still vouches for
                 // it; anything else means the tenure is over.
                 let ours = matches!(&doc, Record::Host(d)
@@ -451,6 +469,9 @@ impl Heartbeat {
                 // ends the tenure if it is not this one any more. Authority runs on
                 // from the last write known to have succeeded, which is all a fencer
                 // waits out.
+                if let (BeatState::Present(etag), true) = (&self.state, rules.remembers_refusals) {
+                    self.refused = Some(etag.clone());
+                }
                 self.state = BeatState::Unknown;
             }
             (_, Err(StoreError::Conflict)) => self.state = BeatState::Unknown,

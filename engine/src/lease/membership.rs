@@ -28,8 +28,9 @@ pub(super) struct Membership {
     pub beat: Heartbeat,
     /// Hosts whose tenure this host is fencing (session liveness).
     fencing: BTreeSet<HostId>,
-    /// Per host, the last version of its heartbeat a fence of this host's found
-    /// changed (412): never current again, so never worth fencing again.
+    /// Per host, the last version of its heartbeat a fence or a retire of this
+    /// host's found changed (412): never current again, so never worth writing
+    /// again.
     refuted: BTreeMap<HostId, Etag>,
 }
 
@@ -226,6 +227,9 @@ impl Membership {
             .values()
             .filter(|m| !m.retiring && !m.is_alive(policy, now))
             .filter(|m| !keep.contains(&m.doc.host) && !fencing.contains(&m.doc.host))
+            // A delete of this very version failed: a read from a lagging replica
+            // still shows it, and deleting it again can only fail again.
+            .filter(|m| self.refuted.get(&m.doc.host) != Some(&m.etag))
             .map(|m| (m.doc.host.clone(), m.etag.clone()))
             .collect();
         for (host, _) in &dead {
@@ -237,12 +241,15 @@ impl Membership {
     }
 
     /// A delete of `host`'s heartbeat was answered.
-    pub fn retired(&mut self, host: &HostId) {
+    pub fn retired(&mut self, host: &HostId, refused: Option<Etag>) {
         // Whatever the answer, the next scan tells the truth about this heartbeat.
         // The record stays until then: forgetting it would restart the expiry wait if
         // the delete did not apply, counting a dead host as alive for another round.
         if let Some(m) = self.members.get_mut(host) {
             m.retiring = false;
+        }
+        if let Some(etag) = refused {
+            self.refute(host, etag);
         }
     }
 
@@ -274,8 +281,8 @@ impl Membership {
         self.refuted.get(host)
     }
 
-    /// A fence of `host`'s heartbeat at `etag` failed: that version has been written
-    /// over.
+    /// A fence or a retire of `host`'s heartbeat at `etag` failed: that version has
+    /// been written over.
     pub fn refute(&mut self, host: &HostId, etag: Etag) {
         self.refuted.insert(host.clone(), etag);
     }

@@ -3,7 +3,7 @@
 use super::LeaseDocument;
 use crate::expiry::{ExpiryPolicy, Observation};
 use crate::ids::{Checkpoint, Epoch, Etag, HostId, LeaseToken, RequestId};
-use crate::time::{LocalTime, Now};
+use crate::time::{LocalTime, Millis, Now};
 
 /// One lease as this host last saw it, and the state of this host's requests for it.
 ///
@@ -34,6 +34,13 @@ pub(super) struct Slot {
     write_failed: bool,
     /// Throttled or backing off: no request for this lease before this time.
     retry_at: Option<LocalTime>,
+    /// The version the store last refused a write of this host's on (412), and the
+    /// backoff before the lease is read again while a read still shows it. That
+    /// version is gone for good, whatever a lagging replica serves: taken as current
+    /// again, it had the host write it at once, be refused, read it again, and so on
+    /// for as long as the replica lagged (the two-region emulator run, with a leave
+    /// notice, at 100 % CPU on a paused clock).
+    refused: Option<(Etag, Millis)>,
     /// The epoch at which this life last owned the lease, or sent a take of it whose
     /// outcome is unknown: a read that shows the lease named after this host at that
     /// epoch shows it this life's, not an earlier life's.
@@ -56,6 +63,7 @@ impl Slot {
             stale: false,
             write_failed: false,
             retry_at: None,
+            refused: None,
             ours: None,
             own: None,
         }
@@ -112,7 +120,20 @@ impl Slot {
     }
 
     /// Records a newer version; the expiry wait restarts only if the etag changed.
+    ///
+    /// A read that shows the version the store refused a write on (see
+    /// [`Slot::refuse`]) came from a replica that lags: it changes nothing but the
+    /// lease is read again after the backoff, as often as it takes.
     pub fn update(&mut self, doc: LeaseDocument, etag: Etag, now: LocalTime, learned: u64) {
+        if let Some((gone, backoff)) = &self.refused {
+            if *gone == etag {
+                self.stale = true;
+                let at = now + *backoff;
+                self.retry_at = Some(self.retry_at.map_or(at, |t| t.max(at)));
+                return;
+            }
+            self.refused = None;
+        }
         if etag != self.etag {
             self.seen = now;
             self.etag_learned = learned;
@@ -140,6 +161,20 @@ impl Slot {
         self.stale = true;
         if known_bad != Some(super::KnownBad::ScanBeforeOwnWrite) {
             self.learned = self.learned.max(issued);
+        }
+    }
+
+    /// Records that the store refused a write of this host's on the version it
+    /// knows (412): the lease is read again before it is written, no read showing
+    /// that version is taken as current again, and each one backs the next read off
+    /// by `backoff`. The earlier behaviour
+    /// ([`KnownBad::RewriteRefusedVersion`](super::KnownBad::RewriteRefusedVersion))
+    /// records nothing.
+    pub fn refuse(&mut self, backoff: Millis, known_bad: Option<super::KnownBad>) {
+        if known_bad != Some(super::KnownBad::RewriteRefusedVersion) {
+            self.refused = Some((self.etag.clone(), backoff));
+            // The version it knows is gone: nothing is written on it before a read.
+            self.stale = true;
         }
     }
 

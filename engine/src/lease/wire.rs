@@ -43,7 +43,7 @@ impl Wire {
     pub fn may_gain_lease(&self) -> bool {
         self.pending
             .values()
-            .any(|p| !matches!(p.aim, Aim::Beat(_) | Aim::Retire(_) | Aim::Watch(_)))
+            .any(|p| !matches!(p.aim, Aim::Beat(_) | Aim::Retire(..) | Aim::Watch(_)))
     }
 
     /// How many requests this life has issued: an answer to a request issued after
@@ -86,7 +86,8 @@ pub(super) enum Aim {
         claimant: HostId,
     },
     Beat(BeatStep),
-    Retire(HostId),
+    /// Deletes a dead member's heartbeat at the version it was read at.
+    Retire(HostId, Etag),
     /// Reads the heartbeat of a host that announced its leave.
     Watch(HostId),
     /// Ends another host's tenure (session liveness): the fenced heartbeat written,
@@ -124,7 +125,7 @@ impl Aim {
             | Aim::Read(_)
             | Aim::Confirm { .. }
             | Aim::Beat(_)
-            | Aim::Retire(_)
+            | Aim::Retire(..)
             | Aim::Watch(_) => {}
         }
     }
@@ -155,7 +156,11 @@ mod tests {
     #[test]
     fn only_its_own_heartbeats_in_flight_cannot_give_a_host_a_lease() {
         let mut wire = Wire::default();
-        let id = wire.issue(Incarnation(0), LocalTime(0), Aim::Retire(HostId::from("a")));
+        let id = wire.issue(
+            Incarnation(0),
+            LocalTime(0),
+            Aim::Retire(HostId::from("a"), Etag::opaque("1")),
+        );
         assert!(!wire.may_gain_lease());
         wire.issue(
             Incarnation(0),

@@ -347,6 +347,19 @@ impl Bug {
                 out_of_reach: true,
                 ..LeastBound::default()
             },
+            // A host takes a lease its owner has just checkpointed: refused, it scans
+            // again, a lagging replica shows the version it was refused on, and it
+            // takes it again at once (the two-region emulator's busy loop). Under
+            // handoff it shows first in the heartbeat: 2 × 1, one crash, horizon 5.
+            Bug::Engine(KnownBad::RewriteRefusedVersion) => LeastBound {
+                hosts: Some(2),
+                partitions: Some(1),
+                stale_reads: Some(1),
+                horizon: Some(4),
+                liveness: Some(Liveness::Lease),
+                strategy: Some(Strategy::CFP),
+                ..quiet
+            },
             Bug::Engine(KnownBad::TakeKeepsEndedTenure)
             | Bug::Engine(KnownBad::ResumeKeepsEndedTenure)
             | Bug::Engine(KnownBad::EarlierTenureWaits)
@@ -402,7 +415,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 26] = [
+    pub const ALL: [Bug; 27] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -429,6 +442,7 @@ impl Bug {
         Bug::Engine(KnownBad::FreeBesideLostCall),
         Bug::Engine(KnownBad::ScanBeforeOwnWrite),
         Bug::Engine(KnownBad::StartBeforeCheckpointLands),
+        Bug::Engine(KnownBad::RewriteRefusedVersion),
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.

@@ -11,7 +11,7 @@ use leasehold_engine::lease::LeaseDocument;
 use stateright::Property;
 
 /// The safety properties, which hold in every state whatever the faults.
-pub const SAFETY: [&str; 9] = [
+pub const SAFETY: [&str; 10] = [
     EXCLUSIVITY,
     EPOCHS,
     STALE_WRITES,
@@ -21,6 +21,7 @@ pub const SAFETY: [&str; 9] = [
     SESSIONS,
     SPLIT_APART,
     CHILD_CHECKPOINT,
+    REFUSED_ONCE,
 ];
 
 /// The liveness properties, checked once faults have stopped for long enough.
@@ -55,6 +56,10 @@ pub const SPLIT_APART: &str = "split: no two hosts process overlapping ranges at
 /// Splits, part two.
 pub const CHILD_CHECKPOINT: &str =
     "split: a child's stored checkpoint never goes behind its parent's";
+/// No busy loop against a lagging replica: a version the store refused a write on
+/// is never written again (only a stale read can show it again, so only checks with
+/// stale reads can break it).
+pub const REFUSED_ONCE: &str = "store: no host writes again on a version the store refused it";
 /// Non-vacuity of the split properties.
 pub const SPLIT_DONE: &str = "sometimes: a split range's children are processed";
 /// Non-vacuity.
@@ -94,6 +99,7 @@ pub fn all(model: &PartitionModel) -> Vec<Property<PartitionModel>> {
         Property::always(BALANCED, balanced_when_settled),
         Property::always(SPLIT_APART, split_apart),
         Property::always(CHILD_CHECKPOINT, children_not_behind),
+        Property::always(REFUSED_ONCE, |_, s: &State| !s.rewrote_refused),
         Property::sometimes(SPLIT_DONE, |m, s: &State| {
             m.children()
                 .iter()

@@ -17,7 +17,7 @@
 use crate::clocks::Rate;
 use leasehold_engine::lock::Locks;
 use leasehold_engine::store::{Container, Document, Op, Reader, Replicated, Reply, StoreError};
-use leasehold_engine::{DocId, Now, RequestId};
+use leasehold_engine::{DocId, Etag, Now, RequestId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -123,6 +123,16 @@ pub struct World<M: Modelled, G, X = ()> {
     pub last_fault: u8,
     /// Clients that crashed at least once, as a bit set.
     pub crashed: u8,
+    /// The versions the store refused a conditional write on (412), by the life
+    /// that heard the refusal at once: (client, incarnation, document, etag).
+    /// Recorded only while a stale read may still be served, the one thing that can
+    /// show such a version again (empty otherwise, so that checks without stale
+    /// reads keep their states exactly).
+    pub refused: BTreeSet<(u8, u8, DocId, Etag)>,
+    /// A life sent a conditional write on a version the store had refused it, which
+    /// can only be refused again: a replica that lags had it write, be refused and
+    /// read again with no end but the replica's catching up.
+    pub rewrote_refused: bool,
     /// What the properties need of the past.
     pub ghost: G,
 }
@@ -848,6 +858,8 @@ pub fn initial<M: Modelled, G: Clone, X: Default>(
             side_failures: 0,
             last_fault: 0,
             crashed: 0,
+            refused: BTreeSet::new(),
+            rewrote_refused: false,
             ghost: ghost.clone(),
         })
         .collect()

@@ -6,12 +6,30 @@ use super::{
     reader, stale_choice,
 };
 use leasehold_engine::drive::{self, Driver, Stepped};
-use leasehold_engine::store::StoreError;
-use leasehold_engine::{Machine, Millis, Request, StoreClient};
+use leasehold_engine::store::{Document, Op, StoreError};
+use leasehold_engine::{DocId, Etag, Machine, Millis, Request, StoreClient};
 use std::collections::VecDeque;
 
 type Input<R> = <<R as Rules>::M as Machine>::Input;
 type Output<R> = <<R as Rules>::M as Machine>::Output;
+/// What a conditional write is conditional on, as [`World::refused`](super::World)
+/// keys it: sender, its life, the document and the etag.
+fn conditional<D: Document>(c: u8, life: u64, op: &Op<D>) -> Option<(u8, u8, DocId, Etag)> {
+    let (id, etag) = match op {
+        Op::Replace {
+            doc,
+            if_match: Some(etag),
+        } => (doc.id().clone(), etag),
+        Op::Delete {
+            id,
+            if_match: Some(etag),
+            ..
+        } => (id.clone(), etag),
+        _ => return None,
+    };
+    Some((c, life as u8, id, etag.clone()))
+}
+
 type Sent<R> =
     Request<<<R as Rules>::M as StoreClient>::Doc, <<R as Rules>::M as StoreClient>::Intent>;
 
@@ -168,6 +186,12 @@ impl<R: Rules> Step<'_, R> {
         };
         let nth = *counter;
         *counter += 1;
+        let refusable = conditional(c, req.id.incarnation.0, &req.op);
+        if let Some(key) = &refusable
+            && self.world.refused.contains(key)
+        {
+            self.world.rewrote_refused = true;
+        }
         let nth_sent = self.sent;
         self.sent += 1;
         let id = req.id;
@@ -192,6 +216,7 @@ impl<R: Rules> Step<'_, R> {
             Fault::SideFails(_) => false,
         });
         let world = &mut *self.world;
+        let mut heard_refused = false;
         match this {
             Some(Fault::Hold(_)) => {
                 note(self.journal, || {
@@ -224,6 +249,7 @@ impl<R: Rules> Step<'_, R> {
                         answer(&again)
                     )
                 });
+                heard_refused = matches!(again, Err(StoreError::PreconditionFailed));
                 next.push_back(R::M::response(id, again));
             }
             Some(Fault::LateReply(_)) => {
@@ -263,12 +289,23 @@ impl<R: Rules> Step<'_, R> {
                         answer(&result)
                     )
                 });
+                heard_refused = matches!(result, Err(StoreError::PreconditionFailed));
                 next.push_back(R::M::response(id, result));
             }
         }
         if let Some(f) = this {
             self.hits += 1;
             faulted(self.world, f);
+        }
+        // Once the stale reads are spent no read can show a refused version again,
+        // but one already shown may still be acted on: what was recorded stays.
+        let world = &mut *self.world;
+        if let (true, true, Some(key)) = (
+            heard_refused,
+            world.stale_reads < self.budget.stale_reads,
+            refusable,
+        ) {
+            world.refused.insert(key);
         }
         Some(())
     }

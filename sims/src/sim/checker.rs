@@ -34,6 +34,10 @@ pub enum ViolationKind {
     /// A new call delivered again more than the checkpoint policy allows beyond what
     /// a write in flight carried.
     Replay,
+    /// A host wrote again on a version the store had refused it (412), which a
+    /// lagging replica still showed: without a backoff, a busy loop against the
+    /// store for as long as the replica lags.
+    Rewrite,
 }
 
 impl ViolationKind {
@@ -49,6 +53,7 @@ impl ViolationKind {
             ViolationKind::Session => "session",
             ViolationKind::Misreport => "misreport",
             ViolationKind::Replay => "replay",
+            ViolationKind::Rewrite => "rewrite",
         }
     }
 }

@@ -80,6 +80,7 @@ impl LeaseHost {
             session: self.session_liveness(),
             incarnation: self.incarnation(),
             waits_out_earlier_life: self.config.waits_out_earlier_life(),
+            remembers_refusals: self.config.known_bad != Some(KnownBad::RewriteRefusedVersion),
         };
         let news = self
             .membership
@@ -236,9 +237,9 @@ impl LeaseHost {
             let op = Op::Delete {
                 pk: PartitionKey::new(id.as_str()),
                 id,
-                if_match: Some(etag),
+                if_match: Some(etag.clone()),
             };
-            self.send(now, Intent::Retire, op, Aim::Retire(host));
+            self.send(now, Intent::Retire, op, Aim::Retire(host, etag));
         }
     }
 

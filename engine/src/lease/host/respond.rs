@@ -31,7 +31,11 @@ impl LeaseHost {
             Aim::Free(doc) => self.on_free(now, doc, result),
             Aim::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
             Aim::Beat(step) => self.on_heartbeat_response(now, sent_at, step, result),
-            Aim::Retire(host) => self.membership.retired(&host),
+            Aim::Retire(host, etag) => {
+                let refused = matches!(result, Err(StoreError::PreconditionFailed))
+                    && self.config.known_bad != Some(KnownBad::RewriteRefusedVersion);
+                self.membership.retired(&host, refused.then_some(etag));
+            }
             Aim::Watch(host) => self.on_watch(now, &host, result),
             Aim::Fence { doc, seq, etag } => self.on_fence_response(now, doc, seq, etag, result),
             Aim::DeleteParent { token, then_create } => {
@@ -79,6 +83,7 @@ impl LeaseHost {
         let token = doc.token.clone();
         let learned = self.wire.issued();
         let session = self.session_liveness();
+        let backoff = self.backoff();
         self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
@@ -112,8 +117,14 @@ impl LeaseHost {
             // needs (the model found a newcomer starved that way). Scan again now.
             // Under session liveness the scan must then read the whole table, not
             // the heartbeats alone.
-            Err(StoreError::PreconditionFailed) if session => self.need_table(now),
-            Err(StoreError::PreconditionFailed) => self.table.read_at(now.local),
+            Err(StoreError::PreconditionFailed) => {
+                slot.refuse(backoff, self.config.known_bad);
+                if session {
+                    self.need_table(now);
+                } else {
+                    self.table.read_at(now.local);
+                }
+            }
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_after(now.local + retry_after);
             }
@@ -157,6 +168,11 @@ impl LeaseHost {
             return;
         };
         slot.answered();
+        // Refused whether or not it still owns the lease (a lapse may have ended
+        // its ownership while the write was on the wire): the version is gone.
+        if matches!(result, Err(StoreError::PreconditionFailed)) {
+            slot.refuse(backoff, self.config.known_bad);
+        }
         let Some(epoch) = slot.own().map(|o| o.epoch) else {
             return;
         };
@@ -243,6 +259,7 @@ impl LeaseHost {
     /// taker), and a read tells.
     fn on_free(&mut self, now: Now, doc: LeaseDocument, result: StoreResult<Record>) {
         let token = doc.token.clone();
+        let backoff = self.backoff();
         self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
@@ -260,6 +277,10 @@ impl LeaseHost {
             }
             Err(StoreError::Throttled { retry_after }) => {
                 slot.retry_after(now.local + retry_after);
+            }
+            Err(StoreError::PreconditionFailed) => {
+                slot.refuse(backoff, self.config.known_bad);
+                slot.distrust(self.wire.issued(), self.config.known_bad);
             }
             Err(_) | Ok(_) => slot.distrust(self.wire.issued(), self.config.known_bad),
         }

@@ -215,6 +215,7 @@ impl LeaseHost {
         then_create: Vec<LeaseDocument>,
         result: Result<Reply<Record>, StoreError>,
     ) {
+        let backoff = self.backoff();
         self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
@@ -230,6 +231,7 @@ impl LeaseHost {
                 }
             }
             Err(StoreError::PreconditionFailed) => {
+                slot.refuse(backoff, self.config.known_bad);
                 slot.distrust(self.wire.issued(), self.config.known_bad);
                 self.lose(&token, LossCause::TakenOver);
             }

@@ -33,6 +33,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 mod handlers;
 mod life;
+mod refusals;
 mod replay;
 mod split;
 mod store;
@@ -255,6 +256,7 @@ pub struct World {
     timeouts: u64,
     fault_counts: HashMap<FaultKind, u64>,
     steps: u64,
+    refusals: refusals::Refusals,
 }
 
 const SECOND: u64 = 1_000;
@@ -320,6 +322,7 @@ impl World {
             timeouts: 0,
             fault_counts: HashMap::new(),
             steps: 0,
+            refusals: refusals::Refusals::default(),
         };
         world.plan();
         Ok(world)

@@ -41,6 +41,13 @@ impl World {
         }
         let h = &self.hosts[host];
         let (name, life, cut) = (h.name.clone(), h.life, h.cut_until > self.now);
+        if let Some(doc) = self.refusals.sent(host, life, request.id, &request.op) {
+            let message = format!(
+                "{name} sent a {} of {doc} on a version the store had refused it (412)",
+                request.intent
+            );
+            self.violate(ViolationKind::Rewrite, message);
+        }
         self.note(TraceEvent::Request {
             host: name,
             intent: request.intent,
@@ -232,6 +239,8 @@ impl World {
         if let Some(replay) = &mut self.replay {
             replay.answered(host, id, result.is_ok());
         }
+        let life = self.hosts[host].life;
+        self.refusals.answered(host, life, id, &result);
         let name = self.hosts[host].name.clone();
         self.note(TraceEvent::Reply {
             host: name,
