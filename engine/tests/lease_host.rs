@@ -196,6 +196,10 @@ fn a_412_stops_processing_at_once_and_the_host_rereads_before_deciding() {
     c.run_for(100);
     c.checkpoint("a", "0", "5").unwrap();
     let write = c.intercept("a", Intent::Checkpoint);
+    // A 412 means the version written on is gone: here the lease was rewritten
+    // as it was (a write of this host's own that raced), under a new etag.
+    let same = c.lease("0");
+    c.store.replace(Record::Lease(same), None).unwrap();
     c.answer("a", &write, Err(StoreError::PreconditionFailed));
     assert_eq!(
         stops(&c, "a"),

@@ -8,7 +8,7 @@ use leasehold_engine::lease::{
     HostDocument, Input, Intent, KnownBad, LeaseConfig, LossCause, Output, Record, StopReason,
     StoreRequest,
 };
-use leasehold_engine::store::{Op, Reply, Stored};
+use leasehold_engine::store::{Op, Reply, StoreError, Stored};
 use leasehold_engine::{Checkpoint, Epoch, HostId, Tenure};
 
 /// Requests `name` sent with `intent` from true time `from` on.
@@ -551,11 +551,7 @@ fn a_renewal_answered_412_by_the_sdks_retry_keeps_the_tenure() {
             assert!(done.is_ok());
         }
         let from = c.time;
-        c.answer(
-            "a",
-            &renewal,
-            Err(leasehold_engine::store::StoreError::PreconditionFailed),
-        );
+        c.answer("a", &renewal, Err(StoreError::PreconditionFailed));
         c.deliver_all();
         c.run_for(5_000);
         let lost = c.events_of("a").into_iter().any(|o| {
@@ -675,11 +671,7 @@ fn a_take_that_landed_unknown_to_its_host_is_found_when_another_host_claims_it()
     let late = c.intercept("a", Intent::Acquire);
     let result = c.store.execute(first.op.clone());
     c.answer("a", &first, result);
-    c.answer(
-        "a",
-        &late,
-        Err(leasehold_engine::store::StoreError::Timeout),
-    );
+    c.answer("a", &late, Err(StoreError::Timeout));
     // a re-reads the lease before the take lands, and sees it free.
     c.deliver_all();
     let landed = c.store.execute(late.op.clone());
@@ -838,7 +830,7 @@ fn heartbeat_found_deleted(c: &mut Cluster, name: &str) {
         c.input(name, Input::Tick).unwrap();
     }
     let beat = c.intercept(name, Intent::Heartbeat);
-    let deleted = Err(leasehold_engine::store::StoreError::NotFound);
+    let deleted = Err(StoreError::NotFound);
     c.answer(name, &beat, deleted);
 }
 
@@ -1024,11 +1016,10 @@ fn a_gift_to_the_successor(known_bad: Option<KnownBad>) -> (Cluster, leasehold_e
     c.nodes.get_mut("a").unwrap().auto_ack = false;
     c.checkpoint("a", &given, "5").unwrap();
     let write = c.intercept("a", Intent::Checkpoint);
-    c.answer(
-        "a",
-        &write,
-        Err(leasehold_engine::store::StoreError::PreconditionFailed),
-    );
+    // Refused because the lease was written since: here as it was, under a new etag.
+    let same = c.lease(&given);
+    c.store.replace(Record::Lease(same), None).unwrap();
+    c.answer("a", &write, Err(StoreError::PreconditionFailed));
     c.run_for(10_000);
     assert_eq!(
         c.lease(&given).owner,
@@ -1122,20 +1113,27 @@ fn a_lease_handed_to_a_name_that_left(
 /// share out every lease).
 #[test]
 fn a_scan_sent_before_a_hosts_own_handoff_does_not_give_the_lease_back() {
-    let (c, lease) = a_scan_outlives_a_handoff(None);
-    assert_eq!(c.lease(lease.as_str()).owner, Some(HostId::from("b")));
-    assert!(!c.nodes["a"].processing.contains_key(&lease));
-    assert!(c.nodes["b"].processing.contains_key(&lease));
+    for answer in [StoreError::PreconditionFailed, StoreError::Timeout] {
+        let (c, lease) = a_scan_outlives_a_handoff(None, answer);
+        assert_eq!(c.lease(lease.as_str()).owner, Some(HostId::from("b")));
+        assert!(!c.nodes["a"].processing.contains_key(&lease));
+        assert!(c.nodes["b"].processing.contains_key(&lease));
+    }
 }
 
 /// The sibling: a host that takes the old scan's listing as fresh finds the lease
 /// still its own, confirms b's claim again, finds it withdrawn (b has taken the
 /// lease), calls the handoff off and processes the lease again at the epoch it
-/// handed off, beside b.
+/// handed off, beside b. (Today a 412 also marks the version the scan lists as
+/// refused, which is never taken as current again: a second guard, which the
+/// variant predates too.)
 #[test]
 #[should_panic(expected = "is held by")]
 fn a_scan_sent_before_a_hosts_own_handoff_gives_it_back_under_the_old_rule() {
-    a_scan_outlives_a_handoff(Some(KnownBad::ScanBeforeOwnWrite));
+    a_scan_outlives_a_handoff(
+        Some(KnownBad::ScanBeforeOwnWrite),
+        StoreError::PreconditionFailed,
+    );
 }
 
 /// a holds both leases and b claims one; a's confirm read of b's claim is held until
@@ -1143,6 +1141,7 @@ fn a_scan_sent_before_a_hosts_own_handoff_gives_it_back_under_the_old_rule() {
 /// until b has taken the lease handed to it.
 fn a_scan_outlives_a_handoff(
     known_bad: Option<KnownBad>,
+    answer: StoreError,
 ) -> (Cluster, leasehold_engine::LeaseToken) {
     let config = unaudited(2, known_bad);
     let mut c = Cluster::new();
@@ -1168,16 +1167,12 @@ fn a_scan_outlives_a_handoff(
     };
     let lease = handed.token.clone();
     c.store.execute(handoff.op.clone()).unwrap();
-    c.answer(
-        "a",
-        &handoff,
-        Err(leasehold_engine::store::StoreError::PreconditionFailed),
-    );
+    c.answer("a", &handoff, Err(answer));
     let reread = c.intercept("a", Intent::Reread);
     c.answer(
         "a",
         &reread,
-        Err(leasehold_engine::store::StoreError::Throttled {
+        Err(StoreError::Throttled {
             retry_after: leasehold_engine::Millis::from_secs(1),
         }),
     );

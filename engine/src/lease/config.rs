@@ -245,7 +245,9 @@ pub enum KnownBad {
     /// would tell failed: the scan cannot show the write, which may have landed. A
     /// host whose handoff landed (answered 412 by the SDK's retry, its re-read
     /// throttled) took the lease back at its old epoch beside the recipient (the
-    /// swarm's skewed-clocks seed 2888576).
+    /// swarm's skewed-clocks seed 2888576). As then, a version refused (412) is not
+    /// remembered either (see [`KnownBad::RewriteRefusedVersion`]), which since
+    /// also keeps a scan's listing of it from being taken as current.
     ScanBeforeOwnWrite,
     /// A lease is started again while one of its writes is in flight: a checkpoint
     /// on the way, taken out of the host's state and not yet stored, is behind the

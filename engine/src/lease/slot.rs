@@ -171,7 +171,9 @@ impl Slot {
     /// ([`KnownBad::RewriteRefusedVersion`](super::KnownBad::RewriteRefusedVersion))
     /// records nothing.
     pub fn refuse(&mut self, backoff: Millis, known_bad: Option<super::KnownBad>) {
-        if known_bad != Some(super::KnownBad::RewriteRefusedVersion) {
+        use super::KnownBad::{RewriteRefusedVersion, ScanBeforeOwnWrite};
+        // Both earlier behaviours predate this memory.
+        if !matches!(known_bad, Some(RewriteRefusedVersion | ScanBeforeOwnWrite)) {
             self.refused = Some((self.etag.clone(), backoff));
             // The version it knows is gone: nothing is written on it before a read.
             self.stale = true;
