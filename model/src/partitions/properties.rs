@@ -57,8 +57,9 @@ pub const SPLIT_APART: &str = "split: no two hosts process overlapping ranges at
 pub const CHILD_CHECKPOINT: &str =
     "split: a child's stored checkpoint never goes behind its parent's";
 /// No busy loop against a lagging replica: a version the store refused a write on
-/// is never written again (only a stale read can show it again, so only checks with
-/// stale reads can break it).
+/// is never written again. Only a stale read, or the late reply of a read sent
+/// before the write, can show it again, so only checks with those faults can break
+/// it.
 pub const REFUSED_ONCE: &str = "store: no host writes again on a version the store refused it";
 /// Non-vacuity of the split properties.
 pub const SPLIT_DONE: &str = "sometimes: a split range's children are processed";

@@ -125,9 +125,9 @@ pub struct World<M: Modelled, G, X = ()> {
     pub crashed: u8,
     /// The versions the store refused a conditional write on (412), by the life
     /// that heard the refusal at once: (client, incarnation, document, etag).
-    /// Recorded only while a stale read may still be served, the one thing that can
-    /// show such a version again (empty otherwise, so that checks without stale
-    /// reads keep their states exactly).
+    /// Recorded only while a stale read, or the late reply of a read sent before the
+    /// write, may still show such a version again (empty otherwise, so that checks
+    /// without those faults keep their states exactly).
     pub refused: BTreeSet<(u8, u8, DocId, Etag)>,
     /// A life sent a conditional write on a version the store had refused it, which
     /// can only be refused again: a replica that lags had it write, be refused and

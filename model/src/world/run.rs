@@ -297,14 +297,15 @@ impl<R: Rules> Step<'_, R> {
             self.hits += 1;
             faulted(self.world, f);
         }
-        // Once the stale reads are spent no read can show a refused version again,
-        // but one already shown may still be acted on: what was recorded stays.
+        // A refused version can be shown again only by a stale read or by the late
+        // reply of a read sent before the write: once neither can come, no later
+        // read shows one, but one already shown may still be acted on, so what was
+        // recorded stays.
         let world = &mut *self.world;
-        if let (true, true, Some(key)) = (
-            heard_refused,
-            world.stale_reads < self.budget.stale_reads,
-            refusable,
-        ) {
+        let shown_again = world.stale_reads < self.budget.stale_reads
+            || world.late_replies < self.budget.late_replies
+            || !world.replies.is_empty();
+        if let (true, true, Some(key)) = (heard_refused, shown_again, refusable) {
             world.refused.insert(key);
         }
         Some(())
