@@ -472,18 +472,19 @@ async fn handover(notice: Option<Duration>) -> (Duration, Duration) {
 
 #[tokio::test(start_paused = true)]
 async fn a_host_told_to_stop_processes_through_its_notice_and_hands_over_within_a_poll() {
-    // The engine's default notice at these settings: one acquire interval and a poll.
+    // The default notice at these settings: the engine's, one acquire interval and
+    // a poll (under half the shutdown deadline, here the expiration, 12 s).
     let notice = ACQUIRE + poll();
-    let (longest, a_ended) = handover(Some(notice)).await;
+    let (longest, a_ended) = handover(None).await;
     assert!(a_ended >= notice, "{a_ended:?}");
     assert!(longest <= poll(), "{longest:?}");
 }
 
-/// The sibling: without a notice (the runtime's default for now) the lease waits
+/// The sibling: without a notice (`leave_notice(Duration::ZERO)`) the lease waits
 /// for the other host's next read.
 #[tokio::test(start_paused = true)]
 async fn a_host_that_leaves_at_once_leaves_its_lease_to_the_others_next_read() {
-    let (longest, a_ended) = handover(None).await;
+    let (longest, a_ended) = handover(Some(Duration::ZERO)).await;
     assert!(a_ended < poll(), "{a_ended:?}");
     assert!(longest > poll(), "{longest:?}");
 }

@@ -484,16 +484,15 @@ fn a_fence_stolen_across_a_deploy_that_shortened_the_lease_keeps_the_longer_term
 /// a new life starts under its name; that life's first read of the lease comes from a
 /// replica that still shows the earlier owner, so it claims the lease too. Reading it
 /// again, named after h03, it took its claim for the handoff's cause and processed the
-/// lease beside the zombie. A handoff now names the life it answers.
+/// lease beside the zombie. A handoff now names the life it answers. Since a version
+/// the store refused is never written again, this run takes another path and
+/// `claim-by-name` no longer breaks it (nor any of seeds 2,584,000 to 2,589,999 under
+/// the variant): `model/tests/deploys.rs` keeps the variant
+/// (`a_new_life_that_takes_its_claim_by_name_as_the_handoff_processes_beside_its_zombie`).
 #[test]
 fn a_new_life_whose_stale_read_made_it_claim_its_zombies_lease_waits_it_out() {
     let cfg = drawn(2_584_798);
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
-    let bad = SimConfig {
-        bug: Some(Bug::Engine(KnownBad::ClaimByName)),
-        ..cfg
-    };
-    assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));
 }
 
 /// Seed 2888576's draw: skewed clocks under handoff with session liveness and the

@@ -165,9 +165,9 @@ impl Slot {
     }
 
     /// Records that the store refused a write of this host's on the version it
-    /// knows (412): the lease is read again before it is written, no read showing
-    /// that version is taken as current again, and each one backs the next read off
-    /// by `backoff`. The earlier behaviour
+    /// knows (412): nothing is written on that version again ([`Slot::is_refused`]),
+    /// no read showing it is taken as current, and each such read backs the next one
+    /// off by `backoff`. The earlier behaviour
     /// ([`KnownBad::RewriteRefusedVersion`](super::KnownBad::RewriteRefusedVersion))
     /// records nothing.
     pub fn refuse(&mut self, backoff: Millis, known_bad: Option<super::KnownBad>) {
@@ -175,9 +175,17 @@ impl Slot {
         // Both earlier behaviours predate this memory.
         if !matches!(known_bad, Some(RewriteRefusedVersion | ScanBeforeOwnWrite)) {
             self.refused = Some((self.etag.clone(), backoff));
-            // The version it knows is gone: nothing is written on it before a read.
-            self.stale = true;
         }
+    }
+
+    /// Whether the version this host knows is one the store refused a write on: it
+    /// is taken by no one's plan until a read shows a newer one (a renewal or a free
+    /// refused is re-read anyway; a take is not, so that the table read it sends at
+    /// once plans again on what it shows).
+    pub fn is_refused(&self) -> bool {
+        self.refused
+            .as_ref()
+            .is_some_and(|(gone, _)| *gone == self.etag)
     }
 
     /// Marks the lease to be re-read before this host writes it.

@@ -466,7 +466,9 @@ impl LeaseHost {
             }
             None => {}
         }
-        if was_active {
+        // A read of a version this host was refused on leaves the lease to be read
+        // again: active now, if it was not.
+        if was_active || self.slots.get(token).is_some_and(Slot::is_active) {
             self.touch(token);
         }
         if finished {

@@ -308,7 +308,12 @@ impl LeaseHost {
             }
             match slots.next_if(|(t, _)| **t == doc.token) {
                 Some((_, slot)) if !slot.read_may_replace(seq) => {}
-                Some((_, slot)) if !slot.is_owned() && !slot.is_stale() && !doc.is_owned_by(me) => {
+                Some((_, slot))
+                    if !slot.is_owned()
+                        && !slot.is_stale()
+                        && !slot.is_refused()
+                        && !doc.is_owned_by(me) =>
+                {
                     slot.update(doc, etag, now.local, learned);
                 }
                 _ => rest.push((doc, etag)),
@@ -576,6 +581,7 @@ impl LeaseHost {
                     && !slot.doc().is_finished_split()
                     && slot.doc().split_into.is_empty()
                     && !slot.is_stale()
+                    && !slot.is_refused()
                     && slot.can_send(now.local)
                     && policy.is_expired(&slot.observation(), now)
             })
@@ -669,6 +675,7 @@ impl LeaseHost {
         if !slot.can_send(now.local)
             || slot.is_owned()
             || slot.is_stale()
+            || slot.is_refused()
             || self.sessions.is_live(token)
         {
             return;
