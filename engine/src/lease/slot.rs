@@ -178,14 +178,19 @@ impl Slot {
         }
     }
 
-    /// Whether the version this host knows is one the store refused a write on: it
-    /// is taken by no one's plan until a read shows a newer one (a renewal or a free
-    /// refused is re-read anyway; a take is not, so that the table read it sends at
-    /// once plans again on what it shows).
+    /// Whether the version this host knows is one the store refused a write on: no
+    /// plan takes or frees the lease until a read shows a newer one.
     pub fn is_refused(&self) -> bool {
         self.refused
             .as_ref()
             .is_some_and(|(gone, _)| *gone == self.etag)
+    }
+
+    /// Marks the lease to be re-read before this host writes it, by a read sent no
+    /// sooner than `at` (a table read sent meanwhile may tell first).
+    pub fn reread_after(&mut self, at: LocalTime) {
+        self.stale = true;
+        self.retry_at = Some(self.retry_at.map_or(at, |t| t.max(at)));
     }
 
     /// Marks the lease to be re-read before this host writes it.

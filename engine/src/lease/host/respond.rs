@@ -119,6 +119,13 @@ impl LeaseHost {
             // the heartbeats alone.
             Err(StoreError::PreconditionFailed) => {
                 slot.refuse(backoff, self.config.known_bad);
+                // The table read sent now plans again on what it shows; if it shows
+                // nothing newer of this lease, a read of the lease after the backoff
+                // does (under session liveness later table reads may read only the
+                // heartbeats: the swarm's seed 4021523 left a lease refused for good).
+                if self.config.known_bad != Some(KnownBad::RewriteRefusedVersion) {
+                    slot.reread_after(now.local + backoff);
+                }
                 if session {
                     self.need_table(now);
                 } else {
@@ -170,10 +177,16 @@ impl LeaseHost {
         slot.answered();
         // Refused whether or not it still owns the lease (a lapse may have ended
         // its ownership while the write was on the wire): the version is gone.
-        if matches!(result, Err(StoreError::PreconditionFailed)) {
+        let refused = matches!(result, Err(StoreError::PreconditionFailed));
+        if refused {
             slot.refuse(backoff, self.config.known_bad);
         }
         let Some(epoch) = slot.own().map(|o| o.epoch) else {
+            // No longer owned: read it again after the backoff, as after a take.
+            if refused && self.config.known_bad != Some(KnownBad::RewriteRefusedVersion) {
+                slot.reread_after(now.local + backoff);
+                self.touch(&token);
+            }
             return;
         };
         match result {
