@@ -466,17 +466,15 @@ fn a_deploy_that_lengthens_the_expiration_is_judged_by_the_longer_one() {
 /// partition cut off, and restarts again at once; its new life inherits the fence
 /// from the document. Written under the thief's own terms, the fence was waited out
 /// for 35 s while the old host's authority ran for nearly 60: two hosts processed the
-/// partition. A fenced lease now keeps the wider terms of the two.
+/// partition. A fenced lease now keeps the wider terms of the two. Since a version
+/// the store refused is never written again, this run takes another path and
+/// `fence-forgets-terms` no longer breaks it: the model (`model/tests/deploys.rs`)
+/// and `engine/tests/lease_host.rs` (`a_thief_restarts`) keep the variant.
 #[test]
 fn a_fence_stolen_across_a_deploy_that_shortened_the_lease_keeps_the_longer_terms() {
     let cfg = drawn(2_234_772);
     assert_eq!(cfg.deploy_expiration, Some(Millis::from_secs(35)));
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
-    let bad = SimConfig {
-        bug: Some(Bug::Engine(KnownBad::FenceForgetsTerms)),
-        ..cfg
-    };
-    assert!(kinds(&bad).contains(&ViolationKind::Exclusivity));
 }
 
 /// Seed 2584798's lease draw: skewed clocks under handoff with lease liveness,
