@@ -64,6 +64,19 @@ impl<D> Op<D> {
     }
 }
 
+impl<D: Document> Op<D> {
+    /// The document and etag this operation is conditional on, if it is a single
+    /// conditional write: what a 412 to it refuses.
+    pub fn conditional_on(&self) -> Option<(DocId, &Etag)> {
+        let id = match self {
+            Op::Replace { doc, .. } => doc.id().clone(),
+            Op::Delete { id, .. } => id.clone(),
+            _ => return None,
+        };
+        self.if_match().map(|etag| (id, etag))
+    }
+}
+
 /// What the store answers an [`Op`]: its reply, or why it refused or failed.
 pub type StoreResult<D> = Result<Reply<D>, StoreError>;
 

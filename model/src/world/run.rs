@@ -6,30 +6,12 @@ use super::{
     reader, stale_choice,
 };
 use leasehold_engine::drive::{self, Driver, Stepped};
-use leasehold_engine::store::{Document, Op, StoreError};
-use leasehold_engine::{DocId, Etag, Machine, Millis, Request, StoreClient};
+use leasehold_engine::store::StoreError;
+use leasehold_engine::{Machine, Millis, Request, StoreClient};
 use std::collections::VecDeque;
 
 type Input<R> = <<R as Rules>::M as Machine>::Input;
 type Output<R> = <<R as Rules>::M as Machine>::Output;
-/// What a conditional write is conditional on, as [`World::refused`](super::World)
-/// keys it: sender, its life, the document and the etag.
-fn conditional<D: Document>(c: u8, life: u64, op: &Op<D>) -> Option<(u8, u8, DocId, Etag)> {
-    let (id, etag) = match op {
-        Op::Replace {
-            doc,
-            if_match: Some(etag),
-        } => (doc.id().clone(), etag),
-        Op::Delete {
-            id,
-            if_match: Some(etag),
-            ..
-        } => (id.clone(), etag),
-        _ => return None,
-    };
-    Some((c, life as u8, id, etag.clone()))
-}
-
 type Sent<R> =
     Request<<<R as Rules>::M as StoreClient>::Doc, <<R as Rules>::M as StoreClient>::Intent>;
 
@@ -186,7 +168,9 @@ impl<R: Rules> Step<'_, R> {
         };
         let nth = *counter;
         *counter += 1;
-        let refusable = conditional(c, req.id.incarnation.0, &req.op);
+        // Keyed as `World::refused` keys it: sender, its life, document, etag.
+        let life = req.id.incarnation.0 as u8;
+        let refusable = (req.op.conditional_on()).map(|(doc, etag)| (c, life, doc, etag.clone()));
         if let Some(key) = &refusable
             && self.world.refused.contains(key)
         {

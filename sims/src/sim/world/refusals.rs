@@ -1,11 +1,11 @@
 //! The check that no host writes again on a version the store refused it (412): only
-//! a read from a lagging replica can show such a version again, and a host that took
-//! it as current wrote, was refused and read again with no backoff, for as long as
-//! the replica lagged. The model's `store: no host writes again on a version the
+//! a read from a lagging replica, or the late answer of a read sent before the write,
+//! can show such a version again, and a host that took it as current wrote, was
+//! refused and read again with no backoff, for as long as the replica lagged. The model's `store: no host writes again on a version the
 //! store refused it`, here over whole runs.
 
 use leasehold_engine::lease::Record;
-use leasehold_engine::store::{Document, Op, StoreError};
+use leasehold_engine::store::{Op, StoreError};
 use leasehold_engine::{DocId, Etag, RequestId};
 use std::collections::{HashMap, HashSet};
 
@@ -28,18 +28,8 @@ impl Refusals {
         id: RequestId,
         op: &Op<Record>,
     ) -> Option<DocId> {
-        let (doc, etag) = match op {
-            Op::Replace {
-                doc,
-                if_match: Some(etag),
-            } => (doc.id().clone(), etag.clone()),
-            Op::Delete {
-                id,
-                if_match: Some(etag),
-                ..
-            } => (id.clone(), etag.clone()),
-            _ => return None,
-        };
+        let (doc, etag) = op.conditional_on()?;
+        let etag = etag.clone();
         let again = self
             .refused
             .contains(&(host, life, doc.clone(), etag.clone()))
