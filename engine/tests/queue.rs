@@ -260,6 +260,106 @@ fn read_the_earlier_way_a_poison_message_spends_the_batch() {
     )));
 }
 
+/// Two messages waiting, and two consumers with room for one each that read the same
+/// oldest one: `a`'s claim of `m1` is held on the wire while `b` claims it. Then `a`'s
+/// claim is refused, and its later reads are answered by `reads` (the store, or a
+/// replica still showing `m1` unclaimed). `bad` runs the earlier dequeue, which ended
+/// once its claims were answered. Returns `a`'s outputs after the refusal and the
+/// claims it sent in all.
+fn claim_lost_to_another_consumer(bad: bool, lagging: bool) -> (Vec<Output>, usize) {
+    let mut cfg = config();
+    if bad {
+        cfg.known_bad = Some(leasehold_engine::queue::QueueKnownBad::LostClaimWaitsPoll);
+    }
+    let mut a = Consumer::new(HostId::from("a"), Incarnation(0), cfg).unwrap();
+    let mut b = consumer("b");
+    let mut store = Container::new();
+    enqueue(&mut store, "m1", at(0), Millis::ZERO);
+    enqueue(&mut store, "m2", at(10), Millis::ZERO);
+    let before = store.clone();
+    let mut claims = 0;
+    let mut held = None;
+    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max: 1 }]);
+    while let Some(input) = inputs.pop_front() {
+        a.handle_input(at(100), input).unwrap();
+        while let Some(out) = a.poll_output() {
+            if let Output::Request(req) = out {
+                if req.op.is_write() {
+                    claims += 1;
+                    held = Some(req);
+                } else {
+                    let result = store.execute(req.op);
+                    inputs.push_back(Input::Response { id: req.id, result });
+                }
+            }
+        }
+    }
+    let got = deliveries(&run(&mut b, &mut store, at(100), Input::Dequeue { max: 1 }));
+    assert_eq!(got[0].name.as_str(), "m1");
+    let held = held.expect("a claimed m1");
+    let result = store.execute(held.op);
+    assert!(result.is_err(), "{result:?}");
+    let mut seen = Vec::new();
+    let mut inputs = std::collections::VecDeque::from([Input::Response {
+        id: held.id,
+        result,
+    }]);
+    // Bounded, so that a consumer claiming over and over fails the test, not hangs it.
+    while let Some(input) = inputs.pop_front().filter(|_| claims < 10) {
+        a.handle_input(at(100), input).unwrap();
+        while let Some(out) = a.poll_output() {
+            match out {
+                Output::Request(req) => {
+                    claims += usize::from(req.op.is_write());
+                    let result = if lagging && !req.op.is_write() {
+                        before.clone().execute(req.op)
+                    } else {
+                        store.execute(req.op)
+                    };
+                    inputs.push_back(Input::Response { id: req.id, result });
+                }
+                other => seen.push(other),
+            }
+        }
+    }
+    (seen, claims)
+}
+
+#[test]
+fn a_claim_lost_to_another_consumer_takes_no_place_in_the_batch() {
+    let (out, claims) = claim_lost_to_another_consumer(false, false);
+    let got = deliveries(&out);
+    assert_eq!(got.len(), 1, "{out:?}");
+    assert_eq!(got[0].name.as_str(), "m2");
+    assert_eq!(claims, 2);
+}
+
+/// The sibling: the earlier dequeue ends with its place unused while `m2` waits for
+/// the next poll.
+#[test]
+fn read_the_earlier_way_a_lost_claim_waits_a_poll() {
+    let (out, claims) = claim_lost_to_another_consumer(true, false);
+    assert!(deliveries(&out).is_empty(), "{out:?}");
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::DequeueFinished { delivered: 0, .. }))
+    );
+    assert_eq!(claims, 1);
+}
+
+/// A read again from a replica that still shows `m1` unclaimed: the version refused is
+/// not claimed again, so the dequeue ends rather than claim it over and over.
+#[test]
+fn a_claim_refused_is_not_sent_again_on_a_lagging_replicas_word() {
+    let (out, claims) = claim_lost_to_another_consumer(false, true);
+    assert!(deliveries(&out).is_empty(), "{out:?}");
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::DequeueFinished { delivered: 0, .. }))
+    );
+    assert_eq!(claims, 1);
+}
+
 #[test]
 fn a_holder_dead_letters_a_message_and_the_reason_is_kept() {
     let mut store = Container::new();

@@ -323,6 +323,18 @@ impl LockBug {
                 horizon: Some(11),
                 ..LeastBound::default()
             },
+            // Two consumers read the same oldest message: one's claim is held on the
+            // wire while the other's wins, and the loser's dequeue ends with the
+            // second message visible.
+            LockBug::Engine(QueueKnownBad::LostClaimWaitsPoll) => LeastBound {
+                hosts: Some(2),
+                partitions: Some(2),
+                crashes: Some(0),
+                give_backs: Some(0),
+                delays: Some(1),
+                lost_replies: Some(0),
+                ..LeastBound::default()
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -333,7 +345,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 14] = [
+    pub const ALL: [LockBug; 15] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -348,6 +360,7 @@ impl LockBug {
         LockBug::Engine(QueueKnownBad::ManifestFirstUnchecked),
         LockBug::Engine(QueueKnownBad::HeadFirst),
         LockBug::Engine(QueueKnownBad::ClaimUnbounded),
+        LockBug::Engine(QueueKnownBad::LostClaimWaitsPoll),
     ];
 
     /// The name on the command line.

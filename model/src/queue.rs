@@ -15,7 +15,7 @@ use leasehold_engine::queue::{
     payload_hash,
 };
 use leasehold_engine::store::StoreResult;
-use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
+use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply, StoreError};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
@@ -58,6 +58,14 @@ pub struct QueueGhost {
     pub stale_completion: bool,
     /// A message's stored dequeue count differed from its deliveries.
     pub count_mismatch: bool,
+    /// Per consumer (bit `c`): its last request the store answered was a claim
+    /// another consumer had won (refused 412, or the message gone).
+    pub lost_claim: u8,
+    /// Per consumer (bit `c`): its running dequeue lost a claim.
+    pub lost_in_dequeue: u8,
+    /// Per consumer (bit `c`): its last read of the visible messages came back with
+    /// as many as it asked for, so more may wait behind them.
+    pub full_scan: u8,
     /// Abandons and renewals chosen so far.
     pub give_backs: u8,
     /// Renewals chosen so far.
@@ -96,6 +104,12 @@ pub struct QueueEvents {
     /// healthy message was pending and visible to it. An event, not a lasting flag:
     /// a counterexample then ends at the dequeue that did it.
     pub batch_spent_on_poison: bool,
+    /// A dequeue whose read came back full ended with room in its batch right after
+    /// losing a claim, while a message was pending and visible to it: it waits a
+    /// poll beside the backlog.
+    pub batch_spent_on_lost_claim: bool,
+    /// A dequeue lost a claim and delivered another message.
+    pub lost_then_delivered: bool,
     /// A part set left behind was swept.
     pub swept: bool,
     /// A large payload was delivered.
@@ -423,6 +437,26 @@ impl Rules for QueueModel {
         result: &StoreResult<Message>,
     ) {
         let ghost = &mut world.ghost;
+        let lost = req.intent == QueueIntent::Claim
+            && matches!(
+                result,
+                Err(StoreError::PreconditionFailed | StoreError::NotFound)
+            );
+        if let (QueueIntent::Scan, Op::Query(q), Ok(Reply::Query(found))) =
+            (req.intent, &req.op, result)
+        {
+            if q.limit.is_none_or(|limit| found.len() >= limit) {
+                ghost.full_scan |= 1 << client;
+            } else {
+                ghost.full_scan &= !(1 << client);
+            }
+        }
+        if lost {
+            ghost.lost_claim |= 1 << client;
+            ghost.lost_in_dequeue |= 1 << client;
+        } else {
+            ghost.lost_claim &= !(1 << client);
+        }
         if req.intent == QueueIntent::Enqueue
             && matches!(result, Ok(Reply::Batch(r)) if r.is_success())
         {
@@ -566,6 +600,26 @@ impl Rules for QueueModel {
                 }
                 Output::Swept { .. } => world.ghost.events.swept = true,
                 _ => {}
+            }
+        }
+        if let Output::DequeueFinished { delivered, .. } = output {
+            let lost = world.ghost.lost_claim & world.ghost.full_scan & (1 << c) != 0;
+            world.ghost.lost_claim &= !(1 << c);
+            world.ghost.events.lost_then_delivered |=
+                world.ghost.lost_in_dequeue & (1 << c) != 0 && delivered > 0;
+            world.ghost.lost_in_dequeue &= !(1 << c);
+            // The claim's refusal was the dequeue's last answer, and the store has
+            // not moved since: what it holds now is what a read again would see. A
+            // read that came back short saw every visible message: one visible now
+            // came after it, and is the next poll's.
+            if lost && delivered < usize::from(self.bounds.batch) {
+                let wall = world::now(&self.bounds.budget(), world, c).wall;
+                let max = self.config.max_dequeue_count;
+                world.ghost.events.batch_spent_on_lost_claim |= world.store.iter().any(|s| {
+                    matches!(s.doc.state, MessageState::Pending)
+                        && s.doc.next_visible_at <= wall
+                        && s.doc.dequeue_count < max
+                });
             }
         }
         if let Output::DequeueFinished {
@@ -797,6 +851,12 @@ impl stateright::Model for QueueModel {
             Property::always(POISON_TAKES_NO_PLACE, |_, s: &QueueState| {
                 !s.ghost.events.batch_spent_on_poison
             }),
+            Property::always(LOST_CLAIM_TAKES_NO_PLACE, |_, s: &QueueState| {
+                !s.ghost.events.batch_spent_on_lost_claim
+            }),
+            Property::sometimes(LOST_THEN_DELIVERED, |_, s: &QueueState| {
+                s.ghost.events.lost_then_delivered
+            }),
             Property::sometimes(REDELIVERED_AFTER_CRASH, |_, s: &QueueState| {
                 s.ghost.events.redelivered_after_crash
             }),
@@ -914,6 +974,12 @@ pub const COMPLETION_ANSWERED: &str =
 /// A poison message moved to the dead letters takes no place in the batch.
 pub const POISON_TAKES_NO_PLACE: &str = "queue: a dequeue that moves poison messages still \
      delivers the healthy visible ones it has room for";
+/// A claim another consumer won takes no place in the batch.
+pub const LOST_CLAIM_TAKES_NO_PLACE: &str = "queue: a dequeue that loses a claim to another \
+     consumer after a full read reads again for the visible messages it still has room for";
+/// Non-vacuity of the lost claim's property.
+pub const LOST_THEN_DELIVERED: &str =
+    "sometimes: one dequeue loses a claim to another consumer and delivers another message";
 /// Non-vacuity of the poison property.
 pub const POISON_THEN_DELIVERED: &str =
     "sometimes: one dequeue moves a poison message and delivers a healthy one";

@@ -110,6 +110,7 @@ fn two_consumers_two_messages_and_a_crash_under_skew_and_drift_keep_every_queue_
         queue::STALE_REFUSED,
         queue::OWN_COMPLETION_FOUND,
         queue::POISON_THEN_DELIVERED,
+        queue::LOST_THEN_DELIVERED,
     ];
     for property in need_lost {
         assert_eq!(report.verdict(property).outcome, Outcome::NotReached);
@@ -187,6 +188,48 @@ fn a_batch_spent_on_a_poison_message_leaves_a_healthy_one_waiting() {
     .unwrap();
     let text = counterexample(&model, queue::POISON_TAKES_NO_PLACE);
     assert!(text.contains("0 delivered, 1 dead-lettered"), "{text}");
+}
+
+/// The lost claim's least bound: two consumers, two messages, one claim held on the
+/// wire while the other consumer claims the same message.
+fn contended_claim(bug: Option<LockBug>) -> LockBounds {
+    let least = LockBug::Engine(QueueKnownBad::LostClaimWaitsPoll).least_bound();
+    LockBounds {
+        clients: least.hosts.unwrap(),
+        docs: least.partitions.unwrap(),
+        crashes: least.crashes.unwrap(),
+        give_backs: least.give_backs.unwrap(),
+        delays: least.delays.unwrap(),
+        lost_replies: least.lost_replies.unwrap(),
+        bug,
+        ..queue_bounds()
+    }
+}
+
+/// A consumer whose claim another consumer won reads again and delivers the next
+/// visible message in the same dequeue; every queue property holds.
+#[test]
+fn a_claim_lost_to_another_consumer_takes_no_place_in_the_batch() {
+    let report = exhaustive(&QueueModel::new(contended_claim(None)).unwrap());
+    for v in report.verdicts.iter().filter(|v| v.always) {
+        assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
+    }
+    assert_eq!(
+        report.verdict(queue::LOST_THEN_DELIVERED).outcome,
+        Outcome::Reached
+    );
+}
+
+/// The sibling, the simulator's seed 4065274: a dequeue that lost its claim ends with
+/// its place unused while the next message waits for a poll.
+#[test]
+fn a_dequeue_that_lost_its_claim_leaves_the_next_message_waiting() {
+    let model = QueueModel::new(contended_claim(Some(LockBug::Engine(
+        QueueKnownBad::LostClaimWaitsPoll,
+    ))))
+    .unwrap();
+    let text = counterexample(&model, queue::LOST_CLAIM_TAKES_NO_PLACE);
+    assert!(text.contains("0 delivered, 0 dead-lettered"), "{text}");
 }
 
 /// The backlog's order kept wrong (`dequeue-unordered`: the visible messages read in id

@@ -128,17 +128,23 @@ pub enum QueueKnownBad {
     /// gets to: a payload that lands after a sweep dropped its key and deleted its
     /// head is found by no sweep.
     ClaimUnbounded,
+    /// A dequeue ends once its claims are answered, even when another consumer won
+    /// some of them: consumers that read the same oldest messages lose claims to
+    /// each other, and a loser with room waits a poll while the backlog waits too
+    /// (the simulator's seed 4065274: a consumer had room for 16 s behind a backlog).
+    LostClaimWaitsPoll,
 }
 
 impl QueueKnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [QueueKnownBad; 6] = [
+    pub const ALL: [QueueKnownBad; 7] = [
         QueueKnownBad::GoneMeansLost,
         QueueKnownBad::PoisonSpendsBatch,
         QueueKnownBad::ManifestFirst,
         QueueKnownBad::ManifestFirstUnchecked,
         QueueKnownBad::HeadFirst,
         QueueKnownBad::ClaimUnbounded,
+        QueueKnownBad::LostClaimWaitsPoll,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -150,6 +156,7 @@ impl QueueKnownBad {
             QueueKnownBad::ManifestFirstUnchecked => "manifest-first-unchecked",
             QueueKnownBad::HeadFirst => "head-first",
             QueueKnownBad::ClaimUnbounded => "claim-unbounded",
+            QueueKnownBad::LostClaimWaitsPoll => "lost-claim-waits-poll",
         }
     }
 }

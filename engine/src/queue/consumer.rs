@@ -9,7 +9,7 @@ use super::{
     Claim, ClaimKey, ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageLock,
     MessageName, MessageState, Output, PartSetId, QueueError, QueueIntent, QueueRequest,
 };
-use crate::ids::{DocId, HostId, Incarnation, PartitionKey, RequestId};
+use crate::ids::{DocId, Etag, HostId, Incarnation, PartitionKey, RequestId};
 use crate::lock::{Client, Held, LockToken, Locks};
 use crate::store::{Compare, Condition, Document, Op, Query, Reply, StoreError, Stored, Value};
 use crate::time::{LocalTime, Millis, Now};
@@ -114,6 +114,17 @@ struct DequeueRun {
     /// Poison messages this round of reads moved: each round that moved one reads
     /// again for the room left, and the rounds end because each removes a message.
     moved_this_round: usize,
+    /// Claims of this round another consumer won (refused 412, or the message gone):
+    /// a round that lost one reads again for the room left. The rounds end because
+    /// each loss is another consumer's progress and a version refused is never
+    /// claimed again in this dequeue, whatever a lagging replica shows.
+    lost_this_round: usize,
+    /// Whether this round's read of the visible messages came back full: only then
+    /// may more wait behind what it read. A read that came back short saw every
+    /// visible message, so a loser reading again would mostly pay for an empty read.
+    full_this_round: bool,
+    /// The versions this dequeue's claims were refused at.
+    refused: Vec<(DocId, Etag)>,
 }
 
 /// Which of a dequeue's two reads a reply answers.
@@ -131,6 +142,8 @@ enum Pending {
     Read(DequeueRead),
     Claim {
         message: Message,
+        /// The version claimed.
+        etag: Etag,
         sent_at: LocalTime,
     },
     Poison {
@@ -420,6 +433,9 @@ impl Consumer {
             delivered: 0,
             dead_lettered: 0,
             moved_this_round: 0,
+            lost_this_round: 0,
+            full_this_round: false,
+            refused: Vec::new(),
         });
         self.read_visible(max);
         // Every lock, expired or not: the observed rule judges a lock expired only by
@@ -532,10 +548,23 @@ impl Consumer {
         let mut watch_at = seen_at + self.config.lock_watch_interval();
         // The two reads are two snapshots: a message claimed between them shows in
         // both, and only the locked copy may be current.
+        let refused = match &mut self.dequeue {
+            Some(run) => {
+                run.full_this_round = visible.len() >= room;
+                run.refused.clone()
+            }
+            None => Vec::new(),
+        };
         let visible = visible.iter().filter(|v| !locked_ids.contains(&&v.doc.id));
         let mut chosen = Vec::new();
         for stored in visible.chain(&locked) {
             let message = &stored.doc;
+            if refused
+                .iter()
+                .any(|(id, etag)| *id == message.id && *etag == stored.etag)
+            {
+                continue;
+            }
             if self.locks.held(&message.id).is_some() {
                 // A lock whose authority a completion gave up is still this
                 // consumer's while it excludes everyone else: let go of here, a
@@ -628,6 +657,7 @@ impl Consumer {
                 message.dequeue_count += 1;
                 let pending = Pending::Claim {
                     message: message.clone(),
+                    etag: stored.etag.clone(),
                     sent_at: now.local,
                 };
                 let op = Op::Replace {
@@ -646,14 +676,19 @@ impl Consumer {
 
     fn finish_dequeue_if_done(&mut self) {
         let spent_on_poison = self.config.known_bad == Some(QueueKnownBad::PoisonSpendsBatch);
+        let waits_poll = self.config.known_bad == Some(QueueKnownBad::LostClaimWaitsPoll);
         let Some(run) = &mut self.dequeue else { return };
         if run.reads_pending > 0 || run.claims > 0 {
             return;
         }
         let room = run.max.saturating_sub(run.delivered);
-        if run.moved_this_round > 0 && room > 0 && !run.read_failed && !spent_on_poison {
-            // The poison moves took places a healthy message behind them may fill.
+        let moved = run.moved_this_round > 0 && !spent_on_poison;
+        let lost = run.lost_this_round > 0 && run.full_this_round && !waits_poll;
+        if (moved || lost) && room > 0 && !run.read_failed {
+            // The poison moves and the claims lost took places a message behind them
+            // may fill.
             run.moved_this_round = 0;
+            run.lost_this_round = 0;
             run.reads_pending = 1;
             run.watching = false;
             self.read_visible(room);
@@ -740,7 +775,19 @@ impl Consumer {
                 Err(e) => self.fail(id, QueueIntent::Enqueue, QueueError::Store(e)),
             },
             Pending::Read(read) => self.read_answered(read, result),
-            Pending::Claim { message, sent_at } => {
+            Pending::Claim {
+                message,
+                etag,
+                sent_at,
+            } => {
+                if matches!(
+                    result,
+                    Err(StoreError::PreconditionFailed | StoreError::NotFound)
+                ) && let Some(run) = &mut self.dequeue
+                {
+                    run.lost_this_round += 1;
+                    run.refused.push((message.id.clone(), etag));
+                }
                 let delivered = match (result, message.lock()) {
                     (Ok(Reply::Replaced(etag)), Some(lock)) => {
                         let authority_until =
