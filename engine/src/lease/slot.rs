@@ -41,6 +41,10 @@ pub(super) struct Slot {
     /// for as long as the replica lagged (the two-region emulator run, with a leave
     /// notice, at 100 % CPU on a paused clock).
     refused: Option<(Etag, Millis)>,
+    /// The backoff that waits for a read newer than the refused version: a read that
+    /// shows one sooner ends it (left standing, it held every take after a lost race
+    /// back by the backoff, and `cfp`'s scale-out converged 13 s later).
+    reread_at: Option<LocalTime>,
     /// The epoch at which this life last owned the lease, or sent a take of it whose
     /// outcome is unknown: a read that shows the lease named after this host at that
     /// epoch shows it this life's, not an earlier life's.
@@ -64,6 +68,7 @@ impl Slot {
             write_failed: false,
             retry_at: None,
             refused: None,
+            reread_at: None,
             ours: None,
             own: None,
         }
@@ -127,12 +132,17 @@ impl Slot {
     pub fn update(&mut self, doc: LeaseDocument, etag: Etag, now: LocalTime, learned: u64) {
         if let Some((gone, backoff)) = &self.refused {
             if *gone == etag {
-                self.stale = true;
-                let at = now + *backoff;
-                self.retry_at = Some(self.retry_at.map_or(at, |t| t.max(at)));
+                self.reread_after(now + *backoff);
                 return;
             }
             self.refused = None;
+            if self
+                .reread_at
+                .take()
+                .is_some_and(|at| self.retry_at == Some(at))
+            {
+                self.retry_at = None;
+            }
         }
         if etag != self.etag {
             self.seen = now;
@@ -190,7 +200,9 @@ impl Slot {
     /// sooner than `at` (a table read sent meanwhile may tell first).
     pub fn reread_after(&mut self, at: LocalTime) {
         self.stale = true;
-        self.retry_at = Some(self.retry_at.map_or(at, |t| t.max(at)));
+        let at = self.retry_at.map_or(at, |t| t.max(at));
+        self.retry_at = Some(at);
+        self.reread_at = Some(at);
     }
 
     /// Marks the lease to be re-read before this host writes it.
