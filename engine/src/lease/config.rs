@@ -451,6 +451,24 @@ impl LeaseConfig {
             .unwrap_or(self.acquire_interval + LEAVE_POLL)
     }
 
+    /// Under session liveness, where in each audit period (the audit interval times
+    /// the group's `hosts`, this one included) host `me` reads the whole table: it
+    /// audits whenever its local clock passes this offset of a period. Each name has
+    /// its own phase, so that a group does not audit all at once.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::LeaseConfig;
+    /// use leasehold_engine::{HostId, Millis};
+    ///
+    /// let config = LeaseConfig::default();
+    /// let phase = config.audit_phase(&HostId::from("a"), 3);
+    /// assert!(phase < Millis(config.audit_interval.as_millis() * 3));
+    /// ```
+    pub fn audit_phase(&self, me: &HostId, hosts: u64) -> Millis {
+        let every = self.audit_interval.as_millis().saturating_mul(hosts).max(1);
+        Millis(crate::balance::spread(me.as_str(), "audit") % every)
+    }
+
     /// Checks that the settings make sense together.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let expiration = self.expiry.duration;

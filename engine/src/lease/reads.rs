@@ -12,8 +12,6 @@
 //! one, and the host re-reads that lease.
 
 use super::timer::Timer;
-use crate::balance::spread;
-use crate::ids::HostId;
 use crate::time::{LocalTime, Millis, Now};
 
 /// When this host next reads the table (or the heartbeats) and plans, when it last
@@ -59,8 +57,7 @@ pub(super) enum Why {
 }
 
 /// What the choice of the interval's read depends on besides the reads themselves.
-pub(super) struct Group<'a> {
-    pub me: &'a HostId,
+pub(super) struct Group {
     pub session: bool,
     /// This host has claims published.
     pub claiming: bool,
@@ -69,6 +66,8 @@ pub(super) struct Group<'a> {
     /// Live hosts, this one included.
     pub hosts: u64,
     pub audit_interval: Millis,
+    /// This host's audit phase ([`LeaseConfig::audit_phase`](super::LeaseConfig::audit_phase)).
+    pub phase: Millis,
     pub lease_duration: Millis,
 }
 
@@ -150,7 +149,7 @@ impl TableReads {
     /// The interval's read is being sent at `now`: whether it must be the whole
     /// table, and why. A read of the table sees every change before it, so only
     /// later ones call for another.
-    pub fn choose(&mut self, now: Now, group: &Group<'_>) -> Option<Why> {
+    pub fn choose(&mut self, now: Now, group: &Group) -> Option<Why> {
         if group.claiming {
             self.claimed_at = Some(now.local);
         }
@@ -161,7 +160,7 @@ impl TableReads {
         why
     }
 
-    fn due_at(&self, now: Now, group: &Group<'_>) -> Option<Why> {
+    fn due_at(&self, now: Now, group: &Group) -> Option<Why> {
         // A handoff confirmed just before its claim was withdrawn can still land:
         // the former claimant keeps reading for a lease duration, so that a lease
         // handed to it does not wait for the audit.
@@ -185,7 +184,7 @@ impl TableReads {
             .as_millis()
             .saturating_mul(group.hosts)
             .max(1);
-        let phase = spread(group.me.as_str(), "audit") % every;
+        let phase = group.phase.as_millis();
         let period = |t: LocalTime| (t.as_millis() + every - phase) / every;
         (period(now.local) > period(at)).then_some(Why::Audit)
     }

@@ -583,9 +583,12 @@ impl Bounds {
             // fires in the model; the engine's tests cover it.
             stop_timeout: duration,
             leave_notice: None,
-            // Far past any horizon: the model checks that the group keeps every lease
-            // owned from what the heartbeats tell alone, without the audit.
-            audit_interval: Millis::from_secs(300),
+            // The model checks that the group keeps every lease owned from what the
+            // heartbeats tell alone, without the audit, so no host may audit within any
+            // horizon. A host audits at its name's phase of the period, which with the
+            // engine's default of 300 s put h0's audit at 7.2 s, inside the default
+            // horizon (`no_host_of_the_model_audits_within_a_horizon`).
+            audit_interval: AUDIT_INTERVAL,
             // The model counts one item per checkpoint: a policy by interval is one
             // by items at the model's pace of one checkpoint per tick.
             checkpoint: match self.checkpoint_items {
@@ -747,9 +750,38 @@ impl Bounds {
     }
 }
 
+/// The model's audit interval: a day, which puts every model host's first audit
+/// (h0 to h3, in groups of 1 to 5) past 33,000 s of local time.
+const AUDIT_INTERVAL: Millis = Millis::from_secs(86_400);
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::partitions::PartitionModel;
+
+    /// The longest horizon (255 s) at the fastest clock (+20 %), with room to spare.
+    fn past_every_horizon(phase: Millis) -> bool {
+        phase > Millis::from_secs(2 * 255)
+    }
+
+    #[test]
+    fn no_host_of_the_model_audits_within_a_horizon() {
+        let config = Bounds::default().lease_config().unwrap();
+        for h in 0..4 {
+            for hosts in 1..=5 {
+                let phase = config.audit_phase(&PartitionModel::host_name(h), hosts);
+                assert!(past_every_horizon(phase), "h{h} of {hosts}: {phase:?}");
+            }
+        }
+        // The sibling: the engine's default interval has h0 audit 7.2 s in.
+        let default = LeaseConfig {
+            audit_interval: LeaseConfig::default().audit_interval,
+            ..config
+        };
+        let phase = default.audit_phase(&PartitionModel::host_name(0), 3);
+        assert_eq!(phase, Millis(7_198));
+        assert!(!past_every_horizon(phase));
+    }
 
     #[test]
     fn the_default_bounds_give_valid_lease_settings() {

@@ -36,13 +36,14 @@ impl LeaseHost {
     pub(super) fn send_scan(&mut self, now: Now) {
         self.table.read_sent();
         let seq = self.wire.issued();
+        let hosts = self.live_members(now).count() as u64 + 1;
         let group = Group {
-            me: &self.me,
             session: self.session_liveness(),
             claiming: !self.membership.beat.published().is_empty(),
             claimed_from: self.is_claimed_from(),
-            hosts: self.live_members(now).count() as u64 + 1,
+            hosts,
             audit_interval: self.config.audit_interval,
+            phase: self.config.audit_phase(&self.me, hosts),
             lease_duration: self.config.expiry.duration,
         };
         let (intent, prefix, table) = match self.table.choose(now, &group) {
