@@ -597,3 +597,16 @@ fn a_version_the_store_refused_is_never_written_again() {
         assert!(kinds(&bad).contains(&ViolationKind::Rewrite), "seed {seed}");
     }
 }
+
+/// The long swarm's seed 4176986 (hot-partition, handoff): a host paused until the
+/// heal had its next wake due at that very instant. The simulator dropped the wake
+/// while the host was paused but still took it for pending, armed none at the resume,
+/// and the host slept to the end of the run with its leases gone to others: a
+/// liveness violation (the loads 10 apart) that was the simulator's, not the engine's.
+/// A wake dropped in a pause is now forgotten, and the resume arms the next.
+#[test]
+fn a_host_whose_wake_falls_at_the_instant_its_pause_ends_still_wakes() {
+    let cfg = swarm::draw(4_176_986);
+    assert_eq!(cfg.scenario, Scenario::HotPartition);
+    assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
+}

@@ -527,7 +527,13 @@ impl World {
         match event {
             Event::Wake { host, life } => {
                 let h = &mut self.hosts[host];
-                if h.life == life && h.wake == Some(self.now) && h.paused_until.is_none() {
+                if h.life == life && h.wake == Some(self.now) && h.paused_until.is_some() {
+                    // Dropped, and forgotten: the resume arms the next wake afresh.
+                    // Remembered, a wake due at the very instant of the resume (the
+                    // heal's) looked pending, none was armed, and the host slept to
+                    // the end of the run (the swarm's seed 4176986).
+                    h.wake = None;
+                } else if h.life == life && h.wake == Some(self.now) && h.paused_until.is_none() {
                     h.wake = None;
                     // Only a kept trace asks: a quiet swarm pays nothing.
                     if self.trace.keeps()
