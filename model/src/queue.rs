@@ -604,7 +604,9 @@ impl Rules for QueueModel {
         }
         if let Output::DequeueFinished { delivered, .. } = output {
             let lost = world.ghost.lost_claim & world.ghost.full_scan & (1 << c) != 0;
+            // Forgotten between dequeues, so that they tell no states apart.
             world.ghost.lost_claim &= !(1 << c);
+            world.ghost.full_scan &= !(1 << c);
             world.ghost.events.lost_then_delivered |=
                 world.ghost.lost_in_dequeue & (1 << c) != 0 && delivered > 0;
             world.ghost.lost_in_dequeue &= !(1 << c);
