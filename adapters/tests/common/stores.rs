@@ -6,14 +6,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Barrier;
 
-/// A store whose full reads, and a dequeue's read of the visible messages (the one
-/// query with a limit), wait until `parties` of them have read, so that competing
-/// clients decide on the same snapshot. `blind` makes it drop every
-/// if-match, the known-bad store the sibling tests run.
+/// A store whose first `parties` full reads, or a dequeue's reads of the visible
+/// messages (the one query with a limit), wait until all of them have read, so that
+/// competing clients decide on the same snapshot. Later reads pass: a consumer that
+/// lost claims reads again on its own, and would wait for a partner that never
+/// comes. `blind` makes it drop every if-match, the known-bad store the sibling
+/// tests run.
 #[derive(Clone)]
 pub struct Racing<S> {
     inner: S,
     gate: Arc<Barrier>,
+    parties: usize,
+    gated: Arc<AtomicUsize>,
     blind: bool,
 }
 
@@ -22,6 +26,8 @@ impl<S> Racing<S> {
         Racing {
             inner,
             gate: Arc::new(Barrier::new(parties)),
+            parties,
+            gated: Arc::new(AtomicUsize::new(0)),
             blind: false,
         }
     }
@@ -42,7 +48,7 @@ where
             Op::ReadAll { .. } => true,
             Op::Query(q) => q.limit.is_some(),
             _ => false,
-        };
+        } && self.gated.fetch_add(1, Ordering::SeqCst) < self.parties;
         let op = match op {
             Op::Replace { doc, .. } if self.blind => Op::Replace {
                 doc,
