@@ -311,6 +311,18 @@ impl QueueModel {
         .expect("validated in new")
     }
 
+    /// Whether a healthy message waits, pending and visible by consumer `c`'s clock,
+    /// for a dequeue that just ended with room.
+    fn one_waits_for(&self, world: &QueueState, c: u8) -> bool {
+        let wall = world::now(&self.bounds.budget(), world, c).wall;
+        let max = self.config.max_dequeue_count;
+        world.store.iter().any(|s| {
+            matches!(s.doc.state, MessageState::Pending)
+                && s.doc.next_visible_at <= wall
+                && s.doc.dequeue_count < max
+        })
+    }
+
     /// How many up consumers hold authority over message `m` by their own clocks.
     pub fn holders(&self, state: &QueueState, m: u8) -> usize {
         world::holders(&self.bounds.budget(), state, &Self::message_id(m), None)
@@ -615,13 +627,7 @@ impl Rules for QueueModel {
             // read that came back short saw every visible message: one visible now
             // came after it, and is the next poll's.
             if lost && delivered < usize::from(self.bounds.batch) {
-                let wall = world::now(&self.bounds.budget(), world, c).wall;
-                let max = self.config.max_dequeue_count;
-                world.ghost.events.batch_spent_on_lost_claim |= world.store.iter().any(|s| {
-                    matches!(s.doc.state, MessageState::Pending)
-                        && s.doc.next_visible_at <= wall
-                        && s.doc.dequeue_count < max
-                });
+                world.ghost.events.batch_spent_on_lost_claim |= self.one_waits_for(world, c);
             }
         }
         if let Output::DequeueFinished {
@@ -634,13 +640,7 @@ impl Rules for QueueModel {
             // Everything this dequeue read and wrote happened in this step, with no
             // other consumer between: what the store holds now is what it saw.
             if delivered < usize::from(self.bounds.batch) {
-                let wall = world::now(&self.bounds.budget(), world, c).wall;
-                let max = self.config.max_dequeue_count;
-                world.ghost.events.batch_spent_on_poison |= world.store.iter().any(|s| {
-                    matches!(s.doc.state, MessageState::Pending)
-                        && s.doc.next_visible_at <= wall
-                        && s.doc.dequeue_count < max
-                });
+                world.ghost.events.batch_spent_on_poison |= self.one_waits_for(world, c);
             }
         }
         note(journal, || match &output {
