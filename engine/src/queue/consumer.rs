@@ -546,8 +546,6 @@ impl Consumer {
             self.locks.forget_sightings_except(&locked_ids);
         }
         let mut watch_at = seen_at + self.config.lock_watch_interval();
-        // The two reads are two snapshots: a message claimed between them shows in
-        // both, and only the locked copy may be current.
         let refused = match &mut self.dequeue {
             Some(run) => {
                 run.full_this_round = visible.len() >= room;
@@ -555,6 +553,8 @@ impl Consumer {
             }
             None => Vec::new(),
         };
+        // The two reads are two snapshots: a message claimed between them shows in
+        // both, and only the locked copy may be current.
         let visible = visible.iter().filter(|v| !locked_ids.contains(&&v.doc.id));
         let mut chosen = Vec::new();
         for stored in visible.chain(&locked) {
