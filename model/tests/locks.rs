@@ -150,15 +150,23 @@ fn lost_replies_and_delayed_writes_keep_every_queue_property() {
 /// The poison variant's least bound: one consumer that may crash once, three
 /// messages, one delivery each.
 fn poison_backlog(bug: Option<LockBug>) -> LockBounds {
-    let least = LockBug::Engine(QueueKnownBad::PoisonSpendsBatch).least_bound();
+    least_queue_bound(QueueKnownBad::PoisonSpendsBatch, bug)
+}
+
+/// The queue bounds at `variant`'s least bound, running `bug` (the variant, or none).
+fn least_queue_bound(variant: QueueKnownBad, bug: Option<LockBug>) -> LockBounds {
+    let least = LockBug::Engine(variant).least_bound();
+    let base = queue_bounds();
     LockBounds {
-        clients: least.hosts.unwrap(),
-        docs: least.partitions.unwrap(),
-        crashes: least.crashes.unwrap(),
-        give_backs: least.give_backs.unwrap(),
-        max_dequeue: least.max_dequeue.unwrap(),
+        clients: least.hosts.unwrap_or(base.clients),
+        docs: least.partitions.unwrap_or(base.docs),
+        crashes: least.crashes.unwrap_or(base.crashes),
+        give_backs: least.give_backs.unwrap_or(base.give_backs),
+        max_dequeue: least.max_dequeue.unwrap_or(base.max_dequeue),
+        delays: least.delays.unwrap_or(base.delays),
+        lost_replies: least.lost_replies.unwrap_or(base.lost_replies),
         bug,
-        ..queue_bounds()
+        ..base
     }
 }
 
@@ -193,17 +201,7 @@ fn a_batch_spent_on_a_poison_message_leaves_a_healthy_one_waiting() {
 /// The lost claim's least bound: two consumers, two messages, one claim held on the
 /// wire while the other consumer claims the same message.
 fn contended_claim(bug: Option<LockBug>) -> LockBounds {
-    let least = LockBug::Engine(QueueKnownBad::LostClaimWaitsPoll).least_bound();
-    LockBounds {
-        clients: least.hosts.unwrap(),
-        docs: least.partitions.unwrap(),
-        crashes: least.crashes.unwrap(),
-        give_backs: least.give_backs.unwrap(),
-        delays: least.delays.unwrap(),
-        lost_replies: least.lost_replies.unwrap(),
-        bug,
-        ..queue_bounds()
-    }
+    least_queue_bound(QueueKnownBad::LostClaimWaitsPoll, bug)
 }
 
 /// A consumer whose claim another consumer won reads again and delivers the next
