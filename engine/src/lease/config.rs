@@ -465,8 +465,23 @@ impl LeaseConfig {
     /// assert!(phase < Millis(config.audit_interval.as_millis() * 3));
     /// ```
     pub fn audit_phase(&self, me: &HostId, hosts: u64) -> Millis {
-        let every = self.audit_interval.as_millis().saturating_mul(hosts).max(1);
+        let every = self.audit_period(hosts).as_millis();
         Millis(crate::balance::spread(me.as_str(), "audit") % every)
+    }
+
+    /// Under session liveness, how often each host of a group of `hosts` audits: the
+    /// audit interval times the group's size, so that the group as a whole reads the
+    /// table about once per audit interval.
+    ///
+    /// ```
+    /// use leasehold_engine::lease::LeaseConfig;
+    /// use leasehold_engine::Millis;
+    ///
+    /// let config = LeaseConfig::default();
+    /// assert_eq!(config.audit_period(3), Millis(config.audit_interval.as_millis() * 3));
+    /// ```
+    pub fn audit_period(&self, hosts: u64) -> Millis {
+        Millis(self.audit_interval.as_millis().saturating_mul(hosts).max(1))
     }
 
     /// Checks that the settings make sense together.

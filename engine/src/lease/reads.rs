@@ -63,10 +63,10 @@ pub(super) struct Group {
     pub claiming: bool,
     /// Another host claims a lease this host holds.
     pub claimed_from: bool,
-    /// Live hosts, this one included.
-    pub hosts: u64,
-    pub audit_interval: Millis,
-    /// This host's audit phase ([`LeaseConfig::audit_phase`](super::LeaseConfig::audit_phase)).
+    /// This host's audit period and phase, for the live hosts, this one included
+    /// ([`LeaseConfig::audit_period`](super::LeaseConfig::audit_period),
+    /// [`LeaseConfig::audit_phase`](super::LeaseConfig::audit_phase)).
+    pub period: Millis,
     pub phase: Millis,
     pub lease_duration: Millis,
 }
@@ -176,14 +176,9 @@ impl TableReads {
         let Some(at) = self.read_at else {
             return Some(Why::Needed);
         };
-        // Each host audits once per audit interval times the group's size, at its
-        // own phase within that period, so that the group as a whole reads the
-        // table about once per audit interval rather than all at once.
-        let every = group
-            .audit_interval
-            .as_millis()
-            .saturating_mul(group.hosts)
-            .max(1);
+        // Each host audits once per period, at its own phase within it, so that the
+        // group does not read the table all at once.
+        let every = group.period.as_millis();
         let phase = group.phase.as_millis();
         let period = |t: LocalTime| (t.as_millis() + every - phase) / every;
         (period(now.local) > period(at)).then_some(Why::Audit)

@@ -41,8 +41,7 @@ impl LeaseHost {
             session: self.session_liveness(),
             claiming: !self.membership.beat.published().is_empty(),
             claimed_from: self.is_claimed_from(),
-            hosts,
-            audit_interval: self.config.audit_interval,
+            period: self.config.audit_period(hosts),
             phase: self.config.audit_phase(&self.me, hosts),
             lease_duration: self.config.expiry.duration,
         };
