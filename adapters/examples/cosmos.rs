@@ -18,11 +18,12 @@
 //! account.
 
 use azure_core::credentials::{Secret, TokenCredential};
+use azure_core::http::Url;
 use azure_data_cosmos::options::Region;
 use azure_data_cosmos::{AccountEndpoint, AccountReference, CosmosClientBuilder, RoutingStrategy};
 use azure_identity::{DeveloperToolsCredential, ManagedIdentityCredential};
 use leasehold_adapters::cosmos::ChangeFeedSource;
-use leasehold_adapters::{CosmosStore, Processor};
+use leasehold_adapters::{Account, CosmosStore, Processor};
 use leasehold_engine::lease::Record;
 use std::sync::Arc;
 
@@ -30,14 +31,16 @@ fn var(name: &str) -> Result<String, Box<dyn std::error::Error>> {
     std::env::var(name).map_err(|_| format!("set {name}").into())
 }
 
-/// The account and how to authenticate to it: a key if `COSMOS_KEY` is set, else
-/// the Entra ID credential `COSMOS_CREDENTIAL` names.
-fn account() -> Result<AccountReference, Box<dyn std::error::Error>> {
-    let endpoint: AccountEndpoint = var("COSMOS_ENDPOINT")?.parse()?;
+/// The account and how to authenticate to it, for the SDK and for leasehold's
+/// account check: a key if `COSMOS_KEY` is set, else the Entra ID credential
+/// `COSMOS_CREDENTIAL` names.
+fn account() -> Result<(AccountReference, Account), Box<dyn std::error::Error>> {
+    let url: Url = var("COSMOS_ENDPOINT")?.parse()?;
+    let endpoint: AccountEndpoint = url.as_str().parse()?;
     if let Ok(key) = std::env::var("COSMOS_KEY") {
-        return Ok(AccountReference::with_authentication_key(
-            endpoint,
-            Secret::new(key),
+        return Ok((
+            AccountReference::with_authentication_key(endpoint, Secret::new(key.clone())),
+            Account::with_key(url, Secret::new(key)),
         ));
     }
     let credential: Arc<dyn TokenCredential> = match var("COSMOS_CREDENTIAL")?.as_str() {
@@ -50,7 +53,10 @@ fn account() -> Result<AccountReference, Box<dyn std::error::Error>> {
             .into());
         }
     };
-    Ok(AccountReference::with_credential(endpoint, credential))
+    Ok((
+        AccountReference::with_credential(endpoint, credential.clone()),
+        Account::with_credential(url, credential),
+    ))
 }
 
 #[tokio::main]
@@ -59,7 +65,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("build with --features transport to reach a real account".into());
     }
     let instance = std::env::args().nth(1).unwrap_or_else(|| "host-1".into());
-    let account = account()?;
+    let (account, checked) = account()?;
     let region = std::env::var("COSMOS_REGION").map_or(Region::EAST_US, Region::from);
     let client = CosmosClientBuilder::new()
         .build(account, RoutingStrategy::ProximityTo(region))
@@ -71,7 +77,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let leases = database
         .container_client(&var("COSMOS_LEASES")?, None)
         .await?;
-    let store: CosmosStore<Record> = CosmosStore::new(leases);
+    // The processor reads the account before it starts and refuses multi-region
+    // writes and reads weaker than Session, which the proof does not cover.
+    let store: CosmosStore<Record> = CosmosStore::new(leases)
+        .with_account_check(checked, azure_core::http::new_http_client(None));
     let processor = Processor::builder()
         .instance(instance)
         .processor_name("leasehold-example")

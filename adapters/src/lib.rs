@@ -49,7 +49,7 @@ mod store;
 pub use charge::{Charges, OpKind};
 pub use claim::{ClaimError, ClaimStore, MemoryClaims};
 pub use clock::Clock;
-pub use cosmos::CosmosStore;
+pub use cosmos::{Account, AccountError, AccountFacts, Consistency, CosmosStore};
 pub use item_lease::{ItemLeaseClient, ItemLeaseClientError};
 pub use leasehold_engine as engine;
 pub use memory::MemoryStore;

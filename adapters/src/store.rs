@@ -68,6 +68,10 @@ pub enum ContainerError {
     /// The container's settings could not be read.
     #[error("the container's settings could not be read: {0}")]
     Unreadable(StoreError),
+    /// The account the container lives in is one the proof does not cover, or it
+    /// could not be read ([`CosmosStore::with_account_check`](crate::CosmosStore::with_account_check)).
+    #[error(transparent)]
+    Account(#[from] crate::cosmos::AccountError),
 }
 
 /// Executes `op` on `store`, giving up after `timeout`: the outcome is then unknown to

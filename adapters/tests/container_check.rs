@@ -150,3 +150,104 @@ async fn the_queue_and_item_clients_run_on_containers_partitioned_as_they_need()
         .expect("no items, no error");
     assert!(grants.is_empty());
 }
+
+/// The account's facts, read through the emulator: regions and default consistency.
+#[tokio::test]
+async fn the_account_check_reads_the_regions_and_the_default_consistency() {
+    use azure_data_cosmos_driver::in_memory_emulator::ConsistencyLevel;
+    use leasehold_adapters::{AccountFacts, Consistency};
+    let emulator = Emulator::two_regions(false, 7);
+    let facts = emulator
+        .account()
+        .read(emulator.http().as_ref())
+        .await
+        .expect("the account reads");
+    assert_eq!(
+        facts,
+        AccountFacts {
+            write_regions: vec!["East US".into()],
+            read_regions: vec!["East US".into(), "West US".into()],
+            multiple_write_locations: false,
+            consistency: Consistency::Session,
+        }
+    );
+    let strong = Emulator::at(ConsistencyLevel::Strong);
+    let facts = strong.account().read(strong.http().as_ref()).await;
+    assert_eq!(facts.map(|f| f.consistency), Ok(Consistency::Strong));
+}
+
+/// An account whose default consistency is weaker than Session (bounded staleness
+/// promises a client outside the write region only a consistent prefix) is refused
+/// by the store's check, naming the level, before anything is read or written; the
+/// same container on a Session or Strong account passes.
+#[tokio::test]
+async fn a_store_refuses_an_account_whose_reads_are_weaker_than_session() {
+    use azure_data_cosmos_driver::in_memory_emulator::ConsistencyLevel;
+    use leasehold_adapters::{AccountError, Consistency};
+    for (level, refused) in [
+        (ConsistencyLevel::Strong, None),
+        (
+            ConsistencyLevel::BoundedStaleness,
+            Some(Consistency::BoundedStaleness),
+        ),
+        (ConsistencyLevel::Session, None),
+        (
+            ConsistencyLevel::ConsistentPrefix,
+            Some(Consistency::ConsistentPrefix),
+        ),
+        (ConsistencyLevel::Eventual, Some(Consistency::Eventual)),
+    ] {
+        let emulator = Emulator::at(level);
+        emulator.container("leases", "/id", 1);
+        let store = CosmosStore::<Record>::new(emulator.client("leases", vec![]).await)
+            .with_account_check(emulator.account(), emulator.http());
+        let verdict = store.check().await;
+        match refused {
+            None => assert_eq!(verdict, Ok(()), "{level:?}"),
+            Some(level) => {
+                assert_eq!(
+                    verdict,
+                    Err(ContainerError::Account(AccountError::Consistency(level)))
+                );
+                let error = verdict.unwrap_err().to_string();
+                assert!(
+                    error.contains("set the account's default consistency to Session"),
+                    "{error}"
+                );
+            }
+        }
+        // Without the check, the same store is taken as it is: what the check adds.
+        let unchecked = CosmosStore::<Record>::new(emulator.client("leases", vec![]).await);
+        assert_eq!(unchecked.check().await, Ok(()), "{level:?}");
+    }
+}
+
+/// An account that cannot be read (here a transport that fails) is a typed error
+/// too, and nothing starts on it.
+#[tokio::test]
+async fn an_account_that_cannot_be_read_is_a_typed_error() {
+    use leasehold_adapters::AccountError;
+    #[derive(Debug)]
+    struct Down;
+    #[async_trait::async_trait]
+    impl azure_core::http::HttpClient for Down {
+        async fn execute_request(
+            &self,
+            _: &azure_core::http::Request,
+        ) -> azure_core::Result<azure_core::http::AsyncRawResponse> {
+            Err(azure_core::Error::with_message(
+                azure_core::error::ErrorKind::Io,
+                "connection refused",
+            ))
+        }
+    }
+    let emulator = Emulator::new();
+    emulator.container("leases", "/id", 1);
+    let store = CosmosStore::<Record>::new(emulator.client("leases", vec![]).await)
+        .with_account_check(emulator.account(), std::sync::Arc::new(Down));
+    let verdict = store.check().await;
+    assert!(
+        matches!(&verdict, Err(ContainerError::Account(AccountError::Unreadable(why))) if why.contains("connection refused")),
+        "{verdict:?}"
+    );
+}

@@ -8,7 +8,9 @@ use common::stores::Racing;
 
 use azure_data_cosmos::options::Region;
 use common::Emulator;
-use leasehold_adapters::{CosmosStore, MemoryFeed, Processor, Store};
+use leasehold_adapters::{
+    AccountError, ContainerError, CosmosStore, MemoryFeed, Processor, RunError, Store,
+};
 use leasehold_engine::lease::{LeaseDocument, Record};
 use leasehold_engine::store::{Op, Reply, StoreError};
 use leasehold_engine::{DocId, Epoch, HostId, LeaseToken, PartitionKey, WallTime};
@@ -80,6 +82,52 @@ async fn on_a_multi_write_account_two_regions_both_take_one_lease() {
         taken.push(matches!(result, Ok(Reply::Replaced(_))));
     }
     assert_eq!(taken, [true, true], "two owners of one lease");
+}
+
+/// The account check refuses that account: a processor whose store checks the
+/// account stops at start with a typed error naming the write regions, and writes
+/// nothing (no lease, no heartbeat). The same check passes the single-write account,
+/// hosts near either region.
+#[tokio::test(start_paused = true)]
+async fn a_processor_refuses_a_multi_write_account_at_start_and_writes_nothing() {
+    let (emulator, east, west) = east_and_west(true).await;
+    let feed = MemoryFeed::new(["0", "1"]);
+    for store in [east.clone(), west] {
+        let checked = store.with_account_check(emulator.account(), emulator.http());
+        let processor = Processor::builder()
+            .instance("a")
+            .processor_name("test")
+            .source(feed.clone())
+            .store(checked)
+            .handler(|_ctx, batch| async move { Ok(batch.checkpoint) })
+            .build()
+            .await
+            .expect("valid settings");
+        let error = processor.run().await.expect_err("refused at start");
+        let RunError::Container(ContainerError::Account(AccountError::MultiRegionWrites {
+            write_regions,
+        })) = &error
+        else {
+            panic!("{error}");
+        };
+        assert_eq!(write_regions, &["East US", "West US"]);
+        assert!(error.to_string().contains("single write region"), "{error}");
+    }
+    match east
+        .execute(Op::ReadAll {
+            prefix: "test".into(),
+        })
+        .await
+        .result
+    {
+        Ok(Reply::ReadAll(found)) => assert!(found.is_empty(), "{found:?}"),
+        other => panic!("{other:?}"),
+    }
+    let (single, near_east, near_west) = east_and_west(false).await;
+    for store in [near_east, near_west] {
+        let checked = store.with_account_check(single.account(), single.http());
+        assert_eq!(checked.check().await, Ok(()));
+    }
 }
 
 /// The same race on a single-write account: every write goes to the hub, where

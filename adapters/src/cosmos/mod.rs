@@ -11,12 +11,14 @@
 //!   if-match write needs only the id. The cost is that a transactional batch covers
 //!   one document, which is all the lease protocol needs.
 
+mod account;
 mod change_feed;
 mod query;
 mod status;
 
 use crate::charge::{Charges, OpKind};
 use crate::store::{Response, Store};
+use azure_core::http::HttpClient;
 use azure_data_cosmos::options::{
     BatchDeleteOptions, BatchOptions, BatchReplaceOptions, BatchUpsertOptions, ItemReadOptions,
     ItemWriteOptions, OperationOptions, Precondition, QueryOptions, ThrottlingRetryOptionsBuilder,
@@ -34,6 +36,7 @@ use serde_json::Value;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+pub use account::{Account, AccountError, AccountFacts, Consistency};
 pub use change_feed::ChangeFeedSource;
 pub use status::store_error;
 
@@ -51,6 +54,8 @@ pub struct CosmosStore<D> {
     container: ContainerClient,
     charges: Arc<Charges>,
     limits: Limits,
+    /// The account to read and judge before first use, and the client to read it with.
+    account: Option<(Account, Arc<dyn HttpClient>)>,
     _docs: PhantomData<fn() -> D>,
 }
 
@@ -60,6 +65,7 @@ impl<D> Clone for CosmosStore<D> {
             container: self.container.clone(),
             charges: self.charges.clone(),
             limits: self.limits,
+            account: self.account.clone(),
             _docs: PhantomData,
         }
     }
@@ -82,8 +88,32 @@ impl<D> CosmosStore<D> {
             container,
             charges: Arc::default(),
             limits: Limits::default(),
+            account: None,
             _docs: PhantomData,
         }
+    }
+
+    /// Has [`Store::check`], which a processor or client runs before its first
+    /// request, also read `account` through `http` and refuse it unless the proof
+    /// covers it ([`AccountFacts::check`]): multi-region writes and reads weaker than
+    /// Session are refused with [`ContainerError::Account`], before anything is
+    /// written.
+    ///
+    /// ```no_run
+    /// # async fn f(container: azure_data_cosmos::ContainerClient, http: std::sync::Arc<dyn azure_core::http::HttpClient>) {
+    /// use azure_core::credentials::Secret;
+    /// use azure_core::http::Url;
+    /// use leasehold_adapters::{Account, CosmosStore, Store};
+    /// use leasehold_engine::lease::Record;
+    /// let endpoint = Url::parse("https://myaccount.documents.azure.com/").expect("a url");
+    /// let store: CosmosStore<Record> = CosmosStore::new(container)
+    ///     .with_account_check(Account::with_key(endpoint, Secret::new("a key")), http);
+    /// store.check().await.expect("a single write region, Session reads");
+    /// # }
+    /// ```
+    pub fn with_account_check(mut self, account: Account, http: Arc<dyn HttpClient>) -> Self {
+        self.account = Some((account, http));
+        self
     }
 }
 
@@ -433,6 +463,12 @@ where
     async fn check(&self) -> Result<(), crate::store::ContainerError> {
         use crate::store::ContainerError;
         use azure_data_cosmos::models::{ContainerProperties, TimeToLive};
+        if let Some((account, http)) = &self.account {
+            let facts = account.read(http.as_ref()).await;
+            facts
+                .and_then(|f| f.check())
+                .map_err(ContainerError::Account)?;
+        }
         let properties: ContainerProperties = self
             .container
             .read(None)

@@ -65,6 +65,35 @@ impl Emulator {
         }
     }
 
+    /// A one-region account whose default consistency is `level`.
+    pub fn at(level: ConsistencyLevel) -> Emulator {
+        let config = VirtualAccountConfig::new(vec![VirtualRegion::new(
+            "East US",
+            Url::parse(URL).expect("a valid url"),
+        )])
+        .expect("a valid account")
+        .with_consistency(level);
+        let http = Arc::new(InMemoryEmulatorHttpClient::new(config));
+        http.store().create_database(DB);
+        Emulator {
+            http,
+            throughput: None,
+        }
+    }
+
+    /// The emulated account, as [`leasehold_adapters::Account`] sees it.
+    pub fn account(&self) -> leasehold_adapters::Account {
+        leasehold_adapters::Account::with_key(
+            Url::parse(URL).expect("a valid url"),
+            Secret::new("dGVzdGtleQ=="),
+        )
+    }
+
+    /// An `azure_core` HTTP client whose requests the emulator serves.
+    pub fn http(&self) -> Arc<dyn azure_core::http::HttpClient> {
+        Arc::new(EmulatorHttp(self.http.clone()))
+    }
+
     /// A geo-replicated account: East US is the hub, West US a second region that
     /// receives every write 50 to 1,500 ms later (seeded), at Session consistency.
     /// `multi` lets both regions take writes.
@@ -198,5 +227,22 @@ impl Emulator {
             .merge_partitions_and_wait(DB, name, a, b, std::time::Duration::from_millis(100))
             .await
             .expect("adjacent partitions merge")
+    }
+}
+
+/// The emulator behind `azure_core`'s HTTP client trait, which it no longer
+/// implements itself (its own method returns the driver's errors).
+#[derive(Debug)]
+struct EmulatorHttp(Arc<InMemoryEmulatorHttpClient>);
+
+#[async_trait::async_trait]
+impl azure_core::http::HttpClient for EmulatorHttp {
+    async fn execute_request(
+        &self,
+        request: &azure_core::http::Request,
+    ) -> azure_core::Result<azure_core::http::AsyncRawResponse> {
+        self.0.execute_request(request).await.map_err(|e| {
+            azure_core::Error::with_message(azure_core::error::ErrorKind::Io, e.to_string())
+        })
     }
 }
