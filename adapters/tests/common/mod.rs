@@ -33,18 +33,7 @@ pub struct Emulator {
 
 impl Emulator {
     pub fn new() -> Emulator {
-        let config = VirtualAccountConfig::new(vec![VirtualRegion::new(
-            "East US",
-            Url::parse(URL).expect("a valid url"),
-        )])
-        .expect("a valid account")
-        .with_consistency(ConsistencyLevel::Session);
-        let http = Arc::new(InMemoryEmulatorHttpClient::new(config));
-        http.store().create_database(DB);
-        Emulator {
-            http,
-            throughput: None,
-        }
+        Emulator::at(ConsistencyLevel::Session)
     }
 
     /// An account that throttles: each container gets `ru` request units a second, and
