@@ -147,16 +147,16 @@ impl Consistency {
         matches!(self, Consistency::Strong | Consistency::Session)
     }
 
+    /// The level the service names (`"Session"`, ...), in any case.
     fn parse(name: &str) -> Option<Consistency> {
-        [
-            Consistency::Strong,
-            Consistency::BoundedStaleness,
-            Consistency::Session,
-            Consistency::ConsistentPrefix,
-            Consistency::Eventual,
-        ]
-        .into_iter()
-        .find(|c| format!("{c:?}").eq_ignore_ascii_case(name))
+        Some(match name.to_ascii_lowercase().as_str() {
+            "strong" => Consistency::Strong,
+            "boundedstaleness" => Consistency::BoundedStaleness,
+            "session" => Consistency::Session,
+            "consistentprefix" => Consistency::ConsistentPrefix,
+            "eventual" => Consistency::Eventual,
+            _ => return None,
+        })
     }
 }
 
