@@ -86,7 +86,12 @@ impl<St: Store<Item>> ItemLeaseClient<St> {
     pub fn new(store: St, holder: impl Into<HostId>, config: LeaserConfig) -> Self {
         let leaser = Leaser::new(holder.into(), fresh_incarnation(), config);
         ItemLeaseClient {
-            exchange: Exchange::new(leaser, store, Clock::system(), Duration::from_secs(10)),
+            exchange: Exchange::new(
+                leaser,
+                store,
+                Clock::system(),
+                crate::store::REQUEST_TIMEOUT,
+            ),
             scanning: Default::default(),
         }
     }

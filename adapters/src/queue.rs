@@ -142,7 +142,12 @@ impl<St: Store<Message>> QueueClient<St> {
     ) -> Result<Self, QueueClientError> {
         let consumer = Consumer::new(consumer.into(), fresh_incarnation(), config)?;
         Ok(QueueClient {
-            exchange: Exchange::new(consumer, store, Clock::system(), Duration::from_secs(10)),
+            exchange: Exchange::new(
+                consumer,
+                store,
+                Clock::system(),
+                crate::store::REQUEST_TIMEOUT,
+            ),
             dequeuing: Default::default(),
             sweeping: Default::default(),
             claims: None,

@@ -74,6 +74,11 @@ pub enum ContainerError {
     Account(#[from] crate::cosmos::AccountError),
 }
 
+/// How long a request may take before its outcome counts as unknown, unless the
+/// processor is told otherwise (`ProcessorBuilder::request_timeout`); the queue and
+/// item clients and the account read use it too.
+pub(crate) const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Executes `op` on `store`, giving up after `timeout`: the outcome is then unknown to
 /// the engine (a [`StoreError::Timeout`]), as for any reply that never comes. Every
 /// driver sends its requests through here.

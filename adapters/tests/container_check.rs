@@ -251,3 +251,34 @@ async fn an_account_that_cannot_be_read_is_a_typed_error() {
         "{verdict:?}"
     );
 }
+
+/// An account that never answers does not hang the start: the read is given up
+/// after the requests' timeout, as `Unreadable`.
+#[tokio::test(start_paused = true)]
+async fn an_account_that_never_answers_is_given_up_after_the_request_timeout() {
+    use leasehold_adapters::AccountError;
+    #[derive(Debug)]
+    struct Silent;
+    #[async_trait::async_trait]
+    impl azure_core::http::HttpClient for Silent {
+        async fn execute_request(
+            &self,
+            _: &azure_core::http::Request,
+        ) -> azure_core::Result<azure_core::http::AsyncRawResponse> {
+            std::future::pending().await
+        }
+    }
+    let emulator = Emulator::new();
+    let started = tokio::time::Instant::now();
+    // Without the read's own timeout this one ends the test, as a failure.
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        emulator.account().read(&Silent),
+    )
+    .await;
+    assert_eq!(
+        read,
+        Ok(Err(AccountError::Unreadable("no answer within 10s".into())))
+    );
+    assert_eq!(started.elapsed(), std::time::Duration::from_secs(10));
+}

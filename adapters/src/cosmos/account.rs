@@ -83,8 +83,20 @@ impl Account {
     }
 
     /// Reads the account's regions and default consistency, with one request sent
-    /// through `http`.
+    /// through `http`, given up as `Unreadable` after the requests' timeout (10 s) so
+    /// that a start cannot hang on an account out of reach.
     pub async fn read(&self, http: &dyn HttpClient) -> Result<AccountFacts, AccountError> {
+        tokio::time::timeout(crate::store::REQUEST_TIMEOUT, self.read_now(http))
+            .await
+            .unwrap_or_else(|_| {
+                Err(AccountError::Unreadable(format!(
+                    "no answer within {:?}",
+                    crate::store::REQUEST_TIMEOUT
+                )))
+            })
+    }
+
+    async fn read_now(&self, http: &dyn HttpClient) -> Result<AccountFacts, AccountError> {
         let unreadable = |e: azure_core::Error| AccountError::Unreadable(e.to_string());
         let date = azure_core::time::to_rfc7231(&azure_core::time::OffsetDateTime::now_utc());
         let mut request = Request::new(self.endpoint.clone(), Method::Get);

@@ -132,7 +132,7 @@ impl ProcessorBuilder<(), (), ()> {
                 intake: Intake {
                     max_batch: 100,
                     poll_interval: Duration::from_secs(5),
-                    request_timeout: Duration::from_secs(10),
+                    request_timeout: crate::store::REQUEST_TIMEOUT,
                     // Set by `build`, from the lease settings.
                     abort_grace: Duration::ZERO,
                     stopped_before_the_call_ends: false,
