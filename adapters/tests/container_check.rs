@@ -5,7 +5,7 @@
 mod common;
 
 use azure_data_cosmos::models::{ContainerProperties, TimeToLive};
-use common::Emulator;
+use common::{Emulator, Unreachable};
 use leasehold_adapters::{ContainerError, CosmosStore, MemoryStore, Store};
 use leasehold_engine::lease::Record;
 use leasehold_engine::queue::Message;
@@ -227,24 +227,13 @@ async fn a_store_refuses_an_account_whose_reads_are_weaker_than_session() {
 #[tokio::test]
 async fn an_account_that_cannot_be_read_is_a_typed_error() {
     use leasehold_adapters::AccountError;
-    #[derive(Debug)]
-    struct Down;
-    #[async_trait::async_trait]
-    impl azure_core::http::HttpClient for Down {
-        async fn execute_request(
-            &self,
-            _: &azure_core::http::Request,
-        ) -> azure_core::Result<azure_core::http::AsyncRawResponse> {
-            Err(azure_core::Error::with_message(
-                azure_core::error::ErrorKind::Io,
-                "connection refused",
-            ))
-        }
-    }
     let emulator = Emulator::new();
     emulator.container("leases", "/id", 1);
     let store = CosmosStore::<Record>::new(emulator.client("leases", vec![]).await)
-        .with_account_check(emulator.account(), std::sync::Arc::new(Down));
+        .with_account_check(
+            emulator.account(),
+            std::sync::Arc::new(Unreachable::Refused),
+        );
     let verdict = store.check().await;
     assert!(
         matches!(&verdict, Err(ContainerError::Account(AccountError::Unreadable(why))) if why.contains("connection refused")),
@@ -257,23 +246,12 @@ async fn an_account_that_cannot_be_read_is_a_typed_error() {
 #[tokio::test(start_paused = true)]
 async fn an_account_that_never_answers_is_given_up_after_the_request_timeout() {
     use leasehold_adapters::AccountError;
-    #[derive(Debug)]
-    struct Silent;
-    #[async_trait::async_trait]
-    impl azure_core::http::HttpClient for Silent {
-        async fn execute_request(
-            &self,
-            _: &azure_core::http::Request,
-        ) -> azure_core::Result<azure_core::http::AsyncRawResponse> {
-            std::future::pending().await
-        }
-    }
     let emulator = Emulator::new();
     let started = tokio::time::Instant::now();
     // Without the read's own timeout this one ends the test, as a failure.
     let read = tokio::time::timeout(
         std::time::Duration::from_secs(60),
-        emulator.account().read(&Silent),
+        emulator.account().read(&Unreachable::Silent),
     )
     .await;
     assert_eq!(

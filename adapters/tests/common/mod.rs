@@ -235,3 +235,27 @@ impl azure_core::http::HttpClient for EmulatorHttp {
         })
     }
 }
+
+/// An `azure_core` HTTP client that never reaches a service: the connection is
+/// refused at once, or the request never answered.
+#[derive(Debug)]
+pub enum Unreachable {
+    Refused,
+    Silent,
+}
+
+#[async_trait::async_trait]
+impl azure_core::http::HttpClient for Unreachable {
+    async fn execute_request(
+        &self,
+        _: &azure_core::http::Request,
+    ) -> azure_core::Result<azure_core::http::AsyncRawResponse> {
+        match self {
+            Unreachable::Refused => Err(azure_core::Error::with_message(
+                azure_core::error::ErrorKind::Io,
+                "connection refused",
+            )),
+            Unreachable::Silent => std::future::pending().await,
+        }
+    }
+}
