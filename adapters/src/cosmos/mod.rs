@@ -96,7 +96,7 @@ impl<D> CosmosStore<D> {
     /// Has [`Store::check`], which a processor or client runs before its first
     /// request, also read `account` through `http` and refuse it unless the proof
     /// covers it ([`AccountFacts::check`]): multi-region writes and reads weaker than
-    /// Session are refused with [`ContainerError::Account`], before anything is
+    /// Session are refused with [`ContainerError::Account`](crate::ContainerError::Account), before anything is
     /// written.
     ///
     /// ```no_run
