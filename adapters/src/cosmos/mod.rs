@@ -96,8 +96,9 @@ impl<D> CosmosStore<D> {
     /// Has [`Store::check`], which a processor or client runs before its first
     /// request, also read `account` through `http` and refuse it unless the proof
     /// covers it ([`AccountFacts::check`]): multi-region writes and reads weaker than
-    /// Session are refused with [`ContainerError::Account`](crate::ContainerError::Account), before anything is
-    /// written.
+    /// Session are refused with
+    /// [`ContainerError::Account`](crate::ContainerError::Account), before anything
+    /// is written.
     ///
     /// ```no_run
     /// # async fn f(container: azure_data_cosmos::ContainerClient, http: std::sync::Arc<dyn azure_core::http::HttpClient>) {
@@ -464,10 +465,7 @@ where
         use crate::store::ContainerError;
         use azure_data_cosmos::models::{ContainerProperties, TimeToLive};
         if let Some((account, http)) = &self.account {
-            let facts = account.read(http.as_ref()).await;
-            facts
-                .and_then(|f| f.check())
-                .map_err(ContainerError::Account)?;
+            account.read(http.as_ref()).await?.check()?;
         }
         let properties: ContainerProperties = self
             .container
