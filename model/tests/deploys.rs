@@ -187,6 +187,52 @@ fn a_replica_one_write_behind_cannot_show_the_claim_by_name_bug() {
     assert!(report.complete());
 }
 
+/// Two hosts, one partition under `cfp`: h0 becomes a zombie while a new life starts
+/// under its name. The new life's read of the lease comes from a replica behind,
+/// and its take of that version, sent beside the zombie's, has its reply lost: two
+/// faults in one host step.
+fn a_new_lifes_take_races_its_zombies(bug: Option<Bug>, faults_per_step: u8) -> Bounds {
+    Bounds {
+        hosts: 2,
+        partitions: 1,
+        crashes: 0,
+        zombies: 1,
+        lost_replies: 1,
+        delays: 0,
+        stale_reads: 1,
+        faults_per_step,
+        horizon: 6,
+        strategy: Strategy::CFP,
+        bug,
+        ..Bounds::default()
+    }
+}
+
+/// A lease names the life it was written for, so the new life's read after its lost
+/// take tells the zombie's take of the same version from its own (the long swarm's
+/// hot-partition seed 4308821).
+#[test]
+fn a_new_life_whose_take_was_lost_never_runs_beside_its_zombies_take_of_one_version() {
+    common::proven_for(a_new_lifes_take_races_its_zombies(None, 2), &p::SAFETY);
+}
+
+#[test]
+fn a_new_life_that_takes_its_name_at_its_takes_epoch_for_its_own_take_runs_beside_its_zombie() {
+    let bounds = a_new_lifes_take_races_its_zombies(Some(Bug::Engine(KnownBad::TakeByName)), 2);
+    assert!(broken(bounds, p::EXCLUSIVITY) > 0);
+}
+
+/// The model gap that hid it: with one fault a step, the stale read and the lost
+/// reply never fall in the same step, and the variant holds.
+#[test]
+fn one_fault_a_step_cannot_show_the_take_by_name_bug() {
+    let report = common::proven_for(
+        a_new_lifes_take_races_its_zombies(Some(Bug::Engine(KnownBad::TakeByName)), 1),
+        &p::SAFETY,
+    );
+    assert!(report.complete());
+}
+
 /// Two hosts, two partitions, one graceful shutdown and no other fault: the host
 /// told to stop marks its heartbeat as leaving, processes on through its notice
 /// while the other polls, then releases.

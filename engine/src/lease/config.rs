@@ -261,11 +261,19 @@ pub enum KnownBad {
     /// replica lags, with no backoff (the two-region emulator run with a leave
     /// notice: a take, its 412 and a re-scan, over and over on a paused clock).
     RewriteRefusedVersion,
+    /// Under lease liveness, a take whose outcome is unknown counts as landed when
+    /// the read that follows shows the lease named after this host at the take's
+    /// epoch, although an earlier life of its name (a zombie) may have written that
+    /// version: taken on the same version, the two takes write the same name at the
+    /// same epoch, and only the life in the document tells them apart. The new life
+    /// processes beside its zombie (the swarm's hot-partition seed 4308821, with
+    /// reused names under `cfp`).
+    TakeByName,
 }
 
 impl KnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [KnownBad; 19] = [
+    pub const ALL: [KnownBad; 20] = [
         KnownBad::RestartSameEpoch,
         KnownBad::UnfencedTakeover,
         KnownBad::DeleteParentFirst,
@@ -285,6 +293,7 @@ impl KnownBad {
         KnownBad::ScanBeforeOwnWrite,
         KnownBad::StartBeforeCheckpointLands,
         KnownBad::RewriteRefusedVersion,
+        KnownBad::TakeByName,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -309,6 +318,7 @@ impl KnownBad {
             KnownBad::ScanBeforeOwnWrite => "scan-before-own-write",
             KnownBad::StartBeforeCheckpointLands => "start-before-checkpoint-lands",
             KnownBad::RewriteRefusedVersion => "rewrite-refused-version",
+            KnownBad::TakeByName => "take-by-name",
         }
     }
 }

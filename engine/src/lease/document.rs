@@ -70,12 +70,20 @@ pub struct LeaseDocument {
     /// lease held under session liveness, whose document is not renewed.
     #[serde(rename = "Liveness", default, skip_serializing_if = "Option::is_none")]
     pub liveness: Option<Liveness>,
-    /// Written by a handoff only: the life of the recipient whose heartbeat the
-    /// handoff answered. A claim names a host, and two lives of one name (a zombie
-    /// and its replacement) may both claim a lease: only the life named here may
-    /// process this version without first waiting it out. Any other write clears it.
-    #[serde(rename = "HandedTo", default, skip_serializing_if = "Option::is_none")]
-    pub handed_to: Option<Incarnation>,
+    /// The life of the owner this version was written for: the writer's own, when
+    /// it takes, renews or creates the lease in its name; the recipient's, as its
+    /// heartbeat showed it, when a handoff gives it away; none when nobody owns it.
+    /// A name and an epoch do not identify a writer: two lives of one name (a zombie
+    /// and its replacement) may both write that name at one epoch, and only the life
+    /// named here may process this version without first waiting it out.
+    /// Earlier releases wrote it on handoffs only, as `HandedTo`, which still reads.
+    #[serde(
+        rename = "OwnerLife",
+        alias = "HandedTo",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub owner_life: Option<Incarnation>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -123,7 +131,7 @@ impl LeaseDocument {
             split_done: false,
             terms: None,
             liveness: None,
-            handed_to: None,
+            owner_life: None,
         }
     }
 
@@ -435,16 +443,24 @@ mod tests {
     }
 
     #[test]
-    fn only_a_handed_over_lease_names_a_life_and_a_heartbeat_names_its_writers() {
+    fn an_owned_lease_names_its_owners_life_and_a_heartbeat_names_its_writers() {
         let mut doc = LeaseDocument::new("grp", LeaseToken::from("3"), WallTime(42));
         let json = serde_json::to_value(Record::Lease(doc.clone())).unwrap();
         assert!(
-            json.get("HandedTo").is_none(),
+            json.get("OwnerLife").is_none(),
             "the CFP shape has no such key"
         );
-        doc.handed_to = Some(Incarnation(7));
+        doc.owner_life = Some(Incarnation(7));
         let json = serde_json::to_value(Record::Lease(doc.clone())).unwrap();
-        assert_eq!(json["HandedTo"], 7);
+        assert_eq!(json["OwnerLife"], 7);
+        assert_eq!(
+            serde_json::from_value::<Record>(json).unwrap(),
+            Record::Lease(doc.clone())
+        );
+        // An earlier release's handoff named the recipient's life as `HandedTo`.
+        let mut json = serde_json::to_value(Record::Lease(doc.clone())).unwrap();
+        let life = json.as_object_mut().unwrap().remove("OwnerLife").unwrap();
+        json["HandedTo"] = life;
         assert_eq!(
             serde_json::from_value::<Record>(json).unwrap(),
             Record::Lease(doc)

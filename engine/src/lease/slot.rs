@@ -45,10 +45,11 @@ pub(super) struct Slot {
     /// shows one sooner ends it (left standing, it held every take after a lost race
     /// back by the backoff, and `cfp`'s scale-out converged 13 s later).
     reread_at: Option<LocalTime>,
-    /// The epoch at which this life last owned the lease, or sent a take of it whose
-    /// outcome is unknown: a read that shows the lease named after this host at that
-    /// epoch shows it this life's, not an earlier life's.
-    ours: Option<Epoch>,
+    /// Under [`KnownBad::TakeByName`](super::KnownBad::TakeByName) only: the epoch of
+    /// this life's last take whose outcome is unknown, which that variant takes a
+    /// read naming this host at that epoch to have landed. Always `None` otherwise,
+    /// so that the models' states are what they were.
+    unsure_take: Option<Epoch>,
     /// Present while this host owns the lease. Boxed because a host owns a small
     /// share of the table, and every scan walks every slot: inline, it made each slot
     /// 60 % larger.
@@ -69,7 +70,7 @@ impl Slot {
             retry_at: None,
             refused: None,
             reread_at: None,
-            ours: None,
+            unsure_take: None,
             own: None,
         }
     }
@@ -275,20 +276,14 @@ impl Slot {
         std::mem::take(&mut self.write_failed)
     }
 
-    /// See the field `ours`.
-    pub fn ours(&self) -> Option<Epoch> {
-        self.ours
+    /// See the field `unsure_take`.
+    pub fn unsure_take(&self) -> Option<Epoch> {
+        self.unsure_take
     }
 
-    /// Records that this life owns the lease at `epoch`, or sent a take of it at that
-    /// epoch whose outcome is unknown.
-    pub fn ours_at(&mut self, epoch: Epoch) {
-        self.ours = Some(epoch);
-    }
-
-    /// Forgets that this life owned the lease.
-    pub fn not_ours(&mut self) {
-        self.ours = None;
+    /// Records, for the known-bad variant, a take at `epoch` whose outcome is unknown.
+    pub fn take_unsure_at(&mut self, epoch: Epoch) {
+        self.unsure_take = Some(epoch);
     }
 
     /// Makes the host forget who owns the lease, as if a read had shown it free: a

@@ -360,6 +360,21 @@ impl Bug {
                 strategy: Some(Strategy::CFP),
                 ..quiet
             },
+            // A zombie and its new life take one lease on one version; the new life's
+            // answer is lost. It needs a stale read (the new life's view of the old
+            // owner) and a lost reply in the same step (the simulator's seed 4308821).
+            Bug::Engine(KnownBad::TakeByName) => LeastBound {
+                hosts: Some(2),
+                partitions: Some(1),
+                zombies: Some(1),
+                stale_reads: Some(1),
+                delays: Some(0),
+                lost_replies: Some(1),
+                faults_per_step: Some(2),
+                horizon: Some(6),
+                strategy: Some(Strategy::CFP),
+                ..quiet
+            },
             Bug::Engine(KnownBad::TakeKeepsEndedTenure)
             | Bug::Engine(KnownBad::ResumeKeepsEndedTenure)
             | Bug::Engine(KnownBad::EarlierTenureWaits)
@@ -415,7 +430,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 27] = [
+    pub const ALL: [Bug; 28] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -443,6 +458,7 @@ impl Bug {
         Bug::Engine(KnownBad::ScanBeforeOwnWrite),
         Bug::Engine(KnownBad::StartBeforeCheckpointLands),
         Bug::Engine(KnownBad::RewriteRefusedVersion),
+        Bug::Engine(KnownBad::TakeByName),
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.

@@ -776,7 +776,6 @@ impl LeaseHost {
         let renew = self.config.renew_interval;
         let now = self.now.local;
         if let Some(slot) = self.slots.get_mut(token) {
-            slot.ours_at(epoch);
             let mut own = Own::new(epoch, fence, now);
             own.authority_until = deadline;
             if let Some(t) = sent_at {

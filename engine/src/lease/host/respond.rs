@@ -45,9 +45,7 @@ impl LeaseHost {
     }
 
     fn on_create(&mut self, now: Now, doc: LeaseDocument, result: StoreResult<Record>) {
-        let ambiguous = matches!(&result, Err(e) if e.is_ambiguous());
-        let own = doc.is_owned_by(&self.me);
-        self.creates.answered(&doc.token, own, ambiguous);
+        self.creates.answered(&doc.token);
         self.on_child_answer(now, &doc, &result);
         if let Ok(Reply::Created(etag)) = result {
             let token = doc.token.clone();
@@ -57,10 +55,7 @@ impl LeaseHost {
                 // A split's child this host created in its own name is this life's.
                 let learned = self.wire.issued();
                 let slot = Slot::new(doc.clone(), etag.clone(), now.local, learned);
-                self.slots
-                    .entry(token.clone())
-                    .or_insert(slot)
-                    .ours_at(doc.epoch);
+                self.slots.entry(token.clone()).or_insert(slot);
                 self.reconcile(now, &token, doc, etag);
             }
             // A new lease is free: plan again now rather than an interval later.
@@ -145,10 +140,13 @@ impl LeaseHost {
                     self.need_table(now);
                 }
             }
-            // Applied or not? Only a read can tell whether this host owns the lease.
+            // Applied or not? Only a read can tell whether this host owns the lease:
+            // it does if the version read names this life.
             Err(_) | Ok(_) => {
                 slot.distrust(self.wire.issued(), self.config.known_bad);
-                slot.ours_at(doc.epoch);
+                if self.config.known_bad == Some(KnownBad::TakeByName) {
+                    slot.take_unsure_at(doc.epoch);
+                }
             }
         }
         self.touch(&token);
@@ -223,7 +221,6 @@ impl LeaseHost {
                             Some(own.authority_until.map_or(deadline, |d| d.max(deadline)));
                     }
                     own.next_renew = sent_at + renew;
-                    slot.ours_at(epoch);
                 }
                 if let Some(checkpoint) = checkpoint {
                     self.emit(Output::Checkpointed {
@@ -396,14 +393,20 @@ impl LeaseHost {
         // back by a resume, a conditional write at a new epoch naming the tenure.
         let in_tenure = !self.session_liveness() || self.held_in_tenure(&doc);
         let resume_known_bad = self.config.known_bad == Some(KnownBad::ResumeKeepsEndedTenure);
-        // A handoff to this very life: one answering an earlier life's claim, which
-        // this life may have made too, is that life's, and may be running.
-        let handed_here = if self.config.known_bad == Some(KnownBad::ClaimByName) {
-            self.membership.beat.claims(token)
-        } else {
-            doc.handed_to == Some(self.incarnation())
-        };
-        let created = self.creates.take_unknown(token);
+        // Written for this very life, by its own write or a handoff to it. A name
+        // and an epoch do not say so: an earlier life of this name (a zombie) may
+        // have taken the lease at the epoch of this life's take whose answer was
+        // lost, or been handed it on a claim this life made too.
+        let life = self.incarnation();
+        let for_this_life = doc.owner_life == Some(life)
+            || match self.config.known_bad {
+                Some(KnownBad::ClaimByName) => self.membership.beat.claims(token),
+                Some(KnownBad::TakeByName) => self
+                    .slots
+                    .get(token)
+                    .is_some_and(|s| s.unsure_take() == Some(doc.epoch)),
+                _ => false,
+            };
         let lease_liveness = !self.session_liveness();
         let name_proves_death = self.config.known_bad == Some(KnownBad::NameProvesDeath);
         let slot = self
@@ -423,17 +426,12 @@ impl LeaseHost {
         let mine = slot.doc().is_owned_by(&self.me);
         let found_epoch = slot.doc().epoch;
         // Under lease liveness a lease named after this host came to this life by its
-        // own take, or by a handoff naming this life; one named so otherwise may be an earlier
-        // life's, which a reused name does not prove dead (paused, partitioned, or a
-        // second replica under one name): it is processed only once the version this
-        // host found would have expired, as after a steal. Under session liveness the
-        // heartbeat does this wait, before the tenure a resume needs begins.
-        let inherited = mine
-            && lease_liveness
-            && !name_proves_death
-            && slot.ours() != Some(slot.doc().epoch)
-            && !handed_here
-            && !created;
+        // own write, or by a handoff naming this life; one named so otherwise may be an
+        // earlier life's, which a reused name does not prove dead (paused, partitioned,
+        // or a second replica under one name): it is processed only once the version
+        // this host found would have expired, as after a steal. Under session liveness
+        // the heartbeat does this wait, before the tenure a resume needs begins.
+        let inherited = mine && lease_liveness && !name_proves_death && !for_this_life;
         let inherited = inherited.then(|| slot.observation());
         // (Not for a lease found named after this host: another life of its name
         // writes that name at the next epoch too.)
@@ -441,10 +439,11 @@ impl LeaseHost {
             && own.resume
             && !own.inherited
             && mine
+            && for_this_life
             && found_epoch == own.epoch.next()
         {
-            // A resume whose outcome was unknown did land: only this host writes its
-            // own name at the next epoch while it owns the lease. One that named a
+            // A resume whose outcome was unknown did land: only this life writes its
+            // own life at the next epoch while it owns the lease. One that named a
             // tenure since ended restores nothing: resume again, in the current one
             // (the swarm's rolling-restart seed 36321 stranded a lease there).
             own.epoch = found_epoch;
@@ -470,7 +469,6 @@ impl LeaseHost {
                     own.resume |= !in_tenure || inherited.is_some();
                     if inherited.is_some() {
                         own.inherited = true;
-                        slot.not_ours();
                     }
                 }
                 if self.phase != Phase::Running {
@@ -496,11 +494,8 @@ impl LeaseHost {
         let Some(slot) = self.slots.get_mut(token) else {
             return;
         };
-        let Some(own) = slot.take_own() else {
+        if slot.take_own().is_none() {
             return;
-        };
-        if !own.inherited {
-            slot.ours_at(own.epoch);
         }
         self.touch(token);
         if let Some(stop) = self

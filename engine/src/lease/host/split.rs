@@ -137,6 +137,7 @@ impl LeaseHost {
         let tenure = self.membership.beat.tenure();
         if !self.session_liveness() || tenure.is_some() {
             doc.owner = Some(self.me.clone());
+            doc.owner_life = Some(self.incarnation());
             doc.epoch = doc.epoch.next();
             doc.owner_tenure = tenure.filter(|_| self.session_liveness());
         }

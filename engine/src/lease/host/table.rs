@@ -594,7 +594,7 @@ impl LeaseHost {
             let mut doc = slot.doc().clone();
             doc.owner = None;
             doc.owner_tenure = None;
-            doc.handed_to = None;
+            doc.owner_life = None;
             doc.epoch = doc.epoch.next();
             doc.fenced = false;
             doc.timestamp = now.wall;
@@ -715,7 +715,10 @@ impl LeaseHost {
             doc.owner_tenure = Some(tenure);
         }
         doc.owner = Some(self.me.clone());
-        doc.handed_to = None;
+        // Named after this life, not just this host: a read after a take whose
+        // answer was lost tells this life's take from an earlier life's (a zombie
+        // sent on the same version at the same epoch: the swarm's seed 4308821).
+        doc.owner_life = Some(self.incarnation());
         doc.epoch = doc.epoch.next();
         doc.fenced = fenced;
         doc.timestamp = now.wall;

@@ -162,6 +162,7 @@ impl LeaseHost {
         let session = self.session_liveness();
         let forget_terms = self.config.known_bad == Some(KnownBad::FenceForgetsTerms);
         let checkpoint_policy = self.config.checkpoint;
+        let life = self.incarnation();
         let slot = self.slots.get_mut(token)?;
         let etag = slot.etag().clone();
         let (own, known) = slot.held()?;
@@ -181,9 +182,9 @@ impl LeaseHost {
             (Some(_), CheckpointPolicy::AtMostEveryItems(_)) => own.unsent_items = 0,
             _ => {}
         }
-        // Only a handoff names a life; this host's own writes of a lease it owns
-        // name none, so that the next life of its name waits out this version.
-        doc.handed_to = None;
+        // This life's writes name it: the next life of its name waits out this
+        // version, and this life knows a version it finds as its own.
+        doc.owner_life = Some(life);
         if intent == Intent::Split {
             doc.split_into = own.split.clone().unwrap_or_default();
         }
@@ -198,6 +199,7 @@ impl LeaseHost {
             // A finished split: owned by nobody, held in no tenure, for good.
             doc.owner = None;
             doc.owner_tenure = None;
+            doc.owner_life = None;
             doc.split_done = true;
             doc.fenced = false;
             own.authority_until = None;
@@ -214,7 +216,7 @@ impl LeaseHost {
             }
             // The recipient's life as last seen, for the same reason: another life
             // of its name, which may have claimed the lease as well, waits it out.
-            doc.handed_to = theirs.and_then(|m| m.doc.life);
+            doc.owner_life = theirs.and_then(|m| m.doc.life);
             // A lease released before its fence passed carries the fence on.
             doc.fenced = !fence_passed;
             // A release may land at any moment once sent, even after a timeout:
