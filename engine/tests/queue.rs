@@ -358,6 +358,87 @@ fn a_claim_refused_is_not_sent_again_on_a_lagging_replicas_word() {
     ended_empty_after_one_claim(claim_lost_to_another_consumer(false, true));
 }
 
+/// A poison message `p` ahead of `m2` and `m3`, and two consumers with room for one
+/// each: `a` reads `p` (a full read of one) and its move of `p` to the dead letters is
+/// held on the wire while `b` moves `p` and claims `m2`. Then `a`'s move is refused,
+/// as `p` is gone. `bad` runs the earlier dequeue, for which a lost move was no loss.
+/// Returns `a`'s outputs after the refusal.
+fn poison_move_lost_to_another_consumer(bad: bool) -> Vec<Output> {
+    let mut cfg = config();
+    if bad {
+        cfg.known_bad = Some(leasehold_engine::queue::QueueKnownBad::LostMoveWaitsPoll);
+    }
+    let mut a = Consumer::new(HostId::from("a"), Incarnation(0), cfg).unwrap();
+    let mut b = consumer("b");
+    let mut store = Container::new();
+    enqueue(&mut store, "p", at(0), Millis::ZERO);
+    enqueue(&mut store, "m2", at(10), Millis::ZERO);
+    enqueue(&mut store, "m3", at(20), Millis::ZERO);
+    let mut poison = stored(&store, "p").expect("p was enqueued");
+    poison.dequeue_count = config().max_dequeue_count;
+    let written = store.execute(Op::Replace {
+        doc: poison,
+        if_match: None,
+    });
+    assert!(written.is_ok(), "{written:?}");
+    let mut held = None;
+    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max: 1 }]);
+    while let Some(input) = inputs.pop_front() {
+        a.handle_input(at(100), input).unwrap();
+        while let Some(out) = a.poll_output() {
+            if let Output::Request(req) = out {
+                if req.op.is_write() {
+                    held = Some(req);
+                } else {
+                    let result = store.execute(req.op);
+                    inputs.push_back(Input::Response { id: req.id, result });
+                }
+            }
+        }
+    }
+    let out = run(&mut b, &mut store, at(100), Input::Dequeue { max: 1 });
+    assert_eq!(deliveries(&out)[0].name.as_str(), "m2");
+    assert_eq!(dead_letters(&store, "p").len(), 1, "b moved p");
+    let held = held.expect("a moved p");
+    let result = store.execute(held.op);
+    run(
+        &mut a,
+        &mut store,
+        at(100),
+        Input::Response {
+            id: held.id,
+            result,
+        },
+    )
+}
+
+#[test]
+fn a_poison_move_lost_to_another_consumer_takes_no_place_in_the_batch() {
+    let out = poison_move_lost_to_another_consumer(false);
+    let got = deliveries(&out);
+    assert_eq!(got.len(), 1, "{out:?}");
+    assert_eq!(got[0].name.as_str(), "m3");
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::DeadLettered { .. })),
+        "b's move, not a's: {out:?}"
+    );
+}
+
+/// The sibling: the earlier dequeue ends with its place unused while `m3` waits for
+/// the next poll.
+#[test]
+fn read_the_earlier_way_a_lost_poison_move_waits_a_poll() {
+    let out = poison_move_lost_to_another_consumer(true);
+    assert!(deliveries(&out).is_empty(), "{out:?}");
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::DequeueFinished {
+            delivered: 0,
+            dead_lettered: 0
+        }
+    )));
+}
+
 #[test]
 fn a_holder_dead_letters_a_message_and_the_reason_is_kept() {
     let mut store = Container::new();

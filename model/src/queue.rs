@@ -58,10 +58,11 @@ pub struct QueueGhost {
     pub stale_completion: bool,
     /// A message's stored dequeue count differed from its deliveries.
     pub count_mismatch: bool,
-    /// Per consumer (bit `c`): its last request the store answered was a claim
-    /// another consumer had won (refused 412, or the message gone).
+    /// Per consumer (bit `c`): its last request the store answered was a claim, or a
+    /// poison message's move, another consumer had won (refused 412, or the message
+    /// gone).
     pub lost_claim: u8,
-    /// Per consumer (bit `c`): its running dequeue lost a claim.
+    /// Per consumer (bit `c`): its running dequeue lost a claim or a move.
     pub lost_in_dequeue: u8,
     /// Per consumer (bit `c`): its last read of the visible messages came back with
     /// as many as it asked for, so more may wait behind them.
@@ -105,8 +106,8 @@ pub struct QueueEvents {
     /// a counterexample then ends at the dequeue that did it.
     pub batch_spent_on_poison: bool,
     /// A dequeue whose read came back full ended with room in its batch right after
-    /// losing a claim, while a message was pending and visible to it: it waits a
-    /// poll beside the backlog.
+    /// losing a claim (or a poison message's move), while a message was pending and
+    /// visible to it: it waits a poll beside the backlog.
     pub batch_spent_on_lost_claim: bool,
     /// A dequeue lost a claim and delivered another message.
     pub lost_then_delivered: bool,
@@ -323,6 +324,17 @@ impl QueueModel {
         })
     }
 
+    /// The places in consumer `c`'s batch that its claims still on the wire took: a
+    /// dequeue ends once its driver gives such a claim up, which may yet land, so the
+    /// place is spent, not free.
+    fn claims_on_the_wire(world: &QueueState, c: u8) -> usize {
+        world
+            .net
+            .iter()
+            .filter(|((sender, _), req)| *sender == c && req.intent == QueueIntent::Claim)
+            .count()
+    }
+
     /// How many up consumers hold authority over message `m` by their own clocks.
     pub fn holders(&self, state: &QueueState, m: u8) -> usize {
         world::holders(&self.bounds.budget(), state, &Self::message_id(m), None)
@@ -449,11 +461,16 @@ impl Rules for QueueModel {
         result: &StoreResult<Message>,
     ) {
         let ghost = &mut world.ghost;
-        let lost = req.intent == QueueIntent::Claim
-            && matches!(
+        // A poison message's move that another consumer beat is a loss as a claim's
+        // is: the dequeue read it in place of a message behind it.
+        let lost = match req.intent {
+            QueueIntent::Claim => matches!(
                 result,
                 Err(StoreError::PreconditionFailed | StoreError::NotFound)
-            );
+            ),
+            QueueIntent::Poison => leasehold_engine::queue::move_lost(result),
+            _ => false,
+        };
         if let (QueueIntent::Scan, Op::Query(q), Ok(Reply::Query(found))) =
             (req.intent, &req.op, result)
         {
@@ -626,7 +643,8 @@ impl Rules for QueueModel {
             // not moved since: what it holds now is what a read again would see. A
             // read that came back short saw every visible message: one visible now
             // came after it, and is the next poll's.
-            if lost && delivered < usize::from(self.bounds.batch) {
+            let used = delivered + Self::claims_on_the_wire(world, c);
+            if lost && used < usize::from(self.bounds.batch) {
                 world.ghost.events.batch_spent_on_lost_claim |= self.one_waits_for(world, c);
             }
         }
@@ -638,8 +656,9 @@ impl Rules for QueueModel {
         {
             world.ghost.events.poison_then_delivered |= delivered > 0;
             // Everything this dequeue read and wrote happened in this step, with no
-            // other consumer between: what the store holds now is what it saw.
-            if delivered < usize::from(self.bounds.batch) {
+            // other consumer between, but for a claim held on the wire and given up:
+            // what the store holds now is what it saw.
+            if delivered + Self::claims_on_the_wire(world, c) < usize::from(self.bounds.batch) {
                 world.ghost.events.batch_spent_on_poison |= self.one_waits_for(world, c);
             }
         }
@@ -976,7 +995,8 @@ pub const COMPLETION_ANSWERED: &str =
 /// A poison message moved to the dead letters takes no place in the batch.
 pub const POISON_TAKES_NO_PLACE: &str = "queue: a dequeue that moves poison messages still \
      delivers the healthy visible ones it has room for";
-/// A claim another consumer won takes no place in the batch.
+/// A claim another consumer won takes no place in the batch; nor does a poison
+/// message's move another consumer beat, which counts as a claim lost here.
 pub const LOST_CLAIM_TAKES_NO_PLACE: &str = "queue: a dequeue that loses a claim to another \
      consumer after a full read reads again for the visible messages it still has room for";
 /// Non-vacuity of the lost claim's property.

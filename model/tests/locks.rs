@@ -218,6 +218,33 @@ fn a_claim_lost_to_another_consumer_takes_no_place_in_the_batch() {
     );
 }
 
+/// A dequeue that moved a poison message and then claimed a healthy one, its claim
+/// held on the wire until its driver gave it up: the claim may yet land, so its place
+/// is spent and no message waits for it. The properties counted that place free, and
+/// reported a counterexample on the shipped consumer at this bound, until they
+/// counted such a claim (the review of `lost-move-waits-poll`).
+#[test]
+fn a_claim_given_up_on_the_wire_spends_its_place_in_the_batch() {
+    let bounds = LockBounds {
+        clients: 2,
+        docs: 3,
+        crashes: 1,
+        give_backs: 0,
+        max_dequeue: 1,
+        delays: 1,
+        horizon: 3,
+        ..queue_bounds()
+    };
+    let report = exhaustive(&QueueModel::new(bounds).unwrap());
+    for v in report.verdicts.iter().filter(|v| v.always) {
+        assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
+    }
+    assert_eq!(
+        report.verdict(queue::POISON_THEN_DELIVERED).outcome,
+        Outcome::Reached
+    );
+}
+
 /// The sibling, the simulator's seed 4065274: a dequeue that lost its claim ends with
 /// its place unused while the next message waits for a poll.
 #[test]

@@ -133,11 +133,15 @@ pub enum QueueKnownBad {
     /// each other, and a loser with room waits a poll while the backlog waits too
     /// (the simulator's seed 4065274: a consumer had room for 16 s behind a backlog).
     LostClaimWaitsPoll,
+    /// A poison message's move to the dead letters that another consumer beat
+    /// (which moved or claimed it first) is no loss to the dequeue: a loser that read
+    /// a full batch waits a poll with room left while messages behind it wait too.
+    LostMoveWaitsPoll,
 }
 
 impl QueueKnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [QueueKnownBad; 7] = [
+    pub const ALL: [QueueKnownBad; 8] = [
         QueueKnownBad::GoneMeansLost,
         QueueKnownBad::PoisonSpendsBatch,
         QueueKnownBad::ManifestFirst,
@@ -145,6 +149,7 @@ impl QueueKnownBad {
         QueueKnownBad::HeadFirst,
         QueueKnownBad::ClaimUnbounded,
         QueueKnownBad::LostClaimWaitsPoll,
+        QueueKnownBad::LostMoveWaitsPoll,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -157,6 +162,7 @@ impl QueueKnownBad {
             QueueKnownBad::HeadFirst => "head-first",
             QueueKnownBad::ClaimUnbounded => "claim-unbounded",
             QueueKnownBad::LostClaimWaitsPoll => "lost-claim-waits-poll",
+            QueueKnownBad::LostMoveWaitsPoll => "lost-move-waits-poll",
         }
     }
 }

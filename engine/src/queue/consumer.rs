@@ -114,7 +114,8 @@ struct DequeueRun {
     /// Poison messages this round of reads moved: each round that moved one reads
     /// again for the room left, and the rounds end because each removes a message.
     moved_this_round: usize,
-    /// Claims of this round another consumer won (refused 412, or the message gone):
+    /// Claims and poison moves of this round another consumer won (refused 412, or
+    /// the message gone):
     /// a round that lost one reads again for the room left. The rounds end because
     /// each loss is another consumer's progress and a version refused is never
     /// claimed again in this dequeue, whatever a lagging replica shows.
@@ -123,7 +124,7 @@ struct DequeueRun {
     /// may more wait behind what it read. A read that came back short saw every
     /// visible message, so a loser reading again would mostly pay for an empty read.
     full_this_round: bool,
-    /// The versions this dequeue's claims were refused at.
+    /// The versions this dequeue's claims and moves were refused at.
     refused: Vec<(DocId, Etag)>,
 }
 
@@ -148,6 +149,8 @@ enum Pending {
     },
     Poison {
         id: DocId,
+        /// The version moved.
+        etag: Etag,
         reason: String,
     },
     Complete(DocId),
@@ -642,7 +645,11 @@ impl Consumer {
                     QueueIntent::Poison,
                     None,
                     op,
-                    Pending::Poison { id, reason },
+                    Pending::Poison {
+                        id,
+                        etag: stored.etag.clone(),
+                        reason,
+                    },
                 );
             } else {
                 let token = self.client.next_token();
@@ -834,8 +841,18 @@ impl Consumer {
                 };
                 self.claim_answered(delivered, false);
             }
-            Pending::Poison { id, reason } => {
-                let done = matches!(dead_letter::outcome(result), Ok(()) | Err(Failure::Created));
+            Pending::Poison { id, etag, reason } => {
+                let outcome = dead_letter::outcome(&result);
+                let lost_move = self.config.known_bad != Some(QueueKnownBad::LostMoveWaitsPoll);
+                if let (Err(Failure::Target(_)), true, Some(run)) =
+                    (&outcome, lost_move, &mut self.dequeue)
+                {
+                    // Another consumer moved or claimed it first: a loss like a
+                    // refused claim's, whose place a message behind it may fill.
+                    run.lost_this_round += 1;
+                    run.refused.push((id.clone(), etag));
+                }
+                let done = matches!(outcome, Ok(()) | Err(Failure::Created));
                 if done {
                     self.out.push_back(Output::DeadLettered {
                         message: id,
@@ -878,7 +895,7 @@ impl Consumer {
                 self.after_holder_write(id, QueueIntent::Abandon, result, Output::Abandoned)
             }
             Pending::DeadLetter { id, reason } => {
-                let result = match dead_letter::outcome(result) {
+                let result = match dead_letter::outcome(&result) {
                     // The dead letter's id is this delivery's own: it exists only if an
                     // earlier attempt of this very move was applied.
                     Ok(()) | Err(Failure::Created) => Ok(Reply::Deleted),
@@ -896,7 +913,7 @@ impl Consumer {
                     self.fail(prefix, QueueIntent::ListDeadLetters, QueueError::Store(e));
                 }
             },
-            Pending::Requeue { dead_letter, name } => match dead_letter::outcome(result) {
+            Pending::Requeue { dead_letter, name } => match dead_letter::outcome(&result) {
                 Ok(()) => self.out.push_back(Output::Requeued {
                     dead_letter,
                     message: Message::id_for(&self.config.queue, &name),

@@ -72,15 +72,15 @@ pub(super) enum Failure {
 
 /// Reads the reply to a move: a batch of a create and a conditional delete, or the
 /// in-place rewrite of [`requeue_op`].
-pub(super) fn outcome(result: Result<Reply<Message>, StoreError>) -> Result<(), Failure> {
+pub(super) fn outcome(result: &Result<Reply<Message>, StoreError>) -> Result<(), Failure> {
     let response = match result {
         Ok(Reply::Batch(response)) => response,
         Ok(Reply::Replaced(_)) => return Ok(()),
         Ok(_) => return Err(Failure::Request(StoreError::Unavailable)),
         Err(e @ (StoreError::PreconditionFailed | StoreError::NotFound)) => {
-            return Err(Failure::Target(e));
+            return Err(Failure::Target(e.clone()));
         }
-        Err(e) => return Err(Failure::Request(e)),
+        Err(e) => return Err(Failure::Request(e.clone())),
     };
     if response.is_success() {
         return Ok(());
@@ -95,6 +95,22 @@ pub(super) fn outcome(result: Result<Reply<Message>, StoreError>) -> Result<(), 
         // Refused without saying which operation failed: nothing is known applied.
         None => Err(Failure::Request(StoreError::Unavailable)),
     }
+}
+
+/// Whether `result`, the answer to a move of a message to the dead letters, says
+/// that another consumer got to the message first (it was claimed, changed or moved
+/// since the version moved): the checkers count such a move lost, as the consumer
+/// does.
+///
+/// ```
+/// use leasehold_engine::queue::move_lost;
+/// use leasehold_engine::store::StoreError;
+///
+/// assert!(move_lost(&Err(StoreError::NotFound)));
+/// assert!(!move_lost(&Err(StoreError::Timeout)));
+/// ```
+pub fn move_lost(result: &Result<Reply<Message>, StoreError>) -> bool {
+    matches!(outcome(result), Err(Failure::Target(_)))
 }
 
 /// The error a failed operation's status stands for, keeping whether a retry may help.

@@ -36,6 +36,7 @@ pub use config::{
     deliverable,
 };
 pub use consumer::Consumer;
+pub use dead_letter::move_lost;
 pub use io::{Delivery, Input, Output, QueueError, QueueIntent, QueueRequest};
 pub use message::{Message, MessageLock, MessageName, MessageState, NameError, QueueName};
 pub use parts::{

@@ -317,7 +317,7 @@ impl Consumer {
         result: Result<Reply<Message>, StoreError>,
     ) {
         let etag = head_etag_of(&result);
-        match dead_letter::outcome(result) {
+        match dead_letter::outcome(&result) {
             Ok(()) => {
                 let Some(staging) = self.staging.get_mut(&set) else {
                     return;
@@ -350,7 +350,7 @@ impl Consumer {
         let Some(mut staging) = self.staging.remove(&set) else {
             return;
         };
-        match dead_letter::outcome(result) {
+        match dead_letter::outcome(&result) {
             Ok(()) if !staging.parts.is_empty() || staging.claim == ClaimPhase::ToStore => {
                 // Only under `ManifestFirst`: the parts, or the claim-checked payload,
                 // follow the message.
@@ -530,10 +530,12 @@ impl Consumer {
                     return;
                 };
                 let reason = problem.to_string();
+                let etag = held.etag.clone();
                 let op =
                     dead_letter::move_op(self.pk(), doc, &held.token, held.etag, reason.clone());
                 let pending = Pending::Poison {
                     id: message,
+                    etag,
                     reason,
                 };
                 self.send(QueueIntent::Poison, None, op, pending);
