@@ -260,6 +260,31 @@ fn read_the_earlier_way_a_poison_message_spends_the_batch() {
     )));
 }
 
+/// A dequeue of one by `c` at 100 ms, its reads served at once and its one write (a
+/// claim or a poison move) held on the wire and returned.
+fn dequeue_holding_its_write(
+    c: &mut Consumer,
+    store: &mut Container<Message>,
+) -> leasehold_engine::queue::QueueRequest {
+    let mut held = None;
+    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max: 1 }]);
+    while let Some(input) = inputs.pop_front() {
+        c.handle_input(at(100), input).unwrap();
+        while let Some(out) = c.poll_output() {
+            if let Output::Request(req) = out {
+                if req.op.is_write() {
+                    assert!(held.is_none(), "one write: {req:?}");
+                    held = Some(req);
+                } else {
+                    let result = store.execute(req.op);
+                    inputs.push_back(Input::Response { id: req.id, result });
+                }
+            }
+        }
+    }
+    held.expect("the dequeue wrote")
+}
+
 /// Two messages waiting, and two consumers with room for one each that read the same
 /// oldest one: `a`'s claim of `m1` is held on the wire while `b` claims it. Then `a`'s
 /// claim is refused, and its later reads are answered by `reads` (the store, or a
@@ -277,26 +302,10 @@ fn claim_lost_to_another_consumer(bad: bool, lagging: bool) -> (Vec<Output>, usi
     enqueue(&mut store, "m1", at(0), Millis::ZERO);
     enqueue(&mut store, "m2", at(10), Millis::ZERO);
     let before = store.clone();
-    let mut claims = 0;
-    let mut held = None;
-    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max: 1 }]);
-    while let Some(input) = inputs.pop_front() {
-        a.handle_input(at(100), input).unwrap();
-        while let Some(out) = a.poll_output() {
-            if let Output::Request(req) = out {
-                if req.op.is_write() {
-                    claims += 1;
-                    held = Some(req);
-                } else {
-                    let result = store.execute(req.op);
-                    inputs.push_back(Input::Response { id: req.id, result });
-                }
-            }
-        }
-    }
+    let held = dequeue_holding_its_write(&mut a, &mut store);
+    let mut claims = 1;
     let got = deliveries(&run(&mut b, &mut store, at(100), Input::Dequeue { max: 1 }));
     assert_eq!(got[0].name.as_str(), "m1");
-    let held = held.expect("a claimed m1");
     let result = store.execute(held.op);
     assert!(result.is_err(), "{result:?}");
     let mut seen = Vec::new();
@@ -381,25 +390,10 @@ fn poison_move_lost_to_another_consumer(bad: bool) -> Vec<Output> {
         if_match: None,
     });
     assert!(written.is_ok(), "{written:?}");
-    let mut held = None;
-    let mut inputs = std::collections::VecDeque::from([Input::Dequeue { max: 1 }]);
-    while let Some(input) = inputs.pop_front() {
-        a.handle_input(at(100), input).unwrap();
-        while let Some(out) = a.poll_output() {
-            if let Output::Request(req) = out {
-                if req.op.is_write() {
-                    held = Some(req);
-                } else {
-                    let result = store.execute(req.op);
-                    inputs.push_back(Input::Response { id: req.id, result });
-                }
-            }
-        }
-    }
+    let held = dequeue_holding_its_write(&mut a, &mut store);
     let out = run(&mut b, &mut store, at(100), Input::Dequeue { max: 1 });
     assert_eq!(deliveries(&out)[0].name.as_str(), "m2");
     assert_eq!(dead_letters(&store, "p").len(), 1, "b moved p");
-    let held = held.expect("a moved p");
     let result = store.execute(held.op);
     run(
         &mut a,
