@@ -335,8 +335,6 @@ impl LockBug {
                 lost_replies: Some(0),
                 ..LeastBound::default()
             },
-            // No queue property promises an order: the engine's test of the dequeue
-            // order catches it.
             // Out of reach: the poison message must lead the visibility order, which
             // only a crash holding it gives (an abandoned one goes behind the rest),
             // and both consumers must have watched its lock run out before they race
@@ -357,6 +355,8 @@ impl LockBug {
                 out_of_reach: true,
                 ..LeastBound::default()
             },
+            // No queue property promises an order: the engine's test of the dequeue
+            // order catches it.
             LockBug::DequeueUnordered => LeastBound {
                 out_of_reach: true,
                 ..LeastBound::default()

@@ -115,10 +115,10 @@ struct DequeueRun {
     /// again for the room left, and the rounds end because each removes a message.
     moved_this_round: usize,
     /// Claims and poison moves of this round another consumer won (refused 412, or
-    /// the message gone):
-    /// a round that lost one reads again for the room left. The rounds end because
-    /// each loss is another consumer's progress and a version refused is never
-    /// claimed again in this dequeue, whatever a lagging replica shows.
+    /// the message gone): a round that lost one reads again for the room left. The
+    /// rounds end because each loss is another consumer's progress and a version
+    /// refused is never claimed or moved again in this dequeue, whatever a lagging
+    /// replica shows.
     lost_this_round: usize,
     /// Whether this round's read of the visible messages came back full: only then
     /// may more wait behind what it read. A read that came back short saw every
