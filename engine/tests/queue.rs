@@ -5,7 +5,8 @@
 mod queue_common;
 
 use leasehold_engine::queue::{
-    Consumer, ConsumerConfig, Input, Message, MessageState, Output, QueueError, QueueName,
+    Consumer, ConsumerConfig, Input, Message, MessageState, Output, QueueError, QueueKnownBad,
+    QueueName,
 };
 use leasehold_engine::store::{Container, Limits, Op};
 use leasehold_engine::{DocId, HostId, Incarnation, LocalTime, Millis, PartitionKey};
@@ -206,14 +207,19 @@ fn a_poison_message_is_dead_lettered_with_its_reason_after_the_maximum_deliverie
     );
 }
 
+/// Consumer `a`, running the earlier behaviour `known_bad` if one is given.
+fn consumer_a(known_bad: Option<QueueKnownBad>) -> Consumer {
+    let cfg = ConsumerConfig {
+        known_bad,
+        ..config()
+    };
+    Consumer::new(HostId::from("a"), Incarnation(0), cfg).unwrap()
+}
+
 /// Two poison messages ahead of a healthy one, and a dequeue of one: `bad` runs the
 /// consumer's earlier dequeue, which ended once it had acted on its one read.
 fn dequeue_behind_poison(bad: bool) -> Vec<Output> {
-    let mut cfg = config();
-    if bad {
-        cfg.known_bad = Some(leasehold_engine::queue::QueueKnownBad::PoisonSpendsBatch);
-    }
-    let mut a = Consumer::new(HostId::from("a"), Incarnation(0), cfg).unwrap();
+    let mut a = consumer_a(bad.then_some(QueueKnownBad::PoisonSpendsBatch));
     let mut store = Container::new();
     enqueue(&mut store, "p1", at(0), Millis::ZERO);
     enqueue(&mut store, "p2", at(0), Millis::ZERO);
@@ -292,11 +298,7 @@ fn dequeue_holding_its_write(
 /// once its claims were answered. Returns `a`'s outputs after the refusal and the
 /// claims it sent in all.
 fn claim_lost_to_another_consumer(bad: bool, lagging: bool) -> (Vec<Output>, usize) {
-    let mut cfg = config();
-    if bad {
-        cfg.known_bad = Some(leasehold_engine::queue::QueueKnownBad::LostClaimWaitsPoll);
-    }
-    let mut a = Consumer::new(HostId::from("a"), Incarnation(0), cfg).unwrap();
+    let mut a = consumer_a(bad.then_some(QueueKnownBad::LostClaimWaitsPoll));
     let mut b = consumer("b");
     let mut store = Container::new();
     enqueue(&mut store, "m1", at(0), Millis::ZERO);
@@ -373,11 +375,7 @@ fn a_claim_refused_is_not_sent_again_on_a_lagging_replicas_word() {
 /// as `p` is gone. `bad` runs the earlier dequeue, for which a lost move was no loss.
 /// Returns `a`'s outputs after the refusal.
 fn poison_move_lost_to_another_consumer(bad: bool) -> Vec<Output> {
-    let mut cfg = config();
-    if bad {
-        cfg.known_bad = Some(leasehold_engine::queue::QueueKnownBad::LostMoveWaitsPoll);
-    }
-    let mut a = Consumer::new(HostId::from("a"), Incarnation(0), cfg).unwrap();
+    let mut a = consumer_a(bad.then_some(QueueKnownBad::LostMoveWaitsPoll));
     let mut b = consumer("b");
     let mut store = Container::new();
     enqueue(&mut store, "p", at(0), Millis::ZERO);
