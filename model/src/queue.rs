@@ -15,7 +15,7 @@ use leasehold_engine::queue::{
     payload_hash,
 };
 use leasehold_engine::store::StoreResult;
-use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply, StoreError};
+use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
@@ -464,10 +464,7 @@ impl Rules for QueueModel {
         // A poison message's move that another consumer beat is a loss as a claim's
         // is: the dequeue read it in place of a message behind it.
         let lost = match req.intent {
-            QueueIntent::Claim => matches!(
-                result,
-                Err(StoreError::PreconditionFailed | StoreError::NotFound)
-            ),
+            QueueIntent::Claim => leasehold_engine::queue::claim_lost(result),
             QueueIntent::Poison => leasehold_engine::queue::move_lost(result),
             _ => false,
         };

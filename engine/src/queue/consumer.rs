@@ -787,10 +787,8 @@ impl Consumer {
                 etag,
                 sent_at,
             } => {
-                if matches!(
-                    result,
-                    Err(StoreError::PreconditionFailed | StoreError::NotFound)
-                ) && let Some(run) = &mut self.dequeue
+                if claim_lost(&result)
+                    && let Some(run) = &mut self.dequeue
                 {
                     run.lost_this_round += 1;
                     run.refused.push((message.id.clone(), etag));
@@ -1016,4 +1014,26 @@ impl Consumer {
 /// A query condition on a message's status.
 fn status_is(status: &str) -> Condition {
     Condition::new(Message::STATUS, Compare::Eq, Value::String(status.into()))
+}
+
+/// Whether `result`, the answer to a dequeue's claim of a message (its locking
+/// write, [`QueueIntent::Claim`]), says that another consumer got to the message
+/// first: it was claimed, changed, completed or moved since the version claimed. The
+/// dequeue counts such a claim lost and reads again for the room it left; the
+/// checkers judge it by this same rule.
+///
+/// ```
+/// use leasehold_engine::queue::claim_lost;
+/// use leasehold_engine::store::StoreError;
+///
+/// assert!(claim_lost(&Err(StoreError::PreconditionFailed)));
+/// assert!(claim_lost(&Err(StoreError::NotFound)));
+/// // An outcome nobody knows is not a loss: the claim may have landed.
+/// assert!(!claim_lost(&Err(StoreError::Timeout)));
+/// ```
+pub fn claim_lost(result: &Result<Reply<Message>, StoreError>) -> bool {
+    matches!(
+        result,
+        Err(StoreError::PreconditionFailed | StoreError::NotFound)
+    )
 }

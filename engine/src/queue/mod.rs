@@ -35,7 +35,7 @@ pub use config::{
     Candidate, ConsumerConfig, ConsumerConfigError, LargeMessages, QueueKnownBad, Selector,
     deliverable,
 };
-pub use consumer::Consumer;
+pub use consumer::{Consumer, claim_lost};
 pub use dead_letter::move_lost;
 pub use io::{Delivery, Input, Output, QueueError, QueueIntent, QueueRequest};
 pub use message::{Message, MessageLock, MessageName, MessageState, NameError, QueueName};
