@@ -245,6 +245,44 @@ fn a_claim_given_up_on_the_wire_spends_its_place_in_the_batch() {
     );
 }
 
+/// The lost poison move's least bound: two consumers, five messages, one crash, one
+/// delivery each, one move held on the wire while the other consumer's lands.
+fn contended_move(bug: Option<LockBug>) -> LockBounds {
+    let least = LockBug::Engine(QueueKnownBad::LostMoveWaitsPoll).least_bound();
+    LockBounds {
+        horizon: least.horizon.unwrap(),
+        ..least_queue_bound(QueueKnownBad::LostMoveWaitsPoll, bug)
+    }
+}
+
+/// A dequeue whose move of a stranded poison message another consumer beat (the
+/// move refused, the message moved already) reads again and delivers the message
+/// behind it; every queue property holds.
+#[test]
+fn a_poison_move_lost_to_another_consumer_takes_no_place_in_the_batch() {
+    let report = exhaustive(&QueueModel::new(contended_move(None)).unwrap());
+    for v in report.verdicts.iter().filter(|v| v.always) {
+        assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
+    }
+    assert_eq!(
+        report.verdict(queue::POISON_THEN_DELIVERED).outcome,
+        Outcome::Reached
+    );
+}
+
+/// The sibling (`lost-move-waits-poll`, the consumer's earlier dequeue): the refused
+/// move ends the dequeue with its place unused while a fifth message waits a poll.
+#[test]
+fn a_lost_poison_move_leaves_the_next_message_waiting() {
+    let model = QueueModel::new(contended_move(Some(LockBug::Engine(
+        QueueKnownBad::LostMoveWaitsPoll,
+    ))))
+    .unwrap();
+    let text = counterexample(&model, queue::LOST_CLAIM_TAKES_NO_PLACE);
+    assert!(text.contains("0 delivered, 0 dead-lettered"), "{text}");
+    assert!(text.contains("404"), "{text}");
+}
+
 /// The sibling, the simulator's seed 4065274: a dequeue that lost its claim ends with
 /// its place unused while the next message waits for a poll.
 #[test]

@@ -82,7 +82,7 @@ struct ModelArgs {
     /// Hosts in the cluster; consumers (queue) or holders (items) (1-4).
     #[arg(long, visible_aliases = ["consumers", "holders"])]
     hosts: Option<u8>,
-    /// Partitions, one lease each; messages (queue) or items (items) (1-4).
+    /// Partitions, one lease each (1-4); messages (queue, 1-5) or items (items, 1-4).
     #[arg(long, visible_aliases = ["messages", "items"])]
     partitions: Option<u8>,
     /// Crashes allowed; a crashed host may restart as a new life.
