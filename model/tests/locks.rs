@@ -42,6 +42,16 @@ fn assert_proven<S, A>(report: &Report<S, A>) {
     }
 }
 
+/// Checks `model` exhaustively: every queue property holds, and `sometimes` (the
+/// event the bound is there to show) is reached.
+fn every_queue_property_holds(model: &QueueModel, sometimes: &str) {
+    let report = exhaustive(model);
+    for v in report.verdicts.iter().filter(|v| v.always) {
+        assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
+    }
+    assert_eq!(report.verdict(sometimes).outcome, Outcome::Reached);
+}
+
 /// Finds the shortest counterexample to `property`, checks that it replays to a state
 /// that breaks it, and returns its trace.
 fn counterexample<M: check::Checkable + Explain>(model: &M, property: &str) -> String
@@ -137,14 +147,7 @@ fn lost_replies_and_delayed_writes_keep_every_queue_property() {
         horizon: 7,
         ..LockBounds::default()
     };
-    let report = exhaustive(&QueueModel::new(bounds).unwrap());
-    for v in report.verdicts.iter().filter(|v| v.always) {
-        assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
-    }
-    assert_eq!(
-        report.verdict(queue::STALE_REFUSED).outcome,
-        Outcome::Reached
-    );
+    every_queue_property_holds(&QueueModel::new(bounds).unwrap(), queue::STALE_REFUSED);
 }
 
 /// The poison variant's least bound: one consumer that may crash once, three
@@ -208,13 +211,9 @@ fn contended_claim(bug: Option<LockBug>) -> LockBounds {
 /// visible message in the same dequeue; every queue property holds.
 #[test]
 fn a_claim_lost_to_another_consumer_takes_no_place_in_the_batch() {
-    let report = exhaustive(&QueueModel::new(contended_claim(None)).unwrap());
-    for v in report.verdicts.iter().filter(|v| v.always) {
-        assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
-    }
-    assert_eq!(
-        report.verdict(queue::LOST_THEN_DELIVERED).outcome,
-        Outcome::Reached
+    every_queue_property_holds(
+        &QueueModel::new(contended_claim(None)).unwrap(),
+        queue::LOST_THEN_DELIVERED,
     );
 }
 
@@ -235,13 +234,9 @@ fn a_claim_given_up_on_the_wire_spends_its_place_in_the_batch() {
         horizon: 3,
         ..queue_bounds()
     };
-    let report = exhaustive(&QueueModel::new(bounds).unwrap());
-    for v in report.verdicts.iter().filter(|v| v.always) {
-        assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
-    }
-    assert_eq!(
-        report.verdict(queue::POISON_THEN_DELIVERED).outcome,
-        Outcome::Reached
+    every_queue_property_holds(
+        &QueueModel::new(bounds).unwrap(),
+        queue::POISON_THEN_DELIVERED,
     );
 }
 
@@ -260,13 +255,9 @@ fn contended_move(bug: Option<LockBug>) -> LockBounds {
 /// behind it; every queue property holds.
 #[test]
 fn a_poison_move_lost_to_another_consumer_takes_no_place_in_the_batch() {
-    let report = exhaustive(&QueueModel::new(contended_move(None)).unwrap());
-    for v in report.verdicts.iter().filter(|v| v.always) {
-        assert_eq!(v.outcome, Outcome::Holds, "{}", v.property);
-    }
-    assert_eq!(
-        report.verdict(queue::POISON_THEN_DELIVERED).outcome,
-        Outcome::Reached
+    every_queue_property_holds(
+        &QueueModel::new(contended_move(None)).unwrap(),
+        queue::POISON_THEN_DELIVERED,
     );
 }
 
