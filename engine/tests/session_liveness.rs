@@ -1329,3 +1329,52 @@ fn a_handoff_called_off_with_a_checkpoint_on_the_wire(
     }
     (c, lease)
 }
+
+/// a, alone, processes the only lease when its checkpoint is answered 412 and its
+/// call never ends (a handler its driver cannot abort). Past the stop timeout there is
+/// no live member to give the lease to, and b joins 20 s later.
+fn a_stuck_call_with_nobody_to_give_to(known_bad: Option<KnownBad>) -> Cluster {
+    let config = LeaseConfig {
+        stop_timeout: leasehold_engine::Millis::from_secs(5),
+        ..unaudited(1, known_bad)
+    };
+    let mut c = Cluster::new();
+    c.add("a", config.clone());
+    c.run_for(5_000);
+    assert_eq!(c.count("a"), 1);
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.checkpoint("a", "0", "5").unwrap();
+    let write = c.intercept("a", Intent::Checkpoint);
+    let same = c.lease("0");
+    c.store.replace(Record::Lease(same), None).unwrap();
+    c.answer("a", &write, Err(StoreError::PreconditionFailed));
+    c.run_for(20_000);
+    c.add("b", config);
+    c.run_for(60_000);
+    c
+}
+
+/// a keeps the lease while it is alone: freed, the plans would give it back to a,
+/// which cannot take it while the call runs. Once b is live, a gives it to b, its
+/// successor, which learns of it from a's count (the model's `stuck-call-strands`,
+/// at 2 hosts × 1 partition with a crash and a stuck call).
+#[test]
+fn a_lease_whose_stuck_call_had_nobody_to_go_to_goes_to_the_next_member_up() {
+    let c = a_stuck_call_with_nobody_to_give_to(None);
+    assert_eq!(
+        c.assignment()
+            .get(&leasehold_engine::LeaseToken::from("0"))
+            .map(String::as_str),
+        Some("b"),
+        "{:?}",
+        c.lease("0")
+    );
+}
+
+/// The sibling: released to nobody, the lease is planned back to a, which cannot
+/// take it, and b, whose plan gives it to a, leaves it be.
+#[test]
+fn a_lease_freed_beside_its_stuck_call_is_processed_by_nobody() {
+    let c = a_stuck_call_with_nobody_to_give_to(Some(KnownBad::StuckCallStrands));
+    assert!(c.assignment().is_empty(), "{:?}", c.lease("0"));
+}

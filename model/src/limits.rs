@@ -42,6 +42,8 @@ pub struct LeastBound {
     pub faults_per_step: Option<u8>,
     /// Slow drains.
     pub slow_drains: Option<u8>,
+    /// Stuck calls.
+    pub stuck_calls: Option<u8>,
     /// Wall-clock skew, in seconds.
     pub skew: Option<u8>,
     /// Splits.

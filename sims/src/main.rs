@@ -193,6 +193,11 @@ struct ModelArgs {
     /// returns (by default a drain ends within the step that asks for it).
     #[arg(long)]
     slow_drains: Option<u8>,
+    /// Partitions: lost handler calls that the driver cannot abort, so they run on
+    /// past the tick, for good or until they return, and the stop timeout may
+    /// elapse (by default a lost call ends before the next tick).
+    #[arg(long)]
+    stuck_calls: Option<u8>,
     /// Checkpoints each handler reports per lease.
     #[arg(long)]
     progress: Option<u8>,
@@ -483,6 +488,10 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
             .slow_drains
             .or(least.slow_drains)
             .unwrap_or(d.slow_drains),
+        stuck_calls: args
+            .stuck_calls
+            .or(least.stuck_calls)
+            .unwrap_or(d.stuck_calls),
         skew: args.skew.or(least.skew).unwrap_or(d.skew),
         drift_ms: args.drift,
         horizon: 1,
@@ -686,6 +695,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         ("--throttled-reads", args.throttled_reads.is_some()),
         ("--faults-per-step", args.faults_per_step.is_some()),
         ("--slow-drains", args.slow_drains.is_some()),
+        ("--stuck-calls", args.stuck_calls.is_some()),
         ("--progress", args.progress.is_some()),
         ("--checkpoint-items", args.checkpoint_items.is_some()),
         ("--margin", args.margin.is_some()),

@@ -378,7 +378,7 @@ fn every_variant_the_model_can_find_is_found_at_its_defaults() {
     }
 }
 
-/// The four the model cannot reach say so before they run, rather than leave a clean
+/// The variants the model cannot reach say so before they run, rather than leave a clean
 /// verdict to speak for itself.
 #[test]
 fn a_variant_out_of_the_models_reach_says_so() {
@@ -386,13 +386,13 @@ fn a_variant_out_of_the_models_reach_says_so() {
         "check",
         "partitions",
         "--bug",
-        "silent-successor",
+        "earlier-tenure-waits",
         "--max-states",
         "1000",
     ]);
     let text = stdout(&out);
     assert!(
-        text.contains("note: the model does not show silent-successor"),
+        text.contains("note: the model does not show earlier-tenure-waits"),
         "{text}"
     );
     assert_eq!(out.status.code(), Some(3), "{text}");

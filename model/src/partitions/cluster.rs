@@ -46,6 +46,14 @@ pub struct PartitionModel {
     /// Ticks after a restart that waits out its earlier life's heartbeat after which
     /// owned counts must differ by at most one ([`Bounds::rejoin_balance_ticks`]).
     pub rejoin_balance_ticks: u8,
+    /// Ticks after a lease was given up past a stuck call's stop timeout after which
+    /// its new owner must know it holds it ([`Bounds::gift_ticks`]). Set it to 0 to
+    /// see that it is needed.
+    pub gift_ticks: u8,
+    /// Ticks after the bounds that settle membership (or a fault's last move) after
+    /// which a lease's new owner must know it holds it ([`Bounds::learn_ticks`]).
+    /// Set it to 0 to see that it is needed.
+    pub learn_ticks: u8,
     /// Explores one wall-clock set-up (every wall clock on true time) instead of every
     /// skew. Sound under the observed expiry rule only, where wall-clock readings are
     /// written into documents and never read back: a run with other offsets is this
@@ -82,6 +90,8 @@ impl PartitionModel {
             },
             split_balance_ticks: bounds.split_balance_ticks(),
             rejoin_balance_ticks: bounds.rejoin_balance_ticks(),
+            gift_ticks: bounds.gift_ticks(),
+            learn_ticks: bounds.learn_ticks(),
             fold_wall_clocks: !bounds.unreduced && config.expiry.rule == ExpiryRule::Observed,
             bounds,
             config,
@@ -228,13 +238,41 @@ impl PartitionModel {
 
     /// Whether the world may move on to the next tick on time: no live host has
     /// timers due, and every lost call has ended (the driver's grace period is
-    /// shorter than a tick). Held requests may stay on the wire across ticks.
+    /// shorter than a tick) or is stuck. Held requests may stay on the wire across
+    /// ticks.
     pub(super) fn quiescent(&self, state: &State) -> bool {
         (0..state.clients.len()).all(|h| !self.due(state, h))
-            && state
-                .clients
-                .iter()
-                .all(|host| host.handler.lingering.iter().all(Option::is_none))
+            && state.clients.iter().all(|host| {
+                let calls = &host.handler;
+                (0..MAX_PARTITIONS)
+                    .all(|p| calls.lingering[p].is_none() || calls.stuck & 1 << p != 0)
+            })
+    }
+
+    /// A lost call on host `h` gets stuck: its driver cannot abort it, so time moves
+    /// on past it. A fault for liveness from here: the engine holds the lease back
+    /// for the stop timeout, then gives it up.
+    fn call_sticks(
+        &self,
+        state: &mut State,
+        h: u8,
+        p: u8,
+        journal: &mut Option<Vec<String>>,
+    ) -> Option<()> {
+        let calls = &mut state.clients[usize::from(h)].handler;
+        if calls.lingering[usize::from(p)].is_none()
+            || calls.stuck & 1 << p != 0
+            || state.ghost.stuck_calls >= self.bounds.stuck_calls
+        {
+            return None;
+        }
+        calls.stuck |= 1 << p;
+        state.ghost.stuck_calls += 1;
+        state.last_fault = state.time;
+        note(journal, || {
+            format!("h{h}'s lost call for lease {p} cannot be aborted (a STUCK CALL)")
+        });
+        Some(())
     }
 
     /// A lost call on host `h` ends; the driver reports its session stopped.
@@ -247,6 +285,13 @@ impl PartitionModel {
     ) -> Option<()> {
         let calls = &mut state.clients[usize::from(h)].handler;
         let (call, what) = match calls.lingering[usize::from(p)].take() {
+            Some(call) if calls.stuck & 1 << p != 0 => {
+                // A stuck call is a fault for liveness until it ends, as a slow drain
+                // is: its host may claim the lease again only from here.
+                calls.stuck &= !(1 << p);
+                state.last_fault = state.time;
+                (call, "stuck call")
+            }
             Some(call) => (call, "lost call"),
             None => {
                 let call = calls.draining[usize::from(p)].take()?;
@@ -429,13 +474,19 @@ impl PartitionModel {
             // not wedge the lease).
             let local = self.now(host, state.time).local;
             let timeout = engine.config().stop_timeout;
-            let lingering = engine.sessions().any(|(token, run)| {
-                *token == after.token
-                    && run
-                        .lost_since()
-                        .is_some_and(|since| local < since + timeout)
-            });
-            state.ghost.freed_beside_call |= lingering;
+            let lost_since = engine
+                .sessions()
+                .filter(|(token, _)| **token == after.token)
+                .find_map(|(_, run)| run.lost_since());
+            state.ghost.freed_beside_call |=
+                lost_since.is_some_and(|since| local < since + timeout);
+            // A lease given up past a stuck call's stop timeout moves without a
+            // claim: its new owner learns of it from the giver's published count, and
+            // the properties wait for that from here.
+            if lost_since.is_some_and(|since| local >= since + timeout) {
+                state.ghost.events.gave_up_stuck = true;
+                state.ghost.last_gift = Some(state.time);
+            }
         }
         let crashed = state.crashed;
         let time = state.time;
@@ -698,6 +749,7 @@ impl PartitionModel {
             }
             Action::Throttle(h) => world::throttle(&self.bounds.budget(), &mut state, h)?,
             Action::Return(h, p) => self.call_returns(&mut state, h, p, journal)?,
+            Action::Stick(h, p) => self.call_sticks(&mut state, h, p, journal)?,
             Action::Restart(h) => {
                 // A restart adds a member; it orphans nothing, so it is not a fault.
                 // Except into an empty cluster: nobody was watching the dead hosts'

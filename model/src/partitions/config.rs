@@ -67,6 +67,11 @@ pub struct Bounds {
     /// its batch past the tick, reaching checkpoints meanwhile, until it returns. By
     /// default a drain ends within the step that asks for it.
     pub slow_drains: u8,
+    /// Stuck calls: a lost handler call its driver cannot abort runs on past the
+    /// tick, for good or until it returns, so the engine's stop timeout may elapse
+    /// and the lease be given up to a successor. By default a lost call ends before
+    /// the next tick (the driver's grace period is shorter than one).
+    pub stuck_calls: u8,
     /// Each host's wall clock is off true time by up to this many ticks, either way.
     pub skew: u8,
     /// Each host's clock gains or loses up to this many milliseconds per tick.
@@ -141,6 +146,7 @@ impl Default for Bounds {
             throttled_reads: 0,
             faults_per_step: 1,
             slow_drains: 0,
+            stuck_calls: 0,
             skew: 1,
             drift_ms: 100,
             horizon: 8,
@@ -375,10 +381,35 @@ impl Bug {
                 strategy: Some(Strategy::CFP),
                 ..quiet
             },
+            // A pause lapses the owner's authority while its call cannot be aborted
+            // (a stuck call); past the stop timeout it gives the lease to its
+            // successor, which must read the table to learn of it. The horizon holds
+            // the give-up and the bounds for balance and for knowing after it.
+            Bug::Engine(KnownBad::SilentSuccessor) => LeastBound {
+                hosts: Some(2),
+                partitions: Some(1),
+                pauses: Some(1),
+                stuck_calls: Some(1),
+                delays: Some(0),
+                lost_replies: Some(0),
+                horizon: Some(25),
+                ..quiet
+            },
+            // The other host crashes and its new life waits out its earlier one,
+            // so it is no member when the owner's stuck call passes the stop
+            // timeout: the lease is freed, and planned back to the stuck owner.
+            Bug::Engine(KnownBad::StuckCallStrands) => LeastBound {
+                hosts: Some(2),
+                partitions: Some(1),
+                crashes: Some(1),
+                pauses: Some(1),
+                stuck_calls: Some(1),
+                horizon: Some(14),
+                ..LeastBound::default()
+            },
             Bug::Engine(KnownBad::TakeKeepsEndedTenure)
             | Bug::Engine(KnownBad::ResumeKeepsEndedTenure)
-            | Bug::Engine(KnownBad::EarlierTenureWaits)
-            | Bug::Engine(KnownBad::SilentSuccessor) => LeastBound {
+            | Bug::Engine(KnownBad::EarlierTenureWaits) => LeastBound {
                 partitions: Some(1),
                 delays: Some(1),
                 horizon: Some(8),
@@ -430,7 +461,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 28] = [
+    pub const ALL: [Bug; 29] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -459,6 +490,7 @@ impl Bug {
         Bug::Engine(KnownBad::StartBeforeCheckpointLands),
         Bug::Engine(KnownBad::RewriteRefusedVersion),
         Bug::Engine(KnownBad::TakeByName),
+        Bug::Engine(KnownBad::StuckCallStrands),
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
@@ -595,8 +627,8 @@ impl Bounds {
             renew_interval: Millis(renew * TICK_MS),
             acquire_interval: Millis(2 * TICK_MS),
             strategy,
-            // A lingering call returns before the next tick here, so the give-up never
-            // fires in the model; the engine's tests cover it.
+            // A lost call returns before the next tick unless it is stuck
+            // (`stuck_calls`): only then does the give-up fire.
             stop_timeout: duration,
             leave_notice: None,
             // The model checks that the group keeps every lease owned from what the
@@ -743,6 +775,33 @@ impl Bounds {
         let wait = self.true_ticks(local.as_millis()) + 1;
         self.balance_ticks()
             .saturating_add(u8::try_from(wait).unwrap_or(u8::MAX))
+    }
+
+    /// Ticks, after the last move that balance or a fault allows, after which the
+    /// new owner knows it holds the lease: a handoff reaches its claimant at the
+    /// claimant's next read, one acquire interval on the slowest clock and a tick for
+    /// its timer.
+    pub fn learn_ticks(&self) -> u8 {
+        let Ok(config) = self.longest_config() else {
+            return u8::MAX;
+        };
+        let ticks = self.true_ticks(config.acquire_interval.as_millis()) + 1;
+        u8::try_from(ticks).unwrap_or(u8::MAX)
+    }
+
+    /// Ticks after a lease was given up past a stuck call's stop timeout after which
+    /// its new owner must know it holds it, and owned counts be balanced: the giver's
+    /// next heartbeat publishes one lease fewer (a renew interval), the successor's
+    /// next read of the members sees it (an acquire interval), and its next read,
+    /// of the whole table, shows the lease (another), on the slowest clock, with a
+    /// tick for each of those three timers.
+    pub fn gift_ticks(&self) -> u8 {
+        let Ok(config) = self.longest_config() else {
+            return u8::MAX;
+        };
+        let local = config.renew_interval + config.acquire_interval + config.acquire_interval;
+        let ticks = self.true_ticks(local.as_millis()) + 3;
+        u8::try_from(ticks).unwrap_or(u8::MAX)
     }
 
     /// Ticks after a split finished after which owned counts must differ by at most

@@ -74,6 +74,10 @@ impl stateright::Model for PartitionModel {
                 if lost.is_some() || draining.is_some() {
                     actions.push(Action::Return(h, p as u8));
                 }
+                let stuck = host.handler.stuck & 1 << p != 0;
+                if lost.is_some() && !stuck && state.ghost.stuck_calls < self.bounds.stuck_calls {
+                    actions.push(Action::Stick(h, p as u8));
+                }
             }
             if is_zombie {
                 continue;

@@ -25,7 +25,7 @@ pub const SAFETY: [&str; 10] = [
 ];
 
 /// The liveness properties, checked once faults have stopped for long enough.
-pub const LIVENESS: [&str; 2] = [OWNED, BALANCED];
+pub const LIVENESS: [&str; 3] = [OWNED, BALANCED, KNOWN];
 
 /// Exclusivity.
 pub const EXCLUSIVITY: &str = "exclusivity: one host with authority per partition";
@@ -49,6 +49,11 @@ pub const SESSIONS: &str =
     "sessions: one lease's calls never overlap on a host, nor share an epoch anywhere";
 /// Bounded liveness.
 pub const OWNED: &str = "liveness: every partition owned by a live host once faults stop";
+/// Bounded liveness, seen from the owner: a lease given to a host that does not
+/// know it holds it, or held by one whose stuck call of it bars a new one while
+/// another live host could take it, is processed by nobody, though the store shows
+/// it owned.
+pub const KNOWN: &str = "liveness: every partition's owner knows it holds it and can process it once membership settles";
 /// Bounded liveness of the handoff strategy.
 pub const BALANCED: &str = "liveness: owned counts differ by at most 1 once membership settles";
 /// Splits, part one.
@@ -61,6 +66,8 @@ pub const CHILD_CHECKPOINT: &str =
 /// before the write, can show it again, so only checks with those faults can break
 /// it.
 pub const REFUSED_ONCE: &str = "store: no host writes again on a version the store refused it";
+/// Non-vacuity of stuck calls: the engine's stop timeout elapsed and the lease went.
+pub const GAVE_UP_STUCK: &str = "sometimes: a lease is given up past its stuck call's stop timeout";
 /// Non-vacuity of the split properties.
 pub const SPLIT_DONE: &str = "sometimes: a split range's children are processed";
 /// Non-vacuity.
@@ -98,6 +105,7 @@ pub fn all(model: &PartitionModel) -> Vec<Property<PartitionModel>> {
         Property::always(SESSIONS, sessions_apart),
         Property::always(OWNED, owned_when_calm),
         Property::always(BALANCED, balanced_when_settled),
+        Property::always(KNOWN, known_when_settled),
         Property::always(SPLIT_APART, split_apart),
         Property::always(CHILD_CHECKPOINT, children_not_behind),
         Property::always(REFUSED_ONCE, |_, s: &State| !s.rewrote_refused),
@@ -110,6 +118,7 @@ pub fn all(model: &PartitionModel) -> Vec<Property<PartitionModel>> {
         Property::sometimes(REBALANCE, |_, s: &State| s.ghost.events.rebalance_move),
         Property::sometimes(LEAVE_NOTICE, |_, s: &State| s.ghost.events.leave_notice),
         Property::sometimes(LOST, |_, s: &State| s.ghost.events.lost_lease),
+        Property::sometimes(GAVE_UP_STUCK, |_, s: &State| s.ghost.events.gave_up_stuck),
         Property::sometimes(AMBIGUOUS, |_, s: &State| s.ghost.events.ambiguous_write),
         Property::sometimes(RESTART_AFTER_LAPSE, |_, s: &State| {
             s.ghost.events.restart_after_lapse
@@ -132,6 +141,9 @@ pub fn all(model: &PartitionModel) -> Vec<Property<PartitionModel>> {
     }
     if model.bounds.shutdowns == 0 {
         all.retain(|p| p.name != LEAVE_NOTICE);
+    }
+    if model.bounds.stuck_calls == 0 {
+        all.retain(|p| p.name != GAVE_UP_STUCK);
     }
     // After every batch, nothing waits unsent but a write in flight's.
     if model.replay_items.is_none() {
@@ -247,7 +259,17 @@ fn owned_when_calm(model: &PartitionModel, state: &State) -> bool {
     // cluster with every host down, where nobody is left to own anything (the first
     // restart then starts the count again).
     let nobody = crate::world::all_down(state);
-    if state.time.saturating_sub(state.last_fault) < model.liveness_ticks
+    // A lease given up past a stuck call's stop timeout names the successor's tenure
+    // as the giver last read it, which may have ended since (the successor
+    // restarted): the successor learns of it from the giver's count, within the
+    // gift's bound, and takes it as any lease of an ended tenure, within liveness's.
+    let gift = model.gift_ticks.saturating_add(model.liveness_ticks);
+    let gifted = state
+        .ghost
+        .last_gift
+        .is_some_and(|t| state.time.saturating_sub(t) < gift);
+    if gifted
+        || state.time.saturating_sub(state.last_fault) < model.liveness_ticks
         || !state.net.is_empty()
         || !state.replies.is_empty()
         || nobody
@@ -275,21 +297,71 @@ fn in_owners_tenure(state: &State, h: usize, doc: &LeaseDocument) -> bool {
             .is_some_and(|e| e.tenure() == doc.owner_tenure)
 }
 
-fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
-    // Membership has been stable for the balance bound, and every fault is far enough
-    // back for its leases to be owned again: a crash, a pause or a lost reply can
-    // orphan leases, which only expiry frees.
-    let settled = state.time.saturating_sub(state.ghost.last_join) >= model.balance_ticks
+/// Once membership settles, no lease moves but by a fault, so the owner the store
+/// names has read what made it the owner: a handoff reaches its claimant at its next
+/// poll, one acquire interval after the last move balance allows, and a lease given
+/// up past a stuck call's stop timeout reaches the successor it was given to through
+/// the giver's published count (seeds 1001253 and 1012240: the successor never read
+/// the table, and the lease waited for its audit). Knowing is asked, not processing:
+/// a thief that knows waits out its fence, and exclusivity is checked separately.
+fn known_when_settled(model: &PartitionModel, state: &State) -> bool {
+    if !settled(model, state, model.learn_ticks) {
+        return true;
+    }
+    stored(state).all(|doc| {
+        if doc.is_finished_split() {
+            return true;
+        }
+        let Some(h) = doc.owner.as_ref().and_then(|o| live_host(state, o)) else {
+            return true;
+        };
+        if !in_owners_tenure(state, h, doc) {
+            return true;
+        }
+        // A stuck call of the lease bars a new one on its host for as long as it
+        // runs; alone, the host keeps the lease, since nobody else could take it.
+        let p = index(&doc.token);
+        let calls = &state.clients[h].handler;
+        let barred = calls.stuck & 1 << p != 0 && calls.lingering[p].is_some();
+        let others = (0..usize::from(model.bounds.hosts))
+            .any(|o| o != h && state.clients[o].engine.is_some());
+        !(barred && others)
+            && state.clients[h].engine.as_ref().is_some_and(|e| {
+                e.leases()
+                    .any(|l| l.doc.token == doc.token && l.owned == Some(doc.epoch))
+            })
+    })
+}
+
+/// Membership has been stable for the balance bound, and every fault is far enough
+/// back for its leases to be owned again (a crash, a pause or a lost reply can
+/// orphan leases, which only expiry frees), each `after` ticks more. A lease given
+/// up past a stuck call's stop timeout upsets the counts once its new owner knows
+/// of it, so the balance bound runs from there.
+fn settled(model: &PartitionModel, state: &State, after: u8) -> bool {
+    let since = |t: u8, bound: u8| state.time.saturating_sub(t) >= bound.saturating_add(after);
+    let gift = model.gift_ticks.saturating_add(model.balance_ticks);
+    since(state.ghost.last_join, model.balance_ticks)
+        && state.ghost.last_gift.is_none_or(|t| since(t, gift))
         && state
             .ghost
             .last_rejoin
-            .is_none_or(|t| state.time.saturating_sub(t) >= model.rejoin_balance_ticks)
-        && (state.ghost.last_split == 0
-            || state.time.saturating_sub(state.ghost.last_split) >= model.split_balance_ticks)
-        && state.time.saturating_sub(state.last_fault) >= model.liveness_ticks
+            .is_none_or(|t| since(t, model.rejoin_balance_ticks))
+        && (state.ghost.last_split == 0 || since(state.ghost.last_split, model.split_balance_ticks))
+        && since(state.last_fault, model.liveness_ticks)
         && state.net.is_empty()
-        && state.replies.is_empty();
-    if model.bounds.strategy != leasehold_engine::balance::Strategy::Handoff || !settled {
+        && state.replies.is_empty()
+}
+
+fn balanced_when_settled(model: &PartitionModel, state: &State) -> bool {
+    // A stuck call still running is a fault that has not stopped: its host claims
+    // no lease the plan gives it while a call of that lease runs there, and the
+    // plans give it no other.
+    let stuck = state.clients.iter().any(|c| c.handler.stuck != 0);
+    if model.bounds.strategy != leasehold_engine::balance::Strategy::Handoff
+        || stuck
+        || !settled(model, state, 0)
+    {
         return true;
     }
     let hosts = usize::from(model.bounds.hosts);

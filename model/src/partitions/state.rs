@@ -30,6 +30,10 @@ pub struct Calls {
     /// finishes its batch first, past the tick (a slow drain): it may still reach
     /// checkpoints, and it reports itself stopped when it returns.
     pub draining: [Option<Work>; MAX_PARTITIONS],
+    /// The lingering calls that are stuck, as a bit set by partition: a call that
+    /// never ends (a handler the driver cannot abort), so time moves on past it and
+    /// the engine's stop timeout may elapse (`--stuck-calls`).
+    pub stuck: u8,
     /// The host finished a graceful shutdown: its process exits after this step.
     pub finished: bool,
 }
@@ -70,12 +74,17 @@ pub struct Ghost {
     /// vouched for a tenure: the new life joins only once that heartbeat would have
     /// expired, since its name proves that life dead no more than any other.
     pub last_rejoin: Option<u8>,
+    /// True time a lease was last given up past a stuck call's stop timeout: its new
+    /// owner learns of it only through the giver's next heartbeat.
+    pub last_gift: Option<u8>,
     /// Graceful shutdowns so far.
     pub shutdowns: u8,
     /// Zombies so far.
     pub zombies: u8,
     /// Slow drains so far.
     pub slow_drains: u8,
+    /// Stuck calls so far.
+    pub stuck_calls: u8,
     /// The host whose earlier life the zombie slot holds, while it acts on.
     pub zombie_of: Option<u8>,
     /// What the step into this state did, for the `sometimes` properties.
@@ -126,6 +135,9 @@ pub struct Events {
     pub ambiguous_write: bool,
     /// A host started a lease again after its authority over it had lapsed.
     pub restart_after_lapse: bool,
+    /// A host gave a lease up (a release or a handoff) while a lost call of it
+    /// still ran there, past the stop timeout.
+    pub gave_up_stuck: bool,
 }
 
 /// One step of the world.
@@ -167,6 +179,10 @@ pub enum Action {
     /// A lost handler call on a host ends (it returns, or its driver aborts it
     /// after the grace period): the driver reports the session stopped.
     Return(u8, u8),
+    /// A lost handler call on a host gets stuck: its driver cannot abort it, so it
+    /// no longer holds time back, and it may run on past the stop timeout (or end
+    /// later, by [`Action::Return`]).
+    Stick(u8, u8),
     /// One tick of true time passes with every host on time.
     Advance,
     /// One tick passes while some host still had due work (a pause).

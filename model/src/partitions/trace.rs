@@ -63,6 +63,7 @@ pub(crate) fn describe_action(action: &Action) -> String {
         Action::Zombie(h) => format!("h{h} is believed CRASHED but acts on, cut off (a ZOMBIE)"),
         Action::Throttle(h) => format!("the store THROTTLES h{h}'s reads until the next tick"),
         Action::Return(h, p) => format!("h{h}'s lost call for lease {p} ends"),
+        Action::Stick(h, p) => format!("h{h}'s lost call for lease {p} gets stuck"),
         Action::Advance => "1 s passes".into(),
         Action::Late => "1 s passes while work is overdue (a PAUSE)".into(),
         Action::Split => "the next range SPLITS in the feed".into(),
@@ -93,7 +94,8 @@ impl Explain for PartitionModel {
             | Action::GiveUp(h, _)
             | Action::Restart(h)
             | Action::Throttle(h)
-            | Action::Return(h, _) => Lane::Actor(h),
+            | Action::Return(h, _)
+            | Action::Stick(h, _) => Lane::Actor(h),
             Action::Advance | Action::Late | Action::Split => Lane::Time,
         }
     }
@@ -125,9 +127,14 @@ fn facts(model: &PartitionModel, state: &State) -> BTreeMap<String, String> {
         let calls = &state.clients[usize::from(h)].handler;
         for (p, call) in calls.lingering.iter().enumerate() {
             if let Some(call) = call {
+                let why = if calls.stuck & 1 << p != 0 {
+                    "told to stop; STUCK, it cannot be aborted"
+                } else {
+                    "told to stop"
+                };
                 facts.push((
                     format!("h{h} lost call {p}"),
-                    format!("still running at e{} (told to stop)", call.epoch),
+                    format!("still running at e{} ({why})", call.epoch),
                 ));
             }
         }

@@ -45,26 +45,35 @@ pub fn counterexample(
     search: Search,
     threads: usize,
 ) -> usize {
-    let model = model(bounds);
+    counterexample_of(&model(bounds), property, search, threads)
+}
+
+/// The same, for a model whose bounds for the properties were changed.
+pub fn counterexample_of(
+    model: &PartitionModel,
+    property: &'static str,
+    search: Search,
+    threads: usize,
+) -> usize {
     let options = Options {
         search,
         threads,
         stop: Stop::At(property),
         ..Options::default()
     };
-    let report = check::check(&model, &options, Duration::from_secs(600), |_| {});
+    let report = check::check(model, &options, Duration::from_secs(600), |_| {});
     let verdict = report.verdict(property);
     assert_eq!(verdict.outcome, Outcome::Counterexample, "{property}");
     let path = verdict.path.as_ref().expect("a counterexample has a path");
     println!(
         "COUNTEREXAMPLE to {property:?} in {:?}:\n{}",
         model.bounds,
-        trace::render(&model, path)
+        trace::render(model, path)
     );
     let encoded = verdict.encoded.as_ref().expect("an encoded path");
-    let replayed = check::replay(&model, encoded).expect("the path replays");
+    let replayed = check::replay(model, encoded).expect("the path replays");
     let last = &replayed.last().expect("a last state").0;
-    assert!(p::broken(&model, last).contains(&property));
+    assert!(p::broken(model, last).contains(&property));
     path.len() - 1
 }
 

@@ -59,6 +59,7 @@ pub fn flags(bounds: &Bounds) -> String {
         ("--retries", bounds.retries),
         ("--throttled-reads", bounds.throttled_reads),
         ("--slow-drains", bounds.slow_drains),
+        ("--stuck-calls", bounds.stuck_calls),
         ("--splits", bounds.splits),
     ] {
         if value > 0 {
@@ -139,6 +140,7 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
                     "bursts of throttled reads",
                 ),
                 (b.slow_drains, "slow drain", "slow drains"),
+                (b.stuck_calls, "stuck call", "stuck calls"),
             ] {
                 if n > 0 {
                     let _ = write!(more, ", {}", count(n, one, many));
@@ -183,6 +185,21 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
             String::new()
         }
     );
+    let _ = write!(
+        out,
+        "  owners know their leases {} s after balance is checked",
+        model.learn_ticks
+    );
+    if b.stuck_calls > 0 {
+        let _ = write!(
+            out,
+            "; a lease given up past a stuck call's stop timeout reaches its new owner within \
+             {} s, and balance is checked {} s after it",
+            model.gift_ticks,
+            model.gift_ticks.saturating_add(model.balance_ticks)
+        );
+    }
+    let _ = writeln!(out);
     let setups = (2 * u32::from(b.skew) + 1).pow(u32::from(b.hosts.saturating_sub(1)));
     if model.fold_wall_clocks && setups > 1 {
         let _ = writeln!(

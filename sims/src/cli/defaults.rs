@@ -106,6 +106,7 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
         ("throttled_reads", b.throttled_reads.to_string()),
         ("faults_per_step", b.faults_per_step.to_string()),
         ("slow_drains", b.slow_drains.to_string()),
+        ("stuck_calls", b.stuck_calls.to_string()),
         ("progress", b.progress.to_string()),
         ("checkpoint_items", b.checkpoint_items.to_string()),
         ("give_backs", l.give_backs.to_string()),

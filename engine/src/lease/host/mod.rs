@@ -620,9 +620,10 @@ impl LeaseHost {
     /// Gives up leases whose lost session has not stopped within the stop timeout:
     /// the host cannot process them, and holding them would wedge them. Where
     /// members are known, the lease goes to a live one: left unowned, it would be
-    /// planned back to this host, which cannot take it.
+    /// planned back to this host, which cannot take it. With heartbeats and no live
+    /// member, it stays until one is live (`touch_stuck`, at each read of the
+    /// heartbeats); nobody else could take it meanwhile.
     fn give_up_stuck(&mut self, now: Now, scope: &[LeaseToken]) {
-        let timeout = self.config.stop_timeout;
         let stuck: Vec<LeaseToken> = scope
             .iter()
             .filter(|token| {
@@ -631,21 +632,44 @@ impl LeaseHost {
                     .get(*token)
                     .and_then(|s| s.own())
                     .is_some_and(|own| own.release.is_none());
-                let since = self.sessions.get(token).and_then(|r| r.lost_since());
-                owned && since.is_some_and(|t| now.local >= t + timeout)
+                owned && self.stuck(token, now)
             })
             .cloned()
             .collect();
         let successor =
             super::membership::successor(&self.me, self.live_members(now).map(|m| &m.doc.host))
                 .cloned();
+        let strands = self.config.known_bad == Some(KnownBad::StuckCallStrands);
         let to = match successor {
             Some(to) if self.uses_heartbeats() => ReleaseTo::Successor(to),
+            None if self.uses_heartbeats() && !strands => return,
             _ => ReleaseTo::Nobody,
         };
         for token in stuck {
             self.request_release(&token, to.clone(), StopReason::Shutdown);
         }
+    }
+
+    /// Brings every lease held back by a lost call past the stop timeout to the next
+    /// pass, where it goes to a successor if one is live now: a read of the
+    /// heartbeats is what makes one live.
+    pub(super) fn touch_stuck(&mut self, now: Now) {
+        let stuck: Vec<LeaseToken> = self
+            .sessions
+            .iter()
+            .map(|(token, _)| token)
+            .filter(|token| self.stuck(token, now))
+            .cloned()
+            .collect();
+        stuck.iter().for_each(|t| self.touch(t));
+    }
+
+    /// Whether a lost call of `token` still runs here past the stop timeout: the
+    /// driver could not abort it, and this host cannot process the lease until it
+    /// ends.
+    pub(super) fn stuck(&self, token: &LeaseToken, now: Now) -> bool {
+        let since = self.sessions.get(token).and_then(|r| r.lost_since());
+        since.is_some_and(|t| now.local >= t + self.config.stop_timeout)
     }
 
     fn mark_in_flight(&mut self, token: &LeaseToken, id: RequestId) {

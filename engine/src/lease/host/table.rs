@@ -167,6 +167,9 @@ impl LeaseHost {
             }
             _ => {}
         }
+        if read && self.uses_heartbeats() {
+            self.touch_stuck(now);
+        }
         // While another host announces its leave, its heartbeat is read often: its
         // leases are taken within a read of its release, not at the next interval.
         let leaving = self.uses_heartbeats()
@@ -671,12 +674,17 @@ impl LeaseHost {
             return;
         };
         // An earlier session of this lease that has not stopped here bars taking it
-        // back: its call may still be running.
+        // back: its call may still be running. Past the stop timeout it may run for
+        // good, and the plans, which every host shares, give the lease to this host
+        // all the same: taken, the lease has an owner that passes it on to its
+        // successor (`give_up_stuck`), and no session starts beside the call.
+        let strands = self.config.known_bad == Some(KnownBad::StuckCallStrands);
+        let barred = self.sessions.is_live(token) && (strands || !self.stuck(token, now));
         if !slot.can_send(now.local)
             || slot.is_owned()
             || slot.is_stale()
             || slot.is_refused()
-            || self.sessions.is_live(token)
+            || barred
         {
             return;
         }
