@@ -302,8 +302,9 @@ fn in_owners_tenure(state: &State, h: usize, doc: &LeaseDocument) -> bool {
 /// poll, one acquire interval after the last move balance allows, and a lease given
 /// up past a stuck call's stop timeout reaches the successor it was given to through
 /// the giver's published count (seeds 1001253 and 1012240: the successor never read
-/// the table, and the lease waited for its audit). Knowing is asked, not processing:
-/// a thief that knows waits out its fence, and exclusivity is checked separately.
+/// the table, and the lease waited for its audit). Knowing, and no stuck call in the
+/// way, is asked, not processing itself: a thief that knows waits out its fence, and
+/// exclusivity is checked separately.
 fn known_when_settled(model: &PartitionModel, state: &State) -> bool {
     if !settled(model, state, model.learn_ticks) {
         return true;
