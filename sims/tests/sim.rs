@@ -1,6 +1,7 @@
 //! The simulator: determinism, every scenario settling, each property catching what
 //! a known-bad variant breaks, and the swarm CI runs.
 
+use leasehold_engine::lease::Liveness;
 use leasehold_engine::{ExpiryRule, Millis};
 use leasehold_model::{Bug, KnownBad};
 use leasehold_sims::sim::queue::QueueScenario;
@@ -632,4 +633,65 @@ fn a_host_whose_wake_falls_at_the_instant_its_pause_ends_still_wakes() {
     let cfg = swarm::draw(4_176_986);
     assert_eq!(cfg.scenario, Scenario::HotPartition);
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
+}
+
+/// Handlers stuck in blocking code, with the faults that lose calls mid-batch: a
+/// steady run of the default size (handoff loses few calls mid-batch in the small
+/// one) for `strategy` on `seed`, with 5 minutes of faults.
+fn stuck_handlers(strategy: &str, liveness: Option<Liveness>, seed: u64) -> sim::RunReport {
+    let mut cfg = SimConfig::scenario(Scenario::Steady, seed);
+    cfg.duration = Millis::from_secs(300);
+    cfg.strategy = parse_strategy(strategy).unwrap();
+    cfg.liveness = liveness;
+    cfg.faults = Faults::NONE
+        .with(FaultKind::Stuck, 300.0)
+        .with(FaultKind::Partition, 15.0)
+        .with(FaultKind::Timeout, 30.0)
+        .with(FaultKind::Throttle, 30.0);
+    sim::simulate(&cfg, false).expect("a valid run").report
+}
+
+/// A call lost while its host's handlers are stuck is neither ended by its batch nor
+/// by the runtime's abort: it runs on past the stop timeout, the engine gives its
+/// lease up beside it (handoff passes it on through its heartbeats, cfp frees it),
+/// and every property holds, liveness after the heal included.
+#[test]
+fn a_call_stuck_past_the_stop_timeout_leaves_its_lease_to_be_processed_again() {
+    for (strategy, liveness, seed) in [
+        ("handoff", Some(Liveness::Session), 20),
+        ("handoff", Some(Liveness::Lease), 20),
+        ("cfp", None, 20),
+    ] {
+        let report = stuck_handlers(strategy, liveness, seed);
+        println!(
+            "{strategy} {liveness:?}: {} lost calls, {} stuck, {} aborted",
+            report.lost_calls, report.stuck_calls, report.aborted_calls
+        );
+        assert!(
+            report.stuck_calls > 0,
+            "{strategy} {liveness:?}: no call got stuck"
+        );
+        assert!(
+            report.violations.is_empty(),
+            "{strategy} {liveness:?}: {:?}",
+            report.violations
+        );
+    }
+}
+
+/// The sibling: the same faults without stuck handlers lose calls too, and every one
+/// ends within its grace (its batch ends, or the runtime aborts it).
+#[test]
+fn without_stuck_handlers_every_lost_call_ends_within_its_grace() {
+    let mut cfg = SimConfig::scenario(Scenario::Steady, 20);
+    cfg.duration = Millis::from_secs(300);
+    cfg.strategy = parse_strategy("cfp").unwrap();
+    cfg.faults = Faults::NONE
+        .with(FaultKind::Partition, 15.0)
+        .with(FaultKind::Timeout, 30.0)
+        .with(FaultKind::Throttle, 30.0);
+    let report = sim::simulate(&cfg, false).expect("a valid run").report;
+    assert!(report.lost_calls > 0, "no call was lost");
+    assert_eq!(report.stuck_calls, 0);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
 }

@@ -147,6 +147,9 @@ pub struct Checker {
     pub lost_calls: u64,
     /// Of those, calls that outlived the grace period and were aborted.
     pub aborted_calls: u64,
+    /// Of those, calls stuck in blocking code: no abort ended them, and they ran on
+    /// past the stop timeout.
+    pub stuck_calls: u64,
     /// Batches that finished after their lease was lost: their writes reach the
     /// downstream, which refuses them by their epoch.
     pub fenced_batches: u64,
@@ -211,6 +214,7 @@ impl Checker {
             events_processed: 0,
             lost_calls: 0,
             aborted_calls: 0,
+            stuck_calls: 0,
             fenced_batches: 0,
             max_lag_ms: 0,
             max_imbalance: 0,

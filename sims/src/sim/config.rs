@@ -394,8 +394,8 @@ impl SimConfig {
     /// is of the hosts that remain: after a scale-in or a crash, the rest take over
     /// the leavers' leases one per cycle (counting every host here gave cfp too few
     /// cycles; the long swarm's four cfp liveness violations were that). Expirations
-    /// count at the longer of the old and the deployed build's, and with splits there
-    /// is one more.
+    /// count at the longer of the old and the deployed build's; with splits there is
+    /// one more, and with stuck handlers another.
     pub fn settle(&self) -> Millis {
         self.settle.unwrap_or_else(|| {
             let leaving = match self.scenario {
@@ -413,11 +413,12 @@ impl SimConfig {
             // A split's children are found only once the parent is processed again,
             // possibly after the heal, and balanced by steals that each wait an
             // expiration out (the swarm's seed 1004479: two such waits in a row).
-            let expirations = if self.faults.get(FaultKind::Split) > 0.0 {
-                3
-            } else {
-                2
-            };
+            let split = u64::from(self.faults.get(FaultKind::Split) > 0.0);
+            // A call stuck in blocking code as the faults heal holds its lease back
+            // for its host's stop timeout (an expiration here) before the engine
+            // gives it up.
+            let stuck = u64::from(self.faults.get(FaultKind::Stuck) > 0.0);
+            let expirations = 2 + split + stuck;
             let expiry = expiration * expirations + expiration / 10;
             Millis(expiry + self.acquire.as_millis() * (share + 4) + self.renew.as_millis())
         })

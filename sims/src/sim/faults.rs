@@ -47,11 +47,15 @@ pub enum FaultKind {
     /// one, cut off from the store for 5–90 s, acts on until it dies then (a paused VM
     /// or a partitioned pod its orchestrator replaced).
     Zombie,
+    /// For 5–60 s a host's handlers are stuck in blocking code: a call whose lease
+    /// is lost then cannot be aborted when its grace runs out, and runs on for one
+    /// to three of its host's stop timeouts before it returns.
+    Stuck,
 }
 
 impl FaultKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [FaultKind; 14] = [
+    pub const ALL: [FaultKind; 15] = [
         FaultKind::Crash,
         FaultKind::Shutdown,
         FaultKind::Pause,
@@ -66,6 +70,7 @@ impl FaultKind {
         FaultKind::Stale,
         FaultKind::Retry,
         FaultKind::Zombie,
+        FaultKind::Stuck,
     ];
 
     /// The name on the command line.
@@ -85,6 +90,7 @@ impl FaultKind {
             FaultKind::Stale => "stale",
             FaultKind::Retry => "retry",
             FaultKind::Zombie => "zombie",
+            FaultKind::Stuck => "stuck",
         }
     }
 
@@ -130,7 +136,7 @@ impl FaultKind {
             FaultKind::Throttle => secs(5, 60),
             FaultKind::Spike => secs(5, 30),
             FaultKind::Timeout | FaultKind::Retry => secs(1, 20),
-            FaultKind::Stale => secs(5, 60),
+            FaultKind::Stale | FaultKind::Stuck => secs(5, 60),
             FaultKind::Partition | FaultKind::Zombie => secs(5, 90),
             FaultKind::Skew | FaultKind::Drift | FaultKind::Split => 0,
         }

@@ -42,6 +42,9 @@ pub struct RunReport {
     pub lost_calls: u64,
     /// Of those, calls aborted after the grace period.
     pub aborted_calls: u64,
+    /// Of those, calls stuck in blocking code, which returned past the stop timeout.
+    #[serde(default)]
+    pub stuck_calls: u64,
     /// Batches of lost calls that finished and were refused downstream by epoch.
     pub fenced_batches: u64,
     /// Store requests per host per minute of host uptime. This and every other
@@ -137,6 +140,7 @@ impl RunReport {
             max_replay_events: c.max_replay,
             lost_calls: c.lost_calls,
             aborted_calls: c.aborted_calls,
+            stuck_calls: c.stuck_calls,
             fenced_batches: c.fenced_batches,
             store_requests_per_host_min: round2(finished.requests as f64 / host_min),
             ru_per_host_min: round2(finished.ru / host_min),

@@ -42,14 +42,16 @@ impl World {
         );
     }
 
-    /// The runtime aborts a lost call that outlived its grace.
+    /// The runtime aborts a lost call that outlived its grace; a stuck call returns
+    /// at last.
     pub(super) fn abort(&mut self, host: usize, partition: u32, session: Session) {
-        let lost = self.hosts[host]
+        let call = self.hosts[host]
             .handlers
             .get(&partition)
-            .is_some_and(|h| h.session == session && h.lost);
-        if lost {
-            self.end_lost_call(host, partition, true);
+            .filter(|h| h.session == session && h.lost);
+        if let Some(call) = call {
+            let aborted = !call.stuck;
+            self.end_lost_call(host, partition, aborted);
         }
     }
 
@@ -155,6 +157,7 @@ impl World {
                 batch: None,
                 draining: false,
                 lost: false,
+                stuck: false,
                 running: true,
             },
         );
@@ -238,8 +241,12 @@ impl World {
         let lost = self.hosts[host]
             .handlers
             .get(&partition)
-            .is_some_and(|h| h.session == session && h.lost);
-        if lost {
+            .filter(|h| h.session == session && h.lost);
+        if lost.is_some_and(|h| h.stuck) {
+            // Stuck in blocking code: the batch does not end.
+            return;
+        }
+        if lost.is_some() {
             // The call returns. Its writes reach the downstream, which refuses them:
             // a newer epoch has started, or will, before any of its work counts.
             self.checker.fenced_batches += 1;

@@ -245,6 +245,12 @@ impl World {
                 self.hosts[host].retry_until = now + window;
                 Some((Some(host), window as i64))
             }
+            FaultKind::Stuck => {
+                let host = self.random_host(false)?;
+                let window = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
+                self.hosts[host].stuck_until = now + window;
+                Some((Some(host), window as i64))
+            }
             FaultKind::Zombie => {
                 let host = self.random_host(true)?;
                 let window = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
@@ -283,6 +289,7 @@ impl World {
             h.cut_until = 0;
             h.lose_until = 0;
             h.retry_until = 0;
+            h.stuck_until = 0;
             if h.paused_until.is_some() {
                 h.paused_until = Some(self.now);
                 let life = h.life;

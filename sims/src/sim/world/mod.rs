@@ -147,6 +147,9 @@ struct Handler {
     /// Told the lease is lost while a batch was in flight: the call ignores its
     /// cancellation and runs on until the batch ends or the runtime aborts it.
     lost: bool,
+    /// Lost while its host's handlers were stuck in blocking code: neither its batch
+    /// nor the runtime's abort ends it, only its return, drawn past the stop timeout.
+    stuck: bool,
     /// Not paused.
     running: bool,
 }
@@ -164,6 +167,9 @@ struct Host {
     lose_until: u64,
     /// The SDK retries this host's writes beneath it before this.
     retry_until: u64,
+    /// Its handlers are stuck in blocking code before this: a call lost then cannot
+    /// be aborted.
+    stuck_until: u64,
     wake: Option<u64>,
     handlers: HashMap<u32, Handler>,
     /// Drawn at first boot; kept across lives.
@@ -356,6 +362,7 @@ impl World {
             cut_until: 0,
             lose_until: 0,
             retry_until: 0,
+            stuck_until: 0,
             wake: None,
             handlers: HashMap::new(),
             clock_drawn: false,
@@ -690,10 +697,16 @@ impl World {
                 };
                 // The runtime's rule, from this host's own settings (a deploy may
                 // change them).
-                let grace = self.hosts[host]
-                    .engine
-                    .as_ref()
-                    .map_or(0, |e| e.config().expiry.abort_grace().as_millis());
+                let (grace, stop_timeout) = self.hosts[host].engine.as_ref().map_or((0, 0), |e| {
+                    let config = e.config();
+                    (
+                        config.expiry.abort_grace().as_millis(),
+                        config.stop_timeout.as_millis(),
+                    )
+                });
+                // A call stuck in blocking code returns one to three stop timeouts
+                // past its grace: the engine gives its lease up meanwhile.
+                let stuck = self.hosts[host].stuck_until > self.now;
                 let h = &mut self.hosts[host];
                 let Some(handler) = h.handlers.get_mut(&partition) else {
                     return;
@@ -710,6 +723,12 @@ impl World {
                         // Cancelled, but the handler does not look at its token: the
                         // call runs on until its batch ends or the grace is over.
                         handler.lost = true;
+                        handler.stuck = stuck;
+                        let stuck_for = if stuck {
+                            self.rng.random_range(stop_timeout..=3 * stop_timeout)
+                        } else {
+                            0
+                        };
                         let (running, epoch) = (handler.running, handler.epoch.0);
                         handler.running = false;
                         if running {
@@ -719,8 +738,9 @@ impl World {
                             }
                         }
                         self.checker.linger(partition, host, epoch);
+                        self.checker.stuck_calls += u64::from(stuck);
                         self.push(
-                            self.now + grace,
+                            self.now + grace + stuck_for,
                             Event::Abort {
                                 host,
                                 life,

@@ -73,14 +73,15 @@ impl QueueWorld {
                 self.clients[c].cut_until = now + window;
                 Some((Some(c), window as i64))
             }
-            // Queue runs have no feed to split, and the SDK's retries of a consumer's
-            // writes and zombies under a reused name are the partition leases' faults
-            // so far.
+            // Queue runs have no feed to split and no handler calls to get stuck, and
+            // the SDK's retries of a consumer's writes and zombies under a reused name
+            // are the partition leases' faults so far.
             FaultKind::Skew
             | FaultKind::Drift
             | FaultKind::Split
             | FaultKind::Retry
-            | FaultKind::Zombie => None,
+            | FaultKind::Zombie
+            | FaultKind::Stuck => None,
         }
     }
 
