@@ -695,3 +695,17 @@ fn without_stuck_handlers_every_lost_call_ends_within_its_grace() {
     assert_eq!(report.stuck_calls, 0);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
 }
+
+/// The swarm's seed 4838351 (hot-partition, `cfp`, a checkpoint at most every 7 s):
+/// h01's call of partition 0 was told its lease was lost inside a stuck window and
+/// ran on for minutes. The events it committed before the loss are judged against
+/// the interval up to the loss, when the engine stopped writing for the call; judged
+/// up to its late return (or, before it, up to the next start), they looked held
+/// back for two and a half minutes.
+#[test]
+fn a_stuck_calls_held_back_events_are_judged_up_to_its_loss() {
+    let cfg = swarm::draw(4_838_351);
+    let report = sim::simulate(&cfg, false).expect("a valid run").report;
+    assert!(report.stuck_calls > 0, "no call got stuck");
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+}

@@ -739,6 +739,11 @@ impl World {
                         }
                         self.checker.linger(partition, host, epoch);
                         self.checker.stuck_calls += u64::from(stuck);
+                        // The engine writes nothing more for this call: what it held
+                        // back is judged from here, however long the call runs on.
+                        if let Some(replay) = &mut self.replay {
+                            replay.ended(host, partition, self.now);
+                        }
                         self.push(
                             self.now + grace + stuck_for,
                             Event::Abort {
