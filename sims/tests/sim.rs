@@ -533,15 +533,17 @@ fn a_new_life_whose_lost_take_raced_its_zombies_waits_the_zombie_out() {
 }
 
 /// Seed `seed`'s lease draw as the long swarms that found these seeds ran it: before
-/// the swarm drew the checkpoint policy and the leave notice (last, so that nothing
-/// else moved), and before a host told to stop gave notice of its leave, which sends
-/// a rolling restart down another path.
+/// the swarm drew the checkpoint policy, the leave notice and stuck handlers (last,
+/// so that nothing else moved), and before a host told to stop gave notice of its
+/// leave, which sends a rolling restart down another path.
 fn drawn(seed: u64) -> SimConfig {
+    let cfg = swarm::draw(seed);
     SimConfig {
         checkpoint_every: None,
         checkpoint_items: None,
         leave_notice: Some(Millis::ZERO),
-        ..swarm::draw(seed)
+        faults: cfg.faults.with(FaultKind::Stuck, 0.0),
+        ..cfg
     }
 }
 
