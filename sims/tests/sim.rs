@@ -637,16 +637,22 @@ fn a_host_whose_wake_falls_at_the_instant_its_pause_ends_still_wakes() {
     assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
 }
 
-/// Handlers stuck in blocking code, with the faults that lose calls mid-batch: a
-/// steady run of the default size (handoff loses few calls mid-batch in the small
-/// one) for `strategy` on `seed`, with 5 minutes of faults.
-fn stuck_handlers(strategy: &str, liveness: Option<Liveness>, seed: u64) -> sim::RunReport {
+/// The faults that lose calls mid-batch, with handlers stuck in blocking code
+/// `stuck` windows per host per hour: a steady run of the default size (handoff loses
+/// few calls mid-batch in the small one) for `strategy` on `seed`, with 5 minutes of
+/// faults.
+fn stuck_handlers(
+    strategy: &str,
+    liveness: Option<Liveness>,
+    seed: u64,
+    stuck: f64,
+) -> sim::RunReport {
     let mut cfg = SimConfig::scenario(Scenario::Steady, seed);
     cfg.duration = Millis::from_secs(300);
     cfg.strategy = parse_strategy(strategy).unwrap();
     cfg.liveness = liveness;
     cfg.faults = Faults::NONE
-        .with(FaultKind::Stuck, 300.0)
+        .with(FaultKind::Stuck, stuck)
         .with(FaultKind::Partition, 15.0)
         .with(FaultKind::Timeout, 30.0)
         .with(FaultKind::Throttle, 30.0);
@@ -664,7 +670,7 @@ fn a_call_stuck_past_the_stop_timeout_leaves_its_lease_to_be_processed_again() {
         ("handoff", Some(Liveness::Lease), 20),
         ("cfp", None, 20),
     ] {
-        let report = stuck_handlers(strategy, liveness, seed);
+        let report = stuck_handlers(strategy, liveness, seed, 300.0);
         println!(
             "{strategy} {liveness:?}: {} lost calls, {} stuck, {} aborted",
             report.lost_calls, report.stuck_calls, report.aborted_calls
@@ -685,14 +691,7 @@ fn a_call_stuck_past_the_stop_timeout_leaves_its_lease_to_be_processed_again() {
 /// ends within its grace (its batch ends, or the runtime aborts it).
 #[test]
 fn without_stuck_handlers_every_lost_call_ends_within_its_grace() {
-    let mut cfg = SimConfig::scenario(Scenario::Steady, 20);
-    cfg.duration = Millis::from_secs(300);
-    cfg.strategy = parse_strategy("cfp").unwrap();
-    cfg.faults = Faults::NONE
-        .with(FaultKind::Partition, 15.0)
-        .with(FaultKind::Timeout, 30.0)
-        .with(FaultKind::Throttle, 30.0);
-    let report = sim::simulate(&cfg, false).expect("a valid run").report;
+    let report = stuck_handlers("cfp", None, 20, 0.0);
     assert!(report.lost_calls > 0, "no call was lost");
     assert_eq!(report.stuck_calls, 0);
     assert!(report.violations.is_empty(), "{:?}", report.violations);

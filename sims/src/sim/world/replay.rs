@@ -7,8 +7,8 @@
 //! after every batch; under an interval, only events committed within one interval
 //! (on the holder's clock, at the run's worst drift, plus the holder's pauses)
 //! before the holder's call ended, or was told its lease was lost (a lost call may
-//! run on past the stop timeout, and the engine writes nothing for it meanwhile). The model checks the count's bound
-//! (`REPLAY_BOUNDED` in `leasehold_model`).
+//! run on past the stop timeout, and the engine writes nothing for it meanwhile).
+//! The model checks the count's bound (`REPLAY_BOUNDED` in `leasehold_model`).
 
 use leasehold_engine::RequestId;
 use leasehold_engine::lease::CheckpointPolicy;
