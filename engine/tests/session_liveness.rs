@@ -684,6 +684,63 @@ fn a_take_that_landed_unknown_to_its_host_is_found_when_another_host_claims_it()
     assert_eq!((c.count("a"), c.count("b")), (1, 1), "{:?}", c.assignment());
 }
 
+/// b, alone, takes the one lease; its driver gives up on the take (a timeout), b's
+/// re-read comes back before the take lands and shows the lease free, and then the
+/// take lands: the store says b holds the lease, b's view says nobody does. Then a
+/// joins. a sees the lease held by b, and with one lease between two hosts nothing
+/// calls for a claim; b's plan gives the free lease to a, the first host in need.
+/// Each waits on the other, and b, reading only the heartbeats, would learn the
+/// truth at its audit. A take that may still land keeps its host reading the table
+/// until a read shows the lease at another version (found by the model's random
+/// walks, `take-lands-unseen`).
+fn a_take_lands_after_its_reread(known_bad: Option<KnownBad>) -> Cluster {
+    let mut c = Cluster::new();
+    let mut config = session_config(1);
+    config.audit_interval = leasehold_engine::Millis::from_secs(600);
+    config.known_bad = known_bad;
+    c.add("b", config.clone());
+    for _ in 0..200 {
+        if c.inflight
+            .iter()
+            .any(|(n, r)| n == "b" && r.intent == Intent::Acquire)
+        {
+            break;
+        }
+        if !c.deliver_next() {
+            c.time += 100;
+            c.input("b", Input::Tick).unwrap();
+        }
+    }
+    let take = c.intercept("b", Intent::Acquire);
+    c.answer("b", &take, Err(StoreError::Timeout));
+    // b re-reads the lease before the take lands, and sees it free.
+    let reread = c.intercept("b", Intent::Reread);
+    let result = c.store.execute(reread.op.clone());
+    c.answer("b", &reread, result);
+    let landed = c.store.execute(take.op.clone());
+    assert!(
+        matches!(landed, Ok(Reply::Replaced(_))),
+        "the take lands, unheard: {landed:?}"
+    );
+    c.add("a", config);
+    c.run_for(60_000);
+    c
+}
+
+#[test]
+fn a_take_that_lands_after_its_reread_is_found_by_its_host_before_the_audit() {
+    let c = a_take_lands_after_its_reread(None);
+    c.check_exclusive();
+    assert_eq!(c.count("a") + c.count("b"), 1, "{:?}", c.assignment());
+}
+
+#[test]
+fn a_take_forgotten_once_its_reread_shows_it_unlanded_leaves_the_lease_to_nobody() {
+    let c = a_take_lands_after_its_reread(Some(KnownBad::TakeLandsUnseen));
+    assert_eq!(c.count("a") + c.count("b"), 0, "{:?}", c.assignment());
+    assert_eq!(c.lease("0").owner.as_ref().map(|o| o.as_str()), Some("b"));
+}
+
 /// a's view misses a handoff between b and c (it reads only the heartbeats, whose
 /// counts then agree with what its view gives it). Then a's tenure ends (its
 /// heartbeat found deleted), and under its next tenure a takes back only the share

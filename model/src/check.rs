@@ -19,6 +19,13 @@ pub enum Search {
     Bfs,
     /// Depth first: less memory, and the faster way to a counterexample that lies deep.
     Dfs,
+    /// Seeded random walks ([`crate::walk`]): never complete, so never "holds", but
+    /// they reach counterexamples far deeper than an exhaustive search can in the same
+    /// time. Only a time or state limit, a discovery or an interrupt ends them.
+    Walks {
+        /// The seed: walk `k` of a seed is the same on every run and thread count.
+        seed: u64,
+    },
 }
 
 /// How a check runs.
@@ -124,6 +131,8 @@ pub struct Progress {
     pub depth: usize,
     /// Seconds so far.
     pub seconds: f64,
+    /// Random walks finished ([`Search::Walks`]; 0 for the exhaustive searches).
+    pub walks: u64,
 }
 
 /// Why a check stopped before it had explored every state within its bounds.
@@ -238,6 +247,7 @@ where
     match options.search {
         Search::Bfs => finish(model, options, builder.spawn_bfs(), every, progress),
         Search::Dfs => finish(model, options, builder.spawn_dfs(), every, progress),
+        Search::Walks { seed } => crate::walk::walk(model, options, seed, every, progress),
     }
 }
 
@@ -258,6 +268,7 @@ where
         unique: c.unique_state_count(),
         depth: c.max_depth(),
         seconds: started.elapsed().as_secs_f64(),
+        walks: 0,
     };
     let mut reported = Instant::now();
     // Stateright's own timeout is seen only between states, and a depth-first
@@ -338,13 +349,32 @@ where
     } else {
         None
     };
-    let complete = cut.is_none();
-    let verdicts = model
+    let verdicts = verdicts(model, cut.is_none(), |name| {
+        discoveries
+            .get(name)
+            .map(|p| (p.encode(model), Some(p.clone().into_vec())))
+    });
+    Report {
+        verdicts,
+        progress: last,
+        cut,
+    }
+}
+
+/// One verdict per property of `model`, in its order: `found` gives a property's
+/// discovery (its encoded path, and the path), and `complete` says whether every state
+/// within the bounds was explored, without which nothing holds.
+pub(crate) fn verdicts<M: Model>(
+    model: &M,
+    complete: bool,
+    mut found: impl FnMut(&'static str) -> Option<(String, Option<Path<M>>)>,
+) -> Vec<Verdict<M::State, M::Action>> {
+    model
         .properties()
         .into_iter()
         .map(|property| {
             let always = matches!(property.expectation, Expectation::Always);
-            let found = discoveries.get(property.name);
+            let found = found(property.name);
             let outcome = match (found.is_some(), always, complete) {
                 (true, true, _) => Outcome::Counterexample,
                 (true, false, _) => Outcome::Reached,
@@ -352,20 +382,16 @@ where
                 (false, true, true) => Outcome::Holds,
                 (false, false, true) => Outcome::NotReached,
             };
+            let (encoded, path) = found.map_or((None, None), |(e, p)| (Some(e), p));
             Verdict {
                 property: property.name,
                 always,
                 outcome,
-                encoded: found.map(|p| p.encode(model)),
-                path: found.map(|p| p.clone().into_vec()),
+                encoded,
+                path,
             }
         })
-        .collect();
-    Report {
-        verdicts,
-        progress: last,
-        cut,
-    }
+        .collect()
 }
 
 /// This process's resident memory in bytes, where the platform tells it (Linux's

@@ -37,6 +37,7 @@ mod sealed;
 mod svg;
 pub mod trace;
 pub mod transitions;
+pub mod walk;
 pub mod world;
 
 pub use clocks::{Rate, TICK_MS};

@@ -63,6 +63,9 @@ pub struct LeastBound {
     /// Search depth first: breadth first would hold every state up to the
     /// counterexample's depth in memory.
     pub depth_first: bool,
+    /// Search by seeded random walks from this seed ([`crate::walk`]): the
+    /// counterexample lies too deep for an exhaustive search to reach in seconds.
+    pub walks: Option<u64>,
     /// The model does not show it in seconds: no bound that fits on these machines is known to
     /// (docs/model-checking.md, "The store production has"), or it breaks no property the model
     /// has; the engine's tests and the simulator keep it.

@@ -226,8 +226,14 @@ struct ModelArgs {
     dfs: bool,
     /// Breadth-first search (the default with --bug: with one thread, counterexamples
     /// are shortest).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "walks")]
     bfs: bool,
+    /// Seeded random walks instead of an exhaustive search: they reach counterexamples
+    /// too deep for one, but never prove anything. They never end on their own: without
+    /// --timeout or --max-states they stop after 10 minutes. The first failing walk is
+    /// the same for a seed on any thread count.
+    #[arg(long, value_name = "SEED", conflicts_with = "dfs")]
+    walks: Option<u64>,
     /// Stop after this long; the check is then incomplete.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Millis>,
@@ -540,24 +546,39 @@ fn machine_threads(asked: u16) -> usize {
 fn options_of(args: &ModelArgs) -> Options {
     // A variant whose counterexample lies deep is searched depth first unless told
     // otherwise: breadth first would hold every state up to that depth.
-    let deep = partition_bug(args).is_some_and(|b| b.least_bound().depth_first);
+    let least = partition_bug(args)
+        .map(|b| b.least_bound())
+        .unwrap_or_default();
+    let deep = least.depth_first;
     let depth_first = args.dfs || (deep && !args.bfs);
+    // A variant only random walks reach is walked unless a search is named.
+    let walks = args
+        .walks
+        .or(least.walks.filter(|_| !args.dfs && !args.bfs));
     Options {
         // Depth-first is several times faster here; breadth-first finds the shortest
         // counterexample, which is what a known-bad variant is run for.
         search: match (depth_first, args.bfs, args.bug.is_some()) {
+            _ if walks.is_some() => Search::Walks {
+                seed: walks.unwrap_or_default(),
+            },
             (true, _, _) => Search::Dfs,
             (_, true, _) | (_, _, true) => Search::Bfs,
             _ => Search::Dfs,
         },
         // A known-bad variant is run for its shortest trace, which only a single
         // breadth-first thread guarantees.
-        threads: if args.bug.is_some() && !depth_first {
+        threads: if args.bug.is_some() && !depth_first && walks.is_none() {
             1
         } else {
             machine_threads(args.threads)
         },
-        timeout: args.timeout.map(|t| Duration::from_millis(t.as_millis())),
+        // Walks never end on their own: they get the time within which the model is
+        // to find any variant (issue 42's bound).
+        timeout: args
+            .timeout
+            .map(|t| Duration::from_millis(t.as_millis()))
+            .or((walks.is_some() && args.max_states.is_none()).then_some(defaults::WALK_TIMEOUT)),
         max_states: args.max_states,
         max_memory: match args.max_memory {
             Some(gib) => Some(u64::from(gib) << 30),

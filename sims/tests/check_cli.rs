@@ -82,6 +82,58 @@ fn a_known_bad_variant_prints_its_trace_and_a_replay_that_reproduces_it() {
     );
 }
 
+/// A variant only random walks reach is walked at its defaults, from seed 1; the first
+/// failing walk's replay reproduces the broken state like any other path.
+#[test]
+fn a_variant_only_walks_reach_is_walked_at_its_defaults_and_its_replay_reproduces_it() {
+    let out = leasehold(&["check", "partitions", "--bug", "take-lands-unseen"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("random walks (seed 1)"), "{text}");
+    assert!(text.contains(" walks, depth "), "{text}");
+    assert!(
+        text.contains("COUNTEREXAMPLE to \"liveness: every partition's owner knows"),
+        "{text}"
+    );
+    let replay = text
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: leasehold "))
+        .expect("a replay command");
+    let args: Vec<&str> = replay.split_whitespace().collect();
+    let again = leasehold(&args);
+    let replayed = stdout(&again);
+    assert_eq!(again.status.code(), Some(1), "{replayed}");
+    assert!(replayed.contains("the last state BREAKS"), "{replayed}");
+}
+
+/// Walks never prove: where the exhaustive search proves the bound (exit 0), walks
+/// that find nothing end incomplete (exit 3).
+#[test]
+fn random_walks_that_find_nothing_end_incomplete_where_the_search_proves_the_bound() {
+    let bound = [
+        "check",
+        "partitions",
+        "--hosts",
+        "2",
+        "--partitions",
+        "1",
+        "--crashes",
+        "0",
+        "--horizon",
+        "4",
+    ];
+    let proven = leasehold(&bound);
+    assert_eq!(proven.status.code(), Some(0), "{}", stdout(&proven));
+    let walked = leasehold(&[&bound[..], &["--walks", "7", "--max-states", "5000"]].concat());
+    let text = stdout(&walked);
+    assert_eq!(walked.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("INCOMPLETE, stopped early at its state limit"),
+        "{text}"
+    );
+    assert!(!text.contains("holds "), "{text}");
+}
+
 /// The engine's old lifecycle, at the CLI's default bounds: the variant brings the
 /// one delayed write it needs, and the trace shows the lost call still running when
 /// the lease restarts at its epoch.

@@ -276,11 +276,20 @@ pub enum KnownBad {
     /// Nobody processes it until the call ends: found by the model with stuck calls
     /// (`--stuck-calls`) at 2 hosts × 1 partition with a crash.
     StuckCallStrands,
+    /// Under session liveness, a take whose outcome is unknown is settled by the
+    /// re-read that follows it: if that read shows the version the take was sent on,
+    /// the take is forgotten, though the request may still land. Landed after the
+    /// re-read, it makes this host the owner unknown to itself, which reads only the
+    /// heartbeats; the host the plans give the lease to sees it held, and nobody
+    /// processes it until the audit. Found by the model's random walks
+    /// (`--walks`) at 2 hosts × 1 partition with a shutdown and a delayed write,
+    /// horizon 20 s.
+    TakeLandsUnseen,
 }
 
 impl KnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [KnownBad; 21] = [
+    pub const ALL: [KnownBad; 22] = [
         KnownBad::RestartSameEpoch,
         KnownBad::UnfencedTakeover,
         KnownBad::DeleteParentFirst,
@@ -302,6 +311,7 @@ impl KnownBad {
         KnownBad::RewriteRefusedVersion,
         KnownBad::TakeByName,
         KnownBad::StuckCallStrands,
+        KnownBad::TakeLandsUnseen,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -328,6 +338,7 @@ impl KnownBad {
             KnownBad::RewriteRefusedVersion => "rewrite-refused-version",
             KnownBad::TakeByName => "take-by-name",
             KnownBad::StuckCallStrands => "stuck-call-strands",
+            KnownBad::TakeLandsUnseen => "take-lands-unseen",
         }
     }
 }

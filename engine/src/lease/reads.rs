@@ -12,7 +12,9 @@
 //! one, and the host re-reads that lease.
 
 use super::timer::Timer;
+use crate::ids::LeaseToken;
 use crate::time::{LocalTime, Millis, Now};
+use std::collections::BTreeSet;
 
 /// When this host next reads the table (or the heartbeats) and plans, when it last
 /// read the whole table, and whether something calls for a read before the audit is
@@ -45,6 +47,13 @@ pub(super) struct TableReads {
     poll_at: Option<LocalTime>,
     /// Reads of leaving hosts' heartbeats in flight: the next poll waits for them.
     watching: u32,
+    /// Leases on which a take of this host's whose outcome is unknown may still land
+    /// ([`Slot::may_land`](super::slot::Slot::may_land)): the whole table is read
+    /// at every interval until a read shows each at another version. Landed after
+    /// its re-read, such a take made this host the owner unknown to itself, while the
+    /// host the plans gave the lease to saw it held: nobody processed it until the
+    /// audit (found by the model's random walks).
+    landing: BTreeSet<LeaseToken>,
 }
 
 /// Why the whole table is read.
@@ -63,6 +72,8 @@ pub(super) struct Group {
     pub claiming: bool,
     /// Another host claims a lease this host holds.
     pub claimed_from: bool,
+    /// A take of this host's may still land ([`TableReads::may_land`]).
+    pub landing: bool,
     /// This host's audit period and phase, for the live hosts, this one included
     /// ([`LeaseConfig::audit_period`](super::LeaseConfig::audit_period),
     /// [`LeaseConfig::audit_phase`](super::LeaseConfig::audit_phase)).
@@ -167,7 +178,7 @@ impl TableReads {
         let lately_claimed = self
             .claimed_at
             .is_some_and(|at| now.local < at + group.lease_duration);
-        if !group.session || self.due || lately_claimed || group.claimed_from {
+        if !group.session || self.due || lately_claimed || group.claimed_from || group.landing {
             // Lease liveness watches every lease. In a handoff, both sides judge
             // the claim by how the leases are spread now: the claimant to see the
             // leases it asked for arrive, the owner to see whether to give them.
@@ -182,6 +193,18 @@ impl TableReads {
         let phase = group.phase.as_millis();
         let period = |t: LocalTime| (t.as_millis() + every - phase) / every;
         (period(now.local) > period(at)).then_some(Why::Audit)
+    }
+
+    /// A take of this host's on `token` may land unseen: read the table until it
+    /// shows the lease at another version.
+    pub fn may_land(&mut self, token: LeaseToken) {
+        self.landing.insert(token);
+    }
+
+    /// Forgets the leases `may_land` no longer holds for; whether any is left.
+    pub fn still_landing(&mut self, may_land: impl Fn(&LeaseToken) -> bool) -> bool {
+        self.landing.retain(may_land);
+        !self.landing.is_empty()
     }
 
     /// Whether no read of the whole table has come back yet in this life.

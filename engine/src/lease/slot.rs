@@ -50,6 +50,10 @@ pub(super) struct Slot {
     /// read naming this host at that epoch to have landed. Always `None` otherwise,
     /// so that the models' states are what they were.
     unsure_take: Option<Epoch>,
+    /// The version a take of this host's was sent on, if its outcome is unknown and
+    /// no read since has shown another: the take may still land (a request given up
+    /// on can), and a re-read that came first says nothing of it.
+    landing: Option<Etag>,
     /// Present while this host owns the lease. Boxed because a host owns a small
     /// share of the table, and every scan walks every slot: inline, it made each slot
     /// 60 % larger.
@@ -71,6 +75,7 @@ impl Slot {
             refused: None,
             reread_at: None,
             unsure_take: None,
+            landing: None,
             own: None,
         }
     }
@@ -148,6 +153,13 @@ impl Slot {
         if etag != self.etag {
             self.seen = now;
             self.etag_learned = learned;
+        }
+        if self
+            .landing
+            .as_ref()
+            .is_some_and(|sent_on| *sent_on != etag)
+        {
+            self.landing = None;
         }
         self.doc = doc;
         self.etag = etag;
@@ -279,6 +291,18 @@ impl Slot {
     /// See the field `unsure_take`.
     pub fn unsure_take(&self) -> Option<Epoch> {
         self.unsure_take
+    }
+
+    /// Records a take of this host's, sent on the version it knows, whose outcome is
+    /// unknown: see [`Slot::may_land`].
+    pub fn take_may_land(&mut self) {
+        self.landing = Some(self.etag.clone());
+    }
+
+    /// Whether a take of this host's whose outcome is unknown may still land: every
+    /// read since showed the version it was sent on.
+    pub fn may_land(&self) -> bool {
+        self.landing.is_some()
     }
 
     /// Records, for the known-bad variant, a take at `epoch` whose outcome is unknown.

@@ -212,8 +212,9 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
         out,
         "  {} search on {} thread{}{}",
         match options.search {
-            Search::Bfs => "breadth-first",
-            Search::Dfs => "depth-first",
+            Search::Bfs => "breadth-first".to_string(),
+            Search::Dfs => "depth-first".to_string(),
+            Search::Walks { seed } => format!("random walks (seed {seed})"),
         },
         options.threads,
         if options.threads == 1 { "" } else { "s" },
@@ -227,6 +228,15 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
 
 /// One progress line.
 pub fn progress_line(p: &check::Progress) -> String {
+    if p.walks > 0 {
+        return format!(
+            "  … {} states in {} walks, depth {}, {:.0} s",
+            thousands(p.states),
+            thousands(p.walks as usize),
+            p.depth,
+            p.seconds
+        );
+    }
     format!(
         "  … {} states, {} unique, depth {}, {:.0} s",
         thousands(p.states),
@@ -333,8 +343,9 @@ pub fn lock_header(kind: LockKind, b: &LockBounds, liveness: u8, options: &Optio
         out,
         "  no-loss checked {liveness} s after the last fault, restart or give-back; {} search on {} thread{}",
         match options.search {
-            Search::Bfs => "breadth-first",
-            Search::Dfs => "depth-first",
+            Search::Bfs => "breadth-first".to_string(),
+            Search::Dfs => "depth-first".to_string(),
+            Search::Walks { seed } => format!("random walks (seed {seed})"),
         },
         options.threads,
         if options.threads == 1 { "" } else { "s" },
@@ -360,11 +371,15 @@ where
         None | Some(Cut::Discovery) => String::new(),
         Some(cut) => format!(" {}", cut.reason()),
     };
+    let counted = if p.walks > 0 {
+        format!("{} walks", thousands(p.walks as usize))
+    } else {
+        format!("{} unique", thousands(p.unique))
+    };
     let _ = writeln!(
         out,
-        "{} states, {} unique, depth {}, {:.1} s: {}",
+        "{} states, {counted}, depth {}, {:.1} s: {}",
         thousands(p.states),
-        thousands(p.unique),
         p.depth,
         p.seconds,
         if report.complete() {

@@ -24,6 +24,9 @@ pub const LOCK_HORIZON_PAST_LIVENESS: u8 = 1;
 pub const HORIZON_CAP: u8 = 30;
 /// What `--liveness` left unset means, in `check` and `sim` alike.
 const LIVENESS_UNSET: &str = "session for handoff, lease for the rest";
+/// How long random walks (`--walks`) run when neither `--timeout` nor `--max-states`
+/// is given.
+pub const WALK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 /// Checker threads when `--threads` is not given.
 pub const THREADS: u16 = 2;
 /// The share of the memory available when a check starts that it may hold when

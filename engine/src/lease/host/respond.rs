@@ -147,6 +147,13 @@ impl LeaseHost {
                 if self.config.known_bad == Some(KnownBad::TakeByName) {
                     slot.take_unsure_at(doc.epoch);
                 }
+                // Under session liveness later reads may be of the heartbeats alone,
+                // which would never tell this host that the take landed after its
+                // re-read.
+                if session && self.config.known_bad != Some(KnownBad::TakeLandsUnseen) {
+                    slot.take_may_land();
+                    self.table.may_land(token.clone());
+                }
             }
         }
         self.touch(&token);

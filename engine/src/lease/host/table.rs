@@ -37,7 +37,12 @@ impl LeaseHost {
         self.table.read_sent();
         let seq = self.wire.issued();
         let hosts = self.live_members(now).count() as u64 + 1;
+        let slots = &self.slots;
+        let landing = self
+            .table
+            .still_landing(|t| slots.get(t).is_some_and(|s| s.may_land()));
         let group = Group {
+            landing,
             session: self.session_liveness(),
             claiming: !self.membership.beat.published().is_empty(),
             claimed_from: self.is_claimed_from(),
