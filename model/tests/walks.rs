@@ -85,8 +85,8 @@ fn random_walks_never_say_a_property_holds() {
 /// A take given up on lands after its host's re-read showed the lease free: the store
 /// names the host, whose view names nobody, and the other host sees the lease held.
 /// Forgotten at that re-read (`take-lands-unseen`), the lease is processed by nobody
-/// until the audit; 46 steps over 20 s, which no exhaustive search reaches in
-/// minutes, and a random walk of seed 1 in about 1,300 walks.
+/// until the audit: 50 steps over 20 s, which a depth-first search did not reach in
+/// 120 s, and the 2,513th random walk of seed 1 did (BENCHMARKS.md).
 fn landing(bug: Option<Bug>) -> Bounds {
     Bounds {
         hosts: 2,
