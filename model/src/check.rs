@@ -21,7 +21,8 @@ pub enum Search {
     Dfs,
     /// Seeded random walks ([`crate::walk`]): never complete, so never "holds", but
     /// they reach counterexamples far deeper than an exhaustive search can in the same
-    /// time. Only a time or state limit, a discovery or an interrupt ends them.
+    /// time. Only a discovery ([`Stop`]), a time, state or memory limit, or an
+    /// interrupt ends them.
     Walks {
         /// The seed: walk `k` of a seed is the same on every run and thread count.
         seed: u64,
@@ -131,8 +132,9 @@ pub struct Progress {
     pub depth: usize,
     /// Seconds so far.
     pub seconds: f64,
-    /// Random walks finished ([`Search::Walks`]; 0 for the exhaustive searches).
-    pub walks: u64,
+    /// Random walks run to their end ([`Search::Walks`]; `None` for the exhaustive
+    /// searches).
+    pub walks: Option<u64>,
 }
 
 /// Why a check stopped before it had explored every state within its bounds.
@@ -268,7 +270,7 @@ where
         unique: c.unique_state_count(),
         depth: c.max_depth(),
         seconds: started.elapsed().as_secs_f64(),
-        walks: 0,
+        walks: None,
     };
     let mut reported = Instant::now();
     // Stateright's own timeout is seen only between states, and a depth-first

@@ -3,16 +3,21 @@
 //!
 //! Walk `k` of seed `s` is a pure function of `(s, k)`: it starts from an initial
 //! state and takes, at each state, one of the enabled actions uniformly at random,
-//! until it leaves the model's boundary, runs out of actions, or comes back to a state
-//! it has already been in. Workers take walks in order, and once walk `k` breaks an
-//! `always` property no walk after `k` starts; every walk before it is finished. So
-//! the counterexample reported is that of the first failing walk, whatever the thread
-//! count, and the same seed finds it again.
+//! until it leaves the model's boundary, runs out of actions, comes back to a state it
+//! has already been in, or breaks an `always` property. Workers take walks in order.
+//! When a run stops at a discovery ([`Stop`]), no walk after the first that made it
+//! starts, every walk before it runs to its end, and what later walks already running
+//! found is dropped: the report is the first such walk's, whatever the thread count,
+//! and the same seed finds it again. If a limit (time, states, memory, an interrupt)
+//! cuts a walk before that one short, the run is reported cut by the limit instead.
 //!
 //! Walks never explore everything: a run with no discovery is incomplete, however
-//! long it ran. Stateright's own simulation checker is not used, as it records a
-//! wrong path whenever a generated action turns out to be disabled (its `next_state`
-//! is `None`), which happens in these models.
+//! long it ran. A walk ends at its first broken `always` property, so it never sees
+//! what lies past it (an exhaustive search does). `eventually` properties are judged
+//! where a walk runs out of actions, as stateright judges them at terminal states.
+//! Stateright's own simulation checker is not used, as it records a wrong path
+//! whenever a generated action turns out to be disabled (its `next_state` is
+//! `None`), which happens in these models.
 
 use crate::check::{Checkable, resident_bytes};
 use crate::check::{Cut, Options, Progress, Report, Stop, replay, verdicts};
@@ -42,16 +47,28 @@ struct Found {
 
 struct Shared {
     next_walk: AtomicU64,
+    /// Walks run to their end.
     walks: AtomicU64,
     states: AtomicUsize,
     depth: AtomicUsize,
-    /// The first walk that broke an `always` property, once one has.
+    /// The first walk that broke an `always` property (or left an `eventually` one
+    /// unmet), once one has.
     failing: AtomicU64,
+    /// The first walk a limit cut short, if one was.
+    abandoned: AtomicU64,
     stop: AtomicBool,
     /// Per property, the first walk known to have discovered it, so that a
     /// discovery no earlier than that costs no lock.
     firsts: Vec<AtomicU64>,
     found: Mutex<BTreeMap<&'static str, Found>>,
+}
+
+/// How a walk ended.
+enum Ended {
+    /// At its end: a boundary, a repeat, no action left, or a broken property.
+    Done,
+    /// Cut short by a limit.
+    Abandoned,
 }
 
 /// Walks `model` from `seed`, calling `progress` about every `every`.
@@ -67,31 +84,42 @@ where
     M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
 {
     let started = Instant::now();
+    let properties = model.properties();
+    let target = match options.stop {
+        Stop::At(name) => properties.iter().position(|p| p.name == name),
+        _ => None,
+    };
     let shared = Shared {
         next_walk: AtomicU64::new(0),
         walks: AtomicU64::new(0),
         states: AtomicUsize::new(0),
         depth: AtomicUsize::new(0),
         failing: AtomicU64::new(u64::MAX),
+        abandoned: AtomicU64::new(u64::MAX),
         stop: AtomicBool::new(false),
-        firsts: model
-            .properties()
+        firsts: properties
             .iter()
             .map(|_| AtomicU64::new(u64::MAX))
             .collect(),
         found: Mutex::new(BTreeMap::new()),
+    };
+    // The walk whose discovery ends the run, once there is one.
+    let met = |shared: &Shared| match (options.stop, target) {
+        (Stop::FirstCounterexample, _) => shared.failing.load(Ordering::Relaxed),
+        (Stop::At(_), Some(i)) => shared.firsts[i].load(Ordering::Relaxed),
+        _ => u64::MAX,
     };
     let counts = |shared: &Shared| Progress {
         states: shared.states.load(Ordering::Relaxed),
         unique: 0,
         depth: shared.depth.load(Ordering::Relaxed),
         seconds: started.elapsed().as_secs_f64(),
-        walks: shared.walks.load(Ordering::Relaxed),
+        walks: Some(shared.walks.load(Ordering::Relaxed)),
     };
-    let mut cut = None;
+    let mut limit = None;
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..options.threads.max(1))
-            .map(|_| scope.spawn(|| worker(model, options, seed, &shared)))
+            .map(|_| scope.spawn(|| worker(model, seed, &shared, &met)))
             .collect();
         let mut reported = Instant::now();
         loop {
@@ -121,8 +149,8 @@ where
             } else {
                 None
             };
-            if why.is_some() {
-                cut = why;
+            if limit.is_none() && why.is_some() {
+                limit = why;
                 shared.stop.store(true, Ordering::Relaxed);
             }
             if reported.elapsed() >= every {
@@ -132,23 +160,18 @@ where
         }
     });
     let last = counts(&shared);
-    let found = shared.found.into_inner().unwrap_or_else(|e| e.into_inner());
-    let failed = found.keys().any(|name| {
-        model
-            .properties()
-            .iter()
-            .any(|p| p.name == *name && matches!(p.expectation, Expectation::Always))
-    });
-    let stopped_early = match options.stop {
-        Stop::Never => false,
-        Stop::FirstCounterexample => failed,
-        Stop::At(name) => found.contains_key(name),
-    };
-    // A stop condition met wins over a limit reached while the last walks finished.
-    let cut = if stopped_early {
+    let cutoff = met(&shared);
+    let mut found = shared.found.into_inner().unwrap_or_else(|e| e.into_inner());
+    // Later walks that were already running when the deciding one ended found what a
+    // run on fewer threads would never have reached.
+    found.retain(|_, f| f.walk <= cutoff);
+    let complete_to_cutoff = cutoff != u64::MAX && shared.abandoned.into_inner() > cutoff;
+    let cut = if complete_to_cutoff {
         Cut::Discovery
     } else {
-        cut.unwrap_or(Cut::Interrupted)
+        // Workers end on their own only at a discovery, so a run not decided by one
+        // was stopped by a limit.
+        limit.unwrap_or(Cut::Interrupted)
     };
     // Walks never explore everything: what they did not find is incomplete.
     let verdicts = verdicts(model, false, |name| {
@@ -163,50 +186,57 @@ where
     }
 }
 
-fn worker<M: Checkable>(model: &M, options: &Options, seed: u64, shared: &Shared)
+fn worker<M: Checkable>(model: &M, seed: u64, shared: &Shared, met: &impl Fn(&Shared) -> u64)
 where
     M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
     M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
 {
     let properties = model.properties();
-    let target = match options.stop {
-        Stop::At(name) => properties.iter().position(|p| p.name == name),
-        _ => None,
-    };
-    let mut unflushed = 0usize;
-    loop {
-        if shared.stop.load(Ordering::Relaxed) {
-            break;
-        }
+    let mut tally = Tally::default();
+    while !shared.stop.load(Ordering::Relaxed) {
         let k = shared.next_walk.fetch_add(1, Ordering::Relaxed);
-        // A walk after the first that met the stop condition cannot be the one
-        // reported; every walk before it still runs.
-        let met = match (options.stop, target) {
-            (Stop::FirstCounterexample, _) => shared.failing.load(Ordering::Relaxed),
-            (Stop::At(_), Some(i)) => shared.firsts[i].load(Ordering::Relaxed),
-            _ => u64::MAX,
-        };
-        if k > met {
+        // A walk after the one that decided the run cannot be the one reported;
+        // every walk before it still runs.
+        if k > met(shared) {
             break;
         }
-        let stopped = walk_once(model, &properties, seed, k, shared, &mut unflushed);
-        shared.walks.fetch_add(1, Ordering::Relaxed);
-        if stopped {
-            break;
+        match walk_once(model, &properties, seed, k, shared, &mut tally) {
+            Ended::Done => {
+                shared.walks.fetch_add(1, Ordering::Relaxed);
+            }
+            Ended::Abandoned => {
+                shared.abandoned.fetch_min(k, Ordering::Relaxed);
+                break;
+            }
         }
     }
-    shared.states.fetch_add(unflushed, Ordering::Relaxed);
+    tally.flush(shared);
 }
 
-/// Walk `k`; whether the run stopped meanwhile.
+/// What a worker counted and has not yet published.
+#[derive(Default)]
+struct Tally {
+    states: usize,
+    depth: usize,
+}
+
+impl Tally {
+    fn flush(&mut self, shared: &Shared) {
+        shared.states.fetch_add(self.states, Ordering::Relaxed);
+        shared.depth.fetch_max(self.depth, Ordering::Relaxed);
+        self.states = 0;
+    }
+}
+
+/// Walk `k`.
 fn walk_once<M: Checkable>(
     model: &M,
     properties: &[Property<M>],
     seed: u64,
     k: u64,
     shared: &Shared,
-    unflushed: &mut usize,
-) -> bool
+    tally: &mut Tally,
+) -> Ended
 where
     M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
     M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
@@ -215,14 +245,16 @@ where
     rng.set_stream(k);
     let hasher = ahash::RandomState::with_seeds(1, 2, 3, 4);
     let mut inits = model.init_states();
+    // Counted even when there is none, so that a state limit ends such a run.
+    tally.states += 1;
     if inits.is_empty() {
-        return false;
+        return Ended::Done;
     }
     let first = rng.random_range(0..inits.len());
     let mut state = inits.swap_remove(first);
     let mut indices = vec![first];
     let mut seen = HashSet::new();
-    let mut eventually: Vec<usize> = properties
+    let mut unmet: Vec<usize> = properties
         .iter()
         .enumerate()
         .filter(|(_, p)| matches!(p.expectation, Expectation::Eventually))
@@ -238,39 +270,36 @@ where
             .join("/")
     };
     loop {
-        if !model.within_boundary(&state) || !seen.insert(hasher.hash_one(&state)) {
-            break;
+        if indices.len() > 1 {
+            tally.states += 1;
         }
-        *unflushed += 1;
-        if *unflushed >= LOOK_EVERY {
-            shared.states.fetch_add(*unflushed, Ordering::Relaxed);
-            *unflushed = 0;
+        tally.depth = tally.depth.max(indices.len() - 1);
+        if tally.states >= LOOK_EVERY {
+            tally.flush(shared);
             if shared.stop.load(Ordering::Relaxed) {
-                return true;
+                return Ended::Abandoned;
             }
         }
-        shared.depth.fetch_max(indices.len() - 1, Ordering::Relaxed);
+        if !model.within_boundary(&state) || !seen.insert(hasher.hash_one(&state)) {
+            return Ended::Done;
+        }
         for (i, property) in properties.iter().enumerate() {
-            let hit = match property.expectation {
-                Expectation::Always => !(property.condition)(model, &state),
-                Expectation::Sometimes => (property.condition)(model, &state),
-                Expectation::Eventually => {
-                    if (property.condition)(model, &state) {
-                        eventually.retain(|&e| e != i);
-                    }
-                    false
-                }
-            };
-            if hit {
-                record(shared, i, property.name, k, || encode(&indices));
-                if matches!(property.expectation, Expectation::Always) {
+            let holds = (property.condition)(model, &state);
+            match property.expectation {
+                Expectation::Always if !holds => {
+                    record(shared, i, property.name, k, || encode(&indices));
                     shared.failing.fetch_min(k, Ordering::Relaxed);
-                    return false;
+                    return Ended::Done;
                 }
+                Expectation::Sometimes if holds => {
+                    record(shared, i, property.name, k, || encode(&indices));
+                }
+                Expectation::Eventually if holds => unmet.retain(|&e| e != i),
+                _ => {}
             }
         }
         if indices.len() > MAX_STEPS {
-            return false;
+            return Ended::Done;
         }
         actions.clear();
         model.actions(&state, &mut actions);
@@ -287,16 +316,17 @@ where
                 break Some((index, next));
             }
         };
-        let Some((index, next)) = next else { break };
+        let Some((index, next)) = next else {
+            // A terminal state: an `eventually` property still unmet is broken.
+            for &i in &unmet {
+                record(shared, i, properties[i].name, k, || encode(&indices));
+                shared.failing.fetch_min(k, Ordering::Relaxed);
+            }
+            return Ended::Done;
+        };
         indices.push(index);
         state = next;
     }
-    // An `eventually` property still unmet where the walk ends is a counterexample.
-    for i in eventually {
-        record(shared, i, properties[i].name, k, || encode(&indices));
-        shared.failing.fetch_min(k, Ordering::Relaxed);
-    }
-    false
 }
 
 /// Keeps walk `k`'s discovery of property `i` (`name`) unless an earlier walk made one.

@@ -915,6 +915,7 @@ mod tests {
             "bug",
             "dfs",
             "bfs",
+            "walks",
             "timeout",
             "max_states",
             "first",

@@ -52,7 +52,9 @@ pub(super) struct Slot {
     unsure_take: Option<Epoch>,
     /// The version a take of this host's was sent on, if its outcome is unknown and
     /// no read since has shown another: the take may still land (a request given up
-    /// on can), and a re-read that came first says nothing of it.
+    /// on can), and a re-read that came first says nothing of it. Any other version
+    /// read ends it, as the store has moved past the take's version for good: at
+    /// Session consistency no read of this host's goes back behind a version it saw.
     landing: Option<Etag>,
     /// Present while this host owns the lease. Boxed because a host owns a small
     /// share of the table, and every scan walks every slot: inline, it made each slot

@@ -228,11 +228,11 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
 
 /// One progress line.
 pub fn progress_line(p: &check::Progress) -> String {
-    if p.walks > 0 {
+    if let Some(walks) = p.walks {
         return format!(
             "  … {} states in {} walks, depth {}, {:.0} s",
             thousands(p.states),
-            thousands(p.walks as usize),
+            thousands(walks as usize),
             p.depth,
             p.seconds
         );
@@ -371,10 +371,9 @@ where
         None | Some(Cut::Discovery) => String::new(),
         Some(cut) => format!(" {}", cut.reason()),
     };
-    let counted = if p.walks > 0 {
-        format!("{} walks", thousands(p.walks as usize))
-    } else {
-        format!("{} unique", thousands(p.unique))
+    let counted = match p.walks {
+        Some(walks) => format!("{} walks", thousands(walks as usize)),
+        None => format!("{} unique", thousands(p.unique)),
     };
     let _ = writeln!(
         out,
