@@ -68,18 +68,23 @@ fn a_known_bad_variant_prints_its_trace_and_a_replay_that_reproduces_it() {
         text.contains("INCOMPLETE"),
         "stopped at the first counterexample"
     );
+    let (code, replayed) = replay_printed(&text);
+    assert_eq!(code, Some(1), "{replayed}");
+    assert!(
+        replayed.contains("the last state BREAKS \"exclusivity"),
+        "{replayed}"
+    );
+}
+
+/// Runs the replay command a check printed: its exit code and what it printed.
+fn replay_printed(text: &str) -> (Option<i32>, String) {
     let replay = text
         .lines()
         .find_map(|l| l.strip_prefix("replay: leasehold "))
         .expect("a replay command");
     let args: Vec<&str> = replay.split_whitespace().collect();
     let again = leasehold(&args);
-    let replayed = stdout(&again);
-    assert_eq!(again.status.code(), Some(1), "{replayed}");
-    assert!(
-        replayed.contains("the last state BREAKS \"exclusivity"),
-        "{replayed}"
-    );
+    (again.status.code(), stdout(&again))
 }
 
 /// A variant only random walks reach is walked at its defaults, from seed 1; the first
@@ -95,14 +100,8 @@ fn a_variant_only_walks_reach_is_walked_at_its_defaults_and_its_replay_reproduce
         text.contains("COUNTEREXAMPLE to \"liveness: every partition's owner knows"),
         "{text}"
     );
-    let replay = text
-        .lines()
-        .find_map(|l| l.strip_prefix("replay: leasehold "))
-        .expect("a replay command");
-    let args: Vec<&str> = replay.split_whitespace().collect();
-    let again = leasehold(&args);
-    let replayed = stdout(&again);
-    assert_eq!(again.status.code(), Some(1), "{replayed}");
+    let (code, replayed) = replay_printed(&text);
+    assert_eq!(code, Some(1), "{replayed}");
     assert!(replayed.contains("the last state BREAKS"), "{replayed}");
 }
 
