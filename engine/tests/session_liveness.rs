@@ -1435,3 +1435,83 @@ fn a_lease_freed_beside_its_stuck_call_is_processed_by_nobody() {
     let c = a_stuck_call_with_nobody_to_give_to(Some(KnownBad::StuckCallStrands));
     assert!(c.assignment().is_empty(), "{:?}", c.lease("0"));
 }
+
+/// b alone holds the one lease. Its heartbeat's answer is held until its authority
+/// lapses, and it resumes the lease; its driver gives up on the resume (a timeout),
+/// and the re-read that follows comes back before the resume lands, showing the
+/// version b knew. The resume then lands, unheard: the store names b, this life, at
+/// the next epoch. b resumes again on the version it knew, is refused (412), and a
+/// replica that lags serves its re-read that same version, so b starts processing at
+/// the old epoch; the next fresh read shows the version its own resume wrote. Taken
+/// for a takeover, the lease was forgotten, and b, reading only the heartbeats, left
+/// it to nobody until the audit (found by the model's random walks,
+/// `drops-own-landing`).
+fn a_resume_lands_after_its_reread(known_bad: Option<KnownBad>) -> Cluster {
+    let mut c = Cluster::new();
+    let mut config = session_config(1);
+    config.audit_interval = leasehold_engine::Millis::from_secs(600);
+    config.known_bad = known_bad;
+    c.add("b", config);
+    c.run_for(5_000);
+    assert_eq!(c.count("b"), 1);
+    let answer_all_but = |c: &mut Cluster, held: Intent| {
+        while let Some(at) = c.inflight.iter().position(|(_, r)| r.intent != held) {
+            let (_, req) = c.inflight.remove(at).unwrap();
+            let result = c.store.execute(req.op.clone());
+            c.answer("b", &req, result);
+        }
+    };
+    // Every request of b answered at once but the one awaited, b woken every 100 ms
+    // until it sends that one.
+    let wait_for = |c: &mut Cluster, intent: Intent, held: Intent| {
+        for _ in 0..200 {
+            if c.inflight.iter().any(|(_, r)| r.intent == intent) {
+                return c.intercept("b", intent);
+            }
+            answer_all_but(c, held);
+            c.time += 100;
+            c.input("b", Input::Tick).unwrap();
+        }
+        panic!("b never sends {intent:?}");
+    };
+    let heartbeat = wait_for(&mut c, Intent::Heartbeat, Intent::Heartbeat);
+    let resume = wait_for(&mut c, Intent::Resume, Intent::Heartbeat);
+    assert_eq!(c.count("b"), 0, "authority lapsed");
+    let result = c.store.execute(heartbeat.op.clone());
+    c.answer("b", &heartbeat, result);
+    c.answer("b", &resume, Err(StoreError::Timeout));
+    let reread = wait_for(&mut c, Intent::Reread, Intent::Reread);
+    let known = c.store.execute(reread.op.clone());
+    c.answer("b", &reread, known.clone());
+    let landed = c.store.execute(resume.op.clone());
+    assert!(
+        matches!(landed, Ok(Reply::Replaced(_))),
+        "the resume lands, unheard: {landed:?}"
+    );
+    let again = wait_for(&mut c, Intent::Resume, Intent::Resume);
+    let refused = c.store.execute(again.op.clone());
+    assert!(
+        matches!(refused, Err(StoreError::PreconditionFailed)),
+        "{refused:?}"
+    );
+    c.answer("b", &again, refused);
+    // A lagging replica serves the version b knew.
+    let stale = wait_for(&mut c, Intent::Reread, Intent::Reread);
+    c.answer("b", &stale, known);
+    c.run_for(60_000);
+    c
+}
+
+#[test]
+fn a_resume_that_lands_after_its_reread_is_processed_once_a_read_shows_it() {
+    let c = a_resume_lands_after_its_reread(None);
+    c.check_exclusive();
+    assert_eq!(c.count("b"), 1, "{:?}", c.assignment());
+}
+
+#[test]
+fn a_lease_found_at_its_own_landed_resume_taken_for_a_takeover_is_processed_by_nobody() {
+    let c = a_resume_lands_after_its_reread(Some(KnownBad::DropsOwnLanding));
+    assert_eq!(c.count("b"), 0, "{:?}", c.assignment());
+    assert_eq!(c.lease("0").owner.as_ref().map(|o| o.as_str()), Some("b"));
+}

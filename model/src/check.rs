@@ -205,20 +205,22 @@ impl<S, A> Report<S, A> {
     }
 }
 
-/// What the checker needs of a model: stateright's bounds for running it on threads.
+/// What the checker needs of a model: stateright's bounds for running it on threads,
+/// and which of its actions are faults, which random walks ([`crate::walk`]) space out.
 pub trait Checkable: Model + Clone + Send + Sync + 'static
 where
     Self::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
     Self::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
 {
-}
-
-impl<M> Checkable for M
-where
-    M: Model + Clone + Send + Sync + 'static,
-    M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
-    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
-{
+    /// Whether `action` is a fault the bounds budget (a crash, a held write, a
+    /// pause...) rather than the system's own progress. A walk takes one at a rate
+    /// it draws, not in proportion to how many are enabled: faults outnumber the
+    /// other actions in most states, so a uniform choice spends every budget in the
+    /// first steps and never reaches a fault that must come late.
+    fn is_fault(&self, action: &Self::Action) -> bool {
+        let _ = action;
+        false
+    }
 }
 
 /// Checks `model`, calling `progress` about every `every` while it runs.
@@ -277,14 +279,11 @@ where
     // worker can run long without one: past it (and a second of grace), or once
     // interrupted, the check stops waiting for its workers.
     let mut abandoned = false;
-    let mut interrupted = false;
     let mut over_memory;
     loop {
         // Read before the first look at the workers too: a cap already passed at the
         // start stops the check however small it is.
-        over_memory = options
-            .max_memory
-            .and_then(|cap| resident_bytes().filter(|&resident| resident >= cap));
+        over_memory = resident_over_cap(options);
         if over_memory.is_some() {
             abandoned = true;
             break;
@@ -293,14 +292,10 @@ where
             break;
         }
         std::thread::sleep(every.min(Duration::from_millis(20)));
-        interrupted = options
-            .interrupt
-            .as_ref()
-            .is_some_and(|flag| flag.load(Ordering::Relaxed));
         let overdue = options
             .timeout
             .is_some_and(|t| started.elapsed() >= t + Duration::from_secs(1));
-        if interrupted || overdue {
+        if interrupted(options) || overdue {
             abandoned = true;
             break;
         }
@@ -319,11 +314,6 @@ where
         checker.join()
     };
     let last = counts(&checker);
-    let timed_out = abandoned
-        || options
-            .timeout
-            .is_some_and(|t| started.elapsed() + Duration::from_millis(50) >= t);
-    let capped = options.max_states.is_some_and(|max| last.states >= max);
     let discoveries = checker.discoveries();
     // A stop condition ends the run early only once it is met; a run whose condition
     // was never met explored everything.
@@ -338,19 +328,10 @@ where
         Stop::FirstCounterexample => discoveries.keys().any(|k| always.contains(k)),
         Stop::At(name) => discoveries.contains_key(name),
     };
-    let cut = if let Some(resident) = over_memory {
-        Some(Cut::Memory { resident })
-    } else if interrupted {
-        Some(Cut::Interrupted)
-    } else if timed_out {
-        Some(Cut::Timeout)
-    } else if capped {
-        Some(Cut::States)
-    } else if stopped_early {
-        Some(Cut::Discovery)
-    } else {
-        None
-    };
+    // Stateright stops at its timeout a little early, between two states.
+    let elapsed = started.elapsed() + Duration::from_millis(50);
+    let cut = limit(options, over_memory, elapsed, last.states)
+        .or(stopped_early.then_some(Cut::Discovery));
     let verdicts = verdicts(model, cut.is_none(), |name| {
         discoveries
             .get(name)
@@ -361,6 +342,41 @@ where
         progress: last,
         cut,
     }
+}
+
+/// The limit a run has reached after `elapsed` and `states`, if any, the first of:
+/// `over_memory` (what [`resident_over_cap`] read), an interrupt, the time, the states.
+pub(crate) fn limit(
+    options: &Options,
+    over_memory: Option<u64>,
+    elapsed: Duration,
+    states: usize,
+) -> Option<Cut> {
+    if let Some(resident) = over_memory {
+        Some(Cut::Memory { resident })
+    } else if interrupted(options) {
+        Some(Cut::Interrupted)
+    } else if options.timeout.is_some_and(|t| elapsed >= t) {
+        Some(Cut::Timeout)
+    } else if options.max_states.is_some_and(|max| states >= max) {
+        Some(Cut::States)
+    } else {
+        None
+    }
+}
+
+/// This process's resident memory, where it has reached the cap in `options`.
+pub(crate) fn resident_over_cap(options: &Options) -> Option<u64> {
+    options
+        .max_memory
+        .and_then(|cap| resident_bytes().filter(|&resident| resident >= cap))
+}
+
+fn interrupted(options: &Options) -> bool {
+    options
+        .interrupt
+        .as_ref()
+        .is_some_and(|flag| flag.load(Ordering::Relaxed))
 }
 
 /// One verdict per property of `model`, in its order: `found` gives a property's

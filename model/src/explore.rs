@@ -178,6 +178,20 @@ fn forwards<M: Explain>() -> [Forward<M>; MAX_PROPERTIES] {
     ]
 }
 
+/// Checked as the model it shows, whose faults are its faults.
+impl<M> crate::check::Checkable for Explored<M>
+where
+    M: crate::check::Checkable + Explain<State: Clone + PartialEq, Action: Clone + PartialEq>,
+    M::State: Clone + fmt::Debug + Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + PartialEq + Send + Sync + 'static,
+    Self: Clone + Send + Sync + 'static,
+    Shown<M>: Clone + fmt::Debug + Hash + PartialEq + Send + Sync + 'static,
+{
+    fn is_fault(&self, action: &M::Action) -> bool {
+        self.inner.is_fault(action)
+    }
+}
+
 impl<M> Model for Explored<M>
 where
     M: Explain<State: Clone + PartialEq, Action: Clone + PartialEq>,

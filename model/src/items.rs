@@ -353,6 +353,12 @@ impl Rules for ItemModel {
     }
 }
 
+impl crate::check::Checkable for ItemModel {
+    fn is_fault(&self, action: &Self::Action) -> bool {
+        action.is_fault()
+    }
+}
+
 impl stateright::Model for ItemModel {
     type State = ItemsState;
     type Action = ItemAction;

@@ -777,6 +777,12 @@ impl Rules for QueueModel {
     }
 }
 
+impl crate::check::Checkable for QueueModel {
+    fn is_fault(&self, action: &Self::Action) -> bool {
+        action.is_fault()
+    }
+}
+
 impl stateright::Model for QueueModel {
     type State = QueueState;
     type Action = QueueAction;

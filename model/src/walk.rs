@@ -2,9 +2,14 @@
 //! an exhaustive check to reach in time.
 //!
 //! Walk `k` of seed `s` is a pure function of `(s, k)`: it starts from an initial
-//! state and takes, at each state, one of the enabled actions uniformly at random,
-//! until it leaves the model's boundary, runs out of actions, comes back to a state it
-//! has already been in, or breaks an `always` property. Workers take walks in order.
+//! state and takes, at each state, one of the enabled actions at random, until it
+//! leaves the model's boundary, runs out of actions, comes back to a state it has
+//! already been in, or breaks an `always` property. Each walk draws a fault rate
+//! first: where both a fault ([`Checkable::is_fault`]) and a step of the system's own
+//! are enabled, it takes a fault at that rate, then one of that kind uniformly. A
+//! uniform choice over all actions would spend the fault budgets in the first few
+//! steps, as faults outnumber the rest; a bug that needs a fault late in the horizon
+//! (a read throttled after a pause) is then out of reach. Workers take walks in order.
 //! When a run stops at a discovery ([`Stop`]), no walk after the first that made it
 //! starts, every walk before it runs to its end, and what later walks already running
 //! found is dropped: the report is the first such walk's, whatever the thread count,
@@ -19,7 +24,7 @@
 //! whenever a generated action turns out to be disabled (its `next_state` is
 //! `None`), which happens in these models.
 
-use crate::check::{Checkable, resident_bytes};
+use crate::check::{Checkable, limit, resident_over_cap};
 use crate::check::{Cut, Options, Progress, Report, Stop, replay, verdicts};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -116,7 +121,7 @@ where
         seconds: started.elapsed().as_secs_f64(),
         walks: Some(shared.walks.load(Ordering::Relaxed)),
     };
-    let mut limit = None;
+    let mut cut_by = None;
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..options.threads.max(1))
             .map(|_| scope.spawn(|| worker(model, seed, &shared, &met)))
@@ -127,30 +132,14 @@ where
                 break;
             }
             std::thread::sleep(every.min(Duration::from_millis(20)));
-            let interrupted = options
-                .interrupt
-                .as_ref()
-                .is_some_and(|flag| flag.load(Ordering::Relaxed));
-            let over_memory = options
-                .max_memory
-                .and_then(|cap| resident_bytes().filter(|&resident| resident >= cap));
-            let overdue = options.timeout.is_some_and(|t| started.elapsed() >= t);
-            let capped = options
-                .max_states
-                .is_some_and(|max| shared.states.load(Ordering::Relaxed) >= max);
-            let why = if let Some(resident) = over_memory {
-                Some(Cut::Memory { resident })
-            } else if interrupted {
-                Some(Cut::Interrupted)
-            } else if overdue {
-                Some(Cut::Timeout)
-            } else if capped {
-                Some(Cut::States)
-            } else {
-                None
-            };
-            if limit.is_none() && why.is_some() {
-                limit = why;
+            let why = limit(
+                options,
+                resident_over_cap(options),
+                started.elapsed(),
+                shared.states.load(Ordering::Relaxed),
+            );
+            if cut_by.is_none() && why.is_some() {
+                cut_by = why;
                 shared.stop.store(true, Ordering::Relaxed);
             }
             if reported.elapsed() >= every {
@@ -171,7 +160,7 @@ where
     } else {
         // Workers end on their own only at a discovery, so a run not decided by one
         // was stopped by a limit.
-        limit.unwrap_or(Cut::Interrupted)
+        cut_by.unwrap_or(Cut::Interrupted)
     };
     // Walks never explore everything: what they did not find is incomplete.
     let verdicts = verdicts(model, false, |name| {
@@ -261,7 +250,9 @@ where
         .map(|(i, _)| i)
         .collect();
     let mut actions = Vec::new();
-    let mut order = Vec::new();
+    let mut faults = Vec::new();
+    let mut progress = Vec::new();
+    let rate = fault_rate(&mut rng);
     let encode = |indices: &[usize]| {
         indices
             .iter()
@@ -303,16 +294,26 @@ where
         }
         actions.clear();
         model.actions(&state, &mut actions);
-        order.clear();
-        order.extend(0..actions.len());
-        let next = loop {
-            if actions.is_empty() {
-                break None;
+        faults.clear();
+        progress.clear();
+        for (i, action) in actions.iter().enumerate() {
+            if model.is_fault(action) {
+                faults.push(i);
+            } else {
+                progress.push(i);
             }
-            let pick = rng.random_range(0..actions.len());
-            let action = actions.swap_remove(pick);
-            let index = order.swap_remove(pick);
-            if let Some(next) = model.next_state(&state, action) {
+        }
+        // A disabled action is drawn again from what is left of its class, then of
+        // the other.
+        let fault_first = !faults.is_empty() && (progress.is_empty() || rng.random_bool(rate));
+        let next = loop {
+            let class = match (fault_first, faults.is_empty(), progress.is_empty()) {
+                (_, true, true) => break None,
+                (true, false, _) | (false, false, true) => &mut faults,
+                _ => &mut progress,
+            };
+            let index = class.swap_remove(rng.random_range(0..class.len()));
+            if let Some(next) = model.next_state(&state, actions[index].clone()) {
                 break Some((index, next));
             }
         };
@@ -327,6 +328,20 @@ where
         indices.push(index);
         state = next;
     }
+}
+
+/// The least and greatest rate at which a walk takes a fault where both a fault and a
+/// step of the system's own are enabled, as powers of two: from one such state in 64
+/// to every one. A walk's rate is drawn log-uniformly between them, as swarm testing
+/// varies its configurations: walks at a high rate spend their budgets at once, those
+/// at a low one keep them for late in the horizon. BENCHMARKS.md (twenty-first
+/// session) compares rates with the uniform choice.
+const FAULT_RATE_LOG2: (f64, f64) = (-6.0, 0.0);
+
+/// A walk's fault rate, drawn from its own stream before its first step.
+fn fault_rate(rng: &mut ChaCha8Rng) -> f64 {
+    let (least, most) = FAULT_RATE_LOG2;
+    rng.random_range(least..=most).exp2()
 }
 
 /// Keeps walk `k`'s discovery of property `i` (`name`) unless an earlier walk made one.
@@ -346,4 +361,93 @@ fn record(shared: &Shared, i: usize, name: &'static str, k: u64, encoded: impl F
         },
     );
     shared.firsts[i].store(k, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{Outcome, Search, check};
+    use stateright::Model;
+
+    /// A clock that ticks to 50 beside eight ways to fail once: the one property breaks
+    /// only if the failure comes at tick 40 or later. `spaced` says whether the walks
+    /// are told which actions are faults.
+    #[derive(Clone)]
+    struct LateFault {
+        spaced: bool,
+    }
+
+    #[derive(Clone, Debug, PartialEq)]
+    enum Act {
+        Tick,
+        Fail(u8),
+    }
+
+    impl Model for LateFault {
+        type State = (u8, Option<u8>);
+        type Action = Act;
+
+        fn init_states(&self) -> Vec<Self::State> {
+            vec![(0, None)]
+        }
+
+        fn actions(&self, state: &Self::State, actions: &mut Vec<Act>) {
+            actions.push(Act::Tick);
+            if state.1.is_none() {
+                actions.extend((0..8).map(Act::Fail));
+            }
+        }
+
+        fn next_state(&self, state: &Self::State, action: Act) -> Option<Self::State> {
+            match action {
+                Act::Tick => Some((state.0 + 1, state.1)),
+                Act::Fail(_) => Some((state.0, Some(state.0))),
+            }
+        }
+
+        fn within_boundary(&self, state: &Self::State) -> bool {
+            state.0 <= 50
+        }
+
+        fn properties(&self) -> Vec<Property<Self>> {
+            vec![Property::always(
+                "a failure comes early",
+                |_, s: &Self::State| s.1.is_none_or(|at| at < 40),
+            )]
+        }
+    }
+
+    impl Checkable for LateFault {
+        fn is_fault(&self, action: &Act) -> bool {
+            self.spaced && matches!(action, Act::Fail(_))
+        }
+    }
+
+    fn late_failure_found(spaced: bool) -> bool {
+        let options = Options {
+            search: Search::Walks { seed: 1 },
+            threads: 1,
+            max_states: Some(100_000),
+            stop: Stop::FirstCounterexample,
+            ..Options::default()
+        };
+        let report = check(
+            &LateFault { spaced },
+            &options,
+            Duration::from_secs(600),
+            |_| {},
+        );
+        report.verdicts[0].outcome == Outcome::Counterexample
+    }
+
+    #[test]
+    fn walks_that_know_the_faults_keep_one_for_late_in_the_horizon() {
+        assert!(late_failure_found(true));
+    }
+
+    #[test]
+    fn a_uniform_choice_spends_the_fault_at_once() {
+        // One tick against eight failures: 40 ticks first come once in 9^40 walks.
+        assert!(!late_failure_found(false));
+    }
 }

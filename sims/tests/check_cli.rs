@@ -538,9 +538,9 @@ fn a_lock_bound_given_to_the_partition_model_is_refused() {
 }
 
 /// A check stopped by a limit says which: before, every early stop read "stopped
-/// early", and a check that filled memory (`--bug scan-before-own-write` breadth first
-/// holds 24 GiB within ten minutes) was killed by the system without a word. The
-/// memory cap is a whole number of GiB, at least 1.
+/// early", and a check that filled memory (`--bug scan-before-own-write` breadth first at
+/// a bound it was once searched at held 24 GiB within ten minutes) was killed by the
+/// system without a word. The memory cap is a whole number of GiB, at least 1.
 #[test]
 fn a_check_stopped_by_a_limit_says_which_and_a_memory_cap_of_nothing_is_refused() {
     let out = leasehold(&["check", "queue", "--max-states", "1000"]);

@@ -8,6 +8,12 @@ use crate::world::{self, Fault};
 /// Faults can hit any of a step's first few writes or requests.
 const MAX_FAULT_INDEX: u8 = 3;
 
+impl crate::check::Checkable for PartitionModel {
+    fn is_fault(&self, action: &Action) -> bool {
+        action.is_fault()
+    }
+}
+
 impl stateright::Model for PartitionModel {
     type State = State;
     type Action = Action;

@@ -191,3 +191,22 @@ pub enum Action {
     /// then its first child's.
     Split,
 }
+
+impl Action {
+    /// Whether this is a fault the bounds budget: a step with a fault on its requests,
+    /// a crash, shutdown, zombie, throttling, pause, stuck call or split. Serving,
+    /// delivering, a driver's giving up on a held request, a call's return and a
+    /// restart are the system's own progress.
+    pub fn is_fault(&self) -> bool {
+        !matches!(
+            self,
+            Action::Step(_, None)
+                | Action::Serve(..)
+                | Action::Deliver(..)
+                | Action::GiveUp(..)
+                | Action::Restart(_)
+                | Action::Return(..)
+                | Action::Advance
+        )
+    }
+}

@@ -676,6 +676,18 @@ pub enum Action<C> {
     Late,
 }
 
+impl<C> Action<C> {
+    /// Whether this is a fault the bounds budget: a step with a fault on one of its
+    /// requests, a crash or a pause. Serving, delivering, giving up on a held request
+    /// and restarting are the system's own progress.
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            Action::Step(_, _, Some(_)) | Action::Crash(_) | Action::Late
+        )
+    }
+}
+
 /// Applies the shared actions; `Step` is the model's own.
 pub fn shared_step<M: Modelled, G, X: Default, C>(
     world: &mut World<M, G, X>,

@@ -461,10 +461,20 @@ impl LeaseHost {
             slot.doc().epoch,
             slot.doc().fenced.then(|| slot.observation()),
         );
+        if still_ours == Some(false) {
+            self.lose(token, LossCause::TakenOver);
+        }
+        // A version named after this host at another epoch than the one it held is
+        // still this host's to process: its own write that landed unheard (a resume
+        // given up on, whose re-read came back before it landed), a handoff to it, or
+        // an earlier life's. Its session stops all the same; dropped here, nothing
+        // would read the lease again under session liveness, and nobody would process
+        // it until the audit (found by the model's random walks).
+        let drop_own =
+            still_ours == Some(false) && self.config.known_bad == Some(KnownBad::DropsOwnLanding);
         match still_ours {
             Some(true) => {}
-            Some(false) => self.lose(token, LossCause::TakenOver),
-            None if mine => {
+            _ if mine && !drop_own => {
                 // Learned from a read (a handoff to this host, or a restart): ownership
                 // grants no authority until this host's own renewal succeeds.
                 self.own(token, epoch, inherited.or(fence), None);
@@ -482,7 +492,7 @@ impl LeaseHost {
                     self.request_release(token, ReleaseTo::Nobody, StopReason::Shutdown);
                 }
             }
-            None => {}
+            _ => {}
         }
         // A read of a version this host was refused on leaves the lease to be read
         // again: active now, if it was not.
