@@ -163,3 +163,44 @@ fn the_same_walks_find_nothing_once_its_own_landed_version_is_processed() {
     assert_eq!(report.cut, Some(Cut::States));
     assert!(!report.violated(), "{:?}", report.verdicts);
 }
+
+/// Two hosts: h1's heartbeat renewal, which claims a lease, is held on the wire; h1
+/// crashes and restarts, and its new life waits out the earlier life's heartbeat.
+/// The held renewal then lands and revives the claim; h0 hands the lease to it, and
+/// the new life, which learns of the landed version only at its next heartbeat, waits
+/// that out too before it joins. The balance bound after a restart alone was two ticks
+/// short there: the 120th walk of seed 1 broke it, on the shipped protocol.
+fn relived(bug: Option<Bug>) -> Bounds {
+    Bounds {
+        hosts: 2,
+        partitions: 2,
+        crashes: 1,
+        delays: 1,
+        progress: 2,
+        slow_drains: 1,
+        horizon: 15,
+        bug,
+        ..Bounds::default()
+    }
+}
+
+#[test]
+fn balance_waits_for_a_new_life_that_learns_late_of_its_earlier_lifes_landed_claim() {
+    let model = model(relived(None));
+    assert!(model.relive_balance_ticks > model.rejoin_balance_ticks);
+    let report = walks(&model, 1, 2, 300_000);
+    assert_eq!(report.cut, Some(Cut::States));
+    assert!(!report.violated(), "{:?}", report.verdicts);
+}
+
+#[test]
+fn balance_judged_from_the_restart_alone_breaks_when_an_earlier_lifes_claim_lands_late() {
+    let mut model = model(relived(None));
+    model.relive_balance_ticks = model.rejoin_balance_ticks;
+    let report = walks(&model, 1, 2, 300_000);
+    let verdict = report.verdict(p::BALANCED);
+    assert_eq!(verdict.outcome, Outcome::Counterexample);
+    let path = verdict.path.as_ref().expect("a path");
+    let trace = leasehold_model::trace::render(&model, path);
+    assert!(trace.contains("no longer the life that sent it"), "{trace}");
+}

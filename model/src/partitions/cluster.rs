@@ -46,6 +46,10 @@ pub struct PartitionModel {
     /// Ticks after a restart that waits out its earlier life's heartbeat after which
     /// owned counts must differ by at most one ([`Bounds::rejoin_balance_ticks`]).
     pub rejoin_balance_ticks: u8,
+    /// Ticks after an earlier life's held write landed beside its next life after
+    /// which owned counts must differ by at most one
+    /// ([`Bounds::relive_balance_ticks`]).
+    pub relive_balance_ticks: u8,
     /// Ticks after a lease was given up past a stuck call's stop timeout after which
     /// its new owner must know it holds it ([`Bounds::gift_ticks`]). Set it to 0 to
     /// see that it is needed.
@@ -90,6 +94,7 @@ impl PartitionModel {
             },
             split_balance_ticks: bounds.split_balance_ticks(),
             rejoin_balance_ticks: bounds.rejoin_balance_ticks(),
+            relive_balance_ticks: bounds.relive_balance_ticks(),
             gift_ticks: bounds.gift_ticks(),
             learn_ticks: bounds.learn_ticks(),
             fold_wall_clocks: !bounds.unreduced && config.expiry.rule == ExpiryRule::Observed,
@@ -723,8 +728,19 @@ impl PartitionModel {
         match action {
             Action::Step(h, fault) => self.timers_fire(&mut state, h, fault.as_slice(), journal)?,
             Action::StepTwice(h, a, b) => self.timers_fire(&mut state, h, &[a, b], journal)?,
-            Action::Serve(h, id) => world::serve_held(self, &mut state, h, id, journal)?,
-            Action::Deliver(h, id) => world::deliver(self, &mut state, h, id, journal)?,
+            Action::Serve(h, id, fault) => {
+                // A restarted host learns of its earlier life's heartbeat through its
+                // own writes: a held one, of either life, delays that until it lands.
+                let client = &state.clients[usize::from(h)];
+                let restarted = client.engine.is_some() && client.incarnation > 0;
+                world::serve_held(self, &mut state, h, id, fault, journal)?;
+                if restarted {
+                    state.ghost.last_relive = Some(state.time);
+                }
+            }
+            Action::Deliver(h, id, fault) => {
+                world::deliver(self, &mut state, h, id, fault, journal)?;
+            }
             Action::GiveUp(h, id) => world::give_up(self, &mut state, h, id, journal)?,
             Action::Crash(h) => world::crash(&mut state, h),
             Action::Zombie(h) => {

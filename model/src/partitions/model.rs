@@ -100,10 +100,20 @@ impl stateright::Model for PartitionModel {
                 actions.push(Action::Zombie(h));
             }
         }
-        actions.extend(state.net.keys().map(|(h, id)| Action::Serve(*h, *id)));
+        // The write a reply sets off may be held in turn, while the delay budget lasts.
+        let holds: &[Option<Fault>] = if state.delays < self.bounds.delays {
+            &[None, Some(Fault::Hold(0))]
+        } else {
+            &[None]
+        };
+        for (h, id) in state.net.keys() {
+            actions.extend(holds.iter().map(|f| Action::Serve(*h, *id, *f)));
+        }
         let unheard = world::may_give_up(state).into_iter();
         actions.extend(unheard.map(|(h, id)| Action::GiveUp(h, id)));
-        actions.extend(state.replies.keys().map(|(h, id)| Action::Deliver(*h, *id)));
+        for (h, id) in state.replies.keys() {
+            actions.extend(holds.iter().map(|f| Action::Deliver(*h, *id, *f)));
+        }
         if quiescent && state.ghost.feed.splits() < usize::from(self.bounds.splits) {
             actions.push(Action::Split);
         }

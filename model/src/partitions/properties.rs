@@ -348,6 +348,10 @@ fn settled(model: &PartitionModel, state: &State, after: u8) -> bool {
             .ghost
             .last_rejoin
             .is_none_or(|t| since(t, model.rejoin_balance_ticks))
+        && state
+            .ghost
+            .last_relive
+            .is_none_or(|t| since(t, model.relive_balance_ticks))
         && (state.ghost.last_split == 0 || since(state.ghost.last_split, model.split_balance_ticks))
         && since(state.last_fault, model.liveness_ticks)
         && state.net.is_empty()

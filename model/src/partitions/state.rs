@@ -74,6 +74,11 @@ pub struct Ghost {
     /// vouched for a tenure: the new life joins only once that heartbeat would have
     /// expired, since its name proves that life dead no more than any other.
     pub last_rejoin: Option<u8>,
+    /// True time a write held on the wire was last served for a host that had
+    /// restarted: an earlier life's write revives what the next life waits out, and
+    /// the next life's own held write delayed its learning of it; either way the
+    /// new life may only now begin that wait, learning of it at its next heartbeat.
+    pub last_relive: Option<u8>,
     /// True time a lease was last given up past a stuck call's stop timeout: its new
     /// owner learns of it only through the giver's next heartbeat.
     pub last_gift: Option<u8>,
@@ -155,10 +160,13 @@ pub enum Action {
     /// A host's timers fire, with two faults on two of its requests (only where the
     /// bounds allow two faults in a step).
     StepTwice(u8, Fault, Fault),
-    /// The store serves a request that was held on the wire.
-    Serve(u8, RequestId),
-    /// A reply held on the way back reaches its host.
-    Deliver(u8, RequestId),
+    /// The store serves a request that was held on the wire; a fault, if any, hits a
+    /// request its reply sets off (only a held write is explored: the write a late
+    /// answer releases, such as the checkpoints reported meanwhile, may be slow too).
+    Serve(u8, RequestId, Option<Fault>),
+    /// A reply held on the way back reaches its host; a fault, if any, as for
+    /// [`Action::Serve`].
+    Deliver(u8, RequestId, Option<Fault>),
     /// A host's driver gives up on a request held on the wire: it answers the host
     /// with a timeout, and the request may still land later, unheard.
     GiveUp(u8, RequestId),
@@ -193,7 +201,8 @@ pub enum Action {
 }
 
 impl Action {
-    /// Whether this is a fault the bounds budget: a step with a fault on its requests,
+    /// Whether this is a fault the bounds budget: a step, a serve or a delivery with a
+    /// fault on its requests,
     /// a crash, shutdown, zombie, throttling, pause, stuck call or split. Serving,
     /// delivering, a driver's giving up on a held request, a call's return and a
     /// restart are the system's own progress.
@@ -201,8 +210,8 @@ impl Action {
         !matches!(
             self,
             Action::Step(_, None)
-                | Action::Serve(..)
-                | Action::Deliver(..)
+                | Action::Serve(_, _, None)
+                | Action::Deliver(_, _, None)
                 | Action::GiveUp(..)
                 | Action::Restart(_)
                 | Action::Return(..)

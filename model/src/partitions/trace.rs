@@ -54,8 +54,13 @@ pub(crate) fn describe_action(action: &Action) -> String {
             Fault::describe(&Some(*a)),
             Fault::describe(&Some(*b))
         ),
-        Action::Serve(h, id) => format!("the store serves h{h}'s held request {id}"),
-        Action::Deliver(h, id) => format!("h{h}'s held reply to {id} arrives"),
+        Action::Serve(h, id, f) => format!(
+            "the store serves h{h}'s held request {id}{}",
+            Fault::describe(f)
+        ),
+        Action::Deliver(h, id, f) => {
+            format!("h{h}'s held reply to {id} arrives{}", Fault::describe(f))
+        }
         Action::GiveUp(h, id) => format!("h{h}'s driver gives up on its held request {id}"),
         Action::Crash(h) => format!("h{h} CRASHES"),
         Action::Shutdown(h) => format!("h{h} is told to SHUT DOWN"),
@@ -89,8 +94,8 @@ impl Explain for PartitionModel {
             Action::Step(h, _)
             | Action::StepTwice(h, ..)
             | Action::Shutdown(h)
-            | Action::Serve(h, _)
-            | Action::Deliver(h, _)
+            | Action::Serve(h, ..)
+            | Action::Deliver(h, ..)
             | Action::GiveUp(h, _)
             | Action::Restart(h)
             | Action::Throttle(h)

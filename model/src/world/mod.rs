@@ -474,22 +474,28 @@ fn sent_by_this_life<M: Modelled, G, X>(world: &World<M, G, X>, c: u8, id: Reque
 }
 
 /// The store serves a request held on the wire; its reply reaches the sender if the
-/// sender is still the same life.
+/// sender is still the same life, and `fault` hits what that reply sets off (`None`
+/// if nothing hears the reply or the fault hits no request).
 pub fn serve_held<R: Rules>(
     rules: &R,
     world: &mut State<R>,
     c: u8,
     id: RequestId,
+    fault: Option<Fault>,
     journal: &mut Option<Vec<String>>,
 ) -> Option<()> {
     let who = R::ACTOR;
+    let unheard = world.given_up.contains(&(c, id));
+    if fault.is_some() && (unheard || !sent_by_this_life(world, c, id)) {
+        return None;
+    }
     let mut req = world.net.remove(&(c, id))?;
     // The network's fault lasts until the late request arrives.
     world.last_fault = world.time;
     // A request its driver gave up on is answered to nobody: its sender's session
     // never learns of it (forgetting the whole session instead let the model serve
     // the sender versions older than its own earlier writes, which Session never does).
-    let unheard = world.given_up.remove(&(c, id));
+    world.given_up.remove(&(c, id));
     let serve = if unheard {
         Serve::Unheard
     } else {
@@ -509,7 +515,7 @@ pub fn serve_held<R: Rules>(
         });
         return Some(());
     }
-    reply(rules, world, c, id, result, journal)
+    reply(rules, world, c, id, result, fault, journal)
 }
 
 /// Client `c`'s driver gives up on a request held on the wire: it answers the client
@@ -553,21 +559,26 @@ pub fn may_give_up<M: Modelled, G, X>(world: &World<M, G, X>) -> Vec<(u8, Reques
 }
 
 /// A reply held on the way back reaches client `c`, if it is still the life that sent
-/// the request.
+/// the request, and `fault` hits what it sets off (`None` if nothing hears the reply
+/// or the fault hits no request).
 pub fn deliver<R: Rules>(
     rules: &R,
     world: &mut State<R>,
     c: u8,
     id: RequestId,
+    fault: Option<Fault>,
     journal: &mut Option<Vec<String>>,
 ) -> Option<()> {
     let who = R::ACTOR;
+    if fault.is_some() && !sent_by_this_life(world, c, id) {
+        return None;
+    }
     let result = world.replies.remove(&(c, id))?;
     world.last_fault = world.time;
     note(journal, || {
         format!("{who}{c}'s held reply to {id} arrives: {}", answer(&result))
     });
-    reply(rules, world, c, id, result, journal)
+    reply(rules, world, c, id, result, fault, journal)
 }
 
 fn reply<R: Rules>(
@@ -576,6 +587,7 @@ fn reply<R: Rules>(
     c: u8,
     id: RequestId,
     result: StoreResult<<R::M as StoreClient>::Doc>,
+    fault: Option<Fault>,
     journal: &mut Option<Vec<String>>,
 ) -> Option<()> {
     let who = R::ACTOR;
@@ -585,7 +597,7 @@ fn reply<R: Rules>(
             world,
             c,
             vec![R::M::response(id, result)],
-            None,
+            fault,
             journal,
         )
     } else {
@@ -894,8 +906,8 @@ pub fn step<R: Rules, C: Copy>(
             world.clients[usize::from(c)].acted = true;
             poll(&mut world, c, choice, fault, journal)?;
         }
-        Action::Serve(c, id) => serve_held(rules, &mut world, c, id, journal)?,
-        Action::Deliver(c, id) => deliver(rules, &mut world, c, id, journal)?,
+        Action::Serve(c, id) => serve_held(rules, &mut world, c, id, None, journal)?,
+        Action::Deliver(c, id) => deliver(rules, &mut world, c, id, None, journal)?,
         Action::GiveUp(c, id) => give_up(rules, &mut world, c, id, journal)?,
         _ => shared_step(&mut world, action, engine),
     }

@@ -175,10 +175,18 @@ pub fn header(model: &PartitionModel, options: &Options) -> String {
     let _ = writeln!(
         out,
         "  liveness checked {} s after the last fault; balance {} s after the last join, \
-         {} s after a restart that waits out its earlier life{}",
+         {} s after a restart that waits out its earlier life{}{}",
         model.liveness_ticks,
         model.balance_ticks,
         model.rejoin_balance_ticks,
+        if b.delays > 0 && b.crashes + b.shutdowns > 0 {
+            format!(
+                ", {} s after a restarted host's held write lands",
+                model.relive_balance_ticks
+            )
+        } else {
+            String::new()
+        },
         if b.splits > 0 {
             format!(" and {} s after the last split", model.split_balance_ticks)
         } else {
