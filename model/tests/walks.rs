@@ -168,8 +168,8 @@ fn the_same_walks_find_nothing_once_its_own_landed_version_is_processed() {
 /// crashes and restarts, and its new life waits out the earlier life's heartbeat.
 /// The held renewal then lands and revives the claim; h0 hands the lease to it, and
 /// the new life, which learns of the landed version only at its next heartbeat, waits
-/// that out too before it joins. The balance bound after a restart alone was two ticks
-/// short there: the 120th walk of seed 1 broke it, on the shipped protocol.
+/// that out too before it joins. Judged from the restart alone, balance was judged too
+/// early there: the 120th walk of seed 1 broke it, on the shipped protocol.
 fn relived(bug: Option<Bug>) -> Bounds {
     Bounds {
         hosts: 2,

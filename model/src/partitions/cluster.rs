@@ -46,9 +46,9 @@ pub struct PartitionModel {
     /// Ticks after a restart that waits out its earlier life's heartbeat after which
     /// owned counts must differ by at most one ([`Bounds::rejoin_balance_ticks`]).
     pub rejoin_balance_ticks: u8,
-    /// Ticks after an earlier life's held write landed beside its next life after
-    /// which owned counts must differ by at most one
-    /// ([`Bounds::relive_balance_ticks`]).
+    /// Ticks after a write held on the wire for a restarted host landed, after which
+    /// owned counts must differ by at most one ([`Bounds::relive_balance_ticks`]).
+    /// Lower it to see the property fail.
     pub relive_balance_ticks: u8,
     /// Ticks after a lease was given up past a stuck call's stop timeout after which
     /// its new owner must know it holds it ([`Bounds::gift_ticks`]). Set it to 0 to

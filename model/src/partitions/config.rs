@@ -828,8 +828,9 @@ impl Bounds {
     /// a peer may hand a lease to it, which the new life waits out rather than takes;
     /// the new life's own held heartbeat delays its first read of the earlier life's
     /// heartbeat, long enough for a peer to hand a lease to that life's claim. Random
-    /// walks at 2 × 2 with a crash and a delayed write found both: judged from the
-    /// restart alone, balance broke one and two ticks before the new life joined.
+    /// walks at 2 × 2 with a crash and a delayed write found both paths while balance
+    /// was judged from the restart alone; this bound is 15 s there, and the walks
+    /// break 13 s and find nothing at 14 s (BENCHMARKS.md).
     pub fn relive_balance_ticks(&self) -> u8 {
         let Ok(config) = self.longest_config() else {
             return u8::MAX;
