@@ -573,12 +573,16 @@ fn options_of(args: &ModelArgs) -> Options {
         } else {
             machine_threads(args.threads)
         },
-        // Walks never end on their own: they get the time within which the model is
-        // to find any variant (issue 42's bound).
+        // Walks never end on their own, and a variant out of the model's reach is
+        // searched at a bound too big to finish: both get the time within which the
+        // model is to find any variant (issue 42's bound).
         timeout: args
             .timeout
             .map(|t| Duration::from_millis(t.as_millis()))
-            .or((walks.is_some() && args.max_states.is_none()).then_some(defaults::WALK_TIMEOUT)),
+            .or(
+                ((walks.is_some() || least.out_of_reach) && args.max_states.is_none())
+                    .then_some(defaults::WALK_TIMEOUT),
+            ),
         max_states: args.max_states,
         max_memory: match args.max_memory {
             Some(gib) => Some(u64::from(gib) << 30),
@@ -610,11 +614,18 @@ fn short_horizon(horizon: u8, liveness_ticks: u8) -> String {
 
 /// The note a variant the model does not show prints before it runs, so that a clean
 /// verdict is not taken for the variant's.
-fn out_of_reach(bug: &str) -> String {
+/// `cap` is the time limit the command line chose for it, if it chose one.
+fn out_of_reach(bug: &str, cap: Option<Duration>) -> String {
+    let cap = cap.map_or(String::new(), |t| {
+        format!(
+            " The search stops after {} s unless --timeout or --max-states says otherwise.",
+            t.as_secs()
+        )
+    });
     format!(
         "  note: the model does not show {bug} in seconds: no bound that fits on these machines \
          is known to, the least one known takes minutes (BENCHMARKS.md), or it breaks no property \
-         the model has; the engine's tests and the simulator keep it (docs/limitations.md)\n"
+         the model has; the engine's tests and the simulator keep it (docs/limitations.md).{cap}\n"
     )
 }
 
@@ -627,7 +638,8 @@ fn run_check(args: ModelArgs) -> Result<ExitCode, String> {
             let mut header = check::header(&model, &options);
             header.push_str(&short_horizon(model.bounds.horizon, model.liveness_ticks));
             if let Some(bug) = partition_bug(&args).filter(|b| b.least_bound().out_of_reach) {
-                header.push_str(&out_of_reach(bug.name()));
+                let cap = options.timeout.filter(|_| args.timeout.is_none());
+                header.push_str(&out_of_reach(bug.name(), cap));
             }
             check_or_replay(&model, &args, &options, &header, &command)
         }
@@ -643,7 +655,7 @@ fn run_check(args: ModelArgs) -> Result<ExitCode, String> {
             );
             header.push_str(&short_horizon(model.bounds.horizon, model.liveness_ticks));
             if let Some(bug) = model.bounds.bug.filter(|b| b.least_bound().out_of_reach) {
-                header.push_str(&out_of_reach(bug.name()));
+                header.push_str(&out_of_reach(bug.name(), None));
             }
             check_or_replay(&model, &args, &options, &header, &command)
         }

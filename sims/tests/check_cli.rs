@@ -453,7 +453,41 @@ fn a_variant_out_of_the_models_reach_says_so() {
         text.contains("note: the model does not show earlier-tenure-waits"),
         "{text}"
     );
+    assert!(
+        !text.contains("stops after"),
+        "--max-states decides: {text}"
+    );
     assert_eq!(out.status.code(), Some(3), "{text}");
+}
+
+/// Such a variant's least bound is too big to finish: with no limit given, its search
+/// gets the 10 minutes walks get, and says so, instead of running until memory runs
+/// out. Only the header is read; the search is stopped then.
+#[test]
+fn a_variant_out_of_the_models_reach_is_searched_for_ten_minutes_at_most() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(["check", "partitions", "--bug", "take-keeps-ended-tenure"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut header = String::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        header.push_str(&line);
+        header.push('\n');
+        if line.contains("note:") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(header.contains("time limit 600 s"), "{header}");
+    assert!(
+        header.contains("The search stops after 600 s unless --timeout"),
+        "{header}"
+    );
 }
 
 /// Every documented section the help points to exists: `--unreduced` pointed to

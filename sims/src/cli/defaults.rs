@@ -24,7 +24,8 @@ pub const LOCK_HORIZON_PAST_LIVENESS: u8 = 1;
 pub const HORIZON_CAP: u8 = 30;
 /// What `--liveness` left unset means, in `check` and `sim` alike.
 const LIVENESS_UNSET: &str = "session for handoff, lease for the rest";
-/// How long random walks (`--walks`) run when neither `--timeout` nor `--max-states`
+/// How long random walks (`--walks`), and the search for a variant out of the model's
+/// reach (`LeastBound::out_of_reach`), run when neither `--timeout` nor `--max-states`
 /// is given.
 pub const WALK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 /// Checker threads when `--threads` is not given.
