@@ -70,6 +70,11 @@ pub struct LeastBound {
     /// (docs/model-checking.md, "The store production has"), or it breaks no property the model
     /// has; the engine's tests and the simulator keep it.
     pub out_of_reach: bool,
+    /// A path, as `leasehold check --replay` and [`check::replay`](crate::check::replay)
+    /// take it, that was built by hand, choice by choice, and breaks a property at this
+    /// bound where no search found a counterexample within 10 minutes: the model can show
+    /// the variant, though it does not find it.
+    pub shown_by: Option<&'static str>,
 }
 
 /// Bounds that cannot be checked.

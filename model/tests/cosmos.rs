@@ -464,8 +464,14 @@ fn checkpoint_held_behind_a_late_answer(bug: Option<Bug>) -> Bounds {
 
 /// The choices, by index, that lead there and then land the held write of 3 before h0's
 /// handler reaches its next checkpoint (found by hand, step by step: no search here
-/// reached it within 5 min, BENCHMARKS.md).
-const CHECKPOINT_HELD: &str = "0/0/0/2/2/6/0/4/0/1/5/0/1/2/3/0/3/3/0/1/1/1/0";
+/// reached it within 5 min, BENCHMARKS.md). The variant's least bound carries it, and
+/// `leasehold check partitions --bug start-before-checkpoint-lands` prints it.
+fn checkpoint_held() -> &'static str {
+    Bug::Engine(KnownBad::StartBeforeCheckpointLands)
+        .least_bound()
+        .shown_by
+        .expect("a path built by hand")
+}
 
 /// Under `start-before-checkpoint-lands` h0 starts the lease again at once, from the
 /// stored checkpoint 1, while 3 is on the wire; 3 lands, and the handler's next
@@ -475,7 +481,7 @@ fn a_lease_started_while_its_checkpoint_is_on_the_wire_writes_a_lower_one_over_i
     let model = model(checkpoint_held_behind_a_late_answer(Some(Bug::Engine(
         KnownBad::StartBeforeCheckpointLands,
     ))));
-    let path = check::replay(&model, CHECKPOINT_HELD).expect("the path replays");
+    let path = check::replay(&model, checkpoint_held()).expect("the path replays");
     let trace = trace::render(&model, &path);
     assert!(
         trace.contains("arrives, holding write #0 on the wire"),
@@ -492,7 +498,7 @@ fn a_lease_started_while_its_checkpoint_is_on_the_wire_writes_a_lower_one_over_i
 #[test]
 fn a_lease_started_once_its_checkpoint_is_answered_loses_nothing() {
     let model = model(checkpoint_held_behind_a_late_answer(None));
-    let path = check::replay(&model, CHECKPOINT_HELD).expect("the path replays");
+    let path = check::replay(&model, checkpoint_held()).expect("the path replays");
     let trace = trace::render(&model, &path);
     assert!(
         trace.contains("arrives, holding write #0 on the wire"),
@@ -521,9 +527,14 @@ fn take_held_across_a_retired_heartbeat(bug: Option<Bug>) -> Bounds {
 }
 
 /// The choices, by index, that lead there and on to the liveness bound (found by hand,
-/// step by step; depth first found nothing in 10 min, BENCHMARKS.md).
-const TAKE_HELD: &str =
-    "0/2/0/3/3/1/0/6/0/0/6/1/6/6/0/0/1/4/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0";
+/// step by step; depth first found nothing in 10 min, BENCHMARKS.md). The variant's
+/// least bound carries it.
+fn take_held() -> &'static str {
+    Bug::Engine(KnownBad::TakeKeepsEndedTenure)
+        .least_bound()
+        .shown_by
+        .expect("a path built by hand")
+}
 
 /// Under `take-keeps-ended-tenure` h0 keeps the lease as the late answer left it,
 /// named after the tenure that ended: h1's plan leaves it to h0, and nobody processes it.
@@ -532,7 +543,7 @@ fn a_take_answered_after_its_tenure_ended_and_kept_strands_the_lease() {
     let model = model(take_held_across_a_retired_heartbeat(Some(Bug::Engine(
         KnownBad::TakeKeepsEndedTenure,
     ))));
-    let path = check::replay(&model, TAKE_HELD).expect("the path replays");
+    let path = check::replay(&model, take_held()).expect("the path replays");
     let trace = trace::render(&model, &path);
     assert!(
         trace.contains("held heartbeat m.host.h0 if-match etag:1: 404"),
@@ -547,7 +558,7 @@ fn a_take_answered_after_its_tenure_ended_and_kept_strands_the_lease() {
 #[test]
 fn a_take_answered_after_its_tenure_ended_is_resumed_in_the_next() {
     let model = model(take_held_across_a_retired_heartbeat(None));
-    let path = check::replay(&model, TAKE_HELD).expect("the path replays");
+    let path = check::replay(&model, take_held()).expect("the path replays");
     let trace = trace::render(&model, &path);
     assert!(trace.contains("sends resume m..0"), "{trace}");
     for (state, _) in &path {

@@ -614,18 +614,26 @@ fn short_horizon(horizon: u8, liveness_ticks: u8) -> String {
 
 /// The note a variant the model does not show prints before it runs, so that a clean
 /// verdict is not taken for the variant's.
-/// `cap` is the time limit the command line chose for it, if it chose one.
-fn out_of_reach(bug: &str, cap: Option<Duration>) -> String {
+/// `cap` is the time limit the command line chose for it, if it chose one; `shown_by`
+/// a path built by hand that shows it at its least bound.
+fn out_of_reach(target: &str, bug: &str, cap: Option<Duration>, shown_by: Option<&str>) -> String {
     let cap = cap.map_or(String::new(), |t| {
         format!(
             " The search stops after {} s unless --timeout or --max-states says otherwise.",
             t.as_secs()
         )
     });
+    let shown = shown_by.map_or(String::new(), |path| {
+        format!(
+            "\n  a path built by hand shows it at its least bound (no search found it there): \
+             leasehold check {target} --bug {bug} --replay {path}"
+        )
+    });
     format!(
         "  note: the model does not show {bug} in seconds: no bound that fits on these machines \
          is known to, the least one known takes minutes (BENCHMARKS.md), or it breaks no property \
-         the model has; the engine's tests and the simulator keep it (docs/limitations.md).{cap}\n"
+         the model has; the engine's tests and the simulator keep it (docs/limitations.md).{cap}\
+         {shown}\n"
     )
 }
 
@@ -639,7 +647,8 @@ fn run_check(args: ModelArgs) -> Result<ExitCode, String> {
             header.push_str(&short_horizon(model.bounds.horizon, model.liveness_ticks));
             if let Some(bug) = partition_bug(&args).filter(|b| b.least_bound().out_of_reach) {
                 let cap = options.timeout.filter(|_| args.timeout.is_none());
-                header.push_str(&out_of_reach(bug.name(), cap));
+                let shown_by = bug.least_bound().shown_by;
+                header.push_str(&out_of_reach("partitions", bug.name(), cap, shown_by));
             }
             check_or_replay(&model, &args, &options, &header, &command)
         }
@@ -655,7 +664,12 @@ fn run_check(args: ModelArgs) -> Result<ExitCode, String> {
             );
             header.push_str(&short_horizon(model.bounds.horizon, model.liveness_ticks));
             if let Some(bug) = model.bounds.bug.filter(|b| b.least_bound().out_of_reach) {
-                header.push_str(&out_of_reach(bug.name(), None));
+                header.push_str(&out_of_reach(
+                    "queue",
+                    bug.name(),
+                    None,
+                    bug.least_bound().shown_by,
+                ));
             }
             check_or_replay(&model, &args, &options, &header, &command)
         }

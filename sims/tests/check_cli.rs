@@ -460,6 +460,46 @@ fn a_variant_out_of_the_models_reach_says_so() {
     assert_eq!(out.status.code(), Some(3), "{text}");
 }
 
+/// A variant the model shows only by a path built by hand prints that path's replay
+/// command, and the command it prints breaks a property: the path and the least bound
+/// it was built at are one (`LeastBound::shown_by`). The sibling, that the same path
+/// breaks nothing on the shipped protocol, is in `model/tests/cosmos.rs`.
+#[test]
+fn a_variant_shown_by_hand_prints_a_replay_that_breaks_it() {
+    let mut shown = 0;
+    for bug in leasehold_model::Bug::ALL {
+        if bug.least_bound().shown_by.is_none() {
+            continue;
+        }
+        shown += 1;
+        let out = leasehold(&[
+            "check",
+            "partitions",
+            "--bug",
+            bug.name(),
+            "--max-states",
+            "1",
+        ]);
+        let text = stdout(&out);
+        let command = text
+            .lines()
+            .find_map(|l| {
+                l.split_once("there): leasehold ")
+                    .map(|(_, c)| c.to_string())
+            })
+            .unwrap_or_else(|| panic!("{bug}: no replay command printed: {text}"));
+        let args: Vec<&str> = command.split_whitespace().collect();
+        let replayed = leasehold(&args);
+        let trace = stdout(&replayed);
+        assert_eq!(replayed.status.code(), Some(1), "{bug}: {trace}");
+        assert!(trace.contains("the last state BREAKS"), "{bug}: {trace}");
+    }
+    assert_eq!(
+        shown, 2,
+        "take-keeps-ended-tenure and start-before-checkpoint-lands"
+    );
+}
+
 /// Such a variant's least bound is too big to finish: with no limit given, its search
 /// gets the 10 minutes walks get, and says so, instead of running until memory runs
 /// out. Only the header is read; the search is stopped then.

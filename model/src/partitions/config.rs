@@ -343,6 +343,7 @@ impl Bug {
                 horizon: Some(8),
                 depth_first: true,
                 out_of_reach: true,
+                shown_by: Some("0/0/0/2/2/6/0/4/0/1/5/0/1/2/3/0/3/3/0/1/1/1/0"),
                 ..quiet
             },
             Bug::Engine(KnownBad::FenceForgetsTerms) => LeastBound {
@@ -460,6 +461,9 @@ impl Bug {
                 horizon: Some(15),
                 depth_first: true,
                 out_of_reach: true,
+                shown_by: Some(
+                    "0/2/0/3/3/1/0/6/0/0/6/1/6/6/0/0/1/4/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0",
+                ),
                 ..quiet
             },
             Bug::Engine(KnownBad::ResumeKeepsEndedTenure)
