@@ -565,3 +565,60 @@ fn a_take_answered_after_its_tenure_ended_is_resumed_in_the_next() {
         assert_eq!(check::broken(&model, state), Vec::<&str>::new(), "{trace}");
     }
 }
+
+/// h0's first life leaves while h1 is down, and its second life's take of the freed
+/// lease is held on the wire, given up on, and lands after that life left too: the
+/// lease names the second life's tenure, and no heartbeat is left. h1's new life
+/// reads the lease from a replica two writes behind, naming the first life, finds no
+/// heartbeat, and fences that tenure by creating one; its next, fresh read shows the
+/// lease naming a later tenure than the heartbeat it just wrote (the swarm's seed
+/// 951625, a rolling restart, got there through a handoff to a second life).
+fn heartbeat_rolled_back_by_a_fencer(bug: Option<Bug>) -> Bounds {
+    Bounds {
+        crashes: 1,
+        shutdowns: 2,
+        delays: 1,
+        stale_reads: 1,
+        stale_depth: 2,
+        horizon: 15,
+        bug,
+        ..quiet(2)
+    }
+}
+
+/// The choices that lead there and on to the liveness bound (found by hand, step by
+/// step). The variant's least bound carries them.
+fn rolled_back() -> &'static str {
+    Bug::Engine(KnownBad::EarlierTenureWaits)
+        .least_bound()
+        .shown_by
+        .expect("a path built by hand")
+}
+
+/// Under `earlier-tenure-waits` h1 waits for a later write of the heartbeat, which
+/// never comes: the lease is processed by nobody.
+#[test]
+fn a_heartbeat_rolled_back_to_an_earlier_tenure_and_waited_on_strands_the_lease() {
+    let model = model(heartbeat_rolled_back_by_a_fencer(Some(Bug::Engine(
+        KnownBad::EarlierTenureWaits,
+    ))));
+    let path = check::replay(&model, rolled_back()).expect("the path replays");
+    let trace = trace::render(&model, &path);
+    assert!(trace.contains("as it was 2 writes ago"), "{trace}");
+    let last = &path.last().expect("a last state").0;
+    assert!(check::broken(&model, last).contains(&p::OWNED), "{trace}");
+}
+
+/// The sibling: shipped, the heartbeat standing unchanged for an expiry on h1's clock
+/// proves that tenure over too; h1 fences it again and takes the lease on the same
+/// choices, and nothing breaks.
+#[test]
+fn a_heartbeat_rolled_back_to_an_earlier_tenure_is_fenced_again_once_it_stood() {
+    let model = model(heartbeat_rolled_back_by_a_fencer(None));
+    let path = check::replay(&model, rolled_back()).expect("the path replays");
+    let trace = trace::render(&model, &path);
+    assert!(trace.contains("h1 starts processing lease 0"), "{trace}");
+    for (state, _) in &path {
+        assert_eq!(check::broken(&model, state), Vec::<&str>::new(), "{trace}");
+    }
+}

@@ -495,8 +495,8 @@ fn a_variant_shown_by_hand_prints_a_replay_that_breaks_it() {
         assert!(trace.contains("the last state BREAKS"), "{bug}: {trace}");
     }
     assert_eq!(
-        shown, 2,
-        "take-keeps-ended-tenure and start-before-checkpoint-lands"
+        shown, 3,
+        "take-keeps-ended-tenure, start-before-checkpoint-lands and earlier-tenure-waits"
     );
 }
 
