@@ -365,9 +365,9 @@ fn a_late_leave_does_not_delete_the_next_lifes_heartbeat() {
     assert_eq!(next_lifes_heartbeat(&c).map(|s| s.etag), Some(before.etag));
 }
 
-/// The sibling (the model's `blind-leave`, which the model no longer reaches: a new
-/// life now also waits out its earlier life's heartbeat, longer than the model holds
-/// a write): the same leave without its if-match deletes the next life's heartbeat.
+/// The sibling (the model's `blind-leave`, which the model finds with a second delay:
+/// `model/tests/cosmos.rs`): the same leave without its if-match deletes the next
+/// life's heartbeat.
 #[test]
 fn a_late_leave_without_if_match_deletes_the_next_lifes_heartbeat() {
     let (mut c, mut leave) = a_leave_held_across_a_restart();

@@ -7,7 +7,8 @@ use leasehold_engine::lease::{ConfigError, Liveness};
 /// The bounds a variant's counterexample needs where they differ from the general
 /// defaults: what `leasehold check --bug` runs for every bound not given on the
 /// command line, so that each variant the model can find is found at its defaults.
-/// The values are the bounds `model/tests` find each variant at.
+/// The values are the bounds `model/tests` find each variant at, or, for a variant
+/// out of reach, the least bound tried or shown by hand.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LeastBound {
     /// Hosts.
@@ -68,12 +69,14 @@ pub struct LeastBound {
     pub walks: Option<u64>,
     /// The model does not show it in seconds: no bound that fits on these machines is known to
     /// (docs/model-checking.md, "The store production has"), or it breaks no property the model
-    /// has; the engine's tests and the simulator keep it.
+    /// has; the engine's tests and the simulator keep it. `leasehold check` says so before it
+    /// searches, and without a time or state limit given, searches for 10 minutes at most.
     pub out_of_reach: bool,
     /// A path, as `leasehold check --replay` and [`check::replay`](crate::check::replay)
     /// take it, that was built by hand, choice by choice, and breaks a property at this
-    /// bound where no search found a counterexample within 10 minutes: the model can show
-    /// the variant, though it does not find it.
+    /// bound where no search tried found a counterexample (BENCHMARKS.md): the model can
+    /// show the variant, though it does not find it. `leasehold check` prints its replay
+    /// command beside the out-of-reach note.
     pub shown_by: Option<&'static str>,
 }
 

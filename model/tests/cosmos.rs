@@ -442,6 +442,18 @@ fn acting_on_a_scan_sent_before_its_own_write_writes_a_refused_version_again() {
     );
 }
 
+/// The path that shows `bad` at its least bound, built by hand (replaying choices one
+/// at a time and listing the enabled actions) where no search found it within the time
+/// tried (BENCHMARKS.md). The variant's least bound carries it, and `leasehold check
+/// partitions --bug NAME` prints its replay command, so the CLI and these tests replay
+/// the same choices.
+fn shown_by(bad: KnownBad) -> &'static str {
+    Bug::Engine(bad)
+        .least_bound()
+        .shown_by
+        .expect("a path built by hand")
+}
+
 /// h0 holds both leases; h1 claims one. The answer to h0's checkpoint 1 of it comes
 /// back late, so checkpoints 2 and 3, which h0's draining call reaches after it gives
 /// the lease up for h1, wait; the late answer sets off the write of 3, which is held on
@@ -462,17 +474,6 @@ fn checkpoint_held_behind_a_late_answer(bug: Option<Bug>) -> Bounds {
     }
 }
 
-/// The choices, by index, that lead there and then land the held write of 3 before h0's
-/// handler reaches its next checkpoint (found by hand, step by step: no search here
-/// reached it within 5 min, BENCHMARKS.md). The variant's least bound carries it, and
-/// `leasehold check partitions --bug start-before-checkpoint-lands` prints it.
-fn checkpoint_held() -> &'static str {
-    Bug::Engine(KnownBad::StartBeforeCheckpointLands)
-        .least_bound()
-        .shown_by
-        .expect("a path built by hand")
-}
-
 /// Under `start-before-checkpoint-lands` h0 starts the lease again at once, from the
 /// stored checkpoint 1, while 3 is on the wire; 3 lands, and the handler's next
 /// checkpoint, 2, is written over it.
@@ -481,7 +482,8 @@ fn a_lease_started_while_its_checkpoint_is_on_the_wire_writes_a_lower_one_over_i
     let model = model(checkpoint_held_behind_a_late_answer(Some(Bug::Engine(
         KnownBad::StartBeforeCheckpointLands,
     ))));
-    let path = check::replay(&model, checkpoint_held()).expect("the path replays");
+    let path = check::replay(&model, shown_by(KnownBad::StartBeforeCheckpointLands))
+        .expect("the path replays");
     let trace = trace::render(&model, &path);
     assert!(
         trace.contains("arrives, holding write #0 on the wire"),
@@ -498,7 +500,8 @@ fn a_lease_started_while_its_checkpoint_is_on_the_wire_writes_a_lower_one_over_i
 #[test]
 fn a_lease_started_once_its_checkpoint_is_answered_loses_nothing() {
     let model = model(checkpoint_held_behind_a_late_answer(None));
-    let path = check::replay(&model, checkpoint_held()).expect("the path replays");
+    let path = check::replay(&model, shown_by(KnownBad::StartBeforeCheckpointLands))
+        .expect("the path replays");
     let trace = trace::render(&model, &path);
     assert!(
         trace.contains("arrives, holding write #0 on the wire"),
@@ -526,16 +529,6 @@ fn take_held_across_a_retired_heartbeat(bug: Option<Bug>) -> Bounds {
     }
 }
 
-/// The choices, by index, that lead there and on to the liveness bound (found by hand,
-/// step by step; depth first found nothing in 10 min, BENCHMARKS.md). The variant's
-/// least bound carries it.
-fn take_held() -> &'static str {
-    Bug::Engine(KnownBad::TakeKeepsEndedTenure)
-        .least_bound()
-        .shown_by
-        .expect("a path built by hand")
-}
-
 /// Under `take-keeps-ended-tenure` h0 keeps the lease as the late answer left it,
 /// named after the tenure that ended: h1's plan leaves it to h0, and nobody processes it.
 #[test]
@@ -543,7 +536,8 @@ fn a_take_answered_after_its_tenure_ended_and_kept_strands_the_lease() {
     let model = model(take_held_across_a_retired_heartbeat(Some(Bug::Engine(
         KnownBad::TakeKeepsEndedTenure,
     ))));
-    let path = check::replay(&model, take_held()).expect("the path replays");
+    let path =
+        check::replay(&model, shown_by(KnownBad::TakeKeepsEndedTenure)).expect("the path replays");
     let trace = trace::render(&model, &path);
     assert!(
         trace.contains("held heartbeat m.host.h0 if-match etag:1: 404"),
@@ -558,7 +552,8 @@ fn a_take_answered_after_its_tenure_ended_and_kept_strands_the_lease() {
 #[test]
 fn a_take_answered_after_its_tenure_ended_is_resumed_in_the_next() {
     let model = model(take_held_across_a_retired_heartbeat(None));
-    let path = check::replay(&model, take_held()).expect("the path replays");
+    let path =
+        check::replay(&model, shown_by(KnownBad::TakeKeepsEndedTenure)).expect("the path replays");
     let trace = trace::render(&model, &path);
     assert!(trace.contains("sends resume m..0"), "{trace}");
     for (state, _) in &path {
@@ -586,15 +581,6 @@ fn heartbeat_rolled_back_by_a_fencer(bug: Option<Bug>) -> Bounds {
     }
 }
 
-/// The choices that lead there and on to the liveness bound (found by hand, step by
-/// step). The variant's least bound carries them.
-fn rolled_back() -> &'static str {
-    Bug::Engine(KnownBad::EarlierTenureWaits)
-        .least_bound()
-        .shown_by
-        .expect("a path built by hand")
-}
-
 /// Under `earlier-tenure-waits` h1 waits for a later write of the heartbeat, which
 /// never comes: the lease is processed by nobody.
 #[test]
@@ -602,7 +588,8 @@ fn a_heartbeat_rolled_back_to_an_earlier_tenure_and_waited_on_strands_the_lease(
     let model = model(heartbeat_rolled_back_by_a_fencer(Some(Bug::Engine(
         KnownBad::EarlierTenureWaits,
     ))));
-    let path = check::replay(&model, rolled_back()).expect("the path replays");
+    let path =
+        check::replay(&model, shown_by(KnownBad::EarlierTenureWaits)).expect("the path replays");
     let trace = trace::render(&model, &path);
     assert!(trace.contains("as it was 2 writes ago"), "{trace}");
     let last = &path.last().expect("a last state").0;
@@ -615,7 +602,8 @@ fn a_heartbeat_rolled_back_to_an_earlier_tenure_and_waited_on_strands_the_lease(
 #[test]
 fn a_heartbeat_rolled_back_to_an_earlier_tenure_is_fenced_again_once_it_stood() {
     let model = model(heartbeat_rolled_back_by_a_fencer(None));
-    let path = check::replay(&model, rolled_back()).expect("the path replays");
+    let path =
+        check::replay(&model, shown_by(KnownBad::EarlierTenureWaits)).expect("the path replays");
     let trace = trace::render(&model, &path);
     assert!(trace.contains("h1 starts processing lease 0"), "{trace}");
     for (state, _) in &path {

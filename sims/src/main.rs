@@ -234,7 +234,9 @@ struct ModelArgs {
     /// the same for a seed on any thread count.
     #[arg(long, value_name = "SEED", conflicts_with = "dfs")]
     walks: Option<u64>,
-    /// Stop after this long; the check is then incomplete.
+    /// Stop after this long; the check is then incomplete. Without it (and without
+    /// --max-states), random walks and the search for a variant the model does not
+    /// show in seconds stop after 10 minutes; anything else runs to its end.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Millis>,
     /// Stop after this many states; the check is then incomplete.
@@ -614,8 +616,10 @@ fn short_horizon(horizon: u8, liveness_ticks: u8) -> String {
 
 /// The note a variant the model does not show prints before it runs, so that a clean
 /// verdict is not taken for the variant's.
-/// `cap` is the time limit the command line chose for it, if it chose one; `shown_by`
-/// a path built by hand that shows it at its least bound.
+///
+/// `cap` is the default limit the command line applied because neither `--timeout` nor
+/// `--max-states` was given; `shown_by` a path built by hand that shows the variant at
+/// its least bound.
 fn out_of_reach(target: &str, bug: &str, cap: Option<Duration>, shown_by: Option<&str>) -> String {
     let cap = cap.map_or(String::new(), |t| {
         format!(
@@ -821,7 +825,11 @@ fn run_explore(args: ExploreArgs) -> Result<ExitCode, String> {
         .local_addr()
         .map_err(|e| format!("cannot serve on {asked}: {e}"))?;
     drop(probe);
-    let options = options_of(&args.model);
+    // The Explorer serves until stopped: no time limit applies to it, nor is one shown.
+    let options = Options {
+        timeout: None,
+        ..options_of(&args.model)
+    };
     let announce = |header: String| {
         print!("{header}");
         println!("serving the Explorer on http://{address}/ (Ctrl-C to stop)");

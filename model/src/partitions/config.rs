@@ -332,8 +332,8 @@ impl Bug {
             // checkpoints back, and the write it sets off is held in turn (which the
             // model could not do before a serve or a delivery could hold a write). The
             // claimant's shutdown calls the handoff off. A path found by hand breaks
-            // the checkpoint here in 23 steps (`model/tests/cosmos.rs`); no search found
-            // it within 5 min (docs/model-checking.md, "The store production has").
+            // the checkpoint here in 22 steps (`model/tests/cosmos.rs`); no search found
+            // it within 10 min (BENCHMARKS.md, "twenty-second session").
             Bug::Engine(KnownBad::StartBeforeCheckpointLands) => LeastBound {
                 shutdowns: Some(1),
                 late_replies: Some(1),
