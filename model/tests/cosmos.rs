@@ -219,6 +219,32 @@ fn leave_retried_across_a_restart(bug: Option<Bug>) -> Bounds {
     }
 }
 
+/// A path replayed under some bounds: what its last state breaks, what any state on
+/// it breaks, and its trace, which shows the step that matters.
+struct Replayed {
+    at_the_end: Vec<&'static str>,
+    on_the_way: Vec<&'static str>,
+    trace: String,
+}
+
+/// Replays `encoded` under `bounds`; its trace must show `shows`, so that the path
+/// still takes the turn the test is about.
+fn replayed(bounds: Bounds, encoded: &str, shows: &str) -> Replayed {
+    let model = model(bounds);
+    let path = check::replay(&model, encoded).expect("the path replays");
+    let trace = trace::render(&model, &path);
+    assert!(trace.contains(shows), "{trace}");
+    let broken: Vec<Vec<&'static str>> = path
+        .iter()
+        .map(|(state, _)| check::broken(&model, state))
+        .collect();
+    Replayed {
+        at_the_end: broken.last().cloned().unwrap_or_default(),
+        on_the_way: broken.into_iter().flatten().collect(),
+        trace,
+    }
+}
+
 /// The first counterexample the one-thread depth-first search finds.
 const LEAVE_RETRIED: &str = "3/6/6/0/4/8/4/0/2/4/0/0/0/4/0/0/4/0/0/4/3/1/1/1/0/0/0/0/0/1";
 
@@ -226,28 +252,18 @@ const LEAVE_RETRIED: &str = "3/6/6/0/4/8/4/0/2/4/0/0/0/4/0/0/4/0/0/4/3/1/1/1/0/0
 /// fences the tenure and takes the lease the new life is processing.
 #[test]
 fn a_late_leave_without_its_if_match_gives_the_next_lifes_lease_a_second_owner() {
-    let model = model(leave_retried_across_a_restart(Some(Bug::BlindLeave)));
-    let path = check::replay(&model, LEAVE_RETRIED).expect("the path replays");
-    let trace = trace::render(&model, &path);
-    assert!(trace.contains("held leave m.host.h0: deleted"), "{trace}");
-    let last = &path.last().expect("a last state").0;
-    assert!(
-        check::broken(&model, last).contains(&p::EXCLUSIVITY),
-        "{trace}"
-    );
+    let bounds = leave_retried_across_a_restart(Some(Bug::BlindLeave));
+    let r = replayed(bounds, LEAVE_RETRIED, "held leave m.host.h0: deleted");
+    assert!(r.at_the_end.contains(&p::EXCLUSIVITY), "{}", r.trace);
 }
 
 /// The sibling: the shipped leave names the version its life wrote, so the store
 /// refuses it, and the same choices break nothing.
 #[test]
 fn a_late_leave_with_its_if_match_is_refused_by_the_next_lifes_heartbeat() {
-    let model = model(leave_retried_across_a_restart(None));
-    let path = check::replay(&model, LEAVE_RETRIED).expect("the path replays");
-    let trace = trace::render(&model, &path);
-    assert!(trace.contains("held leave m.host.h0: 412"), "{trace}");
-    for (state, _) in &path {
-        assert_eq!(check::broken(&model, state), Vec::<&str>::new(), "{trace}");
-    }
+    let bounds = leave_retried_across_a_restart(None);
+    let r = replayed(bounds, LEAVE_RETRIED, "held leave m.host.h0: 412");
+    assert_eq!(r.on_the_way, Vec::<&str>::new(), "{}", r.trace);
 }
 
 /// A host restarts, and its first read of the table comes from a replica that has not
@@ -479,37 +495,29 @@ fn checkpoint_held_behind_a_late_answer(bug: Option<Bug>) -> Bounds {
 /// checkpoint, 2, is written over it.
 #[test]
 fn a_lease_started_while_its_checkpoint_is_on_the_wire_writes_a_lower_one_over_it() {
-    let model = model(checkpoint_held_behind_a_late_answer(Some(Bug::Engine(
-        KnownBad::StartBeforeCheckpointLands,
-    ))));
-    let path = check::replay(&model, shown_by(KnownBad::StartBeforeCheckpointLands))
-        .expect("the path replays");
-    let trace = trace::render(&model, &path);
-    assert!(
-        trace.contains("arrives, holding write #0 on the wire"),
-        "{trace}"
+    let bad = KnownBad::StartBeforeCheckpointLands;
+    let bounds = checkpoint_held_behind_a_late_answer(Some(Bug::Engine(bad)));
+    let r = replayed(
+        bounds,
+        shown_by(bad),
+        "arrives, holding write #0 on the wire",
     );
-    let last = &path.last().expect("a last state").0;
-    let broken = check::broken(&model, last);
-    assert!(broken.contains(&p::CHECKPOINT_MONOTONIC), "{trace}");
-    assert!(broken.contains(&p::CHECKPOINT_KEPT), "{trace}");
+    assert!(
+        r.at_the_end.contains(&p::CHECKPOINT_MONOTONIC),
+        "{}",
+        r.trace
+    );
+    assert!(r.at_the_end.contains(&p::CHECKPOINT_KEPT), "{}", r.trace);
 }
 
 /// The sibling: the shipped protocol starts the lease only once the write is
 /// answered, from 3; the same choices break nothing on the way.
 #[test]
 fn a_lease_started_once_its_checkpoint_is_answered_loses_nothing() {
-    let model = model(checkpoint_held_behind_a_late_answer(None));
-    let path = check::replay(&model, shown_by(KnownBad::StartBeforeCheckpointLands))
-        .expect("the path replays");
-    let trace = trace::render(&model, &path);
-    assert!(
-        trace.contains("arrives, holding write #0 on the wire"),
-        "{trace}"
-    );
-    for (state, _) in &path {
-        assert_eq!(check::broken(&model, state), Vec::<&str>::new(), "{trace}");
-    }
+    let path = shown_by(KnownBad::StartBeforeCheckpointLands);
+    let bounds = checkpoint_held_behind_a_late_answer(None);
+    let r = replayed(bounds, path, "arrives, holding write #0 on the wire");
+    assert_eq!(r.on_the_way, Vec::<&str>::new(), "{}", r.trace);
 }
 
 /// Two hosts, one lease, no crash: only three writes held on the wire. h0's first
@@ -533,32 +541,27 @@ fn take_held_across_a_retired_heartbeat(bug: Option<Bug>) -> Bounds {
 /// named after the tenure that ended: h1's plan leaves it to h0, and nobody processes it.
 #[test]
 fn a_take_answered_after_its_tenure_ended_and_kept_strands_the_lease() {
-    let model = model(take_held_across_a_retired_heartbeat(Some(Bug::Engine(
-        KnownBad::TakeKeepsEndedTenure,
-    ))));
-    let path =
-        check::replay(&model, shown_by(KnownBad::TakeKeepsEndedTenure)).expect("the path replays");
-    let trace = trace::render(&model, &path);
-    assert!(
-        trace.contains("held heartbeat m.host.h0 if-match etag:1: 404"),
-        "{trace}"
+    let bad = KnownBad::TakeKeepsEndedTenure;
+    let bounds = take_held_across_a_retired_heartbeat(Some(Bug::Engine(bad)));
+    let r = replayed(
+        bounds,
+        shown_by(bad),
+        "held heartbeat m.host.h0 if-match etag:1: 404",
     );
-    let last = &path.last().expect("a last state").0;
-    assert!(check::broken(&model, last).contains(&p::OWNED), "{trace}");
+    assert!(r.at_the_end.contains(&p::OWNED), "{}", r.trace);
 }
 
 /// The sibling: the shipped host resumes the lease in its new tenure once the late
 /// answer comes; the same choices break nothing on the way.
 #[test]
 fn a_take_answered_after_its_tenure_ended_is_resumed_in_the_next() {
-    let model = model(take_held_across_a_retired_heartbeat(None));
-    let path =
-        check::replay(&model, shown_by(KnownBad::TakeKeepsEndedTenure)).expect("the path replays");
-    let trace = trace::render(&model, &path);
-    assert!(trace.contains("sends resume m..0"), "{trace}");
-    for (state, _) in &path {
-        assert_eq!(check::broken(&model, state), Vec::<&str>::new(), "{trace}");
-    }
+    let path = shown_by(KnownBad::TakeKeepsEndedTenure);
+    let r = replayed(
+        take_held_across_a_retired_heartbeat(None),
+        path,
+        "sends resume m..0",
+    );
+    assert_eq!(r.on_the_way, Vec::<&str>::new(), "{}", r.trace);
 }
 
 /// h0's first life leaves while h1 is down, and its second life's take of the freed
@@ -585,15 +588,10 @@ fn heartbeat_rolled_back_by_a_fencer(bug: Option<Bug>) -> Bounds {
 /// never comes: the lease is processed by nobody.
 #[test]
 fn a_heartbeat_rolled_back_to_an_earlier_tenure_and_waited_on_strands_the_lease() {
-    let model = model(heartbeat_rolled_back_by_a_fencer(Some(Bug::Engine(
-        KnownBad::EarlierTenureWaits,
-    ))));
-    let path =
-        check::replay(&model, shown_by(KnownBad::EarlierTenureWaits)).expect("the path replays");
-    let trace = trace::render(&model, &path);
-    assert!(trace.contains("as it was 2 writes ago"), "{trace}");
-    let last = &path.last().expect("a last state").0;
-    assert!(check::broken(&model, last).contains(&p::OWNED), "{trace}");
+    let bad = KnownBad::EarlierTenureWaits;
+    let bounds = heartbeat_rolled_back_by_a_fencer(Some(Bug::Engine(bad)));
+    let r = replayed(bounds, shown_by(bad), "as it was 2 writes ago");
+    assert!(r.at_the_end.contains(&p::OWNED), "{}", r.trace);
 }
 
 /// The sibling: shipped, the heartbeat standing unchanged for an expiry on h1's clock
@@ -601,12 +599,8 @@ fn a_heartbeat_rolled_back_to_an_earlier_tenure_and_waited_on_strands_the_lease(
 /// choices, and nothing breaks.
 #[test]
 fn a_heartbeat_rolled_back_to_an_earlier_tenure_is_fenced_again_once_it_stood() {
-    let model = model(heartbeat_rolled_back_by_a_fencer(None));
-    let path =
-        check::replay(&model, shown_by(KnownBad::EarlierTenureWaits)).expect("the path replays");
-    let trace = trace::render(&model, &path);
-    assert!(trace.contains("h1 starts processing lease 0"), "{trace}");
-    for (state, _) in &path {
-        assert_eq!(check::broken(&model, state), Vec::<&str>::new(), "{trace}");
-    }
+    let path = shown_by(KnownBad::EarlierTenureWaits);
+    let bounds = heartbeat_rolled_back_by_a_fencer(None);
+    let r = replayed(bounds, path, "h1 starts processing lease 0");
+    assert_eq!(r.on_the_way, Vec::<&str>::new(), "{}", r.trace);
 }
