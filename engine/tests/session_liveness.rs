@@ -1515,3 +1515,71 @@ fn a_lease_found_at_its_own_landed_resume_taken_for_a_takeover_is_processed_by_n
     assert_eq!(c.count("b"), 0, "{:?}", c.assignment());
     assert_eq!(c.lease("0").owner.as_ref().map(|o| o.as_str()), Some("b"));
 }
+
+/// b holds all six leases, a joins and takes three, then c joins and takes one from
+/// each. a reads no table for b's handoff to c: by b's count and c's its view is
+/// behind, but no share moves, and b's successor is c. Then c's call on one of its
+/// leases is stuck, and c gives the lease to its successor a without a claim. c's
+/// count drops to what a's view already gave it, so nothing in the counts sends a to
+/// the table (the swarm's seed 5011530). c's heartbeat announces the gift, and a
+/// reads the table and processes the lease.
+#[test]
+fn a_gift_the_recipients_view_cannot_blame_on_the_counts_is_announced() {
+    let (c, given) = a_gift_behind_a_stale_view(None);
+    assert_eq!(c.lease(given.as_str()).owner, Some(HostId::from("a")));
+    assert!(
+        c.nodes["a"].processing.contains_key(&given),
+        "a processes the lease c gave it: {:?}",
+        c.lease(given.as_str())
+    );
+}
+
+/// The sibling: announced by the counts alone, the gift is processed by nobody.
+#[test]
+fn a_gift_left_to_the_counts_behind_a_stale_view_is_processed_by_nobody() {
+    let (c, given) = a_gift_behind_a_stale_view(Some(KnownBad::GiftUnannounced));
+    assert_eq!(c.lease(given.as_str()).owner, Some(HostId::from("a")));
+    assert!(
+        !c.assignment().contains_key(&given),
+        "{:?}",
+        c.lease(given.as_str())
+    );
+}
+
+/// Three hosts share six leases as above; c's second lease is handed to a, its
+/// successor, past a stuck call's stop timeout, and all run on for 30 s. (With c's
+/// first lease, c then claims a lease a knows of to make up its share, and a reads the
+/// table to hand it over, which mends a's view either way.)
+fn a_gift_behind_a_stale_view(
+    known_bad: Option<KnownBad>,
+) -> (Cluster, leasehold_engine::LeaseToken) {
+    let config = LeaseConfig {
+        stop_timeout: leasehold_engine::Millis::from_secs(5),
+        ..unaudited(6, known_bad)
+    };
+    let mut c = Cluster::new();
+    c.add("b", config.clone());
+    c.run_for(10_000);
+    c.add("a", config.clone());
+    c.run_for(30_000);
+    assert_eq!((c.count("a"), c.count("b")), (3, 3));
+    c.add("c", config);
+    c.run_for(30_000);
+    assert_eq!((c.count("a"), c.count("b"), c.count("c")), (2, 2, 2));
+    let given = c.nodes["c"].processing.keys().nth(1).unwrap().to_string();
+    c.nodes.get_mut("c").unwrap().auto_ack = false;
+    c.checkpoint("c", &given, "5").unwrap();
+    let write = c.intercept("c", Intent::Checkpoint);
+    // Refused because the lease was written since: here as it was, under a new etag.
+    let same = c.lease(&given);
+    c.store.replace(Record::Lease(same), None).unwrap();
+    c.answer("c", &write, Err(StoreError::PreconditionFailed));
+    c.run_for(10_000);
+    assert_eq!(
+        c.lease(&given).owner,
+        Some(HostId::from("a")),
+        "c gave the lease it could not process to a"
+    );
+    c.run_for(30_000);
+    (c, leasehold_engine::LeaseToken::from(given.as_str()))
+}

@@ -429,6 +429,36 @@ fn a_lease_handed_to_a_name_a_rolling_restart_retired_is_taken_by_the_host_the_p
     assert!(kinds(&bad).contains(&ViolationKind::Liveness));
 }
 
+/// The long swarm's seeds 5011530 (scale-in) and 5005496 (scale-out), both handoff
+/// under session liveness with stuck handlers and the SDK's retries: a host's
+/// checkpoint landed but was answered 412, its handler call was stuck, and one stop
+/// timeout later the host gave the lease to its successor without a claim. The
+/// recipient's view of the table (5011530: it had not read a handoff between the two
+/// others) or of the members (5005496: the giver thought a third host dead) left the
+/// giver's lower count unblamed, so it never read the table, and nobody processed the
+/// lease to the end. A gift that lands is now announced in the giver's heartbeat, and
+/// every host reads the table for it; under `gift-unannounced` both runs break.
+#[test]
+fn a_lease_a_stuck_call_gave_away_unasked_is_processed_by_its_recipient() {
+    for (seed, scenario) in [
+        (5_011_530, Scenario::ScaleIn),
+        (5_005_496, Scenario::ScaleOut),
+    ] {
+        let cfg = swarm::draw(seed);
+        assert_eq!(cfg.scenario, scenario);
+        assert!(kinds(&cfg).is_empty(), "seed {seed}: {:?}", kinds(&cfg));
+        let bad = SimConfig {
+            bug: Some(Bug::Engine(KnownBad::GiftUnannounced)),
+            ..cfg
+        };
+        let found = kinds(&bad);
+        assert!(
+            found.contains(&ViolationKind::Liveness),
+            "seed {seed}: {found:?}"
+        );
+    }
+}
+
 /// Seed 3496910 (a scale-in with zombies and stale reads, found 2026-11-27): a zombie
 /// cut off from the store calls off a handoff whose confirm read failed, starts the
 /// lease again and commits one batch while its writes of the lease back off after

@@ -293,11 +293,19 @@ pub enum KnownBad {
     /// the audit. Found by the model's random walks at 3 hosts × 1 partition with a
     /// crash, a shutdown, a late reply and a stale read, horizon 25 s.
     DropsOwnLanding,
+    /// Under session liveness, a lease a stuck call held back, handed to the
+    /// giver's successor without a claim, is announced by nothing but the giver's
+    /// lower count of leases: a recipient whose view of the table or of the members
+    /// differs from the giver's (a handoff between two others it has not read, a
+    /// member the giver thought dead) sees no count it can blame, never reads the
+    /// table, and nobody processes the lease until its audit (the swarm's seeds
+    /// 5005496 and 5011530).
+    GiftUnannounced,
 }
 
 impl KnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [KnownBad; 23] = [
+    pub const ALL: [KnownBad; 24] = [
         KnownBad::RestartSameEpoch,
         KnownBad::UnfencedTakeover,
         KnownBad::DeleteParentFirst,
@@ -321,6 +329,7 @@ impl KnownBad {
         KnownBad::StuckCallStrands,
         KnownBad::TakeLandsUnseen,
         KnownBad::DropsOwnLanding,
+        KnownBad::GiftUnannounced,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -349,6 +358,7 @@ impl KnownBad {
             KnownBad::StuckCallStrands => "stuck-call-strands",
             KnownBad::TakeLandsUnseen => "take-lands-unseen",
             KnownBad::DropsOwnLanding => "drops-own-landing",
+            KnownBad::GiftUnannounced => "gift-unannounced",
         }
     }
 }

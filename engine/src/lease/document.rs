@@ -239,6 +239,14 @@ pub struct HostDocument {
     /// liveness they read only the heartbeats otherwise.
     #[serde(rename = "Splits", default, skip_serializing_if = "is_zero")]
     pub splits: u64,
+    /// How many leases this life of the host gave away without a claim: a stuck
+    /// call's lease, handed to its successor once the stop timeout passed. A change
+    /// tells the other hosts to read the lease table. The recipient is not waiting
+    /// for the lease, and the count of the giver's leases tells it only while its
+    /// view of the table and of the members agrees with the giver's (the swarm's
+    /// seeds 5005496 and 5011530).
+    #[serde(rename = "Gifts", default, skip_serializing_if = "is_zero")]
+    pub gifts: u64,
     /// Under session liveness, how many leases the host held in this tenure when it
     /// wrote this heartbeat. Another host whose view of the table gives it fewer
     /// while this count is over any fair share reads the table again: a read that
@@ -287,6 +295,7 @@ impl HostDocument {
             tenure: None,
             fenced_by: None,
             splits: 0,
+            gifts: 0,
             owned: None,
             leases: None,
             terms: None,

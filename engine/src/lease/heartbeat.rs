@@ -23,6 +23,10 @@ pub(super) struct Heartbeat {
     /// Splits this life finished, and how many the stored heartbeat tells.
     splits: u64,
     published_splits: u64,
+    /// Leases this life gave away without a claim, and how many the stored heartbeat
+    /// tells.
+    gifts: u64,
+    published_gifts: u64,
     /// Session liveness: the tenure the stored heartbeat vouches for, once a write
     /// of it has succeeded; `None` between tenures.
     tenure: Option<Tenure>,
@@ -73,6 +77,7 @@ pub(super) enum BeatStep {
         claims: Vec<LeaseToken>,
         tenure: Option<Tenure>,
         splits: u64,
+        gifts: u64,
     },
     Read,
     Leave,
@@ -132,6 +137,8 @@ impl Heartbeat {
             published: Vec::new(),
             splits: 0,
             published_splits: 0,
+            gifts: 0,
+            published_gifts: 0,
             tenure: None,
             proposed: None,
             floor: None,
@@ -180,6 +187,13 @@ impl Heartbeat {
     /// This host finished a split: its next heartbeat tells the others, at once.
     pub fn split_done(&mut self) {
         self.splits += 1;
+    }
+
+    /// A lease this host gave away without a claim landed (a stuck call's, handed to
+    /// its successor): its next heartbeat tells the others, at once, since nothing
+    /// else tells the recipient.
+    pub fn gave_away(&mut self) {
+        self.gifts += 1;
     }
 
     /// The claims this host wants published, in token order.
@@ -246,7 +260,8 @@ impl Heartbeat {
             return false;
         }
         let claims_changed = (self.claims != self.published
-            || self.splits != self.published_splits)
+            || self.splits != self.published_splits
+            || self.gifts != self.published_gifts)
             && matches!(self.state, BeatState::Present(_) | BeatState::Absent);
         now.local < self.next_at && !(claims_changed && phase == Phase::Running)
     }
@@ -263,7 +278,8 @@ impl Heartbeat {
         }
         self.retry_at = None;
         let claims_changed = (self.claims != self.published
-            || self.splits != self.published_splits)
+            || self.splits != self.published_splits
+            || self.gifts != self.published_gifts)
             && matches!(self.state, BeatState::Present(_) | BeatState::Absent);
         if now.local < self.next_at && !(claims_changed && plan.phase == Phase::Running) {
             return None;
@@ -319,6 +335,7 @@ impl Heartbeat {
                 doc.life = Some(plan.incarnation);
                 doc.tenure = tenure;
                 doc.splits = self.splits;
+                doc.gifts = self.gifts;
                 doc.owned = plan.session.then_some(plan.owned);
                 doc.leases = plan.session.then_some(plan.leases);
                 doc.leaving = self.leave_at.is_some();
@@ -326,6 +343,7 @@ impl Heartbeat {
                     claims: doc.claims.clone(),
                     tenure: doc.tenure,
                     splits: doc.splits,
+                    gifts: doc.gifts,
                 };
                 let op = match state {
                     BeatState::Present(etag) => Op::Replace {
@@ -390,12 +408,14 @@ impl Heartbeat {
                     claims,
                     tenure,
                     splits,
+                    gifts,
                 },
                 Ok(Reply::Created(etag) | Reply::Replaced(etag)),
             ) => {
                 self.state = BeatState::Present(etag);
                 self.published = claims;
                 self.published_splits = splits;
+                self.published_gifts = gifts;
                 self.next_at = sent_at + rules.renew;
                 if rules.session {
                     news.began = self.tenure != tenure;

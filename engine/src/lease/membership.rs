@@ -57,6 +57,9 @@ pub(super) struct MemberChanges {
     pub changed: bool,
     /// A member finished a split: the table has new leases.
     pub split: bool,
+    /// A member gave a lease away without a claim: the table names its recipient,
+    /// which may be this host.
+    pub gift: bool,
     /// A member published another count of the leases it holds.
     pub counts: bool,
     /// A member that announced its leave is gone: it released its leases.
@@ -144,6 +147,7 @@ impl Membership {
         let mut ended = false;
         let mut changed = false;
         let mut split = false;
+        let mut gift = false;
         let mut counts = false;
         for (doc, etag) in beats {
             if doc.host == *me {
@@ -155,6 +159,7 @@ impl Membership {
                         && (m.doc.tenure != doc.tenure
                             || (!m.is_fenced() && doc.fenced_by.is_some()));
                     split |= m.doc.splits != doc.splits;
+                    gift |= m.doc.gifts != doc.gifts;
                     counts |= m.doc.owned != doc.owned || m.doc.leases != doc.leases;
                     changed |= m.doc.tenure != doc.tenure
                         || m.doc.fenced_by != doc.fenced_by
@@ -172,9 +177,10 @@ impl Membership {
                 None => {
                     changed = true;
                     counts = true;
-                    // Splits made before this host first saw the member may have
-                    // changed the table since this host last read it.
+                    // Splits and gifts made before this host first saw the member
+                    // may have changed the table since this host last read it.
                     split |= doc.splits > 0;
+                    gift |= doc.gifts > 0;
                     Member {
                         claimed: doc.claims.iter().cloned().collect(),
                         doc,
@@ -193,8 +199,9 @@ impl Membership {
         self.members = next;
         MemberChanges {
             ended,
-            changed: changed || ended || split,
+            changed: changed || ended || split || gift,
             split,
+            gift,
             counts,
             left,
         }

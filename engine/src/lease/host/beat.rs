@@ -19,6 +19,15 @@ impl LeaseHost {
         self.config.strategy.needs_membership()
     }
 
+    /// Whether a lease given away without a claim is announced in the heartbeat.
+    /// The variants from before the announcement leave it to the counts alone.
+    pub(super) fn announces_gifts(&self) -> bool {
+        !matches!(
+            self.config.known_bad,
+            Some(KnownBad::GiftUnannounced | KnownBad::SilentSuccessor)
+        )
+    }
+
     /// Whether the heartbeat of `member` is live at `now`: not fenced, not expired.
     pub(super) fn is_alive(&self, member: &Member, now: Now) -> bool {
         member.is_alive(&self.config.expiry, now)

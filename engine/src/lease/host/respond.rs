@@ -202,7 +202,14 @@ impl LeaseHost {
                 slot.retry_now();
                 let mut epoch = epoch;
                 if release {
+                    let gift = matches!(
+                        slot.own().and_then(|own| own.release.as_ref()),
+                        Some(ReleaseTo::Successor(_))
+                    );
                     slot.disown();
+                    if gift && self.announces_gifts() {
+                        self.membership.beat.gave_away();
+                    }
                     // Another owner, or none: the plan that counted it as this
                     // host's is out of date.
                     self.table.unsettle();
@@ -457,10 +464,19 @@ impl LeaseHost {
             own.resume = !in_tenure && !resume_known_bad;
         }
         let still_ours = slot.own().map(|own| mine && slot.doc().epoch == own.epoch);
+        // This host's gift to its successor landed unheard (its answer lost or
+        // timed out): announced as one that was answered.
+        let gift_landed = slot.own().is_some_and(|own| {
+            matches!(&own.release, Some(ReleaseTo::Successor(to))
+                if slot.doc().owner.as_ref() == Some(to) && slot.doc().epoch == own.epoch.next())
+        });
         let (epoch, fence) = (
             slot.doc().epoch,
             slot.doc().fenced.then(|| slot.observation()),
         );
+        if gift_landed && self.announces_gifts() {
+            self.membership.beat.gave_away();
+        }
         if still_ours == Some(false) {
             self.lose(token, LossCause::TakenOver);
         }

@@ -136,10 +136,10 @@ impl LeaseHost {
             Ok(Reply::ReadAll(items)) => {
                 let beats = self.heartbeats_of(&items);
                 let changes = self.membership.integrate(&self.me, now, seq, beats);
-                if changes.ended || changes.split || changes.left {
+                if changes.ended || changes.split || changes.gift || changes.left {
                     // The ended tenure's leases are free, a host that announced its
-                    // leave released its own, or a split made new ones, and only the
-                    // table says which they are.
+                    // leave released its own, a split made new ones, or a host gave
+                    // one away unasked, and only the table says which they are.
                     self.need_table(now);
                 }
                 // The share this host is due moves with the counts, and with what it
