@@ -261,7 +261,7 @@ fn owned_when_calm(model: &PartitionModel, state: &State) -> bool {
     let nobody = crate::world::all_down(state);
     // A lease given up past a stuck call's stop timeout names the successor's tenure
     // as the giver last read it, which may have ended since (the successor
-    // restarted): the successor learns of it from the giver's count, within the
+    // restarted): the successor learns of it from the giver's heartbeat, within the
     // gift's bound, and takes it as any lease of an ended tenure, within liveness's.
     let gift = model.gift_ticks.saturating_add(model.liveness_ticks);
     let gifted = state
