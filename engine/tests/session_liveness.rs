@@ -1525,7 +1525,7 @@ fn a_lease_found_at_its_own_landed_resume_taken_for_a_takeover_is_processed_by_n
 /// reads the table and processes the lease.
 #[test]
 fn a_gift_the_recipients_view_cannot_blame_on_the_counts_is_announced() {
-    let (c, given) = a_gift_behind_a_stale_view(None);
+    let (c, given) = a_gift_behind_a_stale_view(None, None);
     assert_eq!(c.lease(given.as_str()).owner, Some(HostId::from("a")));
     assert!(
         c.nodes["a"].processing.contains_key(&given),
@@ -1537,7 +1537,7 @@ fn a_gift_the_recipients_view_cannot_blame_on_the_counts_is_announced() {
 /// The sibling: announced by the counts alone, the gift is processed by nobody.
 #[test]
 fn a_gift_left_to_the_counts_behind_a_stale_view_is_processed_by_nobody() {
-    let (c, given) = a_gift_behind_a_stale_view(Some(KnownBad::GiftUnannounced));
+    let (c, given) = a_gift_behind_a_stale_view(Some(KnownBad::GiftUnannounced), None);
     assert_eq!(c.lease(given.as_str()).owner, Some(HostId::from("a")));
     assert!(
         !c.assignment().contains_key(&given),
@@ -1546,12 +1546,70 @@ fn a_gift_left_to_the_counts_behind_a_stale_view_is_processed_by_nobody() {
     );
 }
 
+/// The same gift lands, but c hears 412 (the SDK's retry of it), or a timeout: c
+/// stops counting the lease as its own at once, and its re-read shows the gift
+/// landed, which c then announces as one it heard succeed.
+#[test]
+fn a_gift_that_landed_unheard_is_announced_once_a_read_shows_it() {
+    for answer in [StoreError::PreconditionFailed, StoreError::Timeout] {
+        let (c, given) = a_gift_behind_a_stale_view(None, Some(answer.clone()));
+        assert_eq!(c.lease(given.as_str()).owner, Some(HostId::from("a")));
+        assert!(
+            c.nodes["a"].processing.contains_key(&given),
+            "{answer:?}: a processes the lease c gave it: {:?}",
+            c.lease(given.as_str())
+        );
+    }
+}
+
+/// The sibling: under the variant the same gift, heard or not, is processed by
+/// nobody.
+#[test]
+fn a_gift_that_landed_unheard_is_processed_by_nobody_when_left_to_the_counts() {
+    let bad = Some(KnownBad::GiftUnannounced);
+    let (c, given) = a_gift_behind_a_stale_view(bad, Some(StoreError::PreconditionFailed));
+    assert_eq!(c.lease(given.as_str()).owner, Some(HostId::from("a")));
+    assert!(!c.assignment().contains_key(&given));
+}
+
+/// Runs the cluster until `name` sends a request with `intent`, answering every other
+/// request at once, and takes that request off the wire.
+fn run_until_sent(c: &mut Cluster, name: &str, intent: Intent, within_ms: u64) -> StoreRequest {
+    let end = c.time + within_ms;
+    loop {
+        let found = c
+            .inflight
+            .iter()
+            .position(|(n, r)| n == name && r.intent == intent);
+        if let Some(at) = found {
+            return c.inflight.remove(at).unwrap().1;
+        }
+        if c.deliver_next() {
+            continue;
+        }
+        let (at, next) = c
+            .nodes
+            .iter()
+            .filter_map(|(n, node)| {
+                let wake = node.host.poll_timeout()?;
+                Some((wake.as_millis() - node.local_offset, n.clone()))
+            })
+            .min()
+            .filter(|(at, _)| *at <= end)
+            .unwrap_or_else(|| panic!("{name} sent no {intent:?} within {within_ms} ms"));
+        c.time = c.time.max(at);
+        c.input(&next, Input::Tick).unwrap();
+    }
+}
+
 /// Three hosts share six leases as above; c's second lease is handed to a, its
-/// successor, past a stuck call's stop timeout, and all run on for 30 s. (With c's
-/// first lease, c then claims a lease a knows of to make up its share, and a reads the
-/// table to hand it over, which mends a's view either way.)
+/// successor, past a stuck call's stop timeout (the handoff answered `answer` where
+/// one is given, though it landed), and all run on for 30 s. (With c's first lease, c
+/// then claims a lease a knows of to make up its share, and a reads the table to hand
+/// it over, which mends a's view either way.)
 fn a_gift_behind_a_stale_view(
     known_bad: Option<KnownBad>,
+    answer: Option<StoreError>,
 ) -> (Cluster, leasehold_engine::LeaseToken) {
     let config = LeaseConfig {
         stop_timeout: leasehold_engine::Millis::from_secs(5),
@@ -1574,6 +1632,11 @@ fn a_gift_behind_a_stale_view(
     let same = c.lease(&given);
     c.store.replace(Record::Lease(same), None).unwrap();
     c.answer("c", &write, Err(StoreError::PreconditionFailed));
+    if let Some(answer) = answer {
+        let gift = run_until_sent(&mut c, "c", Intent::Handoff, 10_000);
+        c.store.execute(gift.op.clone()).expect("the gift lands");
+        c.answer("c", &gift, Err(answer));
+    }
     c.run_for(10_000);
     assert_eq!(
         c.lease(&given).owner,

@@ -56,6 +56,11 @@ pub(super) struct Slot {
     /// read ends it, as the store has moved past the take's version for good: at
     /// Session consistency no read of this host's goes back behind a version it saw.
     landing: Option<Etag>,
+    /// A gift of this lease to a successor (a handoff answering no claim) whose
+    /// outcome is unknown or was answered 412 (the SDK's retry of a write that
+    /// landed): the recipient and the epoch it was written at. A read at that epoch
+    /// or later settles it (`Slot::gift_landed`).
+    unsure_gift: Option<(HostId, Epoch)>,
     /// Present while this host owns the lease. Boxed because a host owns a small
     /// share of the table, and every scan walks every slot: inline, it made each slot
     /// 60 % larger.
@@ -78,6 +83,7 @@ impl Slot {
             reread_at: None,
             unsure_take: None,
             landing: None,
+            unsure_gift: None,
             own: None,
         }
     }
@@ -305,6 +311,27 @@ impl Slot {
     /// read since showed the version it was sent on.
     pub fn may_land(&self) -> bool {
         self.landing.is_some()
+    }
+
+    /// Records a gift of this lease, written naming `to` at `epoch`, that may have
+    /// landed although its answer did not say so.
+    pub fn gift_unsure(&mut self, to: HostId, epoch: Epoch) {
+        self.unsure_gift = Some((to, epoch));
+    }
+
+    /// Whether the version this slot now holds shows an unsure gift of this host's
+    /// landed: it names the recipient at the gift's epoch. A version at that epoch or
+    /// later settles the gift either way, so it is told once.
+    pub fn gift_landed(&mut self) -> bool {
+        let Some((to, epoch)) = &self.unsure_gift else {
+            return false;
+        };
+        if self.doc.epoch < *epoch {
+            return false;
+        }
+        let landed = self.doc.epoch == *epoch && self.doc.owner.as_ref() == Some(to);
+        self.unsure_gift = None;
+        landed
     }
 
     /// Records, for the known-bad variant, a take at `epoch` whose outcome is unknown.

@@ -78,6 +78,9 @@ pub(super) enum Aim {
         doc: LeaseDocument,
         checkpoint: Option<Checkpoint>,
         release: bool,
+        /// A release to the successor that answers no claim (a stuck call's lease),
+        /// as it was when sent: the release may be called off while it is on the wire.
+        gift: bool,
     },
     Read(LeaseToken),
     /// Reads the heartbeat of the host a lease is about to be handed to.

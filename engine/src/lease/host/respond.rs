@@ -15,6 +15,14 @@ use crate::lease::{
 use crate::store::{Reply, StoreError, StoreResult, Stored};
 use crate::time::{LocalTime, Now};
 
+/// A write of a lease as it was sent ([`Aim::Write`]).
+struct Written {
+    doc: LeaseDocument,
+    checkpoint: Option<Checkpoint>,
+    release: bool,
+    gift: bool,
+}
+
 impl LeaseHost {
     pub(super) fn on_response(&mut self, now: Now, pending: Pending, result: StoreResult<Record>) {
         let Pending { sent_at, aim } = pending;
@@ -26,7 +34,16 @@ impl LeaseHost {
                 doc,
                 checkpoint,
                 release,
-            } => self.on_write(now, sent_at, doc, checkpoint, release, result),
+                gift,
+            } => {
+                let written = Written {
+                    doc,
+                    checkpoint,
+                    release,
+                    gift,
+                };
+                self.on_write(now, sent_at, written, result)
+            }
             Aim::Read(token) => self.on_read(now, token, result),
             Aim::Free(doc) => self.on_free(now, doc, result),
             Aim::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
@@ -163,11 +180,15 @@ impl LeaseHost {
         &mut self,
         now: Now,
         sent_at: LocalTime,
-        doc: LeaseDocument,
-        checkpoint: Option<Checkpoint>,
-        release: bool,
+        written: Written,
         result: StoreResult<Record>,
     ) {
+        let Written {
+            doc,
+            checkpoint,
+            release,
+            gift,
+        } = written;
         let token = doc.token.clone();
         let learned = self.wire.issued();
         let policy = self.config.expiry;
@@ -175,6 +196,7 @@ impl LeaseHost {
         let backoff = self.backoff();
         let session = self.session_liveness();
         let session_authority = self.session_authority(&doc);
+        let announces = self.announces_gifts();
         self.touch(&token);
         let Some(slot) = self.slots.get_mut(&token) else {
             return;
@@ -183,6 +205,15 @@ impl LeaseHost {
         // Refused whether or not it still owns the lease (a lapse may have ended
         // its ownership while the write was on the wire): the version is gone.
         let refused = matches!(result, Err(StoreError::PreconditionFailed));
+        // A gift answered 412 may have landed (the SDK's retry of it sees its own
+        // write), as may one whose outcome is unknown: a read settles it.
+        if gift
+            && announces
+            && (refused || result.as_ref().is_err_and(|e| e.is_ambiguous()))
+            && let Some(to) = doc.owner.clone()
+        {
+            slot.gift_unsure(to, doc.epoch);
+        }
         if refused {
             slot.refuse(backoff, self.config.known_bad);
         }
@@ -202,12 +233,8 @@ impl LeaseHost {
                 slot.retry_now();
                 let mut epoch = epoch;
                 if release {
-                    let gift = matches!(
-                        slot.own().and_then(|own| own.release.as_ref()),
-                        Some(ReleaseTo::Successor(_))
-                    );
                     slot.disown();
-                    if gift && self.announces_gifts() {
+                    if gift && announces {
                         self.membership.beat.gave_away();
                     }
                     // Another owner, or none: the plan that counted it as this
@@ -464,17 +491,14 @@ impl LeaseHost {
             own.resume = !in_tenure && !resume_known_bad;
         }
         let still_ours = slot.own().map(|own| mine && slot.doc().epoch == own.epoch);
-        // This host's gift to its successor landed unheard (its answer lost or
-        // timed out): announced as one that was answered.
-        let gift_landed = slot.own().is_some_and(|own| {
-            matches!(&own.release, Some(ReleaseTo::Successor(to))
-                if slot.doc().owner.as_ref() == Some(to) && slot.doc().epoch == own.epoch.next())
-        });
+        // This host's gift to its successor landed unheard (its answer lost, timed
+        // out, or a 412 from the SDK's retry): announced as one that was answered.
+        let gift_landed = slot.gift_landed();
         let (epoch, fence) = (
             slot.doc().epoch,
             slot.doc().fenced.then(|| slot.observation()),
         );
-        if gift_landed && self.announces_gifts() {
+        if gift_landed {
             self.membership.beat.gave_away();
         }
         if still_ours == Some(false) {

@@ -195,6 +195,7 @@ impl LeaseHost {
             intent,
             Intent::Release | Intent::Handoff | Intent::FinishSplit
         );
+        let gift = release && matches!(own.release, Some(ReleaseTo::Successor(_)));
         if intent == Intent::FinishSplit {
             // A finished split: owned by nobody, held in no tenure, for good.
             doc.owner = None;
@@ -245,6 +246,7 @@ impl LeaseHost {
             doc,
             checkpoint,
             release,
+            gift,
         };
         Some(self.send(now, intent, op, aim))
     }
