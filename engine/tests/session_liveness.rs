@@ -1055,6 +1055,19 @@ fn a_successor_that_never_reads_the_table_leaves_the_gift_unprocessed() {
     );
 }
 
+/// `host`'s checkpoint of `lease` is answered 412, so it stops the lease as taken
+/// over, and its handler's call never reports that it stopped: past the stop timeout
+/// the host gives the lease to its successor without a claim.
+fn stuck_after_a_refused_checkpoint(c: &mut Cluster, host: &str, lease: &str) {
+    c.nodes.get_mut(host).unwrap().auto_ack = false;
+    c.checkpoint(host, lease, "5").unwrap();
+    let write = c.intercept(host, Intent::Checkpoint);
+    // Refused because the lease was written since: here as it was, under a new etag.
+    let same = c.lease(lease);
+    c.store.replace(Record::Lease(same), None).unwrap();
+    c.answer(host, &write, Err(StoreError::PreconditionFailed));
+}
+
 /// a gives b a lease without a claim, and both run on for 20 s.
 fn a_gift_to_the_successor(known_bad: Option<KnownBad>) -> (Cluster, leasehold_engine::LeaseToken) {
     let config = LeaseConfig {
@@ -1070,13 +1083,7 @@ fn a_gift_to_the_successor(known_bad: Option<KnownBad>) -> (Cluster, leasehold_e
     // hosts their share, so nobody claims.
     assert_eq!((c.count("a"), c.count("b")), (2, 1));
     let given = c.nodes["a"].processing.keys().next().unwrap().to_string();
-    c.nodes.get_mut("a").unwrap().auto_ack = false;
-    c.checkpoint("a", &given, "5").unwrap();
-    let write = c.intercept("a", Intent::Checkpoint);
-    // Refused because the lease was written since: here as it was, under a new etag.
-    let same = c.lease(&given);
-    c.store.replace(Record::Lease(same), None).unwrap();
-    c.answer("a", &write, Err(StoreError::PreconditionFailed));
+    stuck_after_a_refused_checkpoint(&mut c, "a", &given);
     c.run_for(10_000);
     assert_eq!(
         c.lease(&given).owner,
@@ -1625,13 +1632,7 @@ fn a_gift_behind_a_stale_view(
     c.run_for(30_000);
     assert_eq!((c.count("a"), c.count("b"), c.count("c")), (2, 2, 2));
     let given = c.nodes["c"].processing.keys().nth(1).unwrap().to_string();
-    c.nodes.get_mut("c").unwrap().auto_ack = false;
-    c.checkpoint("c", &given, "5").unwrap();
-    let write = c.intercept("c", Intent::Checkpoint);
-    // Refused because the lease was written since: here as it was, under a new etag.
-    let same = c.lease(&given);
-    c.store.replace(Record::Lease(same), None).unwrap();
-    c.answer("c", &write, Err(StoreError::PreconditionFailed));
+    stuck_after_a_refused_checkpoint(&mut c, "c", &given);
     if let Some(answer) = answer {
         let gift = run_until_sent(&mut c, "c", Intent::Handoff, 10_000);
         c.store.execute(gift.op.clone()).expect("the gift lands");
