@@ -301,11 +301,19 @@ pub enum KnownBad {
     /// table, and nobody processes the lease until its audit (the swarm's seeds
     /// 5005496 and 5011530).
     GiftUnannounced,
+    /// Under `handoff`, a claim a host begins on a read of the heartbeats alone is
+    /// published at once, naming a lease from its view of the table, which is as old
+    /// as its last read of the table: a handoff since may have moved that lease to a
+    /// host at its share, which keeps it, and the claimant names the right lease only
+    /// at its next read of the table, an interval later. Found by the model's random
+    /// walks at 3 hosts × 3 partitions with a pause: owned counts stayed a tick past
+    /// the balance bound.
+    StaleClaim,
 }
 
 impl KnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [KnownBad; 24] = [
+    pub const ALL: [KnownBad; 25] = [
         KnownBad::RestartSameEpoch,
         KnownBad::UnfencedTakeover,
         KnownBad::DeleteParentFirst,
@@ -330,6 +338,7 @@ impl KnownBad {
         KnownBad::TakeLandsUnseen,
         KnownBad::DropsOwnLanding,
         KnownBad::GiftUnannounced,
+        KnownBad::StaleClaim,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -359,6 +368,7 @@ impl KnownBad {
             KnownBad::TakeLandsUnseen => "take-lands-unseen",
             KnownBad::DropsOwnLanding => "drops-own-landing",
             KnownBad::GiftUnannounced => "gift-unannounced",
+            KnownBad::StaleClaim => "stale-claim",
         }
     }
 }

@@ -197,6 +197,11 @@ impl Heartbeat {
     }
 
     /// The claims this host wants published, in token order.
+    pub fn wanted(&self) -> &[LeaseToken] {
+        &self.claims
+    }
+
+    /// Sets the claims this host wants published, in token order.
     pub fn set_claims(&mut self, claims: Vec<LeaseToken>) {
         self.claims = claims;
     }

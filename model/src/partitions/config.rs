@@ -441,6 +441,20 @@ impl Bug {
                 out_of_reach: true,
                 ..quiet
             },
+            // A pause hands the paused host's leases to one peer, which hands one on
+            // to the third; the paused host's first claim, planned on its view of the
+            // table from before that handoff, names the lease the third now holds at
+            // its share. Over 25 s with three hosts: found by random walks.
+            Bug::Engine(KnownBad::StaleClaim) => LeastBound {
+                hosts: Some(3),
+                partitions: Some(3),
+                pauses: Some(1),
+                delays: Some(0),
+                lost_replies: Some(0),
+                horizon: Some(25),
+                walks: Some(1),
+                ..quiet
+            },
             // A shutdown and a delayed write over 20 s: too deep for an exhaustive
             // search, found by random walks (the 2,513th walk of seed 1, 50 steps).
             Bug::Engine(KnownBad::TakeLandsUnseen) => LeastBound {
@@ -558,7 +572,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 32] = [
+    pub const ALL: [Bug; 33] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -591,6 +605,7 @@ impl Bug {
         Bug::Engine(KnownBad::TakeLandsUnseen),
         Bug::Engine(KnownBad::DropsOwnLanding),
         Bug::Engine(KnownBad::GiftUnannounced),
+        Bug::Engine(KnownBad::StaleClaim),
     ];
 
     /// Whether the variant breaks session liveness, and so needs it.
@@ -610,6 +625,7 @@ impl Bug {
                 | Bug::Engine(KnownBad::TakeLandsUnseen)
                 | Bug::Engine(KnownBad::DropsOwnLanding)
                 | Bug::Engine(KnownBad::GiftUnannounced)
+                | Bug::Engine(KnownBad::StaleClaim)
         )
     }
 

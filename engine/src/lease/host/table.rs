@@ -157,7 +157,7 @@ impl LeaseHost {
                 // their own time (`replan_at`).
                 if self.phase == Phase::Running {
                     if changes.changed || !self.table.is_settled() {
-                        self.rebalance(now);
+                        self.rebalance_on_members(now);
                     } else {
                         #[cfg(debug_assertions)]
                         if self.group_unchanged(now) {
@@ -182,6 +182,28 @@ impl LeaseHost {
                 .membership
                 .any_leaving(&self.me, &self.config.expiry, now);
         self.table.poll(leaving.then(|| now.local + LEAVE_POLL));
+    }
+
+    /// Plans on a read of the heartbeats alone, whose view of the leases is as old
+    /// as the last read of the table. A claim it would begin names a lease from that
+    /// view, and a handoff since may have moved that lease to a host at its share,
+    /// which keeps it: the claimant would learn so only at its next read of the table,
+    /// an interval later (the model's random walks, at 3 hosts × 3 partitions with a
+    /// pause: balance came a tick past its bound, `stale-claim`). So the claim waits
+    /// for the table, read now.
+    fn rebalance_on_members(&mut self, now: Now) {
+        let before = self.membership.beat.wanted().to_vec();
+        self.rebalance(now);
+        let begun = self
+            .membership
+            .beat
+            .wanted()
+            .iter()
+            .any(|t| !before.contains(t));
+        if begun && self.config.known_bad != Some(KnownBad::StaleClaim) {
+            self.membership.beat.set_claims(before);
+            self.need_table(now);
+        }
     }
 
     /// Reads the heartbeat of each live host that announced its leave: a point read,
