@@ -1647,3 +1647,47 @@ fn a_gift_behind_a_stale_view(
     c.run_for(30_000);
     (c, leasehold_engine::LeaseToken::from(given.as_str()))
 }
+
+/// a holds the lease and crashes; its next life finds the earlier life's heartbeat,
+/// which it must wait out before it begins a tenure, and is told to shut down while
+/// the answer to its first scan is on the way. The answer shows the lease named after
+/// the earlier life. Returns the cluster 2 minutes on, and whether a finished
+/// stopping (the swarm's seed 5321510).
+fn stopped_before_its_first_scan_answers(known_bad: Option<KnownBad>) -> (Cluster, bool) {
+    let mut c = Cluster::new();
+    c.add("a", unaudited(1, known_bad));
+    c.run_for(5_000);
+    assert_eq!(c.count("a"), 1);
+    c.restart("a");
+    let scan = c.intercept("a", Intent::Scan);
+    c.deliver_all();
+    c.input("a", Input::Shutdown).unwrap();
+    let listing = c.store.execute(scan.op.clone());
+    c.answer("a", &scan, listing);
+    c.run_for(120_000);
+    let stopped = c
+        .events_of("a")
+        .into_iter()
+        .any(|o| matches!(o, Output::ShutdownComplete));
+    (c, stopped)
+}
+
+#[test]
+fn a_host_told_to_stop_before_its_first_scan_answers_lets_its_earlier_lifes_lease_be_and_stops() {
+    let (c, stopped) = stopped_before_its_first_scan_answers(None);
+    assert!(stopped, "a never finished stopping");
+    // The lease is left as the earlier life wrote it, for others to take once that
+    // life's heartbeat is over: nothing released it in a tenure a never had.
+    assert_eq!(c.lease("0").owner, Some(HostId::from("a")));
+    assert_eq!(c.lease("0").epoch, Epoch(1));
+}
+
+/// The sibling: a release asked for without a tenure to write it in is never sent,
+/// and the host waits for it with no timer left.
+#[test]
+fn a_host_that_asks_to_release_what_it_cannot_write_never_stops() {
+    let bad = Some(KnownBad::ShutdownReleasesUnwritable);
+    let (c, stopped) = stopped_before_its_first_scan_answers(bad);
+    assert!(!stopped, "the old rule finished stopping");
+    assert_eq!(c.nodes["a"].host.poll_timeout(), None);
+}

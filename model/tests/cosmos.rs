@@ -211,11 +211,8 @@ fn a_late_leave_never_deletes_the_next_lifes_heartbeat() {
 /// complete in 10 min (118 M unique), so its side here is the same path.
 fn leave_retried_across_a_restart(bug: Option<Bug>) -> Bounds {
     Bounds {
-        shutdowns: 1,
-        delays: 2,
-        horizon: 8,
         bug,
-        ..quiet(2)
+        ..Bug::BlindLeave.bounds()
     }
 }
 
@@ -429,14 +426,8 @@ fn read_from_a_lagging_replica_a_refused_version_is_written_again() {
 /// The simulator's seed 2888576 showed it; random walks found it in the model first.
 fn scan_held_across_a_refusal(bug: Option<Bug>) -> Bounds {
     Bounds {
-        partitions: 2,
-        late_replies: 1,
-        retries: 0,
-        throttled_reads: 1,
-        pauses: 1,
-        horizon: 4,
         bug,
-        ..quiet(2)
+        ..Bug::Engine(KnownBad::ScanBeforeOwnWrite).bounds()
     }
 }
 
@@ -478,15 +469,8 @@ fn shown_by(bad: KnownBad) -> &'static str {
 /// itself; only a timer step's requests met faults.
 fn checkpoint_held_behind_a_late_answer(bug: Option<Bug>) -> Bounds {
     Bounds {
-        partitions: 2,
-        shutdowns: 1,
-        late_replies: 1,
-        delays: 1,
-        progress: 3,
-        slow_drains: 1,
-        horizon: 8,
         bug,
-        ..quiet(2)
+        ..Bug::Engine(KnownBad::StartBeforeCheckpointLands).bounds()
     }
 }
 
@@ -530,10 +514,8 @@ fn a_lease_started_once_its_checkpoint_is_answered_loses_nothing() {
 /// and 15 s, where the searches had tried one or two.)
 fn take_held_across_a_retired_heartbeat(bug: Option<Bug>) -> Bounds {
     Bounds {
-        delays: 3,
-        horizon: 15,
         bug,
-        ..quiet(2)
+        ..Bug::Engine(KnownBad::TakeKeepsEndedTenure).bounds()
     }
 }
 
@@ -573,14 +555,8 @@ fn a_take_answered_after_its_tenure_ended_is_resumed_in_the_next() {
 /// 951625, a rolling restart, got there through a handoff to a second life).
 fn heartbeat_rolled_back_by_a_fencer(bug: Option<Bug>) -> Bounds {
     Bounds {
-        crashes: 1,
-        shutdowns: 2,
-        delays: 1,
-        stale_reads: 1,
-        stale_depth: 2,
-        horizon: 15,
         bug,
-        ..quiet(2)
+        ..Bug::Engine(KnownBad::EarlierTenureWaits).bounds()
     }
 }
 
@@ -603,4 +579,38 @@ fn a_heartbeat_rolled_back_to_an_earlier_tenure_is_fenced_again_once_it_stood() 
     let bounds = heartbeat_rolled_back_by_a_fencer(None);
     let r = replayed(bounds, path, "h1 starts processing lease 0");
     assert_eq!(r.on_the_way, Vec::<&str>::new(), "{}", r.trace);
+}
+
+/// One host, one lease: the host crashes holding the lease, and its new life, which
+/// waits out the earlier life's heartbeat before it may begin a tenure, is told to
+/// shut down while the answer to its first scan is late. The answer shows the lease
+/// named after the earlier life (the swarm's seed 5321510, with a zombie's heartbeat
+/// to wait out and five hosts gone for good).
+fn stopped_before_its_first_scan_answers(bug: Option<Bug>) -> Bounds {
+    Bounds {
+        bug,
+        ..Bug::Engine(KnownBad::ShutdownReleasesUnwritable).bounds()
+    }
+}
+
+/// Under `shutdown-releases-unwritable` the host asks to release the lease, which it
+/// cannot write without a tenure and will never have one: it never finishes
+/// stopping, never restarts, and nobody owns the lease again.
+#[test]
+fn a_host_that_releases_what_it_cannot_write_never_finishes_stopping() {
+    let bad = Bug::Engine(KnownBad::ShutdownReleasesUnwritable);
+    let steps = broken(stopped_before_its_first_scan_answers(Some(bad)), p::OWNED);
+    assert!(steps > 0);
+}
+
+/// The sibling: shipped, a lease learned once the shutdown began is let be when the
+/// host has no tenure, as those held when it began are; every state of the bound
+/// keeps safety and liveness.
+#[test]
+fn a_host_told_to_stop_before_its_first_scan_answers_finishes_stopping() {
+    let report = common::proven_for(
+        stopped_before_its_first_scan_answers(None),
+        p::SAFETY.iter().chain(&p::LIVENESS),
+    );
+    assert!(report.complete(), "{:?}", report.verdicts);
 }

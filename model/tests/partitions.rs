@@ -337,16 +337,9 @@ fn a_blind_heartbeat_renews_a_fenced_session_and_gives_two_owners() {
 /// the other off, and the recipient starts while the lost call still runs. At the
 /// variant's least bound: 2 × 2, one pause, no crash, horizon 6.
 fn paused_owner(bug: Option<Bug>) -> Bounds {
-    let least = Bug::Engine(KnownBad::FreeBesideLostCall).least_bound();
     Bounds {
         bug,
-        crashes: 0,
-        shutdowns: least.shutdowns.unwrap(),
-        pauses: least.pauses.unwrap(),
-        horizon: least.horizon.unwrap(),
-        lost_replies: 0,
-        delays: 0,
-        ..Bounds::default()
+        ..Bug::Engine(KnownBad::FreeBesideLostCall).bounds()
     }
 }
 

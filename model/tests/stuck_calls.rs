@@ -21,16 +21,8 @@ use std::time::Duration;
 /// bounds for balance and for knowing after it.
 fn stuck_owner(bug: Option<Bug>) -> Bounds {
     Bounds {
-        hosts: 2,
-        partitions: 1,
-        crashes: 0,
-        pauses: 1,
-        stuck_calls: 1,
-        lost_replies: 0,
-        delays: 0,
-        horizon: 25,
         bug,
-        ..Bounds::default()
+        ..Bug::Engine(KnownBad::SilentSuccessor).bounds()
     }
 }
 
@@ -122,16 +114,8 @@ fn a_handoff_needs_time_to_reach_its_claimant() {
 /// to.
 fn nobody_to_give_to(bug: Option<Bug>) -> Bounds {
     Bounds {
-        hosts: 2,
-        partitions: 1,
-        crashes: 1,
-        pauses: 1,
-        stuck_calls: 1,
-        lost_replies: 0,
-        delays: 0,
-        horizon: 14,
         bug,
-        ..Bounds::default()
+        ..Bug::Engine(KnownBad::StuckCallStrands).bounds()
     }
 }
 

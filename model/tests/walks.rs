@@ -15,16 +15,8 @@ use std::time::Duration;
 /// The bound at which judging a tenure by read order gives a lease two owners.
 fn stale_tenure(bug: Option<Bug>) -> Bounds {
     Bounds {
-        hosts: 2,
-        partitions: 2,
-        crashes: 0,
-        lost_replies: 0,
-        delays: 0,
-        stale_reads: 2,
-        retries: 1,
-        horizon: 5,
         bug,
-        ..Bounds::default()
+        ..Bug::Engine(KnownBad::TenureByReadOrder).bounds()
     }
 }
 
@@ -99,14 +91,8 @@ fn random_walks_never_say_a_property_holds() {
 /// in 120 s, and the 439th random walk of seed 1 does (BENCHMARKS.md).
 fn landing(bug: Option<Bug>) -> Bounds {
     Bounds {
-        hosts: 2,
-        partitions: 1,
-        crashes: 0,
-        shutdowns: 1,
-        delays: 1,
-        horizon: 20,
         bug,
-        ..Bounds::default()
+        ..Bug::Engine(KnownBad::TakeLandsUnseen).bounds()
     }
 }
 
@@ -136,16 +122,8 @@ fn the_same_walks_find_nothing_once_a_take_that_may_land_keeps_its_host_reading(
 /// 120 s (5.97 M unique).
 fn own_landing(bug: Option<Bug>) -> Bounds {
     Bounds {
-        hosts: 1,
-        partitions: 1,
-        crashes: 0,
-        shutdowns: 0,
-        late_replies: 1,
-        delays: 1,
-        stale_reads: 1,
-        horizon: 20,
         bug,
-        ..Bounds::default()
+        ..Bug::Engine(KnownBad::DropsOwnLanding).bounds()
     }
 }
 
@@ -214,15 +192,8 @@ fn balance_judged_from_the_restart_alone_breaks_when_an_earlier_lifes_claim_land
 /// random walks, the 17,296th of seed 1.
 fn stale_claim(bug: Option<Bug>) -> Bounds {
     Bounds {
-        hosts: 3,
-        partitions: 3,
-        crashes: 0,
-        pauses: 1,
-        delays: 0,
-        lost_replies: 0,
-        horizon: 25,
         bug,
-        ..Bounds::default()
+        ..Bug::Engine(KnownBad::StaleClaim).bounds()
     }
 }
 

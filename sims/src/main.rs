@@ -457,57 +457,33 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
     // Every bound not given: the variant's least bound where it has one, else the
     // general default.
     let least = bug.map(Bug::least_bound).unwrap_or_default();
-    let d = defaults::check_bounds();
+    let d = least.over(defaults::check_bounds());
     let mut bounds = Bounds {
-        hosts: args.hosts.or(least.hosts).unwrap_or(d.hosts),
-        partitions: args.partitions.or(least.partitions).unwrap_or(d.partitions),
-        crashes: args.crashes.or(least.crashes).unwrap_or(d.crashes),
-        shutdowns: args.shutdowns.or(least.shutdowns).unwrap_or(d.shutdowns),
-        zombies: args.zombies.or(least.zombies).unwrap_or(d.zombies),
-        deploy: args.deploy || least.deploy,
-        pauses: args.pauses.or(least.pauses).unwrap_or(d.pauses),
-        lost_replies: args
-            .lost_replies
-            .or(least.lost_replies)
-            .unwrap_or(d.lost_replies),
-        delays: args.delays.or(least.delays).unwrap_or(d.delays),
-        stale_reads: args
-            .stale_reads
-            .or(least.stale_reads)
-            .unwrap_or(d.stale_reads),
-        stale_depth: args
-            .stale_depth
-            .or(least.stale_depth)
-            .unwrap_or(d.stale_depth),
-        late_replies: args
-            .late_replies
-            .or(least.late_replies)
-            .unwrap_or(d.late_replies),
-        retries: args.retries.or(least.retries).unwrap_or(d.retries),
-        throttled_reads: args
-            .throttled_reads
-            .or(least.throttled_reads)
-            .unwrap_or(d.throttled_reads),
-        faults_per_step: args
-            .faults_per_step
-            .or(least.faults_per_step)
-            .unwrap_or(d.faults_per_step),
-        slow_drains: args
-            .slow_drains
-            .or(least.slow_drains)
-            .unwrap_or(d.slow_drains),
-        stuck_calls: args
-            .stuck_calls
-            .or(least.stuck_calls)
-            .unwrap_or(d.stuck_calls),
-        skew: args.skew.or(least.skew).unwrap_or(d.skew),
+        hosts: args.hosts.unwrap_or(d.hosts),
+        partitions: args.partitions.unwrap_or(d.partitions),
+        crashes: args.crashes.unwrap_or(d.crashes),
+        shutdowns: args.shutdowns.unwrap_or(d.shutdowns),
+        zombies: args.zombies.unwrap_or(d.zombies),
+        deploy: args.deploy || d.deploy,
+        pauses: args.pauses.unwrap_or(d.pauses),
+        lost_replies: args.lost_replies.unwrap_or(d.lost_replies),
+        delays: args.delays.unwrap_or(d.delays),
+        stale_reads: args.stale_reads.unwrap_or(d.stale_reads),
+        stale_depth: args.stale_depth.unwrap_or(d.stale_depth),
+        late_replies: args.late_replies.unwrap_or(d.late_replies),
+        retries: args.retries.unwrap_or(d.retries),
+        throttled_reads: args.throttled_reads.unwrap_or(d.throttled_reads),
+        faults_per_step: args.faults_per_step.unwrap_or(d.faults_per_step),
+        slow_drains: args.slow_drains.unwrap_or(d.slow_drains),
+        stuck_calls: args.stuck_calls.unwrap_or(d.stuck_calls),
+        skew: args.skew.unwrap_or(d.skew),
         drift_ms: args.drift,
         horizon: 1,
-        progress: args.progress.or(least.progress).unwrap_or(d.progress),
+        progress: args.progress.unwrap_or(d.progress),
         checkpoint_items: args.checkpoint_items.unwrap_or(d.checkpoint_items),
-        strategy: args.strategy.or(least.strategy).unwrap_or(d.strategy),
+        strategy: args.strategy.unwrap_or(d.strategy),
         expiry: args.expiry,
-        liveness: args.liveness.or(least.liveness),
+        liveness: args.liveness.or(d.liveness),
         bug,
         margin_ms: match args.margin {
             Some(m) => Some(
@@ -516,7 +492,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
             None => None,
         },
         unreduced: args.unreduced,
-        splits: args.splits.or(least.splits).unwrap_or(d.splits),
+        splits: args.splits.unwrap_or(d.splits),
     };
     refuse_unsupported_liveness(&bounds);
     bounds.horizon = match args.horizon.or(least.horizon) {

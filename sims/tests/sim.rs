@@ -459,6 +459,24 @@ fn a_lease_a_stuck_call_gave_away_unasked_is_processed_by_its_recipient() {
     }
 }
 
+/// The long swarm's seed 5321510 (a crash of five hosts of six for good, handoff under
+/// session liveness, with zombies): the last host's new life, waiting out its zombie's
+/// heartbeat, was told to stop with its first scan on the way. The scan showed the
+/// earlier lives' leases; the host asked to release them without a tenure to write
+/// in, never finished stopping, and so never restarted: nobody processed anything
+/// for the last 314 s. Under `shutdown-releases-unwritable` it breaks again.
+#[test]
+fn a_host_told_to_stop_before_its_first_scan_answers_stops_and_comes_back() {
+    let cfg = swarm::draw(5_321_510);
+    assert_eq!(cfg.scenario, Scenario::Crash);
+    assert!(kinds(&cfg).is_empty(), "{:?}", kinds(&cfg));
+    let bad = SimConfig {
+        bug: Some(Bug::Engine(KnownBad::ShutdownReleasesUnwritable)),
+        ..cfg
+    };
+    assert!(kinds(&bad).contains(&ViolationKind::Liveness));
+}
+
 /// Seed 3496910 (a scale-in with zombies and stale reads, found 2026-11-27): a zombie
 /// cut off from the store calls off a handoff whose confirm read failed, starts the
 /// lease again and commits one batch while its writes of the lease back off after

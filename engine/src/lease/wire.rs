@@ -60,6 +60,17 @@ pub(super) struct Pending {
     pub aim: Aim,
 }
 
+/// A write of a lease as it was sent: what its answer is read against.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Written {
+    pub doc: LeaseDocument,
+    pub checkpoint: Option<Checkpoint>,
+    pub release: bool,
+    /// A release to the successor that answers no claim (a stuck call's lease), as
+    /// it was when sent: the release may be called off while it is on the wire.
+    pub gift: bool,
+}
+
 /// What a request in flight was sent to do, which says how its answer is read.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Aim {
@@ -74,14 +85,7 @@ pub(super) enum Aim {
         doc: LeaseDocument,
         fence: Option<Observation>,
     },
-    Write {
-        doc: LeaseDocument,
-        checkpoint: Option<Checkpoint>,
-        release: bool,
-        /// A release to the successor that answers no claim (a stuck call's lease),
-        /// as it was when sent: the release may be called off while it is on the wire.
-        gift: bool,
-    },
+    Write(Written),
     Read(LeaseToken),
     /// Reads the heartbeat of the host a lease is about to be handed to.
     Confirm {
@@ -115,7 +119,10 @@ impl Aim {
     /// request itself: the host's view of a write it made matches the store's.
     pub fn stamp(&mut self, terms: Terms, liveness: Liveness) {
         match self {
-            Aim::Create(doc) | Aim::Take { doc, .. } | Aim::Write { doc, .. } | Aim::Free(doc) => {
+            Aim::Create(doc)
+            | Aim::Take { doc, .. }
+            | Aim::Write(Written { doc, .. })
+            | Aim::Free(doc) => {
                 doc.stamp(terms, liveness);
             }
             Aim::Fence { doc, .. } => doc.stamp(terms, liveness),

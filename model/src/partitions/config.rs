@@ -163,6 +163,68 @@ impl Default for Bounds {
     }
 }
 
+impl Bounds {
+    /// The model's defaults without a lost reply or a held write: what `leasehold
+    /// check partitions` starts from, so that a first check answers in seconds, and
+    /// what each variant's [`LeastBound`] is stated over.
+    ///
+    /// ```
+    /// let bounds = leasehold_model::Bounds::quiet();
+    /// assert_eq!((bounds.hosts, bounds.partitions, bounds.lost_replies), (2, 2, 0));
+    /// ```
+    pub fn quiet() -> Bounds {
+        Bounds {
+            lost_replies: 0,
+            delays: 0,
+            ..Bounds::default()
+        }
+    }
+}
+
+impl LeastBound {
+    /// `base` with every bound this one gives in its place: the bounds a variant is
+    /// found or shown at, which its tests and `leasehold check --bug` share. The
+    /// variant itself is left as `base` has it, so that its sibling runs the shipped
+    /// protocol at the same bounds.
+    ///
+    /// ```
+    /// use leasehold_model::{Bounds, Bug, KnownBad};
+    ///
+    /// let least = Bug::Engine(KnownBad::StaleClaim).least_bound();
+    /// let bounds = least.over(Bounds::default());
+    /// assert_eq!((bounds.hosts, bounds.partitions, bounds.pauses), (3, 3, 1));
+    /// assert_eq!(bounds.bug, None);
+    /// ```
+    pub fn over(self, base: Bounds) -> Bounds {
+        Bounds {
+            hosts: self.hosts.unwrap_or(base.hosts),
+            partitions: self.partitions.unwrap_or(base.partitions),
+            crashes: self.crashes.unwrap_or(base.crashes),
+            shutdowns: self.shutdowns.unwrap_or(base.shutdowns),
+            zombies: self.zombies.unwrap_or(base.zombies),
+            deploy: self.deploy || base.deploy,
+            pauses: self.pauses.unwrap_or(base.pauses),
+            lost_replies: self.lost_replies.unwrap_or(base.lost_replies),
+            delays: self.delays.unwrap_or(base.delays),
+            stale_reads: self.stale_reads.unwrap_or(base.stale_reads),
+            stale_depth: self.stale_depth.unwrap_or(base.stale_depth),
+            late_replies: self.late_replies.unwrap_or(base.late_replies),
+            retries: self.retries.unwrap_or(base.retries),
+            throttled_reads: self.throttled_reads.unwrap_or(base.throttled_reads),
+            faults_per_step: self.faults_per_step.unwrap_or(base.faults_per_step),
+            slow_drains: self.slow_drains.unwrap_or(base.slow_drains),
+            stuck_calls: self.stuck_calls.unwrap_or(base.stuck_calls),
+            skew: self.skew.unwrap_or(base.skew),
+            horizon: self.horizon.unwrap_or(base.horizon),
+            progress: self.progress.unwrap_or(base.progress),
+            strategy: self.strategy.unwrap_or(base.strategy),
+            liveness: self.liveness.or(base.liveness),
+            splits: self.splits.unwrap_or(base.splits),
+            ..base
+        }
+    }
+}
+
 /// The known-bad variants. Each is the shipped engine with one safeguard removed, by
 /// configuration or by the model's network, or one of the engine's earlier
 /// behaviours, which only the engine's own switch can bring back.
@@ -455,6 +517,18 @@ impl Bug {
                 walks: Some(1),
                 ..quiet
             },
+            // A new life, waiting out its earlier life's heartbeat, is told to stop
+            // while its first scan's answer is late; the answer shows that life's
+            // lease. One host is enough.
+            Bug::Engine(KnownBad::ShutdownReleasesUnwritable) => LeastBound {
+                hosts: Some(1),
+                partitions: Some(1),
+                crashes: Some(1),
+                shutdowns: Some(1),
+                late_replies: Some(1),
+                horizon: Some(8),
+                ..LeastBound::default()
+            },
             // A shutdown and a delayed write over 20 s: too deep for an exhaustive
             // search, found by random walks (the 2,513th walk of seed 1, 50 steps).
             Bug::Engine(KnownBad::TakeLandsUnseen) => LeastBound {
@@ -572,7 +646,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 33] = [
+    pub const ALL: [Bug; 34] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -606,7 +680,27 @@ impl Bug {
         Bug::Engine(KnownBad::DropsOwnLanding),
         Bug::Engine(KnownBad::GiftUnannounced),
         Bug::Engine(KnownBad::StaleClaim),
+        Bug::Engine(KnownBad::ShutdownReleasesUnwritable),
     ];
+
+    /// The bounds this variant is found or shown at, as `leasehold check partitions
+    /// --bug NAME` runs it with no other flag where its least bound gives a horizon:
+    /// its [`LeastBound`] over [`Bounds::quiet`], running the variant. Its sibling
+    /// runs the same bounds with `bug: None`.
+    ///
+    /// ```
+    /// use leasehold_model::{Bug, KnownBad};
+    ///
+    /// let bounds = Bug::Engine(KnownBad::StaleClaim).bounds();
+    /// assert_eq!((bounds.hosts, bounds.horizon), (3, 25));
+    /// assert_eq!(bounds.bug, Some(Bug::Engine(KnownBad::StaleClaim)));
+    /// ```
+    pub fn bounds(self) -> Bounds {
+        Bounds {
+            bug: Some(self),
+            ..self.least_bound().over(Bounds::quiet())
+        }
+    }
 
     /// Whether the variant breaks session liveness, and so needs it.
     pub fn needs_session(self) -> bool {
@@ -626,6 +720,7 @@ impl Bug {
                 | Bug::Engine(KnownBad::DropsOwnLanding)
                 | Bug::Engine(KnownBad::GiftUnannounced)
                 | Bug::Engine(KnownBad::StaleClaim)
+                | Bug::Engine(KnownBad::ShutdownReleasesUnwritable)
         )
     }
 

@@ -44,11 +44,7 @@ pub const MEMORY_SHARE_PERCENT: u64 = 90;
 /// assert_eq!((bounds.hosts, bounds.partitions, bounds.lost_replies), (2, 2, 0));
 /// ```
 pub fn check_bounds() -> Bounds {
-    Bounds {
-        lost_replies: 0,
-        delays: 0,
-        ..Bounds::default()
-    }
+    Bounds::quiet()
 }
 
 /// The bounds `check queue` and `check items` run with where a flag is not given

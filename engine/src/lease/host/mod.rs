@@ -725,13 +725,26 @@ impl LeaseHost {
             .filter(|(_, s)| s.is_owned())
             .map(|(t, _)| t.clone())
             .collect();
-        let tenureless = self.session_liveness() && self.membership.beat.tenure().is_none();
         for token in owned {
-            if tenureless {
-                self.lose(&token, LossCause::SessionFenced);
-            } else {
-                self.request_release(&token, ReleaseTo::Nobody, StopReason::Shutdown);
-            }
+            self.give_up_at_shutdown(&token, false);
+        }
+    }
+
+    /// Gives up a lease this host holds while it shuts down: released to nobody, or,
+    /// under session liveness without a tenure, let be (see `begin_shutdown`). The
+    /// same holds for a lease it learns it holds once the shutdown began (`late`): an
+    /// answer or a scan that was on the way. A host shutting down begins no tenure,
+    /// so a release it could not write would hold its shutdown for good (the swarm's
+    /// seed 5321510: a new life waiting out its earlier life's heartbeat was told to
+    /// stop with its first scan on the way; the scan showed that life's leases, and
+    /// the host never finished stopping, so it never restarted).
+    pub(super) fn give_up_at_shutdown(&mut self, token: &LeaseToken, late: bool) {
+        let tenureless = self.session_liveness() && self.membership.beat.tenure().is_none();
+        let old_rule = late && self.config.known_bad == Some(KnownBad::ShutdownReleasesUnwritable);
+        if tenureless && !old_rule {
+            self.lose(token, LossCause::SessionFenced);
+        } else {
+            self.request_release(token, ReleaseTo::Nobody, StopReason::Shutdown);
         }
     }
 

@@ -8,20 +8,12 @@ use crate::expiry::Observation;
 use crate::ids::{Checkpoint, Etag, HostId, LeaseToken};
 use crate::lease::phase::Phase;
 use crate::lease::slot::{ReleaseTo, Slot};
-use crate::lease::wire::{Aim, Pending};
+use crate::lease::wire::{Aim, Pending, Written};
 use crate::lease::{
     CheckpointPolicy, KnownBad, LeaseDocument, LossCause, Output, Record, StopReason,
 };
 use crate::store::{Reply, StoreError, StoreResult, Stored};
 use crate::time::{LocalTime, Now};
-
-/// A write of a lease as it was sent ([`Aim::Write`]).
-struct Written {
-    doc: LeaseDocument,
-    checkpoint: Option<Checkpoint>,
-    release: bool,
-    gift: bool,
-}
 
 impl LeaseHost {
     pub(super) fn on_response(&mut self, now: Now, pending: Pending, result: StoreResult<Record>) {
@@ -30,20 +22,7 @@ impl LeaseHost {
             Aim::Scan { seq, table } => self.on_scan(now, sent_at, seq, table, result),
             Aim::Create(doc) => self.on_create(now, doc, result),
             Aim::Take { doc, fence } => self.on_take(now, sent_at, doc, fence, result),
-            Aim::Write {
-                doc,
-                checkpoint,
-                release,
-                gift,
-            } => {
-                let written = Written {
-                    doc,
-                    checkpoint,
-                    release,
-                    gift,
-                };
-                self.on_write(now, sent_at, written, result)
-            }
+            Aim::Write(written) => self.on_write(now, sent_at, written, result),
             Aim::Read(token) => self.on_read(now, token, result),
             Aim::Free(doc) => self.on_free(now, doc, result),
             Aim::Confirm { token, claimant } => self.on_confirm(now, token, claimant, result),
@@ -121,7 +100,7 @@ impl LeaseHost {
                     own.resume = true;
                 }
                 if self.phase != Phase::Running {
-                    self.request_release(&token, ReleaseTo::Nobody, StopReason::Shutdown);
+                    self.give_up_at_shutdown(&token, true);
                 }
             }
             // Someone else won, or the owner renewed after this host's last scan: its
@@ -529,7 +508,7 @@ impl LeaseHost {
                     }
                 }
                 if self.phase != Phase::Running {
-                    self.request_release(token, ReleaseTo::Nobody, StopReason::Shutdown);
+                    self.give_up_at_shutdown(token, true);
                 }
             }
             _ => {}

@@ -6,7 +6,7 @@ use super::split::SplitStep;
 use crate::ids::{HostId, LeaseToken, PartitionKey};
 use crate::lease::phase::Phase;
 use crate::lease::slot::{Own, ReleaseTo, Slot};
-use crate::lease::wire::Aim;
+use crate::lease::wire::{Aim, Written};
 use crate::lease::{CheckpointPolicy, HostDocument, Intent, KnownBad, Record};
 use crate::store::Op;
 use crate::time::Now;
@@ -242,12 +242,12 @@ impl LeaseHost {
             doc: Record::Lease(doc.clone()),
             if_match: Some(etag),
         };
-        let aim = Aim::Write {
+        let aim = Aim::Write(Written {
             doc,
             checkpoint,
             release,
             gift,
-        };
+        });
         Some(self.send(now, intent, op, aim))
     }
 
