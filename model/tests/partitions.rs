@@ -515,6 +515,64 @@ fn a_dead_lifes_late_write_costs_its_next_life_a_second_wait() {
     counterexample(&tighter, p::OWNED);
 }
 
+/// The same with a zombie: its heartbeat renewal, held on the wire, lands after its
+/// replacement read the version it must wait out, and the replacement waits again.
+/// The bound's timer for it counted crashes and shutdowns only, and a sweep of small
+/// bounds (1 × 1, a zombie and a held write) found liveness judged a wait too early.
+#[test]
+fn a_zombies_late_write_costs_its_replacement_a_second_wait() {
+    let bounds = Bounds {
+        hosts: 1,
+        partitions: 1,
+        crashes: 0,
+        zombies: 1,
+        delays: 1,
+        ..skewed(Strategy::Handoff)
+    };
+    let without = Bounds {
+        delays: 0,
+        ..bounds.clone()
+    };
+    assert!(bounds.liveness_ticks() > without.liveness_ticks());
+    let bounds = Bounds {
+        horizon: bounds.liveness_ticks() + 3,
+        ..bounds
+    };
+    let report = exhaustive(&model(bounds.clone()));
+    assert_proven(&report, &[]);
+    let mut tighter = model(bounds);
+    tighter.liveness_ticks -= 1;
+    counterexample(&tighter, p::OWNED);
+}
+
+/// A zombie cut off from the store can neither renew its heartbeat nor watch one
+/// expire: a host that restarts beside it, with nobody else up, is the first to
+/// watch, and liveness counts from its restart. Here the zombie's call is stuck, so
+/// the zombie is never gone, and its replacement starts late; judged from the
+/// zombie's fault, the sweep of small bounds found liveness broken. Judged from the
+/// restart the bound is loose here (three ticks under it still hold), and four
+/// under it breaks: the new life's wait is real.
+#[test]
+fn a_host_restarting_beside_a_cut_off_zombie_counts_liveness_from_its_restart() {
+    let bounds = Bounds {
+        hosts: 1,
+        partitions: 1,
+        crashes: 0,
+        zombies: 1,
+        stuck_calls: 1,
+        ..skewed(Strategy::Handoff)
+    };
+    let bounds = Bounds {
+        horizon: bounds.liveness_ticks() + 3,
+        ..bounds
+    };
+    let report = exhaustive(&model(bounds.clone()));
+    assert_proven(&report, &[]);
+    let mut tighter = model(bounds);
+    tighter.liveness_ticks -= 4;
+    counterexample(&tighter, p::OWNED);
+}
+
 /// Under lease liveness. An owner may still hand a lease to a claimant that crashed
 /// after claiming (its heartbeat has not yet expired in the owner's eyes), but the
 /// owner has watched the handed-off version since it wrote it, and frees it one
