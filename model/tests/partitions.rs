@@ -545,6 +545,36 @@ fn a_zombies_late_write_costs_its_replacement_a_second_wait() {
     counterexample(&tighter, p::OWNED);
 }
 
+/// The same with a lagging replica: the new life's read of its earlier life's
+/// heartbeat is served a version behind (put off by a throttled read until the
+/// replica can lag), so it waits out the older version, learns of the newer one at
+/// its write's 412, and waits again. The sweep of small bounds found liveness judged
+/// a wait too early here (1 × 1, a crash, a stale read and a throttled one).
+#[test]
+fn a_stale_read_of_the_earlier_lifes_heartbeat_costs_the_next_life_a_second_wait() {
+    let bounds = Bounds {
+        hosts: 1,
+        partitions: 1,
+        stale_reads: 1,
+        throttled_reads: 1,
+        ..skewed(Strategy::Handoff)
+    };
+    let fresh = Bounds {
+        stale_reads: 0,
+        ..bounds.clone()
+    };
+    assert!(bounds.liveness_ticks() > fresh.liveness_ticks());
+    let bounds = Bounds {
+        horizon: bounds.liveness_ticks() + 3,
+        ..bounds
+    };
+    let report = exhaustive(&model(bounds.clone()));
+    assert_proven(&report, &[p::CALM_AFTER_CRASH]);
+    let mut tighter = model(bounds);
+    tighter.liveness_ticks -= 1;
+    counterexample(&tighter, p::OWNED);
+}
+
 /// A zombie cut off from the store can neither renew its heartbeat nor watch one
 /// expire: a host that restarts beside it, with nobody else up, is the first to
 /// watch, and liveness counts from its restart. Here the zombie's call is stuck, so

@@ -956,9 +956,13 @@ impl Bounds {
         // --delays 1` the check holds with it and breaks one tick under (measured,
         // `a_dead_lifes_late_write_costs_its_next_life_a_second_wait`). A zombie's
         // write does the same to its replacement (the sweep of small bounds found it
-        // at 1 × 1 with a zombie and a held heartbeat).
-        let relived =
-            u64::from(self.delays > 0 && self.crashes + self.shutdowns + self.zombies > 0);
+        // at 1 × 1 with a zombie and a held heartbeat), and so does a read of the
+        // earlier life's heartbeat from a lagging replica: the new life waits out the
+        // older version it was served, learns of the newer one at its write's 412, and
+        // waits that out (the sweep again, with a crash, a stale read and a throttled
+        // one, which put the read off until the replica could lag).
+        let later_version = self.delays > 0 || self.stale_reads > 0;
+        let relived = u64::from(later_version && self.crashes + self.shutdowns + self.zombies > 0);
         let timers = timers + newcomer.1 + relived;
         let local = wait + claim + acquire + newcomer.0;
         u8::try_from(self.true_ticks(local) + timers).unwrap_or(u8::MAX)
