@@ -1665,10 +1665,7 @@ fn stopped_before_its_first_scan_answers(known_bad: Option<KnownBad>) -> (Cluste
     let listing = c.store.execute(scan.op.clone());
     c.answer("a", &scan, listing);
     c.run_for(120_000);
-    let stopped = c
-        .events_of("a")
-        .into_iter()
-        .any(|o| matches!(o, Output::ShutdownComplete));
+    let stopped = c.has_shut_down("a");
     (c, stopped)
 }
 

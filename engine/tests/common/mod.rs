@@ -412,4 +412,9 @@ impl Cluster {
             .map(|(_, _, o)| o)
             .collect()
     }
+
+    /// Whether `name` has told its driver its shutdown is complete.
+    pub fn has_shut_down(&self, name: &str) -> bool {
+        self.events_of(name).contains(&&Output::ShutdownComplete)
+    }
 }
