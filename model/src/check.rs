@@ -4,6 +4,7 @@
 //! lacks a discovery is reported as holding (stateright itself reports such a run as
 //! done). [`Report::cut`] says why it stopped.
 
+use crate::first_discovery::FirstDiscovery;
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 use std::collections::BTreeSet;
 use std::fmt::Debug;
@@ -234,7 +235,13 @@ where
     M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
     M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
 {
-    let mut builder = model.clone().checker().threads(options.threads.max(1));
+    if let Search::Walks { seed } = options.search {
+        return crate::walk::walk(model, options, seed, every, progress);
+    }
+    // Stateright keeps a property's last discovery; the wrapper keeps its first, which
+    // breadth first on one thread meets along a shortest path.
+    let first = FirstDiscovery::new(model.clone());
+    let mut builder = first.clone().checker().threads(options.threads.max(1));
     if let Some(timeout) = options.timeout {
         builder = builder.timeout(timeout);
     }
@@ -249,9 +256,8 @@ where
         }
     }
     match options.search {
-        Search::Bfs => finish(model, options, builder.spawn_bfs(), every, progress),
-        Search::Dfs => finish(model, options, builder.spawn_dfs(), every, progress),
-        Search::Walks { seed } => crate::walk::walk(model, options, seed, every, progress),
+        Search::Dfs => finish(&first, options, builder.spawn_dfs(), every, progress),
+        _ => finish(&first, options, builder.spawn_bfs(), every, progress),
     }
 }
 

@@ -28,6 +28,7 @@
 pub mod check;
 mod clocks;
 pub mod explore;
+mod first_discovery;
 pub mod items;
 mod limits;
 mod lock_config;

@@ -805,10 +805,13 @@ fn under_a_policy_of_two_items_a_new_call_replays_at_most_one_beyond_a_write_in_
 }
 
 #[test]
-fn a_replay_bound_tighter_than_the_policy_is_broken_by_a_crash() {
+fn a_replay_bound_tighter_than_the_policy_is_broken_by_a_call_cut_short() {
     let mut model = model(replay_bounds());
     // The hosts still write at most every 2; the property now allows no lag at all.
     model.replay_items = Some(0);
     let trace = counterexample(&model, p::REPLAY_BOUNDED);
-    assert!(trace.contains("CRASHES"), "{trace}");
+    // The shortest way: a lost renewal's reply lets the lease lapse mid-call, and the
+    // new call starts from the checkpoint before the call's last item (a crash is
+    // another way).
+    assert!(trace.contains("lost (authority lapsed)"), "{trace}");
 }

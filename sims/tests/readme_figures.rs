@@ -142,13 +142,73 @@ fn is_number_char(c: char) -> bool {
     c.is_ascii_digit() || c == ',' || c == '.'
 }
 
-/// The numbers in `text`, as written (`142,736`, `8.8`).
-fn numbers(text: &str) -> Vec<String> {
-    text.split(|c: char| !is_number_char(c))
-        .map(|t| t.trim_matches([',', '.']))
-        .filter(|t| t.chars().any(|c| c.is_ascii_digit()))
-        .map(str::to_string)
-        .collect()
+/// The numbers in `text`, as written (`142,736`, `8.8`), each with the word that
+/// follows it, if one does (`17 steps`): the prose quotes a figure's number with its
+/// word, so that a count of steps is not met by a like number of seconds.
+fn numbers(text: &str) -> Vec<Quote> {
+    let mut quotes = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
+        let len = number_len(&rest[start..]);
+        let number = rest[start..start + len].to_string();
+        rest = &rest[start + len..];
+        let unit: String = rest
+            .strip_prefix(' ')
+            .unwrap_or("")
+            .chars()
+            .take_while(|c| c.is_alphabetic())
+            .collect();
+        quotes.push(Quote {
+            number,
+            unit: (!unit.is_empty()).then_some(unit),
+        });
+    }
+    quotes
+}
+
+/// A number a figure quotes, and the word after it.
+#[derive(Clone, Debug, PartialEq)]
+struct Quote {
+    number: String,
+    unit: Option<String>,
+}
+
+impl Quote {
+    /// As the figure writes it.
+    fn text(&self) -> String {
+        match &self.unit {
+            Some(unit) => format!("{} {unit}", self.number),
+            None => self.number.clone(),
+        }
+    }
+
+    /// Whether `after`, the text after an equal number, goes on as this quote does: a
+    /// quote with a word goes on with that word or with none (a table's `142,736
+    /// (112,888)`), never with another (`17 s` does not quote `17 steps`).
+    fn goes_on_as(&self, after: &str) -> bool {
+        let Some(unit) = &self.unit else {
+            return true;
+        };
+        let word: String = after
+            .strip_prefix(' ')
+            .unwrap_or("")
+            .chars()
+            .take_while(|c| c.is_alphabetic())
+            .collect();
+        word.is_empty() || *unit == word
+    }
+
+    /// Whether it stands in `prose` ([`stands_in`]), going on as it should.
+    fn stands_in(&self, prose: &str) -> bool {
+        self.times_in(prose) > 0
+    }
+
+    /// How many times it stands in `prose`, going on as it should.
+    fn times_in(&self, prose: &str) -> usize {
+        standing(prose, &self.number)
+            .filter(|at| self.goes_on_as(&prose[at + self.number.len()..]))
+            .count()
+    }
 }
 
 /// A line with its elapsed times masked: a check's `, 1.1 s: complete` and the
@@ -190,18 +250,25 @@ fn quoted_text(lines: &[&str], quoted: usize) -> String {
 
 /// Whether `number` stands in `text` as a whole number, not inside a longer one.
 fn stands_in(text: &str, number: &str) -> bool {
-    text.match_indices(number).any(|(at, _)| {
-        let mut before = text[..at].chars().rev();
-        let mut after = text[at + number.len()..].chars();
-        // A digit, or a `.` or `,` joining a digit on the far side, continues a number:
-        // `228` stands in `costs 228.` but not in `2280`, `228.5`, `1,228` or `0.228`.
-        let continues = |next: Option<char>, beyond: Option<char>| match next {
-            Some(c) if c.is_ascii_digit() => true,
-            Some('.' | ',') => beyond.is_some_and(|c| c.is_ascii_digit()),
-            _ => false,
-        };
-        !continues(before.next(), before.next()) && !continues(after.next(), after.next())
-    })
+    standing(text, number).next().is_some()
+}
+
+/// Where `number` stands in `text` as a whole number, not inside a longer one.
+fn standing<'a>(text: &'a str, number: &'a str) -> impl Iterator<Item = usize> + 'a {
+    text.match_indices(number)
+        .map(|(at, _)| at)
+        .filter(move |&at| {
+            let mut before = text[..at].chars().rev();
+            let mut after = text[at + number.len()..].chars();
+            // A digit, or a `.` or `,` joining a digit on the far side, continues a number:
+            // `228` stands in `costs 228.` but not in `2280`, `228.5`, `1,228` or `0.228`.
+            let continues = |next: Option<char>, beyond: Option<char>| match next {
+                Some(c) if c.is_ascii_digit() => true,
+                Some('.' | ',') => beyond.is_some_and(|c| c.is_ascii_digit()),
+                _ => false,
+            };
+            !continues(before.next(), before.next()) && !continues(after.next(), after.next())
+        })
 }
 
 /// Whether `needle` occurs in `hay` with no number running on at either end.
@@ -245,8 +312,9 @@ fn judge(lines: &[&str], figure: &Figure, printed: &str) -> Option<String> {
             }
             let prose = quoted_text(lines, *quoted);
             let missing: Vec<String> = numbers(text)
-                .into_iter()
-                .filter(|n| !stands_in(&prose, n))
+                .iter()
+                .filter(|quote| !quote.stands_in(&prose))
+                .map(Quote::text)
                 .collect();
             (!missing.is_empty()).then(|| {
                 format!(
@@ -322,9 +390,10 @@ fn find_again(text: &str, printed: &str) -> Option<String> {
     None
 }
 
-/// `line` with each whole number that is an old figure of `pairs` replaced by its new
-/// one, all in one pass (so that `225.2 → 102.3` and `102.3 → 99.9` do not chain).
-fn renumber(line: &str, pairs: &[(String, String)]) -> String {
+/// `line` with each whole number that is an old figure of `pairs`, going on as it
+/// does ([`Quote::goes_on_as`]), replaced by the new one, all in one pass (so that `225.2 → 102.3` and
+/// `102.3 → 99.9` do not chain). Another number that happens to be equal is left.
+fn renumber(line: &str, pairs: &[(Quote, Quote)]) -> String {
     let mut out = String::new();
     let mut rest = line;
     while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
@@ -332,14 +401,16 @@ fn renumber(line: &str, pairs: &[(String, String)]) -> String {
         out.push_str(&rest[..start]);
         let len = number_len(&rest[start..]);
         let number = &rest[start..start + len];
+        let after = &rest[start + len..];
         // A number right after a `.` or `,` is the tail of a longer one.
         let whole = !matches!(before, Some('.' | ','))
             || !out[..out.len() - 1].ends_with(|c: char| c.is_ascii_digit());
-        match pairs.iter().find(|(old, _)| old == number) {
-            Some((_, new)) if whole => out.push_str(new),
+        let old = |quote: &Quote| quote.number == number && quote.goes_on_as(after);
+        match pairs.iter().find(|(quote, _)| old(quote)) {
+            Some((_, new)) if whole => out.push_str(&new.number),
             _ => out.push_str(number),
         }
-        rest = &rest[start + len..];
+        rest = after;
     }
     out.push_str(rest);
     out
@@ -361,10 +432,16 @@ fn rewrite(readme: &str, figure: &Figure, printed: &str) -> String {
                 return readme.to_string();
             };
             lines[figure.line] = lines[figure.line].replace(text.as_str(), &new);
-            let pairs: Vec<(String, String)> = numbers(text)
+            // A number the paragraph quotes more than once (a table's rows) is left for
+            // a person: which one is this figure's cannot be told.
+            let prose = quoted_text(
+                &lines.iter().map(String::as_str).collect::<Vec<_>>(),
+                *quoted,
+            );
+            let pairs: Vec<(Quote, Quote)> = numbers(text)
                 .into_iter()
                 .zip(numbers(&new))
-                .filter(|(old, new)| old != new)
+                .filter(|(old, new)| old != new && old.times_in(&prose) == 1)
                 .collect();
             for line in lines[*quoted..]
                 .iter_mut()
@@ -538,14 +615,38 @@ fn a_rewrite_finds_its_piece_again_and_renumbers_only_whole_figures() {
     let text = r#"{"skipped":0,"take":[{"lease":"4"}]}"#;
     let printed = r#"{"skipped":2,"take":[{"lease":"7"}]}"#;
     assert_eq!(find_again(text, printed).as_deref(), Some(printed));
-    let pairs = [
-        ("225.2".to_string(), "102.3".to_string()),
-        ("102.3".to_string(), "99.9".to_string()),
-    ];
+    let pairs = |text: &str, new: &str| {
+        numbers(text)
+            .into_iter()
+            .zip(numbers(new))
+            .collect::<Vec<_>>()
+    };
+    let bare = pairs("225.2, 102.3", "102.3, 99.9");
     assert_eq!(
-        renumber("102.3 against 225.2, not 1225.2 or 3.102.3", &pairs),
+        renumber("102.3 against 225.2, not 1225.2 or 3.102.3", &bare),
         "99.9 against 102.3, not 1225.2 or 3.102.3"
     );
+    // A figure's number with its word: a like number with another word is not it.
+    let steps = pairs("(17 steps)", "(9 steps)");
+    assert_eq!(
+        renumber(
+            "17 steps, while a message waited 17 s over 17 stepsons",
+            &steps
+        ),
+        "9 steps, while a message waited 17 s over 17 stepsons"
+    );
+}
+
+#[test]
+fn the_prose_quotes_a_figures_number_with_its_word() {
+    let quotes = numbers(r#"never partial or mixed" (5 steps), 1,687 states in 0.1 s"#);
+    let texts: Vec<String> = quotes.iter().map(Quote::text).collect();
+    assert_eq!(texts, ["5 steps", "1,687 states", "0.1 s"]);
+    assert!(!quotes[0].stands_in("found after 5 messages"));
+    assert!(quotes[0].stands_in("found in 5 steps"));
+    assert!(quotes[1].stands_in("| 1,687 (1,552) |"));
+    assert!(!quotes[1].stands_in("21,687 states"));
+    assert_eq!(texts[0], "5 steps");
 }
 
 #[test]
