@@ -1449,6 +1449,106 @@ fn a_host_never_takes_back_a_lease_whose_handoff_is_in_flight() {
     assert!(!c.nodes["a"].processing.contains_key(&lease(&moving)));
 }
 
+/// a hands a lease to b; the handoff is held on the wire and a's driver gives up on it
+/// (a timeout), and a's re-read, answered before it lands, shows the lease still a's.
+/// The handoff lands unheard; sent again, it is refused (412). The read a sends then is
+/// answered by a replica that lags, showing the version refused, which names a. Returns
+/// the cluster a few ticks later, with the lease that moved.
+fn a_handoff_refused_after_it_landed_then_a_lagging_read(
+    bad: Option<KnownBad>,
+) -> (Cluster, String) {
+    let mut cfg = config(2);
+    cfg.known_bad = bad;
+    let mut c = Cluster::new();
+    c.add("a", cfg.clone());
+    c.nodes.get_mut("a").unwrap().auto_ack = false;
+    c.run_for(100);
+    c.add("b", cfg);
+    while !stops(&c, "a")
+        .iter()
+        .any(|(_, r)| *r == StopReason::Released)
+    {
+        c.run_for(100);
+    }
+    let (moving, _) = stops(&c, "a")[0].clone();
+    c.stopped("a", &moving);
+    while !c
+        .inflight
+        .iter()
+        .any(|(n, r)| n == "a" && r.intent == Intent::Handoff)
+    {
+        assert!(c.deliver_next(), "a never sent the handoff");
+    }
+    let handoff = c.intercept("a", Intent::Handoff);
+    c.answer("a", &handoff, Err(StoreError::Timeout));
+    let reread = c.intercept("a", Intent::Reread);
+    let before_landing = c.store.clone();
+    let unchanged = c.store.execute(reread.op.clone());
+    c.answer("a", &reread, unchanged);
+    assert!(
+        c.store.execute(handoff.op.clone()).is_ok(),
+        "the handoff lands"
+    );
+    // Tick by tick, a's requests answered by the store, until a's handoff goes again
+    // (refused), then its read, answered by the lagging replica; then a few ticks more.
+    let mut refused = false;
+    let mut lagged = false;
+    for _ in 0..200 {
+        c.time += 50;
+        for name in ["a", "b"] {
+            c.input(name, Input::Tick).unwrap();
+        }
+        c.serve("b");
+        while let Some(at) = c.inflight.iter().position(|(n, _)| n == "a") {
+            let (_, req) = c.inflight.remove(at).unwrap();
+            let result = if refused && !lagged && req.intent == Intent::Reread {
+                lagged = true;
+                before_landing.clone().execute(req.op.clone())
+            } else {
+                c.store.execute(req.op.clone())
+            };
+            if req.intent == Intent::Handoff {
+                assert_eq!(result, Err(StoreError::PreconditionFailed));
+                refused = true;
+            }
+            c.answer("a", &req, result);
+        }
+        if lagged {
+            break;
+        }
+    }
+    assert!(lagged, "a never read the refused lease again");
+    (c, moving)
+}
+
+/// Whether `name` holds `moving` as its own.
+fn owns(c: &Cluster, name: &str, moving: &str) -> bool {
+    c.nodes[name]
+        .host
+        .leases()
+        .any(|l| l.doc.token == lease(moving) && l.owned.is_some())
+}
+
+/// Found by a sweep of small bounds in the model (2 hosts × 2 partitions, a held write
+/// and a stale read): the lagging read named a, which took the lease up again and
+/// processed it beside b. The version refused is no news: a stays off the lease.
+#[test]
+fn a_lagging_read_of_a_refused_handoffs_version_does_not_give_the_lease_back() {
+    let (c, moving) = a_handoff_refused_after_it_landed_then_a_lagging_read(None);
+    assert!(!owns(&c, "a", &moving));
+    assert!(!c.nodes["a"].processing.contains_key(&lease(&moving)));
+    assert_eq!(c.lease(&moving).owner, Some(HostId::from("b")));
+}
+
+/// The sibling: read the earlier way, the refused version gives a the lease back.
+#[test]
+fn read_the_earlier_way_a_refused_handoffs_version_gives_the_lease_back() {
+    let (c, moving) =
+        a_handoff_refused_after_it_landed_then_a_lagging_read(Some(KnownBad::OwnsRefusedVersion));
+    assert!(owns(&c, "a", &moving));
+    assert_eq!(c.lease(&moving).owner, Some(HostId::from("b")));
+}
+
 /// A real store lists a scan in any order. The host folds the reference store's
 /// listing, which is in id order, in one walk beside its slots; a listing out of order
 /// must come to exactly the same: leases owned by others, this host's own lease from

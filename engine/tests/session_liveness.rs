@@ -1447,13 +1447,16 @@ fn a_lease_freed_beside_its_stuck_call_is_processed_by_nobody() {
 /// lapses, and it resumes the lease; its driver gives up on the resume (a timeout),
 /// and the re-read that follows comes back before the resume lands, showing the
 /// version b knew. The resume then lands, unheard: the store names b, this life, at
-/// the next epoch. b resumes again on the version it knew, is refused (412), and a
-/// replica that lags serves its re-read that same version, so b starts processing at
-/// the old epoch; the next fresh read shows the version its own resume wrote. Taken
-/// for a takeover, the lease was forgotten, and b, reading only the heartbeats, left
-/// it to nobody until the audit (found by the model's random walks,
-/// `drops-own-landing`).
-fn a_resume_lands_after_its_reread(known_bad: Option<KnownBad>) -> Cluster {
+/// the next epoch. b resumes again on the version it knew. With `then` a timeout, that
+/// resume is never applied, b still holds the lease at the old epoch, and the fresh
+/// re-read shows the version its own first resume wrote: the resume landed after all.
+/// With `then` a 412, a replica that lags serves the re-read the version b knew, and b
+/// waits for a fresh read. Once, b took that refused version up again
+/// (`owns-refused-version`) and restarted the old session, and the fresh read then
+/// showed b's lease at another epoch, which it took for a takeover and left to nobody
+/// until the audit (`drops-own-landing`, found by the model's random walks). That
+/// variant's sibling went with the first fix: no other path to it is known.
+fn a_resume_lands_after_its_reread(known_bad: Option<KnownBad>, then: StoreError) -> Cluster {
     let mut c = Cluster::new();
     let mut config = session_config(1);
     config.audit_interval = leasehold_engine::Millis::from_secs(600);
@@ -1496,31 +1499,59 @@ fn a_resume_lands_after_its_reread(known_bad: Option<KnownBad>) -> Cluster {
         "the resume lands, unheard: {landed:?}"
     );
     let again = wait_for(&mut c, Intent::Resume, Intent::Resume);
-    let refused = c.store.execute(again.op.clone());
-    assert!(
-        matches!(refused, Err(StoreError::PreconditionFailed)),
-        "{refused:?}"
-    );
-    c.answer("b", &again, refused);
-    // A lagging replica serves the version b knew.
-    let stale = wait_for(&mut c, Intent::Reread, Intent::Reread);
-    c.answer("b", &stale, known);
+    if then == StoreError::PreconditionFailed {
+        let refused = c.store.execute(again.op.clone());
+        assert!(
+            matches!(refused, Err(StoreError::PreconditionFailed)),
+            "{refused:?}"
+        );
+        c.answer("b", &again, refused);
+        // A lagging replica serves the version b knew.
+        let stale = wait_for(&mut c, Intent::Reread, Intent::Reread);
+        c.answer("b", &stale, known);
+    } else {
+        c.answer("b", &again, Err(then));
+    }
     c.run_for(60_000);
     c
 }
 
+/// The epochs b started its sessions of the lease at.
+fn starts(c: &Cluster) -> Vec<Epoch> {
+    c.events_of("b")
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Start { epoch, .. } => Some(*epoch),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The 412 path: the lagging read of the refused version starts nothing; b starts
+/// again only at the epoch its own resume wrote. Under `owns-refused-version` it starts
+/// a session at the old epoch first, on a version the store had refused.
 #[test]
-fn a_resume_that_lands_after_its_reread_is_processed_once_a_read_shows_it() {
-    let c = a_resume_lands_after_its_reread(None);
-    c.check_exclusive();
-    assert_eq!(c.count("b"), 1, "{:?}", c.assignment());
+fn a_refused_resumes_version_read_from_a_lagging_replica_starts_no_session() {
+    let shipped = starts(&a_resume_lands_after_its_reread(
+        None,
+        StoreError::PreconditionFailed,
+    ));
+    let bad = starts(&a_resume_lands_after_its_reread(
+        Some(KnownBad::OwnsRefusedVersion),
+        StoreError::PreconditionFailed,
+    ));
+    let (e1, e2) = (Epoch(1), Epoch(2));
+    assert_eq!(shipped, [e1, e2]);
+    assert_eq!(bad, [e1, e1, e2]);
 }
 
 #[test]
-fn a_lease_found_at_its_own_landed_resume_taken_for_a_takeover_is_processed_by_nobody() {
-    let c = a_resume_lands_after_its_reread(Some(KnownBad::DropsOwnLanding));
-    assert_eq!(c.count("b"), 0, "{:?}", c.assignment());
-    assert_eq!(c.lease("0").owner.as_ref().map(|o| o.as_str()), Some("b"));
+fn a_resume_that_lands_after_its_reread_is_processed_once_a_read_shows_it() {
+    for then in [StoreError::Timeout, StoreError::PreconditionFailed] {
+        let c = a_resume_lands_after_its_reread(None, then.clone());
+        c.check_exclusive();
+        assert_eq!(c.count("b"), 1, "{then:?}: {:?}", c.assignment());
+    }
 }
 
 /// b holds all six leases, a joins and takes three, then c joins and takes one from

@@ -115,23 +115,16 @@ fn the_same_walks_find_nothing_once_a_take_that_may_land_keeps_its_host_reading(
 }
 
 /// One host: its heartbeat's answer is late and its authority lapses; its resume is
-/// given up on and lands after its re-read; its next resume is refused, a lagging
-/// replica serves the version it knew, and a fresh read then shows its own landed
-/// version. Taken for a takeover (`drops-own-landing`), the lease is processed by
-/// nobody until the audit: the 277th walk of seed 1; a depth-first search found none in
-/// 120 s (5.97 M unique).
+/// given up on and lands after its re-read; its next resume is refused, and a lagging
+/// replica serves the version it knew. The walks found `drops-own-landing` here (the
+/// 277th walk of seed 1), but only because the host then took that refused version up
+/// again (`owns-refused-version`); since that fix no walk reaches it. The shipped
+/// protocol's walks stay.
 fn own_landing(bug: Option<Bug>) -> Bounds {
     Bounds {
         bug,
         ..Bug::Engine(KnownBad::DropsOwnLanding).bounds()
     }
-}
-
-#[test]
-fn random_walks_find_a_host_that_drops_its_own_landed_resume() {
-    let model = model(own_landing(Some(Bug::Engine(KnownBad::DropsOwnLanding))));
-    let report = walks(&model, 1, 2, 300_000);
-    assert_eq!(report.verdict(p::KNOWN).outcome, Outcome::Counterexample);
 }
 
 #[test]

@@ -316,11 +316,19 @@ pub enum KnownBad {
     /// (the swarm's seed 5321510; the model finds it at 1 host × 1 partition with a
     /// crash, a shutdown and a late reply).
     ShutdownReleasesUnwritable,
+    /// A read that shows the version of a lease the store refused this host's write
+    /// on (412), which a replica that lags may still serve, is set aside as stale,
+    /// yet the lease it names is taken up again: a host whose handoff was refused
+    /// because it had landed unheard (given up on, then sent again) lost the lease,
+    /// and the stale read named it the owner once more, so it processed beside the
+    /// recipient (found by a sweep of small bounds in the model: 2 hosts × 2
+    /// partitions under `handoff`, one held write and one stale read).
+    OwnsRefusedVersion,
 }
 
 impl KnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [KnownBad; 26] = [
+    pub const ALL: [KnownBad; 27] = [
         KnownBad::RestartSameEpoch,
         KnownBad::UnfencedTakeover,
         KnownBad::DeleteParentFirst,
@@ -347,6 +355,7 @@ impl KnownBad {
         KnownBad::GiftUnannounced,
         KnownBad::StaleClaim,
         KnownBad::ShutdownReleasesUnwritable,
+        KnownBad::OwnsRefusedVersion,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -378,6 +387,7 @@ impl KnownBad {
             KnownBad::GiftUnannounced => "gift-unannounced",
             KnownBad::StaleClaim => "stale-claim",
             KnownBad::ShutdownReleasesUnwritable => "shutdown-releases-unwritable",
+            KnownBad::OwnsRefusedVersion => "owns-refused-version",
         }
     }
 }

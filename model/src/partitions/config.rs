@@ -529,6 +529,17 @@ impl Bug {
                 horizon: Some(8),
                 ..LeastBound::default()
             },
+            // A handoff held and given up on lands; sent again, it is refused (412),
+            // and a lagging replica serves the refused version, which names the giver.
+            Bug::Engine(KnownBad::OwnsRefusedVersion) => LeastBound {
+                hosts: Some(2),
+                partitions: Some(2),
+                delays: Some(1),
+                lost_replies: Some(0),
+                stale_reads: Some(1),
+                horizon: Some(4),
+                ..quiet
+            },
             // A shutdown and a delayed write over 20 s: too deep for an exhaustive
             // search, found by random walks (the 2,513th walk of seed 1, 50 steps).
             Bug::Engine(KnownBad::TakeLandsUnseen) => LeastBound {
@@ -541,9 +552,11 @@ impl Bug {
             },
             // One host: its heartbeat's answer late, so its authority lapses; its
             // resume held on the wire and given up on lands after its re-read; a stale
-            // re-read after the next try's 412 restarts the old session, and a fresh
-            // read shows the landed version. Over 20 s, found by random walks (the
-            // 277th walk of seed 1, 37 steps); without the late reply, none in 142,087.
+            // re-read after the next try's 412 restarted the old session, and a fresh
+            // read showed the landed version. Over 20 s, found by random walks (the
+            // 277th walk of seed 1, 37 steps). That restart was `owns-refused-version`:
+            // since its fix, no path is known (none in 248,011 walks here, nor in
+            // 1,435,911 with a lost reply in place of the stale read).
             Bug::Engine(KnownBad::DropsOwnLanding) => LeastBound {
                 hosts: Some(1),
                 partitions: Some(1),
@@ -553,6 +566,7 @@ impl Bug {
                 stale_reads: Some(1),
                 horizon: Some(20),
                 walks: Some(1),
+                out_of_reach: true,
                 ..quiet
             },
             // Three writes held: the take, the taker's next heartbeat (so the peer
@@ -646,7 +660,7 @@ impl Bug {
     }
 
     /// Every variant, in the order the documentation lists them.
-    pub const ALL: [Bug; 34] = [
+    pub const ALL: [Bug; 35] = [
         Bug::TimestampSkew,
         Bug::BlindAcquire,
         Bug::BlindCheckpoint,
@@ -681,6 +695,7 @@ impl Bug {
         Bug::Engine(KnownBad::GiftUnannounced),
         Bug::Engine(KnownBad::StaleClaim),
         Bug::Engine(KnownBad::ShutdownReleasesUnwritable),
+        Bug::Engine(KnownBad::OwnsRefusedVersion),
     ];
 
     /// The bounds this variant is found or shown at, as `leasehold check partitions

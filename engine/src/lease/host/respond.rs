@@ -443,6 +443,14 @@ impl LeaseHost {
             && !slot.doc().is_finished_split()
             && doc.is_finished_split();
         slot.update(doc, etag, now.local, learned);
+        // A version the store refused this host's write on, from a replica that lags:
+        // the host knows no more than before, and the read again after the backoff
+        // tells. What it names is no news, least of all that the lease is this
+        // host's (a handoff refused because it had landed unheard named the giver).
+        if slot.is_refused() && self.config.known_bad != Some(KnownBad::OwnsRefusedVersion) {
+            self.touch(token);
+            return;
+        }
         let mine = slot.doc().is_owned_by(&self.me);
         let found_epoch = slot.doc().epoch;
         // Under lease liveness a lease named after this host came to this life by its
