@@ -225,6 +225,10 @@ where
 }
 
 /// Checks `model`, calling `progress` about every `every` while it runs.
+///
+/// Each property reports the first state that breaks (or reaches) it, so breadth first
+/// on one thread reports a shortest counterexample. A model with more than 32
+/// properties is checked as stateright alone checks it, which reports a later one.
 pub fn check<M: Checkable>(
     model: &M,
     options: &Options,
@@ -240,8 +244,24 @@ where
     }
     // Stateright keeps a property's last discovery; the wrapper keeps its first, which
     // breadth first on one thread meets along a shortest path.
-    let first = FirstDiscovery::new(model.clone());
-    let mut builder = first.clone().checker().threads(options.threads.max(1));
+    match FirstDiscovery::new(model.clone()) {
+        Some(first) => search(&first, options, every, progress),
+        None => search(model, options, every, progress),
+    }
+}
+
+/// An exhaustive search of `model`, as `options` say.
+fn search<M: Checkable>(
+    model: &M,
+    options: &Options,
+    every: Duration,
+    progress: impl FnMut(&Progress),
+) -> Report<M::State, M::Action>
+where
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
+    let mut builder = model.clone().checker().threads(options.threads.max(1));
     if let Some(timeout) = options.timeout {
         builder = builder.timeout(timeout);
     }
@@ -256,8 +276,8 @@ where
         }
     }
     match options.search {
-        Search::Dfs => finish(&first, options, builder.spawn_dfs(), every, progress),
-        _ => finish(&first, options, builder.spawn_bfs(), every, progress),
+        Search::Dfs => finish(model, options, builder.spawn_dfs(), every, progress),
+        _ => finish(model, options, builder.spawn_bfs(), every, progress),
     }
 }
 

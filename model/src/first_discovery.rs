@@ -5,7 +5,7 @@
 //! breadth-first search finishes its block of states before it looks at its stop
 //! condition, and without one it explores everything, so it reported the *last*
 //! breaking state it met: on one thread, a path deeper than the shortest (25 steps for
-//! `name-proves-death`, whose shortest is 24). [`FirstDiscovery`] wraps a model so
+//! `name-proves-death`, whose shortest is 4). [`FirstDiscovery`] wraps a model so
 //! that each property reports its first discovery only. Breadth first on one thread
 //! then meets the shortest first, and keeps it.
 
@@ -31,25 +31,19 @@ pub(crate) struct FirstDiscovery<M: Model> {
 }
 
 impl<M: Model> FirstDiscovery<M> {
-    /// Wraps `inner` for one check.
-    ///
-    /// # Panics
-    ///
-    /// If `inner` has more than 32 properties; no model of this crate has more than 24,
-    /// and a test checks each.
-    pub(crate) fn new(inner: M) -> Self {
+    /// Wraps `inner` for one check; `None` if it has more than 32 properties (no model
+    /// of this crate has more than 24, and a test checks each).
+    pub(crate) fn new(inner: M) -> Option<Self> {
         let properties = inner.properties();
-        assert!(
-            properties.len() <= MOST,
-            "a model has {} properties; FirstDiscovery keeps {MOST}",
-            properties.len()
-        );
+        if properties.len() > MOST {
+            return None;
+        }
         let found = properties.iter().map(|_| AtomicBool::new(false)).collect();
-        FirstDiscovery {
+        Some(FirstDiscovery {
             inner,
             properties: Arc::new(properties),
             found: Arc::new(found),
-        }
+        })
     }
 
     /// Whether property `index` holds in `state`, as the checker is to see it: a
@@ -182,6 +176,54 @@ mod tests {
     }
 
     impl Checkable for Count {}
+
+    /// `Count` with 33 copies of its `always` property: more than the wrapper keeps.
+    #[derive(Clone)]
+    struct Crowded;
+
+    impl Model for Crowded {
+        type State = u8;
+        type Action = u8;
+
+        fn init_states(&self) -> Vec<u8> {
+            Count.init_states()
+        }
+
+        fn actions(&self, count: &u8, actions: &mut Vec<u8>) {
+            Count.actions(count, actions)
+        }
+
+        fn next_state(&self, last: &u8, step: u8) -> Option<u8> {
+            Count.next_state(last, step)
+        }
+
+        fn properties(&self) -> Vec<Property<Self>> {
+            (0..=MOST)
+                .map(|_| Property::always("under 3", |_, count: &u8| *count < 3))
+                .collect()
+        }
+
+        fn within_boundary(&self, count: &u8) -> bool {
+            Count.within_boundary(count)
+        }
+    }
+
+    impl Checkable for Crowded {}
+
+    #[test]
+    fn a_model_with_more_properties_than_the_wrapper_keeps_is_checked_as_stateright_checks_it() {
+        assert!(FirstDiscovery::new(Crowded).is_none());
+        let report = check::check(
+            &Crowded,
+            &Options::default(),
+            Duration::from_secs(1),
+            |_| {},
+        );
+        let verdict = report.verdict("under 3");
+        assert_eq!(verdict.outcome, Outcome::Counterexample);
+        // A counterexample, though not the shortest.
+        assert!(verdict.path.as_ref().expect("a path").len() - 1 >= 2);
+    }
 
     #[test]
     fn breadth_first_on_one_thread_reports_the_shortest_counterexample_and_example() {

@@ -218,9 +218,7 @@ struct ModelArgs {
     /// Queue: deliveries after which a message is dead-lettered.
     #[arg(long)]
     max_dequeue: Option<u8>,
-    /// Checker threads (1 to 64; more than the machine has are not used). The default
-    /// is 2, or 1 for a known-bad variant's exhaustive search, so that it prints the
-    /// same counterexample on every run.
+    /// Checker threads (1 to 64; more than the machine has are not used).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: Option<u16>,
     /// Depth-first search (the default without --bug: faster, less memory).

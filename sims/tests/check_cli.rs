@@ -727,7 +727,7 @@ fn lock_traces_tell_outputs_in_words() {
         "--bug",
         "next-for-state-no-expiry",
     ]));
-    assert!(items.contains(" leased it0 under c"), "{items}");
+    assert!(items.contains(" leased [it0 under c"), "{items}");
     for text in [&queue, &items] {
         for debug in ["{ ", "Some(", "Grant", "LockToken"] {
             assert!(!text.contains(debug), "{debug} in {text}");

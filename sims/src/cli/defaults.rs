@@ -115,6 +115,13 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
         ("max_dequeue", l.max_dequeue.to_string()),
         ("claim_failures", l.claim_failures.to_string()),
         (
+            "threads",
+            format!(
+                "{THREADS}; 1 for a known-bad variant's exhaustive search, which then prints the \
+                 same counterexample on every run"
+            ),
+        ),
+        (
             "max_memory",
             format!(
                 "{MEMORY_SHARE_PERCENT} % of the memory available when the check starts, where \
