@@ -281,6 +281,10 @@ where
     }
 }
 
+/// How early by a check's own clock stateright may stop at its timeout: it starts
+/// timing before the check does, and stops between two states.
+const EARLY: Duration = Duration::from_millis(50);
+
 fn finish<M: Checkable, C: Checker<M>>(
     model: &M,
     options: &Options,
@@ -333,7 +337,12 @@ where
     // Stateright reports itself done once its timeout passes, while a lone
     // depth-first worker may still be deep in its own stack: joining it would wait
     // for that stack to empty (minutes at 4 hosts). Past the limit nothing is joined.
-    let past_limit = options.timeout.is_some_and(|t| started.elapsed() >= t);
+    // Its timeout runs from before this clock started, so it may pass a little early
+    // by this clock: judged without that slack, a check at 3 hosts joined its worker
+    // and ran 10 minutes past a 60 s timeout.
+    let past_limit = options
+        .timeout
+        .is_some_and(|t| started.elapsed() + EARLY >= t);
     let checker = if abandoned || past_limit {
         checker
     } else {
@@ -354,8 +363,7 @@ where
         Stop::FirstCounterexample => discoveries.keys().any(|k| always.contains(k)),
         Stop::At(name) => discoveries.contains_key(name),
     };
-    // Stateright stops at its timeout a little early, between two states.
-    let elapsed = started.elapsed() + Duration::from_millis(50);
+    let elapsed = started.elapsed() + EARLY;
     let cut = limit(options, over_memory, elapsed, last.states)
         .or(stopped_early.then_some(Cut::Discovery));
     let verdicts = verdicts(model, cut.is_none(), |name| {
