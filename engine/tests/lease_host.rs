@@ -1071,11 +1071,16 @@ fn leave_of_a(cfg: LeaseConfig) -> Leave {
 /// `a` owns two leases and `b` joins; returns once `a` has stopped processing the
 /// lease it hands to `b`, with `a`'s handler not yet acknowledging.
 fn handing_a_lease_to_a_newcomer() -> (Cluster, String) {
+    handing_a_lease_to_a_newcomer_under(config(2))
+}
+
+/// As [`handing_a_lease_to_a_newcomer`], both hosts under `cfg`.
+fn handing_a_lease_to_a_newcomer_under(cfg: LeaseConfig) -> (Cluster, String) {
     let mut c = Cluster::new();
-    c.add("a", config(2));
+    c.add("a", cfg.clone());
     c.nodes.get_mut("a").unwrap().auto_ack = false;
     c.run_for(100);
-    c.add("b", config(2));
+    c.add("b", cfg);
     while !stops(&c, "a")
         .iter()
         .any(|(_, r)| *r == StopReason::Released)
@@ -1084,6 +1089,17 @@ fn handing_a_lease_to_a_newcomer() -> (Cluster, String) {
     }
     let (moving, _) = stops(&c, "a")[0].clone();
     (c, moving)
+}
+
+/// Answers requests in order until `a` has its handoff on the wire.
+fn answer_until_a_sends_the_handoff(c: &mut Cluster) {
+    while !c
+        .inflight
+        .iter()
+        .any(|(n, r)| n == "a" && r.intent == Intent::Handoff)
+    {
+        assert!(c.deliver_next(), "a never sent the handoff");
+    }
 }
 
 #[test]
@@ -1422,13 +1438,7 @@ fn a_host_never_takes_back_a_lease_whose_handoff_is_in_flight() {
     c.checkpoint("a", &moving, "last-batch").unwrap();
     c.deliver_all();
     c.stopped("a", &moving);
-    while !c
-        .inflight
-        .iter()
-        .any(|(n, r)| n == "a" && r.intent == Intent::Handoff)
-    {
-        assert!(c.deliver_next(), "a never sent the handoff");
-    }
+    answer_until_a_sends_the_handoff(&mut c);
     // The network holds the handoff while b's heartbeat expires in a's eyes, before
     // a's own authority over the lease has run out.
     let handoff = c.intercept("a", Intent::Handoff);
@@ -1459,26 +1469,9 @@ fn a_handoff_refused_after_it_landed_then_a_lagging_read(
 ) -> (Cluster, String) {
     let mut cfg = config(2);
     cfg.known_bad = bad;
-    let mut c = Cluster::new();
-    c.add("a", cfg.clone());
-    c.nodes.get_mut("a").unwrap().auto_ack = false;
-    c.run_for(100);
-    c.add("b", cfg);
-    while !stops(&c, "a")
-        .iter()
-        .any(|(_, r)| *r == StopReason::Released)
-    {
-        c.run_for(100);
-    }
-    let (moving, _) = stops(&c, "a")[0].clone();
+    let (mut c, moving) = handing_a_lease_to_a_newcomer_under(cfg);
     c.stopped("a", &moving);
-    while !c
-        .inflight
-        .iter()
-        .any(|(n, r)| n == "a" && r.intent == Intent::Handoff)
-    {
-        assert!(c.deliver_next(), "a never sent the handoff");
-    }
+    answer_until_a_sends_the_handoff(&mut c);
     let handoff = c.intercept("a", Intent::Handoff);
     c.answer("a", &handoff, Err(StoreError::Timeout));
     let reread = c.intercept("a", Intent::Reread);
