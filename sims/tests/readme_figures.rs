@@ -152,18 +152,22 @@ fn numbers(text: &str) -> Vec<Quote> {
         let len = number_len(&rest[start..]);
         let number = rest[start..start + len].to_string();
         rest = &rest[start + len..];
-        let unit: String = rest
-            .strip_prefix(' ')
-            .unwrap_or("")
-            .chars()
-            .take_while(|c| c.is_alphabetic())
-            .collect();
+        let unit = word_after(rest);
         quotes.push(Quote {
             number,
             unit: (!unit.is_empty()).then_some(unit),
         });
     }
     quotes
+}
+
+/// The word right after a number, one space on (`steps` in ` steps)`), or nothing.
+fn word_after(rest: &str) -> String {
+    rest.strip_prefix(' ')
+        .unwrap_or("")
+        .chars()
+        .take_while(|c| c.is_alphabetic())
+        .collect()
 }
 
 /// A number a figure quotes, and the word after it.
@@ -189,12 +193,7 @@ impl Quote {
         let Some(unit) = &self.unit else {
             return true;
         };
-        let word: String = after
-            .strip_prefix(' ')
-            .unwrap_or("")
-            .chars()
-            .take_while(|c| c.is_alphabetic())
-            .collect();
+        let word = word_after(after);
         word.is_empty() || *unit == word
     }
 
