@@ -154,12 +154,9 @@ fn deleting_a_split_lease_lets_a_late_scan_start_it_beside_its_children() {
 /// the late create brings it back from its parent's checkpoint, losing the one its
 /// own lease had confirmed (the swarm's seed 188947). Kept, the id is taken (409).
 fn late_create_across_two_splits() -> Bounds {
-    Bounds {
-        splits: 2,
-        delays: 1,
-        strategy: Strategy::CFP,
-        ..quiet(1)
-    }
+    Bug::Engine(KnownBad::DeleteSplitLease)
+        .least_bound_under(Some(Strategy::CFP))
+        .over(Bounds::quiet())
 }
 
 #[test]

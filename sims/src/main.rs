@@ -134,8 +134,9 @@ struct ModelArgs {
     #[arg(long, value_parser = flags::liveness_parser())]
     liveness: Option<Liveness>,
     /// Run a known-bad variant; stops at its first counterexample. A variant runs, for
-    /// every bound not given here, the least bound known to show it (the bounds
-    /// `model/tests` find it at); those not shown in seconds say so.
+    /// every bound not given here, the least bound known to show it under the
+    /// `--strategy` given (the bounds `model/tests` find it at); those not shown in
+    /// seconds say so.
     #[arg(long, value_name = "NAME")]
     bug: Option<String>,
     /// Late ticks allowed: time passes while a host has due work (a GC pause).
@@ -456,7 +457,9 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
     };
     // Every bound not given: the variant's least bound where it has one, else the
     // general default.
-    let least = bug.map(Bug::least_bound).unwrap_or_default();
+    let least = bug
+        .map(|b| b.least_bound_under(args.strategy))
+        .unwrap_or_default();
     let d = least.over(defaults::check_bounds());
     let mut bounds = Bounds {
         hosts: args.hosts.unwrap_or(d.hosts),
@@ -525,7 +528,7 @@ fn options_of(args: &ModelArgs) -> Options {
     // A variant whose counterexample lies deep is searched depth first unless told
     // otherwise: breadth first would hold every state up to that depth.
     let least = partition_bug(args)
-        .map(|b| b.least_bound())
+        .map(|b| b.least_bound_under(args.strategy))
         .unwrap_or_default();
     let deep = least.depth_first;
     let depth_first = args.dfs || (deep && !args.bfs);

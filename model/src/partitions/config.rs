@@ -698,6 +698,39 @@ impl Bug {
         Bug::Engine(KnownBad::OwnsRefusedVersion),
     ];
 
+    /// The least bound known to show this variant under `strategy` (the variant's own
+    /// where `None`): [`Bug::least_bound`], but for a variant that breaks under a
+    /// second strategy by another path, which needs other bounds there.
+    /// `delete-split-lease` under `cfp` loses a confirmed checkpoint to a child's
+    /// create held across two splits; at its `handoff` bound (a late scan across one
+    /// split) `cfp` holds.
+    ///
+    /// ```
+    /// use leasehold_engine::balance::Strategy;
+    /// use leasehold_model::{Bounds, Bug, KnownBad};
+    ///
+    /// let bug = Bug::Engine(KnownBad::DeleteSplitLease);
+    /// let cfp = bug.least_bound_under(Some(Strategy::CFP)).over(Bounds::quiet());
+    /// assert_eq!((cfp.splits, cfp.delays, cfp.late_replies), (2, 1, 0));
+    /// assert_eq!(bug.least_bound_under(None), bug.least_bound());
+    /// ```
+    pub fn least_bound_under(self, strategy: Option<Strategy>) -> LeastBound {
+        match (self, strategy) {
+            (Bug::Engine(KnownBad::DeleteSplitLease), Some(Strategy::CFP)) => LeastBound {
+                hosts: Some(1),
+                partitions: Some(1),
+                crashes: Some(0),
+                splits: Some(2),
+                delays: Some(1),
+                late_replies: Some(0),
+                horizon: Some(8),
+                strategy: Some(Strategy::CFP),
+                ..LeastBound::default()
+            },
+            _ => self.least_bound(),
+        }
+    }
+
     /// The bounds this variant is found or shown at, as `leasehold check partitions
     /// --bug NAME` runs it with no other flag where its least bound gives a horizon:
     /// its [`LeastBound`] over [`Bounds::quiet`], running the variant. Its sibling
