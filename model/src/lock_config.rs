@@ -55,6 +55,16 @@ pub struct LockBounds {
     /// Claim-store calls (puts, drops, discards) that may fail, in the claim-check
     /// mode.
     pub claim_failures: u8,
+    /// Reads that a lagging replica may serve, as at Session consistency: each
+    /// document a read returns may be an older version, never older than what the
+    /// client's session has seen of it.
+    pub stale_reads: u8,
+    /// How many writes back a lagging replica may serve a document (1 to 4).
+    pub stale_depth: u8,
+    /// Writes that may be applied and then answered as the SDK's own retry finds the
+    /// store: 412 for a conditional replace, 409 for a create, 404 for a delete,
+    /// where the write won.
+    pub retries: u8,
     /// A known-bad variant.
     pub bug: Option<LockBug>,
 }
@@ -79,6 +89,9 @@ impl Default for LockBounds {
             large: false,
             claims: false,
             claim_failures: 0,
+            stale_reads: 0,
+            stale_depth: 1,
+            retries: 0,
             bug: None,
         }
     }
@@ -101,6 +114,9 @@ impl LockBounds {
         range("drift", self.drift_ms.into(), 0, 300)?;
         range("batch", self.batch.into(), 1, 4)?;
         range("max dequeue", self.max_dequeue.into(), 1, 10)?;
+        range("stale reads", self.stale_reads.into(), 0, 3)?;
+        range("stale depth", self.stale_depth.into(), 1, 4)?;
+        range("retries", self.retries.into(), 0, 3)?;
         if let Some(bug) = self.bug
             && !bug.applies_to(kind)
         {
@@ -167,11 +183,10 @@ impl LockBounds {
             pauses: self.pauses,
             lost_replies: self.lost_replies,
             delays: self.delays,
-            // The lock models read and write as before: their reads are served fresh.
-            stale_reads: 0,
-            stale_depth: 0,
+            stale_reads: self.stale_reads,
+            stale_depth: self.stale_depth,
             late_replies: self.late_replies,
-            retries: 0,
+            retries: self.retries,
             throttles: 0,
             side_failures: self.claim_failures,
             horizon: self.horizon,
@@ -197,9 +212,19 @@ impl LockBounds {
         let slow_tick = TICK_MS - rho;
         let wait = wait_local.div_ceil(slow_tick.max(1));
         let work = 2 * u64::from(self.docs);
-        let _ = kind;
+        // An item lease written with its outcome unknown to its writer (its reply
+        // lost, a 412 from the SDK's retry of a `next_for_state` lease, a write held
+        // and given up on) is a second lease a crashed holder leaves behind. A
+        // survivor that acquires one item at a time first sees it once the first is
+        // done, and waits it out in turn.
+        let unknown = match kind {
+            LockKind::Items => {
+                u64::from(self.lost_replies) + u64::from(self.retries) + u64::from(self.delays)
+            }
+            LockKind::Queue => 0,
+        };
         let produce = u64::from(self.is_large());
-        u8::try_from(1 + wait + work + produce).unwrap_or(u8::MAX)
+        u8::try_from(1 + wait * (1 + unknown) + work + produce).unwrap_or(u8::MAX)
     }
 }
 

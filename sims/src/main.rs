@@ -148,14 +148,13 @@ struct ModelArgs {
     /// Writes that may be held on the wire and delivered later, in any order.
     #[arg(long)]
     delays: Option<u8>,
-    /// Partitions: documents that reads may serve one version old, as a replica
-    /// lagging behind at Session consistency may (never older than what the reader
-    /// has seen).
+    /// Documents that reads may serve one version old, as a replica lagging behind
+    /// at Session consistency may (never older than what the reader has seen).
     #[arg(long)]
     stale_reads: Option<u8>,
-    /// Partitions: how many writes back a stale read may go (a new life's session
-    /// has seen nothing, so a lagging replica may serve it a version older than the
-    /// last write).
+    /// How many writes back a stale read may go (a new life's session has seen
+    /// nothing, so a lagging replica may serve it a version older than the last
+    /// write).
     #[arg(long)]
     stale_depth: Option<u8>,
     /// Partitions and the queue: replies, to reads and writes, that may be held on
@@ -175,8 +174,8 @@ struct ModelArgs {
     /// a failed put has landed all the same.
     #[arg(long)]
     claim_failures: Option<u8>,
-    /// Partitions: writes that may be applied and then answered as the SDK's own
-    /// retry of them finds the store (412, 409 or 404 where the write won).
+    /// Writes that may be applied and then answered as the SDK's own retry of them
+    /// finds the store (412, 409 or 404 where the write won).
     #[arg(long)]
     retries: Option<u8>,
     /// Partitions: bursts of throttled reads: from a moment the checker chooses until
@@ -720,9 +719,6 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         ("--shutdowns", args.shutdowns.is_some()),
         ("--zombies", args.zombies.is_some()),
         ("--deploy", args.deploy),
-        ("--stale-reads", args.stale_reads.is_some()),
-        ("--stale-depth", args.stale_depth.is_some()),
-        ("--retries", args.retries.is_some()),
         ("--throttled-reads", args.throttled_reads.is_some()),
         ("--faults-per-step", args.faults_per_step.is_some()),
         ("--slow-drains", args.slow_drains.is_some()),
@@ -779,6 +775,15 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         large: args.large,
         claims: args.claims,
         claim_failures: args.claim_failures.unwrap_or(d.claim_failures),
+        stale_reads: args
+            .stale_reads
+            .or(least.stale_reads)
+            .unwrap_or(d.stale_reads),
+        stale_depth: args
+            .stale_depth
+            .or(least.stale_depth)
+            .unwrap_or(d.stale_depth),
+        retries: args.retries.or(least.retries).unwrap_or(d.retries),
         bug,
     };
     bounds.horizon = match args.horizon.or(least.horizon) {

@@ -592,8 +592,8 @@ fn every_documented_section_the_help_names_exists() {
 fn a_partition_bound_given_to_a_lock_model_is_refused() {
     for (target, flag) in [
         ("queue", "--splits"),
-        ("queue", "--retries"),
-        ("items", "--stale-reads"),
+        ("queue", "--throttled-reads"),
+        ("items", "--zombies"),
         ("items", "--shutdowns"),
     ] {
         let out = leasehold(&["check", target, flag, "1"]);

@@ -321,11 +321,15 @@ pub fn lock_header(kind: LockKind, b: &LockBounds, liveness: u8, options: &Optio
         count(b.pauses, "pause", "pauses"),
         count(b.lost_replies, "lost reply", "lost replies"),
         count(b.delays, "delayed write", "delayed writes"),
-        if b.late_replies > 0 {
-            format!(", {}", count(b.late_replies, "late reply", "late replies"))
-        } else {
-            String::new()
-        },
+        [
+            (b.stale_reads, "stale read", "stale reads"),
+            (b.late_replies, "late reply", "late replies"),
+            (b.retries, "retried write", "retried writes"),
+        ]
+        .into_iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, one, many)| format!(", {}", count(n, one, many)))
+        .collect::<String>(),
     );
     if b.is_claims() {
         let _ = writeln!(
