@@ -585,6 +585,38 @@ fn an_item_lease_the_sdk_retried_after_it_landed_keeps_every_item_property() {
     every_property_holds_but(&unknown_outcome(0, 1, 0), &[items::BROKEN]);
 }
 
+/// Item leases at 2 × 2 with a crash and one read served by a replica that lags, with
+/// true clocks so that `cargo test` can afford it (with drift: BENCHMARKS.md,
+/// "twenty-seventh session").
+#[test]
+fn reads_from_a_lagging_replica_keep_every_item_property() {
+    let bounds = LockBounds {
+        skew: 0,
+        drift_ms: 0,
+        give_backs: 0,
+        stale_reads: 1,
+        ..item_bounds()
+    };
+    let horizon = bounds.liveness_ticks(LockKind::Items) + 1;
+    let model = ItemModel::new(LockBounds { horizon, ..bounds }).unwrap();
+    every_property_holds_but(&model, &[items::BROKEN]);
+}
+
+/// The stale read reaches the properties: a lease without if-match on an item a
+/// lagging replica shows free hands out one another holder holds.
+#[test]
+fn a_blind_lease_on_a_lagging_replicas_answer_takes_a_held_item() {
+    let bounds = LockBounds {
+        docs: 1,
+        crashes: 0,
+        stale_reads: 1,
+        give_backs: 0,
+        bug: Some(LockBug::BlindLease),
+        ..item_bounds()
+    };
+    counterexample(&ItemModel::new(bounds).unwrap(), items::EXCLUSIVE);
+}
+
 /// The lease a crashed holder left with its outcome unknown is a second lease to
 /// wait out: a survivor that acquires one item at a time first sees it once the
 /// first is done. With drifting clocks the bound of one wait, as before any such
