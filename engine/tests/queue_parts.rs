@@ -7,7 +7,7 @@ mod queue_common;
 
 use leasehold_engine::queue::{
     Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageState, Output, PartsRef,
-    QueueError, QueueRequest,
+    QueueError, QueueKnownBad, QueueRequest,
 };
 use leasehold_engine::store::{Container, Limits, Op, StoreError};
 use leasehold_engine::{HostId, Incarnation, Millis, Now};
@@ -314,6 +314,19 @@ fn manifest_first(store: &mut Container<Message>, keep_parts: usize) -> String {
     body
 }
 
+/// The dead letters' reasons among `out`.
+fn dead_letter_reasons(out: &[Output]) -> Vec<String> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::DeadLettered { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A part not found beside its message is one a replica that lags has not received
+/// yet (parts are written first): the delivery fails, and the message, still locked,
+/// comes back once its lock runs out, whole by then.
 #[test]
 fn a_message_whose_parts_are_not_all_stored_is_never_delivered_in_part() {
     let mut store = store();
@@ -321,19 +334,76 @@ fn a_message_whose_parts_are_not_all_stored_is_never_delivered_in_part() {
     let mut a = client("a");
     let out = run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 });
     assert!(deliveries(&out).is_empty(), "{out:?}");
-    let reasons: Vec<_> = out
-        .iter()
-        .filter_map(|o| match o {
-            Output::DeadLettered { reason, .. } => Some(reason.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(reasons, ["part 2 of its payload is missing"]);
+    assert!(dead_letter_reasons(&out).is_empty(), "{out:?}");
+    assert!(
+        out.iter().any(|o| matches!(
+            o,
+            Output::Failed {
+                error: QueueError::Store(StoreError::NotFound),
+                ..
+            }
+        )),
+        "{out:?}"
+    );
     // The sibling: with every part stored, the same message is delivered whole.
     let mut whole = self::store();
     let body = manifest_first(&mut whole, usize::MAX);
-    let got = deliveries(&run(&mut a, &mut whole, at(0), Input::Dequeue { max: 1 }));
+    let mut b = client("b");
+    let got = deliveries(&run(&mut b, &mut whole, at(0), Input::Dequeue { max: 1 }));
     assert_eq!(got[0].payload, body);
+}
+
+/// The store a replica that lags showed: the message, its first two parts; then the
+/// replica catches up. The message comes back once its lock has run out, and is
+/// delivered whole, on its second delivery.
+#[test]
+fn a_part_a_lagging_replica_lacked_is_read_on_a_later_delivery() {
+    let mut lagging = store();
+    manifest_first(&mut lagging, 2);
+    let mut a = client("a");
+    let first = run(&mut a, &mut lagging, at(0), Input::Dequeue { max: 1 });
+    assert!(deliveries(&first).is_empty(), "{first:?}");
+    // Caught up: every part there, beside the message as the failed delivery left it.
+    let mut caught_up = self::store();
+    let body = manifest_first(&mut caught_up, usize::MAX);
+    let locked = stored(&lagging, "big").unwrap();
+    assert!(matches!(locked.state, MessageState::InProgress { .. }));
+    caught_up
+        .execute(Op::Replace {
+            doc: locked,
+            if_match: None,
+        })
+        .unwrap();
+    let b = &mut client("b");
+    let early = run(b, &mut caught_up, at(1_000), Input::Dequeue { max: 1 });
+    assert!(deliveries(&early).is_empty(), "locked still: {early:?}");
+    let later = deliveries(&run(
+        b,
+        &mut caught_up,
+        at(12_000),
+        Input::Dequeue { max: 1 },
+    ));
+    assert_eq!(later.len(), 1, "{later:?}");
+    assert_eq!(later[0].payload, body);
+    assert_eq!(later[0].dequeue_count, 2);
+}
+
+/// Read the earlier way, a part not found is missing for good, and a healthy message
+/// goes to the dead letters after one delivery (`missing-part-is-damage`).
+#[test]
+fn read_the_earlier_way_a_part_a_lagging_replica_lacked_dead_letters_its_message() {
+    let mut store = store();
+    manifest_first(&mut store, 2);
+    let config = ConsumerConfig {
+        known_bad: Some(QueueKnownBad::MissingPartIsDamage),
+        ..small()
+    };
+    let mut a = Consumer::new(HostId::from("a"), Incarnation(0), config).unwrap();
+    let out = run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 });
+    assert_eq!(
+        dead_letter_reasons(&out),
+        ["part 2 of its payload is missing"]
+    );
 }
 
 #[test]

@@ -383,6 +383,14 @@ impl LockBug {
                 horizon: Some(3),
                 ..LeastBound::default()
             },
+            // The consumer reads the producer's first part from a replica that has not
+            // received it yet, beside the message that names it.
+            LockBug::Engine(QueueKnownBad::MissingPartIsDamage) => LeastBound {
+                stale_reads: Some(1),
+                delays: Some(0),
+                lost_replies: Some(0),
+                ..lone
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -393,7 +401,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 16] = [
+    pub const ALL: [LockBug; 17] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -410,6 +418,7 @@ impl LockBug {
         LockBug::Engine(QueueKnownBad::ClaimUnbounded),
         LockBug::Engine(QueueKnownBad::LostClaimWaitsPoll),
         LockBug::Engine(QueueKnownBad::LostMoveWaitsPoll),
+        LockBug::Engine(QueueKnownBad::MissingPartIsDamage),
     ];
 
     /// The name on the command line.
@@ -436,6 +445,7 @@ impl LockBug {
                 | LockBug::Engine(QueueKnownBad::ManifestFirstUnchecked)
                 | LockBug::Engine(QueueKnownBad::HeadFirst)
                 | LockBug::Engine(QueueKnownBad::ClaimUnbounded)
+                | LockBug::Engine(QueueKnownBad::MissingPartIsDamage)
         )
     }
 

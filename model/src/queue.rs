@@ -11,11 +11,11 @@ use crate::world::{self, Action, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
     Candidate, ClaimKey, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageName,
-    MessageState, Output, QueueError, QueueIntent, QueueKnownBad, QueueName, Selector,
-    payload_hash,
+    MessageState, Output, PartsProblem, QueueError, QueueIntent, QueueKnownBad, QueueName,
+    Selector, payload_hash,
 };
-use leasehold_engine::store::StoreResult;
 use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
+use leasehold_engine::store::{StoreError, StoreResult};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, WallTime};
 use stateright::Property;
 use std::collections::BTreeMap;
@@ -79,9 +79,12 @@ pub struct QueueGhost {
     pub stored: bool,
     /// A delivery carried a payload no producer enqueued: partial, or mixed.
     pub partial: bool,
-    /// A message was dead-lettered because its parts were missing or damaged, or a
-    /// delivery's claim-checked payload was.
+    /// A consumer found a message whose parts were missing from the store, or
+    /// damaged, or a delivery's claim-checked payload missing or changed.
     pub damaged: bool,
+    /// A message was dead-lettered for a part missing though every part of its
+    /// payload was in the store (a replica that lags served the read).
+    pub healthy_dead_lettered: bool,
     /// The claim store (in the claim-check mode): each key's payload, by the life of
     /// the producer that stored it.
     pub claims: BTreeMap<ClaimKey, u8>,
@@ -192,6 +195,30 @@ pub fn orphaned_parts<'a>(docs: &[&'a Message]) -> Vec<&'a DocId> {
         })
         .map(|d| &d.id)
         .collect()
+}
+
+/// Whether every part of every payload a message or dead letter among `docs` names
+/// is among them: what the producer's order (parts first, the message last) and the
+/// completion's (the message first, its parts after) keep true. Shared with the
+/// simulator.
+pub fn payloads_whole(docs: &[&Message]) -> bool {
+    docs.iter()
+        .filter(|d| {
+            matches!(
+                d.state,
+                MessageState::Pending
+                    | MessageState::InProgress { .. }
+                    | MessageState::DeadLettered { .. }
+            )
+        })
+        .filter_map(|d| d.parts.as_ref())
+        .all(|named| {
+            (0..named.count).all(|i| {
+                docs.iter().any(|p| {
+                    matches!(&p.state, MessageState::Part { set, index } if *set == named.set && *index == i)
+                })
+            })
+        })
 }
 
 /// The claim-checked payloads among `keys` that no head, message or dead letter among
@@ -621,8 +648,27 @@ impl Rules for QueueModel {
                     world.ghost.partial |= payload
                         .is_some_and(|p| !lives.into_iter().any(|l| p == Self::large_payload(l)));
                 }
-                Output::DeadLettered { reason, .. } => {
-                    world.ghost.damaged |= reason.contains("payload");
+                Output::DeadLettered { reason, .. } if reason.contains("payload") => {
+                    // A part a read found missing that the store holds was one a
+                    // replica that lags had not received: the message was healthy.
+                    let docs: Vec<&Message> = world.store.iter().map(|s| &s.doc).collect();
+                    let missing_part =
+                        (0..LARGE_PARTS).any(|i| *reason == PartsProblem::Missing(i).to_string());
+                    if missing_part && !self.bounds.is_claims() && payloads_whole(&docs) {
+                        world.ghost.healthy_dead_lettered = true;
+                    } else {
+                        world.ghost.damaged = true;
+                    }
+                }
+                // A delivery failed on a part not found: damage only if the store
+                // lacks it too.
+                Output::Failed {
+                    intent: QueueIntent::ReadPart,
+                    error: QueueError::Store(StoreError::NotFound),
+                    ..
+                } => {
+                    let docs: Vec<&Message> = world.store.iter().map(|s| &s.doc).collect();
+                    world.ghost.damaged |= !payloads_whole(&docs);
                 }
                 Output::Swept { .. } => world.ghost.events.swept = true,
                 _ => {}
@@ -909,6 +955,9 @@ impl stateright::Model for QueueModel {
             properties.extend([
                 Property::always(WHOLE_PAYLOAD, |_, s: &QueueState| !s.ghost.partial),
                 Property::always(PAYLOAD_INTACT, |_, s: &QueueState| !s.ghost.damaged),
+                Property::always(HEALTHY_KEPT, |_, s: &QueueState| {
+                    !s.ghost.healthy_dead_lettered
+                }),
                 Property::always(ORPHANS_SWEPT, |m: &QueueModel, s: &QueueState| {
                     !m.calm(s) || !Self::has_orphan(s)
                 }),
@@ -965,6 +1014,8 @@ impl QueueModel {
 /// Documents hold at most this many bytes in the large-payload mode, and the payload
 /// is as long: it takes two parts.
 pub const LARGE_DOCUMENT_BYTES: usize = 2_000;
+/// The parts the large payload takes.
+const LARGE_PARTS: u32 = 2;
 /// The requests of a step that faults may hit in the large-payload mode: every write
 /// of an enqueue in parts (head, two parts, message), and a poll's requests up to its
 /// part reads (two scans, the sweep's, the claim, two parts).
@@ -977,6 +1028,10 @@ pub const WHOLE_PAYLOAD: &str = "queue: a large payload is delivered whole, neve
 /// No message loses its payload's parts.
 pub const PAYLOAD_INTACT: &str =
     "queue: no message is found with its payload's parts missing or damaged";
+/// A message is never dead-lettered for a part a read did not find while the store
+/// holds every part of its payload.
+pub const HEALTHY_KEPT: &str =
+    "queue: no message is dead-lettered for a missing part while the store holds every part";
 /// Part sets no message names are swept once faults stop.
 pub const ORPHANS_SWEPT: &str = "queue: every part set left behind is swept once faults stop";
 /// Non-vacuity of the payload properties.

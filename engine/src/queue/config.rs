@@ -137,11 +137,18 @@ pub enum QueueKnownBad {
     /// (which moved or claimed it first) is no loss to the dequeue: a loser that read
     /// a full batch waits a poll with room left while messages behind it wait too.
     LostMoveWaitsPoll,
+    /// A part of a large payload read as not found (404) is missing for good: the
+    /// payload is judged damaged and its message moved to the dead letters at once.
+    /// At Session consistency a replica that lags may not have the producer's parts
+    /// yet, though the message that names them is there, so a healthy message is
+    /// dead-lettered after one delivery (the long swarm's queue runs, once they drew
+    /// lagging replicas).
+    MissingPartIsDamage,
 }
 
 impl QueueKnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [QueueKnownBad; 8] = [
+    pub const ALL: [QueueKnownBad; 9] = [
         QueueKnownBad::GoneMeansLost,
         QueueKnownBad::PoisonSpendsBatch,
         QueueKnownBad::ManifestFirst,
@@ -150,6 +157,7 @@ impl QueueKnownBad {
         QueueKnownBad::ClaimUnbounded,
         QueueKnownBad::LostClaimWaitsPoll,
         QueueKnownBad::LostMoveWaitsPoll,
+        QueueKnownBad::MissingPartIsDamage,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -163,6 +171,7 @@ impl QueueKnownBad {
             QueueKnownBad::ClaimUnbounded => "claim-unbounded",
             QueueKnownBad::LostClaimWaitsPoll => "lost-claim-waits-poll",
             QueueKnownBad::LostMoveWaitsPoll => "lost-move-waits-poll",
+            QueueKnownBad::MissingPartIsDamage => "missing-part-is-damage",
         }
     }
 }

@@ -313,11 +313,24 @@ pub const MAX_STALE_CHOICES: u8 = 6;
 
 impl Fault {
     /// The faults a step may suffer within `budget`, given what `world` has used,
-    /// `none` first; writes and requests counted up to `per_step`.
+    /// `none` first; writes and requests counted up to `per_step`, reads a lagging
+    /// replica may serve up to the first two.
     pub fn menu<M: Modelled, G, X>(
         budget: &Budget,
         world: &World<M, G, X>,
         per_step: u8,
+    ) -> Vec<Option<Fault>> {
+        Self::menu_reading(budget, world, per_step, per_step.min(2))
+    }
+
+    /// As [`menu`](Self::menu), with reads a lagging replica may serve counted up to
+    /// `reads`: a queue poll in the large-payload mode reads its parts after two scans,
+    /// and a replica that lags may not have them yet.
+    pub fn menu_reading<M: Modelled, G, X>(
+        budget: &Budget,
+        world: &World<M, G, X>,
+        per_step: u8,
+        reads: u8,
     ) -> Vec<Option<Fault>> {
         let mut faults = vec![None];
         for n in 0..per_step {
@@ -338,7 +351,7 @@ impl Fault {
             faults.extend((0..SIDE_CALLS_PER_STEP).map(|n| Some(Fault::SideFails(n))));
         }
         if world.stale_reads < budget.stale_reads {
-            for read in 0..per_step.min(2) {
+            for read in 0..reads {
                 for choice in 0..MAX_STALE_CHOICES {
                     faults.push(Some(Fault::Stale { read, choice }));
                 }
@@ -622,7 +635,7 @@ pub const FAULTED_WRITES: u8 = 2;
 /// The actions every lock model shares, in a fixed order: for each client, its steps
 /// (one per choice and fault) or its restart, and its crash; then held requests; then
 /// time. `choices(c)` lists what client `c` may do in its step; a fault may hit any of
-/// a step's first `faulted` writes (and, for late replies, requests).
+/// a step's first `faulted` writes (and, for late replies, requests; for a lagging replica, reads).
 pub fn actions<M: Modelled, G, C: Copy>(
     budget: &Budget,
     world: &World<M, G>,
@@ -630,7 +643,7 @@ pub fn actions<M: Modelled, G, C: Copy>(
     mut choices: impl FnMut(u8) -> Vec<C>,
     actions: &mut Vec<Action<C>>,
 ) {
-    let faults = Fault::menu(budget, world, faulted);
+    let faults = Fault::menu_reading(budget, world, faulted, faulted);
     // Crashes and restarts happen at tick boundaries, once every live client has
     // polled: a crash between two clients' polls looks the same to the others.
     let settled = settled(world);

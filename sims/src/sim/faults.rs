@@ -185,6 +185,26 @@ pub fn serve<D: leasehold_engine::store::Document>(
     })
 }
 
+/// A write's answer while the SDK retries beneath its sender: where the first attempt
+/// landed (`retried`), its answer was lost and the SDK sent the write again, so the
+/// sender hears what the second attempt found (412, 409 or 404 where the write won).
+/// One rule for every simulated client, as the model's `Fault::Retried` is for every
+/// checked one.
+///
+/// ```
+/// use leasehold_sims::sim::faults::sdk_retry;
+///
+/// assert_eq!(sdk_retry(true, Ok::<u8, u8>(1), || Err(412)), Err(412));
+/// assert_eq!(sdk_retry(false, Ok::<u8, u8>(1), || Err(412)), Ok(1));
+/// ```
+pub fn sdk_retry<T, E>(
+    retried: bool,
+    first: Result<T, E>,
+    again: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    if retried { again() } else { first }
+}
+
 /// The store-wide fault windows: throttling and latency spikes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StoreWeather {

@@ -57,17 +57,8 @@ pub fn draw(seed: u64) -> SimConfig {
         cfg.faults
             .set(FaultKind::Split, rng.random_range(10..=60) as f64);
     }
-    // Cosmos DB's own faults, drawn last for the same reason: replicas that lag at
-    // Session consistency (windows per hour) and the SDK retrying writes beneath the
-    // engine (per host per hour), each on in two seeds of five.
-    if rng.random_bool(0.4) {
-        cfg.faults
-            .set(FaultKind::Stale, rng.random_range(10..=60) as f64);
-    }
-    if rng.random_bool(0.4) {
-        cfg.faults
-            .set(FaultKind::Retry, rng.random_range(2..=30) as f64);
-    }
+    // Cosmos DB's own faults, drawn last for the same reason.
+    draw_cosmos_faults(&mut rng, &mut cfg.faults);
     // Deploys, drawn last for the same reason: one seed in four has zombies (a host
     // believed dead acts on while a new life starts under its name), and a rolling
     // restart reuses its pods' names half the time and changes the expiration half
@@ -125,6 +116,18 @@ fn widen_drift(faults: &mut Faults) -> u32 {
         faults.set(FaultKind::Drift, drift * 10.0);
     }
     100_000
+}
+
+/// Cosmos DB's own faults: replicas that lag at Session consistency (windows per
+/// hour) and the SDK retrying writes beneath the engine (per host per hour), each on
+/// in two seeds of five.
+fn draw_cosmos_faults(rng: &mut ChaCha8Rng, faults: &mut Faults) {
+    if rng.random_bool(0.4) {
+        faults.set(FaultKind::Stale, rng.random_range(10..=60) as f64);
+    }
+    if rng.random_bool(0.4) {
+        faults.set(FaultKind::Retry, rng.random_range(2..=30) as f64);
+    }
 }
 
 /// Each fault kind on with probability 0.4, at a random rate.
@@ -302,6 +305,8 @@ pub fn draw_queue(seed: u64) -> QueueConfig {
             cfg.large_kept = crate::sim::queue::LargeKept::Claims;
         }
     }
+    // Cosmos DB's own faults, drawn last so that every older seed draws as it did.
+    draw_cosmos_faults(&mut rng, &mut cfg.faults);
     cfg
 }
 

@@ -475,11 +475,27 @@ impl Consumer {
             return;
         };
         assembly.waiting = assembly.waiting.saturating_sub(1);
+        // The earlier reading of a part not found, which the unchecked join of parts
+        // (an earlier behaviour too) relied on to deliver what it found.
+        let missing_is_damage = matches!(
+            self.config.known_bad,
+            Some(QueueKnownBad::MissingPartIsDamage | QueueKnownBad::ManifestFirstUnchecked)
+        );
         match result {
             Ok(Reply::Read(stored)) => {
                 if let Some(piece) = assembly.pieces.get_mut(index as usize) {
                     *piece = Some(stored.doc);
                 }
+            }
+            // Parts are written before the message that names them and deleted only
+            // after it, so a part not found beside a live message is one a replica
+            // that lags has not received yet (Session reads promise nothing of a
+            // document this session never saw): the delivery fails as after any read
+            // that failed, and the message comes back once its lock runs out, by
+            // which time the replica has caught up. A part really lost goes to the
+            // dead letters with its message once the deliveries run out.
+            Err(StoreError::NotFound) if !missing_is_damage => {
+                assembly.failed = Some(StoreError::NotFound);
             }
             Ok(_) | Err(StoreError::NotFound) => {}
             Err(e) => assembly.failed = Some(e),

@@ -92,15 +92,12 @@ impl World {
             let retry_after = Millis(self.rng.random_range(100..=2_000));
             Err(StoreError::Throttled { retry_after })
         } else {
-            let retried = op.is_write() && self.hosts[host].retry_until > self.now;
+            let retrying = op.is_write() && self.hosts[host].retry_until > self.now;
             let first = self.apply(host, life, intent, op.clone());
-            if retried && first.is_ok() {
-                // The answer was lost and the SDK sent the write again: the host hears
-                // what the second attempt found.
+            let landed = first.is_ok();
+            crate::sim::faults::sdk_retry(retrying && landed, first, || {
                 self.apply(host, life, intent, op)
-            } else {
-                first
-            }
+            })
         };
         let h = &self.hosts[host];
         let lost = h.lose_until > self.now || h.cut_until > self.now;

@@ -73,13 +73,17 @@ impl QueueWorld {
                 self.clients[c].cut_until = now + window;
                 Some((Some(c), window as i64))
             }
+            FaultKind::Retry => {
+                let c = self.random_up()?;
+                let window = u64::try_from(kind.draw_size(&mut self.rng)).unwrap_or(0);
+                self.clients[c].retry_until = now + window;
+                Some((Some(c), window as i64))
+            }
             // Queue runs have no feed to split and no handler calls to get stuck, and
-            // the SDK's retries of a consumer's writes and zombies under a reused name
-            // are the partition leases' faults so far.
+            // zombies under a reused name are the partition leases' fault so far.
             FaultKind::Skew
             | FaultKind::Drift
             | FaultKind::Split
-            | FaultKind::Retry
             | FaultKind::Zombie
             | FaultKind::Stuck => None,
         }
@@ -94,6 +98,7 @@ impl QueueWorld {
             let client = &mut self.clients[c];
             client.cut_until = 0;
             client.lose_until = 0;
+            client.retry_until = 0;
             if let Some(until) = client.paused_until {
                 client.paused_until = Some(self.now);
                 let life = client.life;

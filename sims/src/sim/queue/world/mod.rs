@@ -151,6 +151,10 @@ struct Client {
     paused_until: Option<u64>,
     cut_until: u64,
     lose_until: u64,
+    /// Until then the SDK retries this consumer's writes beneath it: one that landed
+    /// with its answer lost is sent again, and the consumer hears what the second
+    /// attempt found.
+    retry_until: u64,
     dequeuing: bool,
     /// Documents the reads of the running dequeue returned so far.
     dequeue_docs: u64,
@@ -247,6 +251,7 @@ impl QueueWorld {
                     paused_until: None,
                     cut_until: 0,
                     lose_until: 0,
+                    retry_until: 0,
                     dequeuing: false,
                     dequeue_docs: 0,
                     working: BTreeMap::new(),

@@ -76,32 +76,15 @@ impl QueueWorld {
                 retry_after: Millis(500),
             })
         } else {
-            let before = target(&request.op).and_then(|id| self.current(&id));
-            let op = request.op.clone();
-            let reader = crate::sim::faults::session(c, life);
-            let lagging = self.weather.lagging(self.now);
-            let result = crate::sim::faults::serve(
-                &mut self.store,
-                reader,
-                request.op,
-                lagging,
-                &mut self.rng,
-            );
-            // A failed batch is still an answer (207), but nothing of it was applied.
-            let applied = match &result {
-                Ok(Reply::Batch(batch)) => batch.is_success(),
-                other => other.is_ok(),
-            };
-            if applied {
-                self.fence(c, request.lock.as_ref(), &op, before.as_ref());
-                if request.intent == QueueIntent::Claim
-                    && let Some(doc) = &before
-                {
-                    self.truth.claimed(c, doc, self.now);
-                }
-                self.observe(&op, before, (c, life));
-            }
-            result
+            let retrying = request.op.is_write()
+                && self
+                    .clients
+                    .get(c)
+                    .is_some_and(|client| client.retry_until > self.now);
+            let (first, landed) = self.apply(c, life, &request);
+            crate::sim::faults::sdk_retry(retrying && landed, first, || {
+                self.apply(c, life, &request).0
+            })
         };
         if c != PRODUCER {
             self.ru += request_units(kind, &result);
@@ -129,6 +112,37 @@ impl QueueWorld {
                 },
             );
         }
+    }
+
+    /// Serves `request` for consumer `c`'s life `life`, as a lagging replica may serve
+    /// a read, and records what a write applied did; and whether it was applied.
+    fn apply(
+        &mut self,
+        c: usize,
+        life: u64,
+        request: &QueueRequest,
+    ) -> (Result<Reply<Message>, StoreError>, bool) {
+        let before = target(&request.op).and_then(|id| self.current(&id));
+        let op = request.op.clone();
+        let reader = crate::sim::faults::session(c, life);
+        let lagging = self.weather.lagging(self.now);
+        let result =
+            crate::sim::faults::serve(&mut self.store, reader, op.clone(), lagging, &mut self.rng);
+        // A failed batch is still an answer (207), but nothing of it was applied.
+        let applied = match &result {
+            Ok(Reply::Batch(batch)) => batch.is_success(),
+            other => other.is_ok(),
+        };
+        if applied {
+            self.fence(c, request.lock.as_ref(), &op, before.as_ref());
+            if request.intent == QueueIntent::Claim
+                && let Some(doc) = &before
+            {
+                self.truth.claimed(c, doc, self.now);
+            }
+            self.observe(&op, before, (c, life));
+        }
+        (result, applied)
     }
 
     /// The stored version of message `id`, before a write changes it.
