@@ -807,7 +807,10 @@ fn a_message_written_before_its_parts_is_found_with_parts_missing() {
     .unwrap();
     // The consumer's read of a part the store does not hold fails the delivery.
     let trace = counterexample(&model, queue::PAYLOAD_INTACT);
-    assert!(trace.contains("read-part of q:m0 failed: store: 404"), "{trace}");
+    assert!(
+        trace.contains("read-part of q:m0 failed: store: 404"),
+        "{trace}"
+    );
 }
 
 /// A part read from a replica that lags: the first part, written by the producer in

@@ -717,6 +717,12 @@ impl Rules for PartitionModel {
 }
 
 impl PartitionModel {
+    /// Whether host `h` is up in a life after its first.
+    fn restarted(&self, state: &State, h: u8) -> bool {
+        let client = &state.clients[usize::from(h)];
+        client.engine.is_some() && client.incarnation > 0
+    }
+
     pub(super) fn step(
         &self,
         last: &State,
@@ -730,16 +736,22 @@ impl PartitionModel {
             Action::StepTwice(h, a, b) => self.timers_fire(&mut state, h, &[a, b], journal)?,
             Action::Serve(h, id, fault) => {
                 // A restarted host learns of its earlier life's heartbeat through its
-                // own writes: a held one, of either life, delays that until it lands.
-                let client = &state.clients[usize::from(h)];
-                let restarted = client.engine.is_some() && client.incarnation > 0;
+                // own writes and reads: a held write, of either life, delays that
+                // until it lands, and a reply held on the way back until it arrives
+                // (a random walk at 2 × 2 met the new life's read of that heartbeat
+                // answered late, its tenure fenced meanwhile, and its join after).
+                let restarted = self.restarted(&state, h);
                 world::serve_held(self, &mut state, h, id, fault, journal)?;
                 if restarted {
                     state.ghost.last_relive = Some(state.time);
                 }
             }
             Action::Deliver(h, id, fault) => {
+                let restarted = self.restarted(&state, h);
                 world::deliver(self, &mut state, h, id, fault, journal)?;
+                if restarted {
+                    state.ghost.last_relive = Some(state.time);
+                }
             }
             Action::GiveUp(h, id) => world::give_up(self, &mut state, h, id, journal)?,
             Action::Crash(h) => world::crash(&mut state, h),

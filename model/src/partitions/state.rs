@@ -74,10 +74,11 @@ pub struct Ghost {
     /// vouched for a tenure: the new life joins only once that heartbeat would have
     /// expired, since its name proves that life dead no more than any other.
     pub last_rejoin: Option<u8>,
-    /// True time a write held on the wire was last served for a host that had
-    /// restarted: an earlier life's write revives what the next life waits out, and
-    /// the next life's own held write delayed its learning of it; either way the
-    /// new life may only now begin that wait, learning of it at its next heartbeat.
+    /// True time a write held on the wire was last served, or a reply held on the
+    /// way back delivered, for a host that had restarted: an earlier life's write
+    /// revives what the next life waits out, and the next life's own held write or
+    /// late answer delayed its learning of it; either way the new life may only now
+    /// begin that wait, learning of it at its next heartbeat.
     pub last_relive: Option<u8>,
     /// True time a lease was last given up past a stuck call's stop timeout: its new
     /// owner learns of it only through the giver's next heartbeat.
