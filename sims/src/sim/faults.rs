@@ -194,8 +194,8 @@ pub fn serve<D: leasehold_engine::store::Document>(
 /// ```
 /// use leasehold_sims::sim::faults::sdk_retry;
 ///
-/// assert_eq!(sdk_retry(true, Ok::<u8, u8>(1), || Err(412)), Err(412));
-/// assert_eq!(sdk_retry(false, Ok::<u8, u8>(1), || Err(412)), Ok(1));
+/// assert_eq!(sdk_retry(true, Ok::<u8, u16>(1), || Err(412)), Err(412));
+/// assert_eq!(sdk_retry(false, Ok::<u8, u16>(1), || Err(412)), Ok(1));
 /// ```
 pub fn sdk_retry<T, E>(
     retried: bool,
