@@ -194,7 +194,7 @@ impl LockBounds {
         }
     }
 
-    /// Ticks after the last fault, restart, abandon or break from which every
+    /// Ticks after the last fault, restart, abandon, break or renewal from which every
     /// document must be done (completed or dead-lettered; processed).
     ///
     /// A client first sees a crashed client's lock (or a lock whose claim reply was

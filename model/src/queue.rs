@@ -434,7 +434,10 @@ impl QueueModel {
                     .collect()
             }
             QueueChoice::Renew => {
+                // A renewal is the handler asking for more time: like an abandon, it
+                // puts the work off, so liveness is measured from it.
                 state.ghost.renewals += 1;
+                state.last_fault = state.time;
                 held.into_iter().map(Input::Renew).collect()
             }
         };

@@ -1025,3 +1025,51 @@ fn with_a_crash_a_producer_answered_past_the_sweeps_bound_strands_no_payload() {
         }
     }
 }
+
+/// A renewal puts the work off as an abandon does, so liveness is measured from it.
+/// Before, it was not: `check queue --renewals 2 --horizon 10` and
+/// `check items --items 1 --renewals 2 --horizon 10` broke liveness on the shipped
+/// engine (a holder renewing twice had not finished by a deadline counted from
+/// before its renewals), and no test chose a renewal.
+fn renewing(base: LockBounds, docs: u8) -> LockBounds {
+    LockBounds {
+        docs,
+        renewals: 2,
+        horizon: 10,
+        ..base
+    }
+}
+
+#[test]
+fn a_consumer_that_renews_its_locks_still_sees_every_message_done() {
+    let model = QueueModel::new(renewing(queue_bounds(), 2)).unwrap();
+    every_property_holds_but(&model, &NEED_LOST);
+}
+
+#[test]
+fn a_holder_that_renews_its_lease_still_sees_its_item_processed() {
+    let model = ItemModel::new(renewing(item_bounds(), 1)).unwrap();
+    assert_proven(&exhaustive(&model));
+}
+
+/// Siblings: measured from the last renewal, liveness still catches a message or an
+/// item that nobody takes over.
+#[test]
+fn with_renewals_a_dequeue_that_skips_expired_locks_still_loses_a_message() {
+    let bounds = LockBounds {
+        give_backs: 0,
+        bug: Some(LockBug::DequeueNoExpired),
+        ..renewing(queue_bounds(), 1)
+    };
+    counterexample(&QueueModel::new(bounds).unwrap(), queue::NO_LOSS);
+}
+
+#[test]
+fn with_renewals_an_early_next_for_state_still_strands_an_item() {
+    let bounds = LockBounds {
+        give_backs: 0,
+        bug: Some(LockBug::NextForStateNoExpiry),
+        ..renewing(item_bounds(), 1)
+    };
+    counterexample(&ItemModel::new(bounds).unwrap(), items::PROCESSED);
+}

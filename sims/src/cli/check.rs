@@ -353,7 +353,7 @@ pub fn lock_header(kind: LockKind, b: &LockBounds, liveness: u8, options: &Optio
     }
     let _ = writeln!(
         out,
-        "  no-loss checked {liveness} s after the last fault, restart or give-back; {} search on {} thread{}",
+        "  no-loss checked {liveness} s after the last fault, restart, give-back or renewal; {} search on {} thread{}",
         match options.search {
             Search::Bfs => "breadth-first".to_string(),
             Search::Dfs => "depth-first".to_string(),
