@@ -221,6 +221,18 @@ pub fn payloads_whole(docs: &[&Message]) -> bool {
         })
 }
 
+/// Whether every payload that a message or dead letter among `docs` names is still
+/// kept: its parts among `docs`, its claim-checked payload where `stored` says. A
+/// payload goes only after the last document that names it. Shared with the
+/// simulator.
+pub fn payloads_kept(docs: &[&Message], stored: impl Fn(&ClaimKey) -> bool) -> bool {
+    payloads_whole(docs)
+        && docs
+            .iter()
+            .filter_map(|d| ClaimKey::of(d))
+            .all(|key| stored(&key))
+}
+
 /// The claim-checked payloads among `keys` that no head, message or dead letter among
 /// `docs` names: nothing would ever remove them. Shared with the simulator.
 pub fn orphaned_claims<'a>(
@@ -958,6 +970,10 @@ impl stateright::Model for QueueModel {
             properties.extend([
                 Property::always(WHOLE_PAYLOAD, |_, s: &QueueState| !s.ghost.partial),
                 Property::always(PAYLOAD_INTACT, |_, s: &QueueState| !s.ghost.damaged),
+                Property::always(PAYLOAD_KEPT, |_, s: &QueueState| {
+                    let docs: Vec<&Message> = s.store.iter().map(|st| &st.doc).collect();
+                    payloads_kept(&docs, |key| s.ghost.claims.contains_key(key))
+                }),
                 Property::always(HEALTHY_KEPT, |_, s: &QueueState| {
                     !s.ghost.healthy_dead_lettered
                 }),
@@ -1031,6 +1047,10 @@ pub const WHOLE_PAYLOAD: &str = "queue: a large payload is delivered whole, neve
 /// No message loses its payload's parts.
 pub const PAYLOAD_INTACT: &str =
     "queue: no message is found with its payload's parts missing or damaged";
+/// No payload's parts, nor its claim-checked payload, go while a message or a dead
+/// letter names them.
+pub const PAYLOAD_KEPT: &str =
+    "queue: every payload that a message or dead letter names is in the store";
 /// A message is never dead-lettered for a part a read did not find while the store
 /// holds every part of its payload.
 pub const HEALTHY_KEPT: &str =

@@ -1073,3 +1073,50 @@ fn with_renewals_an_early_next_for_state_still_strands_an_item() {
     };
     counterexample(&ItemModel::new(bounds).unwrap(), items::PROCESSED);
 }
+
+/// A dead-lettered claim check, one consumer's poll after another moved it: the
+/// bound at which the model shows the sweep hazard of docs/limitations.md ("Stale
+/// reads in the queue").
+fn dead_letter_then_sweep(stale_reads: u8) -> LockBounds {
+    LockBounds {
+        docs: 1,
+        crashes: 0,
+        max_dequeue: 1,
+        claims: true,
+        stale_reads,
+        ..queue_bounds()
+    }
+}
+
+/// An open hazard of the shipped consumer, under staleness Cosmos DB cannot produce
+/// for one partition key. A dead-letter move is one batch: the dead letter created,
+/// the message deleted. A replica that lags document by document shows a sweep that
+/// batch half applied (the message gone, its dead letter not yet there), so no
+/// document seems to name the set, and the sweep drops the dead letter's payload.
+/// The swarm found it first (seeds 5,655,000..5,660,000, a live message's payload);
+/// the model finds it since it checks that no payload goes while a document names
+/// it. When the consumer is fixed this becomes the fix's sibling.
+#[test]
+fn a_sweep_shown_a_dead_letter_move_half_applied_drops_the_dead_letters_payload() {
+    let model = QueueModel::new(dead_letter_then_sweep(1)).unwrap();
+    let text = counterexample(&model, queue::PAYLOAD_KEPT);
+    assert!(text.contains("LAGGING"), "{text}");
+    assert!(text.contains("swept part set"), "{text}");
+}
+
+/// Its sibling: at the same bound with every read fresh, every payload is kept.
+#[test]
+fn a_dead_lettered_claim_checks_payload_is_kept_when_reads_are_fresh() {
+    let model = QueueModel::new(dead_letter_then_sweep(0)).unwrap();
+    let not_reached = [
+        queue::LOST_THEN_DELIVERED,
+        queue::REDELIVERED_AFTER_CRASH,
+        queue::CALM_AFTER_CRASH,
+        queue::STALE_REFUSED,
+        queue::OWN_COMPLETION_FOUND,
+        queue::DELIVERED_TWICE,
+        queue::POISON_THEN_DELIVERED,
+        queue::PARTS_SWEPT,
+    ];
+    every_property_holds_but(&model, &not_reached);
+}

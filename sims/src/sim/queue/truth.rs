@@ -585,6 +585,10 @@ impl Truth {
             );
             self.violate(ViolationKind::EventLost, now, detail);
         }
+        if !leasehold_model::queue::payloads_kept(&docs, |key| claims.contains_key(key)) {
+            let detail = "a payload was removed while a message or dead letter names it".into();
+            self.violate(ViolationKind::EventLost, now, detail);
+        }
         let stranded = leasehold_model::queue::orphaned_claims(&docs, claims.keys());
         if let Some(first) = stranded.first() {
             let detail = format!(
@@ -709,6 +713,41 @@ mod tests {
             },
         };
         doc
+    }
+
+    /// A dead letter of `name` whose payload is claim-checked under set `set`.
+    fn claim_checked_dead_letter(name: &str) -> Message {
+        use leasehold_engine::queue::{PartSetId, PartsRef};
+        let token = leasehold_engine::lock::LockToken {
+            holder: leasehold_engine::HostId::from("c0"),
+            incarnation: leasehold_engine::Incarnation(0),
+            seq: 1,
+        };
+        let mut doc = message(name, 0);
+        doc.parts = Some(PartsRef {
+            set: PartSetId::of(&token),
+            count: 0,
+            bytes: 1,
+            hash: String::new(),
+        });
+        doc.into_dead_letter(&token, "poison".into())
+    }
+
+    #[test]
+    fn a_dead_letters_claim_checked_payload_missing_at_the_deadline_is_a_loss() {
+        let dead = claim_checked_dead_letter("m1");
+        let key = ClaimKey::of(&dead).unwrap();
+        let mut store = Container::new();
+        store.create(dead).unwrap();
+        let lost = |claims: &BTreeMap<ClaimKey, String>| {
+            let (mut t, _) = truth();
+            t.deadline(HEAL * 2, &store, claims);
+            t.violations()
+                .iter()
+                .any(|v| v.detail.contains("a payload was removed"))
+        };
+        assert!(lost(&BTreeMap::new()));
+        assert!(!lost(&BTreeMap::from([(key, String::new())])));
     }
 
     const HEAL: u64 = 600_000;
