@@ -813,6 +813,10 @@ impl Rules for QueueModel {
                 None => format!("{id} BLIND (no if-match)"),
             },
             Op::ReadAll { .. } => "the queue".into(),
+            Op::Query(q) if q.filter.iter().any(|c| c.field == Message::PARTS_SET) => {
+                "the messages and dead letters naming the set".into()
+            }
+            Op::Query(_) if req.intent == QueueIntent::Sweep => "the part-set heads".into(),
             Op::Query(q) if q.limit.is_some() => "the visible messages".into(),
             Op::Query(_) => "the locked messages".into(),
             Op::Create(doc) => doc.id().to_string(),
