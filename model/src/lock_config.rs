@@ -39,6 +39,10 @@ pub struct LockBounds {
     pub give_backs: u8,
     /// Renewals clients may choose, in all.
     pub renewals: u8,
+    /// Ticks an abandoned message stays invisible (queue): an abandon with a delay
+    /// takes the message out of every dequeue's read meanwhile, so a consumer that
+    /// starts then has not seen it.
+    pub abandon_delay: u8,
     /// Dequeue batch size (queue) or `next_for_state` limit (items).
     pub batch: u8,
     /// Deliveries after which a message is dead-lettered (queue).
@@ -83,6 +87,7 @@ impl Default for LockBounds {
             horizon: 11,
             give_backs: 1,
             renewals: 0,
+            abandon_delay: 0,
             batch: 1,
             max_dequeue: 2,
             late_replies: 0,
@@ -117,6 +122,13 @@ impl LockBounds {
         range("stale reads", self.stale_reads.into(), 0, 3)?;
         range("stale depth", self.stale_depth.into(), 1, 4)?;
         range("retries", self.retries.into(), 0, 3)?;
+        range("abandon delay", self.abandon_delay.into(), 0, 10)?;
+        if self.abandon_delay > 0 && kind != LockKind::Queue {
+            return Err(BoundsError::LockSettings(
+                "an abandon's delay is the work queue's; item leases are broken, not abandoned"
+                    .into(),
+            ));
+        }
         if let Some(bug) = self.bug
             && !bug.applies_to(kind)
         {
@@ -204,7 +216,8 @@ impl LockBounds {
     /// case has one tick to spare, which a lost claim reply uses. In the large-payload
     /// mode consumer 0 polls only to produce until its enqueue is answered: an
     /// enqueue whose message landed with its reply lost takes one more of its polls,
-    /// a tick before it first looks at the queue.
+    /// a tick before it first looks at the queue. An abandon's delay hides its
+    /// message for that long after the abandon.
     pub fn liveness_ticks(&self, kind: LockKind) -> u8 {
         let d = self.lock_duration().as_millis();
         let rho = u64::from(self.drift_ms);
@@ -224,7 +237,12 @@ impl LockBounds {
             LockKind::Queue => 0,
         };
         let produce = u64::from(self.is_large());
-        u8::try_from(1 + wait * (1 + unknown) + work + produce).unwrap_or(u8::MAX)
+        // An abandon, which liveness is measured from, hides its message this long.
+        let hidden = match kind {
+            LockKind::Queue => u64::from(self.abandon_delay),
+            LockKind::Items => 0,
+        };
+        u8::try_from(1 + wait * (1 + unknown) + work + produce + hidden).unwrap_or(u8::MAX)
     }
 }
 

@@ -438,11 +438,9 @@ impl QueueModel {
                 // An abandon is a handler failure: liveness is measured from it.
                 state.ghost.give_backs += 1;
                 state.last_fault = state.time;
+                let delay = Millis(u64::from(self.bounds.abandon_delay) * crate::TICK_MS);
                 held.into_iter()
-                    .map(|message| Input::Abandon {
-                        message,
-                        delay: Millis::ZERO,
-                    })
+                    .map(|message| Input::Abandon { message, delay })
                     .collect()
             }
             QueueChoice::Renew => {

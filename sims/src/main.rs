@@ -212,6 +212,10 @@ struct ModelArgs {
     /// Queue and items: renewals clients may choose, in all.
     #[arg(long)]
     renewals: Option<u8>,
+    /// Queue: how long an abandoned message stays invisible, in seconds (0-10). A
+    /// message abandoned for later is out of every dequeue's read meanwhile.
+    #[arg(long, value_name = "SECONDS")]
+    abandon_delay: Option<u8>,
     /// Queue: dequeue batch size; items: next_for_state limit.
     #[arg(long)]
     batch: Option<u8>,
@@ -439,6 +443,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
     let lock_only = [
         ("--give-backs", args.give_backs.is_some()),
         ("--renewals", args.renewals.is_some()),
+        ("--abandon-delay", args.abandon_delay.is_some()),
         ("--batch", args.batch.is_some()),
         ("--max-dequeue", args.max_dequeue.is_some()),
         ("--large", args.large),
@@ -763,6 +768,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
         horizon: 1,
         give_backs: args.give_backs.or(least.give_backs).unwrap_or(d.give_backs),
         renewals: args.renewals.unwrap_or(d.renewals),
+        abandon_delay: args.abandon_delay.unwrap_or(d.abandon_delay),
         batch: args.batch.unwrap_or(d.batch),
         max_dequeue: args
             .max_dequeue

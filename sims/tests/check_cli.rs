@@ -842,3 +842,30 @@ fn a_depth_first_check_on_one_thread_stops_at_its_time_limit() {
     let text = stdout(&out);
     assert!(text.contains("incomplete"), "{text}");
 }
+
+/// A lock check's replay carries its Session faults: the sweep hazard of
+/// docs/limitations.md, found on the shipped consumer, replays to the same broken
+/// state.
+#[test]
+fn a_queue_counterexample_with_a_stale_read_replays_with_it() {
+    let out = leasehold(&[
+        "check",
+        "queue",
+        "--claims",
+        "--stale-reads",
+        "1",
+        "--stale-depth",
+        "3",
+        "--max-dequeue",
+        "3",
+        "--abandon-delay",
+        "4",
+        "--first",
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("--stale-reads 1 --stale-depth 3"), "{text}");
+    let (code, again) = replay_printed(&text);
+    assert_eq!(code, Some(1), "{again}");
+    assert!(again.contains("the last state BREAKS"), "{again}");
+}

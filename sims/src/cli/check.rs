@@ -267,10 +267,14 @@ pub fn lock_flags(bounds: &LockBounds) -> String {
         ("--delays", bounds.delays, d.delays),
         ("--give-backs", bounds.give_backs, d.give_backs),
         ("--renewals", bounds.renewals, d.renewals),
+        ("--abandon-delay", bounds.abandon_delay, d.abandon_delay),
         ("--batch", bounds.batch, d.batch),
         ("--max-dequeue", bounds.max_dequeue, d.max_dequeue),
         ("--late-replies", bounds.late_replies, d.late_replies),
         ("--claim-failures", bounds.claim_failures, d.claim_failures),
+        ("--stale-reads", bounds.stale_reads, d.stale_reads),
+        ("--stale-depth", bounds.stale_depth, d.stale_depth),
+        ("--retries", bounds.retries, d.retries),
     ] {
         if value != default {
             let _ = write!(out, " {flag} {value}");

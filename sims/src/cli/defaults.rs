@@ -111,6 +111,7 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
         ("checkpoint_items", b.checkpoint_items.to_string()),
         ("give_backs", l.give_backs.to_string()),
         ("renewals", l.renewals.to_string()),
+        ("abandon_delay", l.abandon_delay.to_string()),
         ("batch", l.batch.to_string()),
         ("max_dequeue", l.max_dequeue.to_string()),
         ("claim_failures", l.claim_failures.to_string()),
