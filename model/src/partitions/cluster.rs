@@ -732,8 +732,25 @@ impl PartitionModel {
         let mut state = last.clone();
         self.forget_events(&mut state.ghost);
         match action {
-            Action::Step(h, fault) => self.timers_fire(&mut state, h, fault.as_slice(), journal)?,
-            Action::StepTwice(h, a, b) => self.timers_fire(&mut state, h, &[a, b], journal)?,
+            // A fault in a restarted host's step (its first heartbeat's reply lost,
+            // its read of the earlier life's heartbeat throttled) delays its joining
+            // as a held write does below: balance after it counts from there (a
+            // random walk at 2 × 2 met both, and the join four seconds after the
+            // restart's bound).
+            Action::Step(h, fault) => {
+                let relive = fault.is_some() && self.restarted(&state, h);
+                self.timers_fire(&mut state, h, fault.as_slice(), journal)?;
+                if relive {
+                    state.ghost.last_relive = Some(state.time);
+                }
+            }
+            Action::StepTwice(h, a, b) => {
+                let relive = self.restarted(&state, h);
+                self.timers_fire(&mut state, h, &[a, b], journal)?;
+                if relive {
+                    state.ghost.last_relive = Some(state.time);
+                }
+            }
             Action::Serve(h, id, fault) => {
                 // A restarted host learns of its earlier life's heartbeat through its
                 // own writes and reads: a held write, of either life, delays that
@@ -775,7 +792,12 @@ impl PartitionModel {
                 state.ghost.events.leave_notice =
                     client.engine.as_ref().is_some_and(|e| e.is_leaving());
             }
-            Action::Throttle(h) => world::throttle(&self.bounds.budget(), &mut state, h)?,
+            Action::Throttle(h) => {
+                world::throttle(&self.bounds.budget(), &mut state, h)?;
+                if self.restarted(&state, h) {
+                    state.ghost.last_relive = Some(state.time);
+                }
+            }
             Action::Return(h, p) => self.call_returns(&mut state, h, p, journal)?,
             Action::Stick(h, p) => self.call_sticks(&mut state, h, p, journal)?,
             Action::Restart(h) => {
