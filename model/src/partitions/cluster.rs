@@ -732,20 +732,23 @@ impl PartitionModel {
         let mut state = last.clone();
         self.forget_events(&mut state.ghost);
         match action {
-            // A fault in a restarted host's step (its first heartbeat's reply lost,
-            // its read of the earlier life's heartbeat throttled) delays its joining
-            // as a held write does below: balance after it counts from there (a
-            // random walk at 2 × 2 met both, and the join four seconds after the
-            // restart's bound).
+            // A lost reply in a restarted host's step (its first heartbeat's, say),
+            // like its reads throttled below, delays its joining as a held write
+            // does: balance after it counts from there (a random walk at 2 × 2 met
+            // both, and the join four seconds after the restart's bound). Other
+            // faults leave the bound as it was: counting from every fault hid
+            // `uncounted-table`'s counterexample past its horizon.
             Action::Step(h, fault) => {
-                let relive = fault.is_some() && self.restarted(&state, h);
+                let relive =
+                    matches!(fault, Some(Fault::LoseReply(_))) && self.restarted(&state, h);
                 self.timers_fire(&mut state, h, fault.as_slice(), journal)?;
                 if relive {
                     state.ghost.last_relive = Some(state.time);
                 }
             }
             Action::StepTwice(h, a, b) => {
-                let relive = self.restarted(&state, h);
+                let lost = [a, b].iter().any(|f| matches!(f, Fault::LoseReply(_)));
+                let relive = lost && self.restarted(&state, h);
                 self.timers_fire(&mut state, h, &[a, b], journal)?;
                 if relive {
                     state.ghost.last_relive = Some(state.time);
