@@ -205,7 +205,15 @@ fn a_swarm_of_a_known_bad_variant_exits_1_with_a_rerun_per_failing_seed() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("violations: exclusivity"), "{stdout}");
+    // Exclusivity, among what else the variant breaks (a holder that believes its
+    // lock excludes others takes a completion's 404 for its own, and deletes the
+    // payload of a message another holder dead-lettered).
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("violations:") && l.contains("exclusivity")),
+        "{stdout}"
+    );
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("--bug dequeue-seed") && stderr.contains("or: leasehold sim swarm --seeds"),
