@@ -715,7 +715,7 @@ mod tests {
         doc
     }
 
-    /// A dead letter of `name` whose payload is claim-checked under set `set`.
+    /// A dead letter of `name` whose payload is claim-checked (set `c0.0.1`).
     fn claim_checked_dead_letter(name: &str) -> Message {
         use leasehold_engine::queue::{PartSetId, PartsRef};
         let token = leasehold_engine::lock::LockToken {
