@@ -6,10 +6,10 @@
 mod queue_common;
 
 use leasehold_engine::queue::{
-    Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageState, Output, PartsRef,
-    QueueError, QueueKnownBad, QueueRequest,
+    Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageState, Naming, Output,
+    PartsRef, QueueError, QueueKnownBad, QueueRequest,
 };
-use leasehold_engine::store::{Container, Limits, Op, StoreError};
+use leasehold_engine::store::{Container, Document, Limits, Op, StoreError};
 use leasehold_engine::{HostId, Incarnation, Millis, Now};
 use queue_common::*;
 
@@ -500,5 +500,150 @@ fn a_batch_larger_than_a_request_may_be_is_refused_by_the_reference_store() {
         matches!(result, Err(StoreError::TooLarge { .. })),
         "{result:?}"
     );
+    assert_eq!(store.iter().count(), 0);
+}
+
+/// What the set's head of `store` records as its naming document.
+fn head_naming(store: &Container<Message>) -> Naming {
+    let heads: Vec<Naming> = store
+        .iter()
+        .filter_map(|s| match &s.doc.state {
+            MessageState::PartSet { named_by, .. } => Some(named_by.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    heads.into_iter().next().unwrap()
+}
+
+/// Moves a large message to the dead letters with consumers configured by
+/// `config`; returns the store a replica that lags document by document may show
+/// a sweep: the move half applied, the message gone and its dead letter not there.
+fn dead_lettered_seen_half_applied(config: &ConsumerConfig) -> Container<Message> {
+    let mut store = store();
+    let consumer = |who: &str| Consumer::new(HostId::from(who), Incarnation(0), config.clone());
+    enqueue_big(
+        &mut consumer("p").unwrap(),
+        &mut store,
+        "big",
+        &payload(4_000),
+    );
+    let mut a = consumer("a").unwrap();
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let message = got[0].id.clone();
+    let reason = "inspect".to_string();
+    run(
+        &mut a,
+        &mut store,
+        at(0),
+        Input::DeadLetter { message, reason },
+    );
+    let letter = dead_letters(&store, "big").pop().unwrap();
+    if config.known_bad.is_none() {
+        assert_eq!(head_naming(&store), Naming::By(letter.doc.id.clone()));
+    }
+    let mut lagging = store.clone();
+    lagging
+        .execute(Op::Delete {
+            pk: letter.doc.partition_key(),
+            id: letter.doc.id,
+            if_match: None,
+        })
+        .unwrap();
+    lagging
+}
+
+/// A sweep judges a head by what the head records, which the move's batch wrote:
+/// shown the move half applied, it still leaves the dead letter's payload alone.
+#[test]
+fn a_sweep_shown_a_dead_letter_move_half_applied_keeps_the_dead_letters_payload() {
+    let mut lagging = dead_lettered_seen_half_applied(&small());
+    let parts = count(&lagging, "part");
+    assert!(parts > 1);
+    let mut b = client("b");
+    run(&mut b, &mut lagging, at(1_000), Input::Sweep { max: 10 });
+    let out = run(&mut b, &mut lagging, at(100_000), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 0, "{out:?}");
+    assert_eq!(count(&lagging, "part"), parts);
+}
+
+/// Its sibling: heads that record nothing (`unrecorded-heads`, as versions before
+/// the record wrote them) leave the sweep to a query, which the half-applied move
+/// answers with no document naming the set: the dead letter's payload is dropped.
+#[test]
+fn a_sweep_that_queries_for_the_naming_document_drops_a_payload_a_half_applied_move_hides() {
+    let config = ConsumerConfig {
+        known_bad: Some(QueueKnownBad::UnrecordedHeads),
+        ..small()
+    };
+    let mut lagging = dead_lettered_seen_half_applied(&config);
+    assert_eq!(head_naming(&lagging), Naming::Unrecorded);
+    let mut b = Consumer::new(HostId::from("b"), Incarnation(0), config).unwrap();
+    run(&mut b, &mut lagging, at(1_000), Input::Sweep { max: 10 });
+    let out = run(&mut b, &mut lagging, at(100_000), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 1, "{out:?}");
+    assert_eq!(count(&lagging, "part"), 0);
+}
+
+/// The head follows its naming document through every move: the manifest, the dead
+/// letter, the requeued message; a completion leaves it naming nobody.
+#[test]
+fn a_head_names_the_document_that_names_its_set_through_every_move() {
+    let mut store = store();
+    enqueue_big(&mut client("p"), &mut store, "big", &payload(4_000));
+    let live = stored(&store, "big").unwrap().id;
+    assert_eq!(head_naming(&store), Naming::By(live.clone()));
+    let mut a = client("a");
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let reason = "inspect".to_string();
+    let message = got[0].id.clone();
+    run(
+        &mut a,
+        &mut store,
+        at(0),
+        Input::DeadLetter { message, reason },
+    );
+    let letter = dead_letters(&store, "big").pop().unwrap();
+    assert_eq!(head_naming(&store), Naming::By(letter.doc.id.clone()));
+    run(&mut a, &mut store, at(0), Input::Requeue(letter));
+    assert_eq!(head_naming(&store), Naming::By(live));
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let (requests, _) = step(&mut a, at(0), Input::Complete(got[0].id.clone()));
+    serve(
+        &mut a,
+        &mut store,
+        at(0),
+        requests.into_iter().next().unwrap(),
+    );
+    assert_eq!(head_naming(&store), Naming::Nobody);
+}
+
+/// A head written before heads recorded their naming document is judged as before:
+/// kept while a query finds its message, swept once none does.
+#[test]
+fn a_head_written_before_the_record_is_swept_only_when_no_message_names_it() {
+    let mut store = store();
+    let earlier = ConsumerConfig {
+        known_bad: Some(QueueKnownBad::UnrecordedHeads),
+        ..small()
+    };
+    let mut producer = Consumer::new(HostId::from("p"), Incarnation(0), earlier).unwrap();
+    enqueue_big(&mut producer, &mut store, "big", &payload(4_000));
+    assert_eq!(head_naming(&store), Naming::Unrecorded);
+    let mut a = client("a");
+    run(&mut a, &mut store, at(0), Input::Sweep { max: 10 });
+    let out = run(&mut a, &mut store, at(100_000), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 0, "{out:?}");
+    // An earlier version's completion, cut short after the message's delete.
+    let message = stored(&store, "big").unwrap();
+    let op = Op::Delete {
+        pk: message.partition_key(),
+        id: message.id,
+        if_match: None,
+    };
+    store.execute(op).unwrap();
+    // Seen unchanged since 0 s, and named by nothing the query finds.
+    let out = run(&mut a, &mut store, at(100_000), Input::Sweep { max: 10 });
+    assert_eq!(swept(&out), 1, "{out:?}");
     assert_eq!(store.iter().count(), 0);
 }

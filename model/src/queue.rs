@@ -11,7 +11,7 @@ use crate::world::{self, Action, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
     Candidate, ClaimKey, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageName,
-    MessageState, Output, PartsProblem, QueueError, QueueIntent, QueueKnownBad, QueueName,
+    MessageState, Naming, Output, PartsProblem, QueueError, QueueIntent, QueueKnownBad, QueueName,
     Selector, payload_hash,
 };
 use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
@@ -267,6 +267,14 @@ pub fn tamper(bug: Option<LockBug>, intent: QueueIntent, op: &mut Op<Message>) {
     if strip {
         match op {
             Op::Replace { if_match, .. } | Op::Delete { if_match, .. } => *if_match = None,
+            // A large payload's completion: its message's delete, with its head.
+            Op::Batch { ops, .. } => {
+                for op in ops {
+                    if let BatchOp::Delete { if_match, .. } = op {
+                        *if_match = None;
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -537,11 +545,13 @@ impl Rules for QueueModel {
         let target = match &req.op {
             Op::Replace { doc, .. } => Some(doc.id().clone()),
             Op::Delete { id, .. } => Some(id.clone()),
-            // A move to the dead letters: a create, then the message's delete.
-            Op::Batch { ops, .. } => match ops.last() {
-                Some(BatchOp::Delete { id, .. }) => Some(id.clone()),
+            // A move to the dead letters (a create, then the message's delete) or a
+            // completion of a large payload's message (its delete): the message is
+            // the one the batch deletes.
+            Op::Batch { ops, .. } => ops.iter().find_map(|op| match op {
+                BatchOp::Delete { id, .. } => Some(id.clone()),
                 _ => None,
-            },
+            }),
             _ => None,
         };
         let Some(id) = target else { return };
@@ -819,7 +829,17 @@ impl Rules for QueueModel {
             Op::Query(_) => "the locked messages".into(),
             Op::Create(doc) => doc.id().to_string(),
             Op::Read { id, .. } => id.to_string(),
-            Op::Batch { ops, .. } => match ops.last() {
+            Op::Batch { ops, .. } => match ops
+                .iter()
+                .find(|op| matches!(op, BatchOp::Delete { .. }))
+                .or(ops.last())
+            {
+                Some(BatchOp::Delete {
+                    id,
+                    if_match: Some(e),
+                }) if req.intent == QueueIntent::Complete => {
+                    format!("{id} if-match {e:?}, its head naming nobody")
+                }
                 Some(BatchOp::Delete {
                     id,
                     if_match: Some(e),
@@ -1148,9 +1168,17 @@ impl crate::trace::Explain for QueueModel {
                             format!("DEAD-LETTERED ({reason})")
                         }
                         MessageState::PartSet {
-                            count, sweeping, ..
+                            count,
+                            sweeping,
+                            named_by,
+                            ..
                         } => format!(
-                            "head of {count} parts{}",
+                            "head of {count} parts{}{}",
+                            match named_by {
+                                Naming::Unrecorded => String::new(),
+                                Naming::Nobody => ", named by nobody".to_string(),
+                                Naming::By(doc) => format!(", named by {doc}"),
+                            },
                             if *sweeping { ", SWEEPING" } else { "" }
                         ),
                         MessageState::Part { index, .. } => format!("part {index}"),

@@ -844,13 +844,17 @@ fn a_depth_first_check_on_one_thread_stops_at_its_time_limit() {
 }
 
 /// A lock check's replay carries its Session faults: the sweep hazard of
-/// docs/limitations.md, found on the shipped consumer, replays to the same broken
-/// state.
+/// docs/limitations.md, found on heads that record no naming document, replays to
+/// the same broken state.
 #[test]
 fn a_queue_counterexample_with_a_stale_read_replays_with_it() {
     let out = leasehold(&[
         "check",
         "queue",
+        "--bug",
+        "unrecorded-heads",
+        "--crashes",
+        "1",
         "--claims",
         "--stale-reads",
         "1",

@@ -367,9 +367,10 @@ fn a_queue_reports_figures_are_rounded() {
 fn consumers_racing_for_the_oldest_message_leave_no_backlog_waiting() {
     let mut cfg = leasehold_sims::sim::swarm::draw_queue(4_065_274);
     assert_eq!((cfg.consumers, cfg.batch), (3, 1));
-    // The seed as it was found, before queue runs drew the SDK's retries (drawn last,
-    // they leave the rest of its draw as it was).
+    // The seed as it was found, before queue runs drew the SDK's retries and lagging
+    // replicas (drawn last, they leave the rest of its draw as it was).
     cfg.faults.set(FaultKind::Retry, 0.0);
+    cfg.faults.set(FaultKind::Stale, 0.0);
     passes_and_bug_breaks(
         cfg,
         LockBug::Engine(QueueKnownBad::LostClaimWaitsPoll),
@@ -463,8 +464,13 @@ fn a_head_deleted_before_its_claim_checked_payload_strands_the_payload() {
 /// The long swarm's seed 3163414: a producer's payload landed in the claim store
 /// after a sweep had dropped its key and deleted its head, and its discard failed, so
 /// nothing named it. A producer now stores its payload only while its head has
-/// authority (the sweep's bound); the earlier producer (`claim-unbounded`) strands
-/// it again.
+/// authority (the sweep's bound), and the seed passes. The earlier producer
+/// (`claim-unbounded`) stranded it again until heads named their document: a sweep
+/// now marks a head that names nobody without first querying for its message, one
+/// round trip sooner, and this seed's run takes another course under either
+/// producer. The model keeps the variant (`model/tests/locks.rs`, a payload stored
+/// however late), and `a_head_deleted_before_its_claim_checked_payload_strands_the_payload`
+/// shows that this check catches a stranded payload.
 #[test]
 fn a_payload_stored_past_its_heads_authority_is_never_stranded() {
     let cfg = leasehold_sims::sim::swarm::draw_queue(3_163_414);
@@ -472,9 +478,12 @@ fn a_payload_stored_past_its_heads_authority_is_never_stranded() {
         (cfg.scenario, cfg.large_kept),
         (QueueScenario::QueuePoison, LargeKept::Claims)
     );
-    passes_and_bug_breaks(
-        cfg,
-        LockBug::Engine(QueueKnownBad::ClaimUnbounded),
-        ViolationKind::EventLost,
+    let run = simulate_queue(&cfg).unwrap();
+    assert!(
+        run.report.passed(),
+        "seed {}: {:?}\nreplay: {}",
+        cfg.seed,
+        run.report.violations,
+        replay_command(&cfg)
     );
 }

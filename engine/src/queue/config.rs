@@ -144,11 +144,19 @@ pub enum QueueKnownBad {
     /// dead-lettered after one delivery (the long swarm's queue runs, once they drew
     /// lagging replicas).
     MissingPartIsDamage,
+    /// A part set's head records nothing of the document that names the set, as
+    /// heads written before the record did: a sweep asks a query of the messages and
+    /// dead letters whether one names the set, and marks the head if none answers. At
+    /// Session consistency a replica that lags answers without a message that exists
+    /// (a dead-letter move seen half applied, or a message abandoned for later seen
+    /// as before its creation), and the sweep deletes a live message's payload (the
+    /// long swarm's queue runs with lagging replicas).
+    UnrecordedHeads,
 }
 
 impl QueueKnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [QueueKnownBad; 9] = [
+    pub const ALL: [QueueKnownBad; 10] = [
         QueueKnownBad::GoneMeansLost,
         QueueKnownBad::PoisonSpendsBatch,
         QueueKnownBad::ManifestFirst,
@@ -158,6 +166,7 @@ impl QueueKnownBad {
         QueueKnownBad::LostClaimWaitsPoll,
         QueueKnownBad::LostMoveWaitsPoll,
         QueueKnownBad::MissingPartIsDamage,
+        QueueKnownBad::UnrecordedHeads,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -172,6 +181,7 @@ impl QueueKnownBad {
             QueueKnownBad::LostClaimWaitsPoll => "lost-claim-waits-poll",
             QueueKnownBad::LostMoveWaitsPoll => "lost-move-waits-poll",
             QueueKnownBad::MissingPartIsDamage => "missing-part-is-damage",
+            QueueKnownBad::UnrecordedHeads => "unrecorded-heads",
         }
     }
 }

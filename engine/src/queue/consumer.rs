@@ -278,11 +278,13 @@ impl Consumer {
             Input::Dequeue { max } => self.start_dequeue(max),
             Input::Complete(id) => {
                 let held = self.held(&id)?;
-                let op = Op::Delete {
-                    pk: self.pk(),
-                    id: id.clone(),
-                    if_match: Some(held.etag),
-                };
+                let op = dead_letter::complete_op(
+                    self.pk(),
+                    self.held_docs.get(&id),
+                    id.clone(),
+                    held.etag,
+                    self.records_heads(),
+                );
                 self.locks.give_up_authority(&id, self.now.local);
                 self.send(
                     QueueIntent::Complete,
@@ -308,8 +310,14 @@ impl Consumer {
                     return Err(QueueError::NotHeld(message));
                 };
                 self.locks.release_exclusion(&message, self.now.local);
-                let op =
-                    dead_letter::move_op(self.pk(), doc, &held.token, held.etag, reason.clone());
+                let op = dead_letter::move_op(
+                    self.pk(),
+                    doc,
+                    &held.token,
+                    held.etag,
+                    reason.clone(),
+                    self.records_heads(),
+                );
                 let pending = Pending::DeadLetter {
                     id: message,
                     reason,
@@ -345,6 +353,12 @@ impl Consumer {
         }
     }
 
+    /// Whether this consumer keeps a head's naming document in every batch that
+    /// moves it: always, but under `UnrecordedHeads`.
+    fn records_heads(&self) -> bool {
+        self.config.known_bad != Some(QueueKnownBad::UnrecordedHeads)
+    }
+
     fn pk(&self) -> PartitionKey {
         PartitionKey::new(self.config.queue.as_str())
     }
@@ -369,7 +383,8 @@ impl Consumer {
             dead_letter: doc.id.clone(),
             name: doc.name.clone(),
         };
-        let op = dead_letter::requeue_op(self.pk(), dead_letter, self.now.wall);
+        let op =
+            dead_letter::requeue_op(self.pk(), dead_letter, self.now.wall, self.records_heads());
         self.send(QueueIntent::Requeue, None, op, pending);
         Ok(())
     }
@@ -639,6 +654,7 @@ impl Consumer {
                     &token,
                     stored.etag.clone(),
                     reason.clone(),
+                    self.records_heads(),
                 );
                 // Not a holder's write: the token only names the dead letter.
                 self.send(
@@ -860,6 +876,7 @@ impl Consumer {
                 self.claim_answered(false, done);
             }
             Pending::Complete(id) => {
+                let result = dead_letter::completion_result(result);
                 let gone = matches!(result, Err(StoreError::NotFound))
                     && self.config.known_bad != Some(QueueKnownBad::GoneMeansLost);
                 if gone && !self.locks.excludes_others(&id, self.now.local) {

@@ -2,33 +2,50 @@
 //! create and a conditional delete, and how to read its reply.
 
 use super::Message;
-use crate::ids::{Etag, PartitionKey};
+use super::parts::{Naming, head_of};
+use crate::ids::{DocId, Etag, PartitionKey};
 use crate::lock::LockToken;
 use crate::store::{BadRequest, BatchOp, Op, Reply, StatusCode, StoreError, Stored};
 use crate::time::{Millis, WallTime};
 
 /// One batch that creates `message`'s dead letter under its own id and deletes the
 /// message if it is still at `etag`: the dead letter leaves the messages a dequeue
-/// reads, and its name is free for a new message.
+/// reads, and its name is free for a new message. A large payload's head is
+/// rewritten in the same batch to name the dead letter (`record_head`: unless the
+/// consumer writes as versions before the record did).
 pub(super) fn move_op(
     pk: PartitionKey,
     message: Message,
     delivery: &LockToken,
     etag: Etag,
     reason: String,
+    record_head: bool,
 ) -> Op<Message> {
     let id = message.id.clone();
     let dead = message.into_dead_letter(delivery, reason);
-    Op::Batch {
-        pk,
-        ops: vec![
-            BatchOp::Create(dead),
-            BatchOp::Delete {
-                id,
-                if_match: Some(etag),
-            },
-        ],
+    let head = head_upsert(&dead, record_head);
+    let mut ops = vec![
+        BatchOp::Create(dead),
+        BatchOp::Delete {
+            id,
+            if_match: Some(etag),
+        },
+    ];
+    ops.extend(head);
+    Op::Batch { pk, ops }
+}
+
+/// The rewrite of `named`'s part-set head that names `named`, if it has parts.
+///
+/// An upsert rather than an if-match replace: the mover has not read the head, and
+/// needs not. While a document names the set, only the batch that moves that
+/// document writes the head (its producer is done, and a sweep marks only a head
+/// that names nobody), and that batch is itself conditional on the document.
+pub(super) fn head_upsert(named: &Message, record_head: bool) -> Option<BatchOp<Message>> {
+    if !record_head {
+        return None;
     }
+    head_of(named, Naming::By(named.id.clone())).map(BatchOp::Upsert)
 }
 
 /// The write that puts `dead_letter` back as a live message visible at `now`: a batch
@@ -39,6 +56,7 @@ pub(super) fn requeue_op(
     pk: PartitionKey,
     dead_letter: Stored<Message>,
     now: WallTime,
+    record_head: bool,
 ) -> Op<Message> {
     let Stored { doc, etag } = dead_letter;
     let live = doc.requeued(now);
@@ -48,15 +66,62 @@ pub(super) fn requeue_op(
             if_match: Some(etag),
         };
     }
+    let head = head_upsert(&live, record_head);
+    let mut ops = vec![
+        BatchOp::Create(live),
+        BatchOp::Delete {
+            id: doc.id,
+            if_match: Some(etag),
+        },
+    ];
+    ops.extend(head);
+    Op::Batch { pk, ops }
+}
+
+/// A completion's write: the delete of `message` if it is still at `etag`, in one
+/// batch with its part-set head rewritten to name nobody if it has one (and
+/// `record_head`), so that a sweep may take the set once the completion is cut
+/// short.
+pub(super) fn complete_op(
+    pk: PartitionKey,
+    message: Option<&Message>,
+    id: DocId,
+    etag: Etag,
+    record_head: bool,
+) -> Op<Message> {
+    let head = message
+        .filter(|_| record_head)
+        .and_then(|m| head_of(m, Naming::Nobody));
+    let delete = Op::Delete {
+        pk: pk.clone(),
+        id: id.clone(),
+        if_match: Some(etag.clone()),
+    };
+    let Some(head) = head else { return delete };
     Op::Batch {
         pk,
         ops: vec![
-            BatchOp::Create(live),
             BatchOp::Delete {
-                id: doc.id,
+                id,
                 if_match: Some(etag),
             },
+            BatchOp::Upsert(head),
         ],
+    }
+}
+
+/// A completion's reply as the reply of its delete: a batch's, read from its first
+/// operation, or the delete's own as it is.
+pub(super) fn completion_result(
+    result: Result<Reply<Message>, StoreError>,
+) -> Result<Reply<Message>, StoreError> {
+    if !matches!(result, Ok(Reply::Batch(_))) {
+        return result;
+    }
+    match outcome(&result) {
+        Ok(()) => Ok(Reply::Deleted),
+        Err(Failure::Created) => Err(StoreError::Conflict),
+        Err(Failure::Target(e) | Failure::Request(e)) => Err(e),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The message document and the names that address it.
 
-use super::parts::{PartSetId, PartsRef};
+use super::parts::{Naming, PartSetId, PartsRef};
 use super::tag::token_tag;
 use crate::ids::{DocId, PartitionKey};
 use crate::lock::LockToken;
@@ -159,6 +159,14 @@ pub enum MessageState {
         /// A sweep found it abandoned: no write of its producer lands any more.
         #[serde(rename = "Sweeping")]
         sweeping: bool,
+        /// The one document that names the set, kept in the same batch as every
+        /// write that moves it, so that a sweep judges the set by this head alone.
+        #[serde(
+            rename = "NamedBy",
+            default,
+            skip_serializing_if = "Naming::is_unrecorded"
+        )]
+        named_by: Naming,
     },
     /// One part of a large payload: never delivered.
     Part {
@@ -412,6 +420,7 @@ mod tests {
             set: set.clone(),
             count: 2,
             sweeping: false,
+            named_by: Naming::Nobody,
         };
         let part = MessageState::Part {
             set: set.clone(),

@@ -40,5 +40,6 @@ pub use dead_letter::move_lost;
 pub use io::{Delivery, Input, Output, QueueError, QueueIntent, QueueRequest};
 pub use message::{Message, MessageLock, MessageName, MessageState, NameError, QueueName};
 pub use parts::{
-    PartSetId, PartsProblem, PartsRef, head_id, join_parts, part_id, payload_hash, split_payload,
+    Naming, PartSetId, PartsProblem, PartsRef, head_id, join_parts, part_id, payload_hash,
+    split_payload,
 };

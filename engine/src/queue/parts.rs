@@ -15,9 +15,17 @@
 //! out a partial or mixed payload. Completing deletes the manifest (under its lock),
 //! then the parts, then the head.
 //!
-//! A set left behind (its producer stopped half-way, or a completion cut short) is
-//! swept: a head seen unchanged for `orphan_after` plus the drift allowance, which no
-//! manifest names, is marked, then its parts and the head are deleted.
+//! The head records which document names its set ([`Naming`]): nobody while the
+//! producer writes, the manifest from the batch that writes it, the dead letter from
+//! the batch that moves the message there, and so on, each in the batch that moves
+//! the naming document, which rewrites the head too. A set left behind (its producer
+//! stopped half-way, or a completion cut short) is swept: a head that names nobody,
+//! seen unchanged for `orphan_after` plus the drift allowance, is marked with
+//! if-match, then its parts and the head are deleted. The mark's if-match alone
+//! stands for the whole decision. A query of the documents that name the set would
+//! not: at Session consistency a replica that lags can answer it without a message
+//! that exists (the known-bad `unrecorded-heads`, which heads written before heads
+//! kept their naming document still follow).
 
 use super::{Message, MessageName, QueueName};
 use crate::ids::DocId;
@@ -48,6 +56,79 @@ impl fmt::Display for PartSetId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// Which document names a part set, as its head records it.
+///
+/// Stored as the head's `NamedBy`: absent on a head written before heads recorded
+/// it, `null` while nothing names the set, else the id of the message or dead letter.
+///
+/// ```
+/// use leasehold_engine::DocId;
+/// use leasehold_engine::queue::Naming;
+/// let by: Naming = serde_json::from_str("\"orders:m1\"").unwrap();
+/// assert_eq!(by, Naming::By(DocId::from("orders:m1")));
+/// assert_eq!(serde_json::from_str::<Naming>("null").unwrap(), Naming::Nobody);
+/// assert_eq!(serde_json::to_string(&Naming::Nobody).unwrap(), "null");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Naming {
+    /// Written by a version before heads recorded their naming document: only a
+    /// query of the messages and dead letters can tell, and a lagging replica can
+    /// answer it wrongly.
+    #[default]
+    Unrecorded,
+    /// No message or dead letter names the set: not yet (its producer writes), or
+    /// not any more (its message completed).
+    Nobody,
+    /// This message or dead letter names the set.
+    By(DocId),
+}
+
+impl Naming {
+    /// Whether the head predates the record (its `NamedBy` is absent).
+    pub fn is_unrecorded(&self) -> bool {
+        *self == Naming::Unrecorded
+    }
+}
+
+impl Serialize for Naming {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Naming::By(id) => serializer.serialize_some(id),
+            // Never written: the field is skipped. Written as nobody if asked.
+            Naming::Unrecorded | Naming::Nobody => serializer.serialize_none(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Naming {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match Option::<DocId>::deserialize(deserializer)? {
+            Some(id) => Naming::By(id),
+            None => Naming::Nobody,
+        })
+    }
+}
+
+/// The head of `named`'s part set, recording `named_by` as the document that names
+/// it: what a batch that moves `named` (a manifest, a message, a dead letter) writes
+/// beside it. `None` if `named` keeps its payload in itself.
+pub(super) fn head_of(named: &Message, named_by: Naming) -> Option<Message> {
+    let parts = named.parts.as_ref()?;
+    Some(Message {
+        id: head_id(&named.queue, &named.name, &parts.set),
+        state: super::MessageState::PartSet {
+            set: parts.set.clone(),
+            count: parts.count,
+            sweeping: false,
+            named_by,
+        },
+        payload: String::new(),
+        parts: None,
+        dequeue_count: 0,
+        ..named.clone()
+    })
 }
 
 /// What a message whose payload is kept in parts says of them.
@@ -200,6 +281,30 @@ pub(super) fn payload_agrees(bytes: u64, hash: &str, payload: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_head_written_before_the_record_reads_as_unrecorded_and_is_written_back_so() {
+        use crate::queue::{MessageState, QueueName};
+        use crate::time::{Millis, WallTime};
+        let queue = QueueName::new("q").unwrap();
+        let name = MessageName::new("m").unwrap();
+        let mut head = Message::new(queue, name, String::new(), WallTime(5), Millis::ZERO);
+        for (named_by, field) in [
+            (Naming::Unrecorded, None),
+            (Naming::Nobody, Some(serde_json::Value::Null)),
+            (Naming::By(DocId::from("q:m")), Some("q:m".into())),
+        ] {
+            head.state = MessageState::PartSet {
+                set: PartSetId("p.0.1".into()),
+                count: 2,
+                sweeping: false,
+                named_by,
+            };
+            let json = serde_json::to_value(&head).unwrap();
+            assert_eq!(json.get("NamedBy"), field.as_ref(), "{json}");
+            assert_eq!(serde_json::from_value::<Message>(json).unwrap(), head);
+        }
+    }
 
     #[test]
     fn the_escaped_length_of_every_ascii_and_some_wide_characters_is_serde_jsons() {

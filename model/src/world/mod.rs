@@ -16,7 +16,9 @@
 
 use crate::clocks::Rate;
 use leasehold_engine::lock::Locks;
-use leasehold_engine::store::{Container, Document, Op, Reader, Replicated, Reply, StoreError};
+use leasehold_engine::store::{
+    BatchOp, Container, Document, Op, Reader, Replicated, Reply, StoreError,
+};
 use leasehold_engine::{DocId, Etag, Now, RequestId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -425,11 +427,19 @@ pub fn reader(c: u8, incarnation: u64) -> Reader {
     Reader(u32::from(c) << 16 | (incarnation as u32 & 0xffff))
 }
 
-/// The stored document a single-document write targets.
+/// The stored document a single-document write targets, or the one a batch deletes.
 fn target<D: Document>(store: &Container<D>, op: &Op<D>) -> Option<D> {
     let (pk, id) = match op {
         Op::Replace { doc, .. } => (doc.partition_key(), doc.id().clone()),
         Op::Delete { pk, id, .. } => (pk.clone(), id.clone()),
+        // A queue's move or completion: the document it deletes.
+        Op::Batch { pk, ops } => {
+            let id = ops.iter().find_map(|op| match op {
+                BatchOp::Delete { id, .. } => Some(id.clone()),
+                _ => None,
+            })?;
+            (pk.clone(), id)
+        }
         _ => return None,
     };
     store.read(&pk, &id).ok().map(|s| s.doc)

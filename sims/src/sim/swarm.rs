@@ -58,7 +58,7 @@ pub fn draw(seed: u64) -> SimConfig {
             .set(FaultKind::Split, rng.random_range(10..=60) as f64);
     }
     // Cosmos DB's own faults, drawn last for the same reason.
-    draw_cosmos_faults(&mut rng, &mut cfg.faults, true);
+    draw_cosmos_faults(&mut rng, &mut cfg.faults);
     // Deploys, drawn last for the same reason: one seed in four has zombies (a host
     // believed dead acts on while a new life starts under its name), and a rolling
     // restart reuses its pods' names half the time and changes the expiration half
@@ -120,13 +120,12 @@ fn widen_drift(faults: &mut Faults) -> u32 {
 
 /// Cosmos DB's own faults: replicas that lag at Session consistency (windows per
 /// hour) and the SDK retrying writes beneath the engine (per host per hour), each on
-/// in two seeds of five. `lagging` is false for queue runs, which draw the retries
-/// alone (the draw stays the same either way, so that no later draw shifts): a
-/// queue's documents share one partition key, where Session reads are a consistent
-/// prefix of the partition's writes, which the simulator's replicas, lagging
-/// document by document, do not keep (docs/limitations.md).
-fn draw_cosmos_faults(rng: &mut ChaCha8Rng, faults: &mut Faults, lagging: bool) {
-    if rng.random_bool(0.4) && lagging {
+/// in two seeds of five. Queue runs draw both too: a queue's documents share one
+/// partition key, where Session reads are a consistent prefix of the partition's
+/// writes, and the simulator's replicas, lagging document by document, are
+/// staleness the queue must survive all the same (docs/limitations.md).
+fn draw_cosmos_faults(rng: &mut ChaCha8Rng, faults: &mut Faults) {
+    if rng.random_bool(0.4) {
         faults.set(FaultKind::Stale, rng.random_range(10..=60) as f64);
     }
     if rng.random_bool(0.4) {
@@ -310,7 +309,7 @@ pub fn draw_queue(seed: u64) -> QueueConfig {
         }
     }
     // Cosmos DB's own faults, drawn last so that every older seed draws as it did.
-    draw_cosmos_faults(&mut rng, &mut cfg.faults, false);
+    draw_cosmos_faults(&mut rng, &mut cfg.faults);
     cfg
 }
 

@@ -7,7 +7,7 @@ use crate::ids::{DocId, Etag};
 use crate::lock::LockPolicy;
 use crate::queue::dead_letter::{self, Failure};
 use crate::queue::{
-    Delivery, Message, MessageName, MessageState, Output, PartSetId, PartsRef, QueueError,
+    Delivery, Message, MessageName, MessageState, Naming, Output, PartSetId, PartsRef, QueueError,
     QueueIntent, QueueKnownBad, head_id, join_parts, part_id, payload_hash, split_payload,
 };
 use crate::store::{
@@ -75,6 +75,17 @@ pub(super) struct Cleanup {
     failed: bool,
     /// Whether a sweep started it (and counts it).
     swept: bool,
+}
+
+/// What a sweep makes of a head it read.
+enum Judged {
+    /// Marked already: its parts and the head go.
+    Marked,
+    /// It names nobody, and stayed so long enough: it is marked.
+    Unnamed,
+    /// It predates the record, and stayed unchanged long enough: marked if a query
+    /// finds no message or dead letter naming its set.
+    Unrecorded,
 }
 
 /// A running sweep.
@@ -166,10 +177,21 @@ impl Consumer {
                 set: set.clone(),
                 count: 0,
                 sweeping: false,
+                named_by: self.naming(Naming::Nobody),
             },
             payload: String::new(),
             parts: None,
             ..manifest.clone()
+        }
+    }
+
+    /// What this consumer records as a head's naming document: `naming`, or nothing
+    /// under `UnrecordedHeads`, as versions before the record wrote.
+    pub(super) fn naming(&self, naming: Naming) -> Naming {
+        if self.records_heads() {
+            naming
+        } else {
+            Naming::Unrecorded
         }
     }
 
@@ -269,10 +291,6 @@ impl Consumer {
             ClaimPhase::Storing => return,
             ClaimPhase::NotClaimed | ClaimPhase::Stored => {}
         }
-        let head = BatchOp::Replace {
-            doc: staging.head.clone(),
-            if_match: staging.head_etag.clone(),
-        };
         let next = if manifest_first && !staging.manifest_written {
             None
         } else {
@@ -282,6 +300,17 @@ impl Consumer {
             self.staging.remove(&set);
             return;
         }
+        if next.is_none()
+            && let MessageState::PartSet { named_by, .. } = &mut staging.head.state
+            && *named_by == Naming::Nobody
+        {
+            // The manifest's batch makes it the set's one naming document.
+            *named_by = Naming::By(staging.manifest.id.clone());
+        }
+        let head = BatchOp::Replace {
+            doc: staging.head.clone(),
+            if_match: staging.head_etag.clone(),
+        };
         let (first, pending) = match next {
             Some(part) => {
                 let index = match part.state {
@@ -547,8 +576,15 @@ impl Consumer {
                 };
                 let reason = problem.to_string();
                 let etag = held.etag.clone();
-                let op =
-                    dead_letter::move_op(self.pk(), doc, &held.token, held.etag, reason.clone());
+                let record = self.records_heads();
+                let op = dead_letter::move_op(
+                    self.pk(),
+                    doc,
+                    &held.token,
+                    held.etag,
+                    reason.clone(),
+                    record,
+                );
                 let pending = Pending::Poison {
                     id: message,
                     etag,
@@ -763,27 +799,36 @@ impl Consumer {
         let now = self.now;
         let mut checks = Vec::new();
         for head in heads {
-            let MessageState::PartSet { sweeping, .. } = head.doc.state else {
+            let MessageState::PartSet {
+                sweeping, named_by, ..
+            } = &head.doc.state
+            else {
                 continue;
             };
-            if sweeping {
-                checks.push((head, true));
+            if *sweeping {
+                checks.push((head, Judged::Marked));
                 continue;
             }
+            let judged = match named_by {
+                // Named: not left behind, however long it stays unchanged.
+                Naming::By(_) => continue,
+                Naming::Nobody => Judged::Unnamed,
+                Naming::Unrecorded => Judged::Unrecorded,
+            };
             let first = self.part_sets.sight(&head.doc.id, &head.etag, now.local);
             if policy.is_expired(large.orphan_after, first, head.doc.created, now) {
-                checks.push((head, false));
+                checks.push((head, judged));
             }
         }
         if let Some(run) = &mut self.sweep {
             run.read += present.len();
             run.open += checks.len();
         }
-        for (head, marked) in checks {
-            if marked {
-                self.sweep_marked(head.doc, head.etag);
-            } else {
-                self.check_references(head);
+        for (head, judged) in checks {
+            match judged {
+                Judged::Marked => self.sweep_marked(head.doc, head.etag),
+                Judged::Unnamed => self.mark(head),
+                Judged::Unrecorded => self.check_references(head),
             }
         }
         self.sweep_settled(false);
@@ -821,8 +866,7 @@ impl Consumer {
         );
     }
 
-    /// The references are read: a set no message names is marked, which fences off
-    /// every later write of its producer.
+    /// The references are read: a set no message names is marked.
     pub(super) fn references_read(
         &mut self,
         head: Stored<Message>,
@@ -836,6 +880,12 @@ impl Consumer {
             self.sweep_settled(false);
             return;
         }
+        self.mark(head);
+    }
+
+    /// Marks a head that nothing names, with if-match on the version judged: it
+    /// fences off every later write of its producer.
+    fn mark(&mut self, head: Stored<Message>) {
         let Stored { mut doc, etag } = head;
         if let MessageState::PartSet { sweeping, .. } = &mut doc.state {
             *sweeping = true;

@@ -205,6 +205,10 @@ impl QueueWorld {
                     self.note(QueueEvent::DeadLettered(message.id.clone()));
                     self.truth.dead_lettered(&message, self.now);
                 }
+                // A large payload's completion: its message's delete, with its head.
+                if let Some(BatchOp::Delete { id, .. }) = ops.first() {
+                    self.truth.deleted(id, by, self.now);
+                }
             }
             Op::Create(doc) => self.truth.written(doc, self.now),
             Op::Replace { doc, .. } => {
