@@ -834,11 +834,11 @@ impl Rules for QueueModel {
                 .find(|op| matches!(op, BatchOp::Delete { .. }))
                 .or(ops.last())
             {
-                Some(BatchOp::Delete {
-                    id,
-                    if_match: Some(e),
-                }) if req.intent == QueueIntent::Complete => {
-                    format!("{id} if-match {e:?}, its head naming nobody")
+                Some(BatchOp::Delete { id, if_match }) if req.intent == QueueIntent::Complete => {
+                    match if_match {
+                        Some(e) => format!("{id} if-match {e:?}, its head naming nobody"),
+                        None => format!("{id} BLIND (no if-match), its head naming nobody"),
+                    }
                 }
                 Some(BatchOp::Delete {
                     id,

@@ -916,6 +916,18 @@ fn a_claim_checked_payload_is_delivered_whole_and_what_a_lost_reply_leaves_is_sw
     });
 }
 
+/// With a lagging replica too: a sweep shown a head as it was before its message's
+/// batch (naming nobody) marks it if-match, and is refused; what the lost reply
+/// leaves is still swept, and no payload goes while a document names it.
+#[test]
+fn with_a_lagging_replica_what_a_lost_reply_leaves_is_still_swept_and_no_named_payload_goes() {
+    large_payload_holds(LockBounds {
+        lost_replies: 1,
+        stale_reads: 1,
+        ..claim_bounds(None)
+    });
+}
+
 #[test]
 fn a_producer_paused_between_its_head_and_its_message_leaves_no_claim_unswept() {
     large_payload_holds(LockBounds {

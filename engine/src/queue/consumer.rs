@@ -278,13 +278,11 @@ impl Consumer {
             Input::Dequeue { max } => self.start_dequeue(max),
             Input::Complete(id) => {
                 let held = self.held(&id)?;
-                let op = dead_letter::complete_op(
-                    self.pk(),
-                    self.held_docs.get(&id),
-                    id.clone(),
-                    held.etag,
-                    self.records_heads(),
-                );
+                // The held document says whether a head must be rewritten with it.
+                let Some(doc) = self.held_docs.get(&id) else {
+                    return Err(QueueError::NotHeld(id));
+                };
+                let op = dead_letter::complete_op(self.pk(), doc, held.etag, self.records_heads());
                 self.locks.give_up_authority(&id, self.now.local);
                 self.send(
                     QueueIntent::Complete,

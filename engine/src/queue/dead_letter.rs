@@ -3,7 +3,7 @@
 
 use super::Message;
 use super::parts::{Naming, head_of};
-use crate::ids::{DocId, Etag, PartitionKey};
+use crate::ids::{Etag, PartitionKey};
 use crate::lock::LockToken;
 use crate::store::{BadRequest, BatchOp, Op, Reply, StatusCode, StoreError, Stored};
 use crate::time::{Millis, WallTime};
@@ -84,12 +84,12 @@ pub(super) fn requeue_op(
 /// short.
 pub(super) fn complete_op(
     pk: PartitionKey,
-    message: Option<&Message>,
-    id: DocId,
+    message: &Message,
     etag: Etag,
     record_head: bool,
 ) -> Op<Message> {
-    let head = message
+    let id = message.id.clone();
+    let head = Some(message)
         .filter(|_| record_head)
         .and_then(|m| head_of(m, Naming::Nobody));
     let delete = Op::Delete {

@@ -70,6 +70,7 @@ impl fmt::Display for PartSetId {
 /// assert_eq!(by, Naming::By(DocId::from("orders:m1")));
 /// assert_eq!(serde_json::from_str::<Naming>("null").unwrap(), Naming::Nobody);
 /// assert_eq!(serde_json::to_string(&Naming::Nobody).unwrap(), "null");
+/// assert!(serde_json::to_string(&Naming::Unrecorded).is_err());
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Naming {
@@ -96,8 +97,12 @@ impl Serialize for Naming {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Naming::By(id) => serializer.serialize_some(id),
-            // Never written: the field is skipped. Written as nobody if asked.
-            Naming::Unrecorded | Naming::Nobody => serializer.serialize_none(),
+            Naming::Nobody => serializer.serialize_none(),
+            // Only ever skipped: written as `null` it would read back as nobody, and a
+            // sweep would take the set without the query an unrecorded head needs.
+            Naming::Unrecorded => Err(serde::ser::Error::custom(
+                "an unrecorded naming is written by leaving the field out",
+            )),
         }
     }
 }
