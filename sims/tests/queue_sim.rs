@@ -89,16 +89,21 @@ fn with_bug(mut cfg: QueueConfig, bug: LockBug) -> QueueConfig {
     cfg
 }
 
-/// `cfg` passes, and under `bug` the same run breaks `kind`.
-fn passes_and_bug_breaks(cfg: QueueConfig, bug: LockBug, kind: ViolationKind) {
-    let run = simulate_queue(&cfg).unwrap();
+/// `cfg`'s run passes; a failure prints its seed and replay command.
+fn passes(cfg: &QueueConfig) {
+    let run = simulate_queue(cfg).unwrap();
     assert!(
         run.report.passed(),
         "seed {}: {:?}\nreplay: {}",
         cfg.seed,
         run.report.violations,
-        replay_command(&cfg)
+        replay_command(cfg)
     );
+}
+
+/// `cfg` passes, and under `bug` the same run breaks `kind`.
+fn passes_and_bug_breaks(cfg: QueueConfig, bug: LockBug, kind: ViolationKind) {
+    passes(&cfg);
     let bad = simulate_queue(&with_bug(cfg, bug)).unwrap();
     assert!(
         bad.report.violated_kinds().contains(&kind),
@@ -482,12 +487,5 @@ fn a_payload_stored_past_its_heads_authority_is_never_stranded() {
     // The seed as it was found, before queue runs drew lagging replicas (drawn last,
     // they leave the rest of its draw as it was).
     cfg.faults.set(FaultKind::Stale, 0.0);
-    let run = simulate_queue(&cfg).unwrap();
-    assert!(
-        run.report.passed(),
-        "seed {}: {:?}\nreplay: {}",
-        cfg.seed,
-        run.report.violations,
-        replay_command(&cfg)
-    );
+    passes(&cfg);
 }
