@@ -89,15 +89,16 @@ pub(super) fn complete_op(
     record_head: bool,
 ) -> Op<Message> {
     let id = message.id.clone();
-    let head = Some(message)
-        .filter(|_| record_head)
-        .and_then(|m| head_of(m, Naming::Nobody));
-    let delete = Op::Delete {
-        pk: pk.clone(),
-        id: id.clone(),
-        if_match: Some(etag.clone()),
+    let head = record_head
+        .then(|| head_of(message, Naming::Nobody))
+        .flatten();
+    let Some(head) = head else {
+        return Op::Delete {
+            pk,
+            id,
+            if_match: Some(etag),
+        };
     };
-    let Some(head) = head else { return delete };
     Op::Batch {
         pk,
         ops: vec![
