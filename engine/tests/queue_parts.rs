@@ -9,7 +9,7 @@ use leasehold_engine::queue::{
     Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageState, Naming, Output,
     PartsRef, QueueError, QueueKnownBad, QueueRequest,
 };
-use leasehold_engine::store::{Container, Document, Limits, Op, StoreError};
+use leasehold_engine::store::{Container, Document, Limits, Op, StoreError, Stored};
 use leasehold_engine::{HostId, Incarnation, Millis, Now};
 use queue_common::*;
 
@@ -516,6 +516,24 @@ fn head_naming(store: &Container<Message>) -> Naming {
     heads.into_iter().next().unwrap()
 }
 
+/// `consumer` dequeues the message "big" and moves it to the dead letters; returns
+/// the dead letter.
+fn dequeue_and_dead_letter(
+    consumer: &mut Consumer,
+    store: &mut Container<Message>,
+) -> Stored<Message> {
+    let got = deliveries(&run(consumer, store, at(0), Input::Dequeue { max: 1 }));
+    let message = got[0].id.clone();
+    let reason = "inspect".to_string();
+    run(
+        consumer,
+        store,
+        at(0),
+        Input::DeadLetter { message, reason },
+    );
+    dead_letters(store, "big").pop().unwrap()
+}
+
 /// Moves a large message to the dead letters with consumers configured by
 /// `config`; returns the store a replica that lags document by document may show
 /// a sweep: the move half applied, the message gone and its dead letter not there.
@@ -528,17 +546,7 @@ fn dead_lettered_seen_half_applied(config: &ConsumerConfig) -> Container<Message
         "big",
         &payload(4_000),
     );
-    let mut a = consumer("a").unwrap();
-    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
-    let message = got[0].id.clone();
-    let reason = "inspect".to_string();
-    run(
-        &mut a,
-        &mut store,
-        at(0),
-        Input::DeadLetter { message, reason },
-    );
-    let letter = dead_letters(&store, "big").pop().unwrap();
+    let letter = dequeue_and_dead_letter(&mut consumer("a").unwrap(), &mut store);
     if config.known_bad.is_none() {
         assert_eq!(head_naming(&store), Naming::By(letter.doc.id.clone()));
     }
@@ -594,16 +602,7 @@ fn a_head_names_the_document_that_names_its_set_through_every_move() {
     let live = stored(&store, "big").unwrap().id;
     assert_eq!(head_naming(&store), Naming::By(live.clone()));
     let mut a = client("a");
-    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
-    let reason = "inspect".to_string();
-    let message = got[0].id.clone();
-    run(
-        &mut a,
-        &mut store,
-        at(0),
-        Input::DeadLetter { message, reason },
-    );
-    let letter = dead_letters(&store, "big").pop().unwrap();
+    let letter = dequeue_and_dead_letter(&mut a, &mut store);
     assert_eq!(head_naming(&store), Naming::By(letter.doc.id.clone()));
     run(&mut a, &mut store, at(0), Input::Requeue(letter));
     assert_eq!(head_naming(&store), Naming::By(live));

@@ -308,14 +308,7 @@ impl Consumer {
                     return Err(QueueError::NotHeld(message));
                 };
                 self.locks.release_exclusion(&message, self.now.local);
-                let op = dead_letter::move_op(
-                    self.pk(),
-                    doc,
-                    &held.token,
-                    held.etag,
-                    reason.clone(),
-                    self.records_heads(),
-                );
+                let op = self.move_op(doc, &held.token, held.etag, reason.clone());
                 let pending = Pending::DeadLetter {
                     id: message,
                     reason,
@@ -355,6 +348,19 @@ impl Consumer {
     /// moves it: always, but under `UnrecordedHeads`.
     fn records_heads(&self) -> bool {
         self.config.known_bad != Some(QueueKnownBad::UnrecordedHeads)
+    }
+
+    /// The batch that moves `message`, at `etag`, to the dead letters as `delivery`'s,
+    /// its head rewritten with it.
+    fn move_op(
+        &self,
+        message: Message,
+        delivery: &LockToken,
+        etag: Etag,
+        reason: String,
+    ) -> Op<Message> {
+        let record = self.records_heads();
+        dead_letter::move_op(self.pk(), message, delivery, etag, reason, record)
     }
 
     fn pk(&self) -> PartitionKey {
@@ -646,14 +652,7 @@ impl Consumer {
                 );
                 let id = message.id.clone();
                 let token = self.client.next_token();
-                let op = dead_letter::move_op(
-                    self.pk(),
-                    message,
-                    &token,
-                    stored.etag.clone(),
-                    reason.clone(),
-                    self.records_heads(),
-                );
+                let op = self.move_op(message, &token, stored.etag.clone(), reason.clone());
                 // Not a holder's write: the token only names the dead letter.
                 self.send(
                     QueueIntent::Poison,

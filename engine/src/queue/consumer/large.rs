@@ -576,15 +576,7 @@ impl Consumer {
                 };
                 let reason = problem.to_string();
                 let etag = held.etag.clone();
-                let record = self.records_heads();
-                let op = dead_letter::move_op(
-                    self.pk(),
-                    doc,
-                    &held.token,
-                    held.etag,
-                    reason.clone(),
-                    record,
-                );
+                let op = self.move_op(doc, &held.token, held.etag, reason.clone());
                 let pending = Pending::Poison {
                     id: message,
                     etag,
