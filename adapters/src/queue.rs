@@ -508,6 +508,45 @@ impl<St: Store<Message>> QueueClient<St> {
         Err(QueueClientError::NoOutcome(QueueIntent::Requeue))
     }
 
+    /// Deletes a dead letter for good, as [`dead_letters`](Self::dead_letters) listed
+    /// it, with its payload: one transactional batch deletes the dead letter and
+    /// frees its large payload's part set, then the parts (or the claim-checked
+    /// payload) are deleted. Nothing changes if the dead letter changed since it was
+    /// listed ([`QueueError::DeadLetterChanged`]). Delete dead letters this way, not
+    /// by hand: a dead letter deleted by hand leaves its large payload for good.
+    ///
+    /// ```
+    /// use leasehold_adapters::{MemoryStore, QueueClient};
+    /// use leasehold_engine::queue::{ConsumerConfig, QueueName};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let queue = QueueClient::new(MemoryStore::new(), "ops", ConsumerConfig::new(QueueName::new("orders")?))?;
+    /// queue.enqueue("bad", "{", Duration::ZERO).await?;
+    /// let delivery = queue.dequeue(1).await?.deliveries.remove(0);
+    /// queue.dead_letter(&delivery, "unparseable payload").await?;
+    /// for letter in queue.dead_letters(10).await? {
+    ///     queue.delete_dead_letter(&letter).await?;
+    /// }
+    /// assert!(queue.dead_letters(10).await?.is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn delete_dead_letter(
+        &self,
+        dead_letter: &Stored<Message>,
+    ) -> Result<(), QueueClientError> {
+        let input = Input::DeleteDeadLetter(dead_letter.clone());
+        let intent = QueueIntent::DeleteDeadLetter;
+        if dead_letter.doc.parts.is_none() {
+            return self.settle(input, intent).await;
+        }
+        // Its parts, or its claim-checked payload, go after it: run both to the end.
+        let this = self.clone();
+        detach(async move { this.settle(input, intent).await }, cancelled).await
+    }
+
     /// Removes part sets that large enqueues left behind (a producer stopped half-way,
     /// a completion cut short): reads up to `max` heads, after those the previous
     /// sweep read, and removes each that this client has seen unchanged for the
@@ -589,7 +628,10 @@ impl<St: Store<Message>> QueueClient<St> {
         let mut drops = Vec::new();
         for out in self.exchange.checked_call(input, None).await? {
             match out {
-                Output::Completed(_) | Output::Abandoned(_) | Output::DeadLettered { .. } => {
+                Output::Completed(_)
+                | Output::Abandoned(_)
+                | Output::DeadLettered { .. }
+                | Output::DeadLetterDeleted(_) => {
                     outcome = Ok(());
                 }
                 Output::DropClaim(key) => drops.push(key),

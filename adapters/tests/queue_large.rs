@@ -48,6 +48,35 @@ async fn a_10_mb_message_is_delivered_whole_and_completing_it_leaves_no_document
     assert_eq!(documents(&store).await, Vec::<String>::new());
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_large_dead_letter_deleted_through_the_client_leaves_no_document() {
+    let emulator = Emulator::new();
+    let store = queue_store(&emulator, "large-dead").await;
+    let producer = client(store.clone(), "p");
+    producer
+        .enqueue("big", payload(5 * 1024 * 1024), Duration::ZERO)
+        .await
+        .unwrap();
+    let consumer = client(store.clone(), "c");
+    let delivery = consumer.dequeue(1).await.unwrap().deliveries.remove(0);
+    consumer.dead_letter(&delivery, "inspect").await.unwrap();
+    let letters = consumer.dead_letters(10).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    // A head, three parts and the dead letter.
+    assert_eq!(documents(&store).await.len(), 5);
+    consumer.delete_dead_letter(&letters[0]).await.unwrap();
+    assert_eq!(documents(&store).await, Vec::<String>::new());
+    // The same listing again: the dead letter is gone, and nothing changes.
+    let err = consumer.delete_dead_letter(&letters[0]).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            QueueClientError::Queue(QueueError::DeadLetterChanged(_))
+        ),
+        "{err:?}"
+    );
+}
+
 /// A store through which only the first `writes` writes go; later ones are refused
 /// unsent, as if the producer had stopped there.
 #[derive(Clone)]

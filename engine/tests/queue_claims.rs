@@ -576,3 +576,34 @@ fn a_sweep_bound_that_leaves_a_producer_no_time_is_refused() {
     );
     assert_eq!(with_bound(600).validate(), Ok(()));
 }
+
+/// An operator deletes a claim-checked message's dead letter: the dead letter goes,
+/// then the payload in the claim store, then the head.
+#[test]
+fn a_claim_checked_dead_letter_deleted_through_the_consumer_takes_its_payload_with_it() {
+    let (mut store, mut claims) = (Container::default(), Claims::default());
+    let input = enqueue_claimed(&"x".repeat(50_000), &mut claims);
+    drive(&mut client("p"), &mut store, &mut claims, at(0), input);
+    let mut a = client("a");
+    let got = deliveries(&drive(
+        &mut a,
+        &mut store,
+        &mut claims,
+        at(1_000),
+        Input::Dequeue { max: 1 },
+    ));
+    let dead = Input::DeadLetter {
+        message: got[0].id.clone(),
+        reason: "inspect".into(),
+    };
+    drive(&mut a, &mut store, &mut claims, at(1_000), dead);
+    let letter = dead_letters(&store, "big").pop().unwrap();
+    let input = Input::DeleteDeadLetter(letter.clone());
+    let out = drive(&mut a, &mut store, &mut claims, at(2_000), input);
+    assert_eq!(out, [Output::DeadLetterDeleted(letter.doc.id)]);
+    assert_eq!(store.iter().count(), 0, "head or dead letter left behind");
+    assert!(
+        claims.payloads.is_empty(),
+        "payload left in the claim store"
+    );
+}

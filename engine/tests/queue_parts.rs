@@ -646,3 +646,133 @@ fn a_head_written_before_the_record_is_swept_only_when_no_message_names_it() {
     assert_eq!(swept(&out), 1, "{out:?}");
     assert_eq!(store.iter().count(), 0);
 }
+
+/// An operator deletes a large message's dead letter: the dead letter goes, then its
+/// parts and head, and nothing is left.
+#[test]
+fn a_dead_letter_deleted_through_the_consumer_takes_its_payload_with_it() {
+    let mut store = store();
+    enqueue_big(&mut client("p"), &mut store, "big", &payload(4_000));
+    let mut a = client("a");
+    let letter = dequeue_and_dead_letter(&mut a, &mut store);
+    let id = letter.doc.id.clone();
+    let out = run(
+        &mut a,
+        &mut store,
+        at(1_000),
+        Input::DeleteDeadLetter(letter),
+    );
+    assert!(out.contains(&Output::DeadLetterDeleted(id)), "{out:?}");
+    assert_eq!(
+        store.iter().count(),
+        0,
+        "{:?}",
+        store.iter().collect::<Vec<_>>()
+    );
+}
+
+/// Deletes the dead letter of "big" with consumers configured by `config`, its
+/// answer lost: the batch (or lone delete) lands, and the consumer, told nothing
+/// certain, leaves the parts. Returns the store and a sweeper's outputs once it has
+/// watched the set well past the bound.
+fn dead_letter_deleted_answer_lost(config: ConsumerConfig) -> (Container<Message>, Vec<Output>) {
+    let mut store = store();
+    let consumer = |who: &str| Consumer::new(HostId::from(who), Incarnation(0), config.clone());
+    enqueue_big(
+        &mut consumer("p").unwrap(),
+        &mut store,
+        "big",
+        &payload(4_000),
+    );
+    let mut a = consumer("a").unwrap();
+    let letter = dequeue_and_dead_letter(&mut a, &mut store);
+    let (requests, _) = step(&mut a, at(1_000), Input::DeleteDeadLetter(letter));
+    let [request] = &requests[..] else {
+        panic!("{requests:?}")
+    };
+    store.execute(request.op.clone()).unwrap();
+    let answer = Input::Response {
+        id: request.id,
+        result: Err(StoreError::Timeout),
+    };
+    let (more, out) = step(&mut a, at(11_000), answer);
+    assert!(more.is_empty(), "{more:?}");
+    assert!(
+        matches!(
+            &out[..],
+            [Output::Failed {
+                error: QueueError::Store(StoreError::Timeout),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    assert!(dead_letters(&store, "big").is_empty());
+    assert!(count(&store, "part") > 1);
+    let mut b = consumer("b").unwrap();
+    run(&mut b, &mut store, at(12_000), Input::Sweep { max: 10 });
+    let out = run(&mut b, &mut store, at(200_000), Input::Sweep { max: 10 });
+    (store, out)
+}
+
+/// The delete's batch left the head naming nobody, so a sweep takes what an
+/// answer lost (or a consumer stopped before its part deletes) left behind.
+#[test]
+fn a_dead_letters_delete_cut_short_leaves_a_set_the_sweep_clears() {
+    let (store, out) = dead_letter_deleted_answer_lost(small());
+    assert_eq!(swept(&out), 1, "{out:?}");
+    assert_eq!(store.iter().count(), 0);
+}
+
+/// Its sibling: a lone delete (`discard-keeps-head`, as deleting it by hand does)
+/// leaves the head naming the gone dead letter, and no sweep ever takes the set.
+#[test]
+fn a_dead_letter_deleted_alone_leaves_a_set_no_sweep_takes() {
+    let config = ConsumerConfig {
+        known_bad: Some(QueueKnownBad::DiscardKeepsHead),
+        ..small()
+    };
+    let (store, out) = dead_letter_deleted_answer_lost(config);
+    assert_eq!(swept(&out), 0, "{out:?}");
+    assert!(matches!(head_naming(&store), Naming::By(_)));
+    assert!(count(&store, "part") > 1);
+}
+
+/// A delete is of the dead letter as listed: one changed since (requeued, or deleted
+/// by another consumer) is refused and its payload kept, and a live message is not a
+/// dead letter.
+#[test]
+fn a_dead_letter_changed_since_it_was_listed_is_not_deleted() {
+    let mut store = store();
+    enqueue_big(&mut client("p"), &mut store, "big", &payload(4_000));
+    let mut a = client("a");
+    let letter = dequeue_and_dead_letter(&mut a, &mut store);
+    let live = Stored {
+        doc: letter.doc.requeued(leasehold_engine::WallTime(0)),
+        etag: letter.etag.clone(),
+    };
+    assert!(matches!(
+        a.handle_input(at(0), Input::DeleteDeadLetter(live)),
+        Err(QueueError::NotADeadLetter(_))
+    ));
+    let mut b = client("b");
+    let out = run(
+        &mut b,
+        &mut store,
+        at(0),
+        Input::DeleteDeadLetter(letter.clone()),
+    );
+    assert!(matches!(out[..], [Output::DeadLetterDeleted(_)]), "{out:?}");
+    let out = run(&mut a, &mut store, at(0), Input::DeleteDeadLetter(letter));
+    assert!(
+        matches!(
+            &out[..],
+            [Output::Failed {
+                error: QueueError::DeadLetterChanged(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    assert_eq!(store.iter().count(), 0);
+}

@@ -55,6 +55,8 @@ pub struct LeastBound {
     pub give_backs: Option<u8>,
     /// Queue: deliveries after which a message is dead-lettered.
     pub max_dequeue: Option<u8>,
+    /// Queue: dead letters an operator may ask to delete.
+    pub dead_letter_deletes: Option<u8>,
     /// Seconds of true time explored.
     pub horizon: Option<u8>,
     /// Where authority comes from.

@@ -69,6 +69,8 @@ pub struct LockBounds {
     /// store: 412 for a conditional replace, 409 for a create, 404 for a delete,
     /// where the write won.
     pub retries: u8,
+    /// Dead letters an operator may ask consumer 0 to delete, in all (queue).
+    pub dead_letter_deletes: u8,
     /// A known-bad variant.
     pub bug: Option<LockBug>,
 }
@@ -97,6 +99,7 @@ impl Default for LockBounds {
             stale_reads: 0,
             stale_depth: 1,
             retries: 0,
+            dead_letter_deletes: 0,
             bug: None,
         }
     }
@@ -123,6 +126,12 @@ impl LockBounds {
         range("stale depth", self.stale_depth.into(), 1, 4)?;
         range("retries", self.retries.into(), 0, 3)?;
         range("abandon delay", self.abandon_delay.into(), 0, 10)?;
+        range("dead-letter deletes", self.dead_letter_deletes.into(), 0, 3)?;
+        if self.dead_letter_deletes > 0 && kind != LockKind::Queue {
+            return Err(BoundsError::LockSettings(
+                "dead letters are the work queue's; item leases have none".into(),
+            ));
+        }
         if self.abandon_delay > 0 && kind != LockKind::Queue {
             return Err(BoundsError::LockSettings(
                 "an abandon's delay is the work queue's; item leases are broken, not abandoned"
@@ -422,6 +431,20 @@ impl LockBug {
                 lost_replies: Some(0),
                 ..LeastBound::default()
             },
+            // One delivery makes the large payload's message a dead letter; the
+            // operator's delete of it is applied with its answer lost, so the consumer
+            // leaves the parts, and the head names the dead letter for good.
+            LockBug::Engine(QueueKnownBad::DiscardKeepsHead) => LeastBound {
+                partitions: Some(1),
+                crashes: Some(0),
+                max_dequeue: Some(1),
+                lost_replies: Some(1),
+                delays: Some(0),
+                dead_letter_deletes: Some(1),
+                // The lost reply, then the liveness bound after it.
+                horizon: Some(12),
+                ..LeastBound::default()
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -432,7 +455,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 18] = [
+    pub const ALL: [LockBug; 19] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -451,6 +474,7 @@ impl LockBug {
         LockBug::Engine(QueueKnownBad::LostMoveWaitsPoll),
         LockBug::Engine(QueueKnownBad::MissingPartIsDamage),
         LockBug::Engine(QueueKnownBad::UnrecordedHeads),
+        LockBug::Engine(QueueKnownBad::DiscardKeepsHead),
     ];
 
     /// The name on the command line.
@@ -479,6 +503,7 @@ impl LockBug {
                 | LockBug::Engine(QueueKnownBad::ClaimUnbounded)
                 | LockBug::Engine(QueueKnownBad::MissingPartIsDamage)
                 | LockBug::Engine(QueueKnownBad::UnrecordedHeads)
+                | LockBug::Engine(QueueKnownBad::DiscardKeepsHead)
         )
     }
 

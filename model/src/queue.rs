@@ -42,6 +42,9 @@ pub enum QueueChoice {
     Abandon,
     /// Renew everything it holds.
     Renew,
+    /// Delete a dead letter for good, as an operator who listed it asks (consumer 0,
+    /// holding nothing, while a dead letter is stored and the bound allows).
+    DeleteDeadLetter,
 }
 
 /// History the queue properties need.
@@ -71,6 +74,11 @@ pub struct QueueGhost {
     pub give_backs: u8,
     /// Renewals chosen so far.
     pub renewals: u8,
+    /// Dead-letter deletes chosen so far.
+    pub dead_letter_deletes: u8,
+    /// Per message (bit `m`): its dead letter was deleted, by a delete the store
+    /// applied: done, as a completed message is.
+    pub discarded: u8,
     /// What the step into this state did, for the `sometimes` properties.
     pub events: QueueEvents,
     /// The large payload's enqueue was answered: its producer stops producing.
@@ -458,8 +466,24 @@ impl QueueModel {
                 state.last_fault = state.time;
                 held.into_iter().map(Input::Renew).collect()
             }
+            QueueChoice::DeleteDeadLetter => {
+                // The operator's listing is the store's latest version: a stale one
+                // only makes the delete refused.
+                state.ghost.dead_letter_deletes += 1;
+                let letter = Self::dead_letter(state)?;
+                vec![Input::DeleteDeadLetter(letter)]
+            }
         };
         world::run(self, state, c, inputs, fault, journal)
+    }
+
+    /// The first dead letter stored, as a listing returns it.
+    fn dead_letter(state: &QueueState) -> Option<leasehold_engine::store::Stored<Message>> {
+        state
+            .store
+            .iter()
+            .find(|s| s.doc.is_dead_lettered())
+            .cloned()
     }
 
     /// Takes `action` from `state`, telling what happened inside the step.
@@ -541,6 +565,17 @@ impl Rules for QueueModel {
             ghost.stored = true;
             ghost.deliveries[0] = 0;
             ghost.completed_by[0] = None;
+        }
+        if req.intent == QueueIntent::DeleteDeadLetter {
+            let applied = match result {
+                Ok(Reply::Batch(response)) => response.is_success(),
+                other => other.is_ok(),
+            };
+            if let (true, Some(letter)) = (applied, &before) {
+                let m = Self::index(&Message::id_for(&letter.queue, &letter.name));
+                ghost.discarded |= 1 << m;
+            }
+            return;
         }
         let target = match &req.op {
             Op::Replace { doc, .. } => Some(doc.id().clone()),
@@ -780,6 +815,7 @@ impl Rules for QueueModel {
                 dead_letter,
                 message,
             } => format!("c{c} requeued {dead_letter} as {message}"),
+            Output::DeadLetterDeleted(letter) => format!("c{c} deleted dead letter {letter}"),
             Output::DeadLetters(letters) => format!("c{c} listed {} dead letters", letters.len()),
             Output::Swept { set, parts } => format!("c{c} swept part set {set} ({parts} parts)"),
             Output::SweepFinished { read, swept } => {
@@ -834,7 +870,12 @@ impl Rules for QueueModel {
                 .find(|op| matches!(op, BatchOp::Delete { .. }))
                 .or(ops.last())
             {
-                Some(BatchOp::Delete { id, if_match }) if req.intent == QueueIntent::Complete => {
+                Some(BatchOp::Delete { id, if_match })
+                    if matches!(
+                        req.intent,
+                        QueueIntent::Complete | QueueIntent::DeleteDeadLetter
+                    ) =>
+                {
                     match if_match {
                         Some(e) => format!("{id} if-match {e:?}, its head naming nobody"),
                         None => format!("{id} BLIND (no if-match), its head naming nobody"),
@@ -923,7 +964,14 @@ impl stateright::Model for QueueModel {
                     return vec![QueueChoice::Produce];
                 }
                 if !world::holds_any(state, c) {
-                    return vec![QueueChoice::Dequeue];
+                    let mut choices = vec![QueueChoice::Dequeue];
+                    if c == 0
+                        && state.ghost.dead_letter_deletes < self.bounds.dead_letter_deletes
+                        && Self::dead_letter(state).is_some()
+                    {
+                        choices.push(QueueChoice::DeleteDeadLetter);
+                    }
+                    return choices;
                 }
                 let mut choices = vec![QueueChoice::Complete];
                 if state.ghost.give_backs < self.bounds.give_backs {
@@ -1027,6 +1075,9 @@ impl stateright::Model for QueueModel {
             QueueChoice::Complete => "polls: complete what it holds".into(),
             QueueChoice::Abandon => "polls: ABANDON what it holds".into(),
             QueueChoice::Renew => "polls: renew what it holds".into(),
+            QueueChoice::DeleteDeadLetter => {
+                "is asked by the operator to DELETE the dead letter".into()
+            }
         })
     }
 }
@@ -1045,6 +1096,7 @@ impl QueueModel {
         (0..self.bounds.docs).all(|m| {
             never_stored
                 || s.ghost.completed_by[usize::from(m)].is_some()
+                || s.ghost.discarded & (1 << m) != 0
                 || s.store
                     .iter()
                     .any(|st| st.doc.name == Self::message_name(m) && st.doc.is_dead_lettered())
@@ -1157,6 +1209,9 @@ impl crate::trace::Explain for QueueModel {
                             "DEAD-LETTERED as {} ({reason})",
                             dead.map_or("", |d| d.doc.id.as_str())
                         )
+                    }
+                    _ if state.ghost.discarded & (1 << m) != 0 => {
+                        "its dead letter DELETED by the operator".to_string()
                     }
                     _ => "completed (deleted)".to_string(),
                 },

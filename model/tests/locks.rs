@@ -1202,3 +1202,59 @@ fn liveness_that_forgets_the_abandons_delay_judges_a_hidden_message_lost() {
     model.liveness_ticks -= 6;
     counterexample_by(&model, queue::NO_LOSS, Search::Dfs);
 }
+
+/// The large payload's message turns dead letter after one delivery and a give-back,
+/// and the operator asks consumer 0 to delete it, the delete's answer lost (or the
+/// SDK's retry of it answered 404): the consumer, told nothing certain, leaves the
+/// parts to the sweep.
+fn dead_letter_deleted(claims: bool, retried: bool, bug: Option<LockBug>) -> LockBounds {
+    LockBounds {
+        docs: 1,
+        crashes: 0,
+        max_dequeue: 1,
+        large: true,
+        claims,
+        lost_replies: u8::from(!retried),
+        retries: u8::from(retried),
+        dead_letter_deletes: 1,
+        horizon: 12,
+        bug,
+        ..queue_bounds()
+    }
+}
+
+/// A dead letter deleted alone, as by hand, leaves its head naming it: no sweep ever
+/// takes the set, since only the batch that moves its naming document rewrites it.
+#[test]
+fn a_dead_letter_deleted_alone_leaves_a_part_set_for_good() {
+    let bug = Some(LockBug::Engine(QueueKnownBad::DiscardKeepsHead));
+    for (claims, retried) in [(false, false), (true, true)] {
+        let model = QueueModel::new(dead_letter_deleted(claims, retried, bug)).unwrap();
+        let text = counterexample(&model, queue::ORPHANS_SWEPT);
+        assert!(text.contains("DELETE the dead letter"), "{text}");
+        assert!(text.contains("DELETED by the operator"), "{text}");
+    }
+}
+
+/// Its sibling: the shipped consumer's delete rewrites the head to name nobody in the
+/// same batch, so at the same bounds the sweep takes what the delete left, and every
+/// payload a document names is kept.
+#[test]
+fn a_dead_letters_delete_cut_short_leaves_its_set_to_the_sweep() {
+    for (claims, retried) in [(false, false), (true, true)] {
+        let model = QueueModel::new(dead_letter_deleted(claims, retried, None)).unwrap();
+        let mut not_reached = vec![
+            queue::LOST_THEN_DELIVERED,
+            queue::REDELIVERED_AFTER_CRASH,
+            queue::CALM_AFTER_CRASH,
+            queue::DELIVERED_TWICE,
+            queue::POISON_THEN_DELIVERED,
+        ];
+        if retried {
+            // Without a lost reply, this bound reaches no completion refused for a
+            // stale lock.
+            not_reached.push(queue::STALE_REFUSED);
+        }
+        every_property_holds_but(&model, &not_reached);
+    }
+}

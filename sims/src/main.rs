@@ -222,6 +222,9 @@ struct ModelArgs {
     /// Queue: deliveries after which a message is dead-lettered.
     #[arg(long)]
     max_dequeue: Option<u8>,
+    /// Queue: dead letters an operator may ask consumer 0 to delete, in all (0-3).
+    #[arg(long, value_name = "N")]
+    dead_letter_deletes: Option<u8>,
     /// Checker threads (1 to 64; more than the machine has are not used).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: Option<u16>,
@@ -446,6 +449,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         ("--abandon-delay", args.abandon_delay.is_some()),
         ("--batch", args.batch.is_some()),
         ("--max-dequeue", args.max_dequeue.is_some()),
+        ("--dead-letter-deletes", args.dead_letter_deletes.is_some()),
         ("--large", args.large),
         ("--claims", args.claims),
         ("--claim-failures", args.claim_failures.is_some()),
@@ -790,6 +794,10 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
             .or(least.stale_depth)
             .unwrap_or(d.stale_depth),
         retries: args.retries.or(least.retries).unwrap_or(d.retries),
+        dead_letter_deletes: args
+            .dead_letter_deletes
+            .or(least.dead_letter_deletes)
+            .unwrap_or(d.dead_letter_deletes),
         bug,
     };
     bounds.horizon = match args.horizon.or(least.horizon) {

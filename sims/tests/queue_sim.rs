@@ -489,3 +489,42 @@ fn a_payload_stored_past_its_heads_authority_is_never_stranded() {
     cfg.faults.set(FaultKind::Stale, 0.0);
     passes(&cfg);
 }
+
+/// Large poison messages whose dead letters an operator deletes under every fault,
+/// in parts or in a claim store.
+fn discarding(seed: u64, kept: LargeKept) -> QueueConfig {
+    let mut cfg = large(seed);
+    cfg.large_kept = kept;
+    cfg.poison_every = 3;
+    cfg.max_dequeue = 3;
+    cfg.delete_dead_letters_every = 1;
+    cfg
+}
+
+#[test]
+fn dead_letters_deleted_under_every_fault_take_their_payloads_and_leave_nothing() {
+    for kept in [LargeKept::Parts, LargeKept::Claims] {
+        for seed in 1..=3 {
+            let cfg = discarding(seed, kept);
+            passes(&cfg);
+            let run = simulate_queue(&cfg).unwrap();
+            assert!(run.report.measures.dead_letters_deleted > 0);
+        }
+    }
+}
+
+/// Its sibling: a lone delete, as by hand, leaves the head naming the gone dead
+/// letter when its answer is lost, and the set stays for good.
+#[test]
+fn dead_letters_deleted_alone_leave_their_payloads_behind() {
+    let cfg = assert_caught(
+        |seed| {
+            with_bug(
+                discarding(seed, LargeKept::Parts),
+                LockBug::Engine(QueueKnownBad::DiscardKeepsHead),
+            )
+        },
+        ViolationKind::EventLost,
+    );
+    assert!(replay_command(&cfg).contains("--delete-dead-letters-every 1"));
+}

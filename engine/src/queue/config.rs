@@ -152,11 +152,16 @@ pub enum QueueKnownBad {
     /// as before its creation), and the sweep deletes a live message's payload (the
     /// long swarm's queue runs with lagging replicas).
     UnrecordedHeads,
+    /// A dead letter's delete is a lone delete that leaves its part set's head naming
+    /// it, as deleting it by hand does. A delete whose answer is lost, or a consumer
+    /// that stops before the parts go, leaves a set that no sweep will ever take: it
+    /// names a document, and only the batch that moves that document would rewrite it.
+    DiscardKeepsHead,
 }
 
 impl QueueKnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [QueueKnownBad; 10] = [
+    pub const ALL: [QueueKnownBad; 11] = [
         QueueKnownBad::GoneMeansLost,
         QueueKnownBad::PoisonSpendsBatch,
         QueueKnownBad::ManifestFirst,
@@ -167,6 +172,7 @@ impl QueueKnownBad {
         QueueKnownBad::LostMoveWaitsPoll,
         QueueKnownBad::MissingPartIsDamage,
         QueueKnownBad::UnrecordedHeads,
+        QueueKnownBad::DiscardKeepsHead,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -182,6 +188,7 @@ impl QueueKnownBad {
             QueueKnownBad::LostMoveWaitsPoll => "lost-move-waits-poll",
             QueueKnownBad::MissingPartIsDamage => "missing-part-is-damage",
             QueueKnownBad::UnrecordedHeads => "unrecorded-heads",
+            QueueKnownBad::DiscardKeepsHead => "discard-keeps-head",
         }
     }
 }

@@ -168,6 +168,11 @@ enum Pending {
         dead_letter: DocId,
         name: MessageName,
     },
+    DeleteDeadLetter {
+        dead_letter: DocId,
+        /// Its payload's set, to delete once the dead letter is gone.
+        parts: Option<(MessageName, PartSetId, u32)>,
+    },
     /// A set's head created, or read for its etag.
     PartHead(PartSetId),
     PartWrite {
@@ -282,7 +287,7 @@ impl Consumer {
                 let Some(doc) = self.held_docs.get(&id) else {
                     return Err(QueueError::NotHeld(id));
                 };
-                let op = dead_letter::complete_op(self.pk(), doc, held.etag, self.records_heads());
+                let op = dead_letter::delete_op(self.pk(), doc, held.etag, self.records_heads());
                 self.locks.give_up_authority(&id, self.now.local);
                 self.send(
                     QueueIntent::Complete,
@@ -332,6 +337,7 @@ impl Consumer {
                 Ok(())
             }
             Input::Requeue(dead_letter) => self.requeue(dead_letter),
+            Input::DeleteDeadLetter(dead_letter) => self.delete_dead_letter(dead_letter),
             Input::Sweep { max } => self.start_sweep(max),
             Input::Response { id, result } => {
                 let pending = self
@@ -390,6 +396,27 @@ impl Consumer {
         let op =
             dead_letter::requeue_op(self.pk(), dead_letter, self.now.wall, self.records_heads());
         self.send(QueueIntent::Requeue, None, op, pending);
+        Ok(())
+    }
+
+    fn delete_dead_letter(&mut self, dead_letter: Stored<Message>) -> Result<(), QueueError> {
+        let Stored { doc, etag } = dead_letter;
+        if !doc.is_dead_lettered() || doc.queue != self.config.queue {
+            return Err(QueueError::NotADeadLetter(doc.id));
+        }
+        // The head must stop naming the dead letter in the same batch: once the dead
+        // letter is gone, nothing else would ever tell a sweep the set is free.
+        let record =
+            self.records_heads() && self.config.known_bad != Some(QueueKnownBad::DiscardKeepsHead);
+        let op = dead_letter::delete_op(self.pk(), &doc, etag, record);
+        let pending = Pending::DeleteDeadLetter {
+            parts: doc
+                .parts
+                .as_ref()
+                .map(|p| (doc.name.clone(), p.set.clone(), p.count)),
+            dead_letter: doc.id,
+        };
+        self.send(QueueIntent::DeleteDeadLetter, None, op, pending);
         Ok(())
     }
 
@@ -873,7 +900,7 @@ impl Consumer {
                 self.claim_answered(false, done);
             }
             Pending::Complete(id) => {
-                let result = dead_letter::completion_result(result);
+                let result = dead_letter::delete_result(result);
                 let gone = matches!(result, Err(StoreError::NotFound))
                     && self.config.known_bad != Some(QueueKnownBad::GoneMeansLost);
                 if gone && !self.locks.excludes_others(&id, self.now.local) {
@@ -945,6 +972,26 @@ impl Consumer {
                     self.fail(dead_letter, QueueIntent::Requeue, QueueError::Store(e));
                 }
             },
+            Pending::DeleteDeadLetter { dead_letter, parts } => {
+                match dead_letter::delete_result(result) {
+                    Ok(_) => {
+                        self.out.push_back(Output::DeadLetterDeleted(dead_letter));
+                        if let Some((name, set, count)) = parts {
+                            self.delete_parts(&name, &set, count, None, false);
+                        }
+                    }
+                    // Changed, or gone: perhaps by this very delete's earlier attempt,
+                    // whose batch left the set to the sweep.
+                    Err(StoreError::PreconditionFailed | StoreError::NotFound) => {
+                        let error = QueueError::DeadLetterChanged(dead_letter.clone());
+                        self.fail(dead_letter, QueueIntent::DeleteDeadLetter, error);
+                    }
+                    Err(e) => {
+                        let error = QueueError::Store(e);
+                        self.fail(dead_letter, QueueIntent::DeleteDeadLetter, error);
+                    }
+                }
+            }
             Pending::PartHead(set) => self.head_answered(set, result),
             Pending::PartWrite { set, .. } => self.part_written(set, result),
             Pending::Manifest { name, set } => self.manifest_written(name, set, result),

@@ -78,11 +78,11 @@ pub(super) fn requeue_op(
     Op::Batch { pk, ops }
 }
 
-/// A completion's write: the delete of `message` if it is still at `etag`, in one
-/// batch with its part-set head rewritten to name nobody if it has one (and
-/// `record_head`), so that a sweep may take the set once the completion is cut
-/// short.
-pub(super) fn complete_op(
+/// A completion's write, or a dead letter's delete: the delete of `message` if it is
+/// still at `etag`, in one batch with its part-set head rewritten to name nobody if
+/// it has one (and `record_head`), so that a sweep may take the set once the delete
+/// is cut short.
+pub(super) fn delete_op(
     pk: PartitionKey,
     message: &Message,
     etag: Etag,
@@ -111,9 +111,9 @@ pub(super) fn complete_op(
     }
 }
 
-/// A completion's reply as the reply of its delete: a batch's, read from its first
-/// operation, or the delete's own as it is.
-pub(super) fn completion_result(
+/// The reply to [`delete_op`] as the reply of its delete: a batch's, read from its
+/// first operation, or the delete's own as it is.
+pub(super) fn delete_result(
     result: Result<Reply<Message>, StoreError>,
 ) -> Result<Reply<Message>, StoreError> {
     if !matches!(result, Ok(Reply::Batch(_))) {

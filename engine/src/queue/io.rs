@@ -80,6 +80,11 @@ pub enum Input {
     /// Move a dead letter back into the queue as a new pending message, only if it is
     /// still as listed and its name is free.
     Requeue(Stored<Message>),
+    /// Delete a dead letter for good, only if it is still as listed, with its large
+    /// payload: one batch deletes the dead letter and rewrites its part set's head to
+    /// name nobody, then the parts (or the claim-checked payload) go, as after a
+    /// completion. A delete cut short leaves the set to the sweep.
+    DeleteDeadLetter(Stored<Message>),
     /// Remove part sets left behind ([`super::parts`]): read up to `max` heads, after
     /// the last one the previous sweep read, and sweep those seen unchanged for
     /// `orphan_after` that no message names. Call it regularly: a set is swept by a
@@ -185,6 +190,9 @@ pub enum Output {
         /// Sets removed.
         swept: usize,
     },
+    /// A dead letter is deleted for good. Its payload's parts are deleted next (or
+    /// swept, if that is cut short).
+    DeadLetterDeleted(DocId),
     /// A dead letter is back in the queue as a new pending message.
     Requeued {
         /// The dead letter, now deleted.
@@ -228,6 +236,8 @@ pub enum QueueIntent {
     ListDeadLetters,
     /// Move a dead letter back into the queue.
     Requeue,
+    /// Delete a dead letter for good.
+    DeleteDeadLetter,
     /// Write a large payload's part set: its head, a part, or the message that names it.
     WritePart,
     /// Read a part of a delivered message's payload.
@@ -253,6 +263,7 @@ impl QueueIntent {
             QueueIntent::DeadLetter => "dead-letter",
             QueueIntent::ListDeadLetters => "list-dead-letters",
             QueueIntent::Requeue => "requeue",
+            QueueIntent::DeleteDeadLetter => "delete-dead-letter",
             QueueIntent::WritePart => "write-part",
             QueueIntent::ReadPart => "read-part",
             QueueIntent::DeletePart => "delete-part",
@@ -314,14 +325,17 @@ pub enum QueueError {
     NoSweep,
     /// A dequeue, or a sweep, is still running.
     Busy,
-    /// A requeue was given a document that is not one of this queue's dead letters.
+    /// A requeue, or a dead letter's delete, was given a document that is not one of
+    /// this queue's dead letters.
     NotADeadLetter(DocId),
     /// A requeue found a live message of the same name, and this request changed
     /// nothing. The message may be the requeue's own, if an earlier attempt's outcome
     /// was unknown: list the dead letters to tell.
     NameTaken(MessageName),
-    /// A requeue found the dead letter changed or gone since it was listed: nothing
-    /// was changed.
+    /// A requeue, or a dead letter's delete, found the dead letter changed or gone
+    /// since it was listed: this request changed nothing. (Gone may mean that an
+    /// earlier attempt of the same delete landed, its answer lost: list again to
+    /// tell.)
     DeadLetterChanged(DocId),
     /// No request with this id is outstanding.
     UnknownRequest(RequestId),
@@ -360,7 +374,7 @@ impl fmt::Display for QueueError {
             QueueError::NotADeadLetter(id) => {
                 write!(
                     f,
-                    "{id} is not a dead letter of this queue; nothing was requeued"
+                    "{id} is not a dead letter of this queue; nothing was changed"
                 )
             }
             QueueError::NameTaken(name) => write!(

@@ -234,6 +234,12 @@ pub struct QueueFlags {
     #[arg(long, value_name = "WHERE", value_parser = ["parts", "claims"])]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub large_kept: Option<String>,
+    /// Queue scenarios: an operator deletes the dead letters of every message whose
+    /// number is a multiple of this (0: none). Consumer 0 lists the dead letters as
+    /// it polls, and deletes those with their large payloads.
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete_dead_letters_every: Option<u32>,
     /// Queue scenarios: one handler run in this many fails and abandons its message
     /// (0: none).
     #[arg(long, value_name = "N")]

@@ -275,6 +275,11 @@ pub fn lock_flags(bounds: &LockBounds) -> String {
         ("--stale-reads", bounds.stale_reads, d.stale_reads),
         ("--stale-depth", bounds.stale_depth, d.stale_depth),
         ("--retries", bounds.retries, d.retries),
+        (
+            "--dead-letter-deletes",
+            bounds.dead_letter_deletes,
+            d.dead_letter_deletes,
+        ),
     ] {
         if value != default {
             let _ = write!(out, " {flag} {value}");

@@ -114,6 +114,7 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
         ("abandon_delay", l.abandon_delay.to_string()),
         ("batch", l.batch.to_string()),
         ("max_dequeue", l.max_dequeue.to_string()),
+        ("dead_letter_deletes", l.dead_letter_deletes.to_string()),
         ("claim_failures", l.claim_failures.to_string()),
         (
             "threads",

@@ -310,6 +310,11 @@ pub fn draw_queue(seed: u64) -> QueueConfig {
     }
     // Cosmos DB's own faults, drawn last so that every older seed draws as it did.
     draw_cosmos_faults(&mut rng, &mut cfg.faults);
+    // Half the runs have an operator delete some dead letters, drawn after the rest
+    // for the same reason.
+    if rng.random_bool(0.5) {
+        cfg.delete_dead_letters_every = rng.random_range(1..=3);
+    }
     cfg
 }
 
@@ -345,10 +350,19 @@ fn run_seed(seed: u64, variant: Variant) -> Result<Outcome, (String, String, Str
         let run = simulate_queue(&cfg)
             .map_err(|e| (cfg.scenario.to_string(), e.to_string(), replay.clone()))?;
         let r = run.report;
+        let mut faults = r.faults.clone();
+        // Not a fault but an operator's action, counted beside the faults so that a
+        // swarm's summary shows how often its runs took that path.
+        if r.measures.dead_letters_deleted > 0 {
+            faults.insert(
+                "dead letter deleted".into(),
+                r.measures.dead_letters_deleted,
+            );
+        }
         return Ok(Outcome {
             scenario: r.scenario.clone(),
             virtual_s: r.virtual_s,
-            faults: r.faults.clone(),
+            faults,
             violation_counts: r.violation_counts.clone(),
             first: first(&r.violations),
             kinds: r

@@ -117,6 +117,11 @@ pub struct QueueConfig {
     /// [`CLAIM_FAIL_ONE_IN`] fails) through the queue's claim check.
     #[serde(default, with = "text")]
     pub large_kept: LargeKept,
+    /// An operator deletes the dead letters of every message whose number is a
+    /// multiple of this (0: none): consumer 0 lists the dead letters as it polls,
+    /// and deletes those, with their large payloads.
+    #[serde(default)]
+    pub delete_dead_letters_every: u32,
     /// The faults and their rates.
     #[serde(with = "text")]
     pub faults: Faults,
@@ -202,6 +207,7 @@ impl QueueConfig {
             poison_every,
             large_every: 0,
             large_kept: LargeKept::Parts,
+            delete_dead_letters_every: 0,
             faults,
             drift_bound_ppm: 10_000,
             margin: leasehold_engine::lock::LockPolicy::default().safety_margin,

@@ -179,6 +179,10 @@ pub fn table(report: &QueueReport) -> String {
             "dead-lettered (healthy, by faults)",
             m.dead_lettered_healthy.to_string(),
         ),
+        (
+            "dead letters deleted (operator)",
+            m.dead_letters_deleted.to_string(),
+        ),
         ("deliveries", m.deliveries.to_string()),
         ("committed more than once", m.duplicate_commits.to_string()),
         ("lock lost at complete/abandon", m.lock_lost.to_string()),

@@ -37,6 +37,8 @@ struct Fate {
     /// The consumer life whose completion deleted it.
     deleted_by: Option<Holder>,
     dead_lettered: Option<u64>,
+    /// When an operator deleted its dead letter.
+    discarded: Option<u64>,
     deliveries: u32,
 }
 
@@ -97,6 +99,8 @@ pub struct QueueMeasures {
     pub dead_lettered_poison: u64,
     /// Healthy messages dead-lettered because faults made them reach the maximum.
     pub dead_lettered_healthy: u64,
+    /// Dead letters an operator deleted (`--delete-dead-letters-every`).
+    pub dead_letters_deleted: u64,
     /// Deliveries, first ones included.
     pub deliveries: u64,
     /// Messages whose effect was committed more than once (at-least-once delivery).
@@ -312,6 +316,13 @@ impl Truth {
                     doc.id, doc.dequeue_count
                 ),
             );
+        }
+    }
+
+    /// The store deleted a message's dead letter, on an operator's request.
+    pub fn discarded(&mut self, id: &DocId, now: u64) {
+        if let Some(f) = self.fates.get_mut(id) {
+            f.discarded = Some(now);
         }
     }
 
@@ -603,6 +614,8 @@ impl Truth {
             match (f.deleted, f.dead_lettered, stored.get(id)) {
                 (Some(_), _, None) => {}
                 (_, Some(_), Some(doc)) if doc.is_dead_lettered() => {}
+                // Its dead letter deleted by the operator, and no live message since.
+                (_, Some(_), None) if f.discarded.is_some() => {}
                 (None, None, Some(_)) => unfinished.push(id.clone()),
                 (None, None, None) => lost.push(id.clone()),
                 _ => lost.push(id.clone()),
@@ -638,6 +651,7 @@ impl Truth {
             let poison = self.poison_every > 0 && f.number % self.poison_every == 0;
             m.deliveries += u64::from(f.deliveries);
             m.completed += u64::from(f.deleted.is_some());
+            m.dead_letters_deleted += u64::from(f.discarded.is_some());
             if f.dead_lettered.is_some() {
                 if poison {
                     m.dead_lettered_poison += 1;

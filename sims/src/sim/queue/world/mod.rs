@@ -16,7 +16,7 @@ use leasehold_engine::queue::{
     ClaimKey, Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, MessageState,
     Output, QueueError, QueueIntent,
 };
-use leasehold_engine::store::{BatchOp, Op, Reader, Replicated, Reply, StoreError};
+use leasehold_engine::store::{BatchOp, Op, Reader, Replicated, Reply, StoreError, Stored};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, Request, RequestId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -38,6 +38,10 @@ const PROBE_MS: u64 = SECOND;
 const PRODUCER: usize = usize::MAX;
 /// The most part-set heads one sweep reads.
 const SWEEP_MAX: usize = 16;
+/// The most dead letters the operator lists at once.
+const LIST_MAX: usize = 100;
+/// How often the operator lists the dead letters, at most (ms).
+const LIST_EVERY: u64 = 5_000;
 
 #[derive(Clone, Debug)]
 enum Event {
@@ -83,6 +87,12 @@ enum Event {
         life: u64,
         key: ClaimKey,
     },
+    /// The operator asks consumer `c` to delete a dead letter it listed.
+    Discard {
+        c: usize,
+        life: u64,
+        letter: Stored<Message>,
+    },
     Fault(FaultKind),
     Boot {
         c: usize,
@@ -117,6 +127,8 @@ pub enum QueueEvent {
     Dropped(HostId, DocId),
     /// The store dead-lettered a message.
     DeadLettered(DocId),
+    /// The store deleted a dead letter, on the operator's request.
+    DeadLetterDeleted(DocId),
 }
 
 impl fmt::Display for QueueEvent {
@@ -134,6 +146,7 @@ impl fmt::Display for QueueEvent {
             }
             QueueEvent::Dropped(h, d) => write!(f, "{h} drops {d}: authority ran out"),
             QueueEvent::DeadLettered(d) => write!(f, "{d} dead-lettered"),
+            QueueEvent::DeadLetterDeleted(d) => write!(f, "dead letter {d} deleted"),
         }
     }
 }
@@ -202,6 +215,8 @@ pub struct QueueWorld {
     producer: Consumer,
     /// The claim store of runs that keep large payloads in claims.
     claims: BTreeMap<ClaimKey, String>,
+    /// When the operator next lists the dead letters.
+    list_at: u64,
     /// The consumers' settings, built once.
     consumer_config: ConsumerConfig,
     truth: Truth,
@@ -282,6 +297,7 @@ impl QueueWorld {
             weather: StoreWeather::default(),
             healed: false,
             steps: 0,
+            list_at: 0,
             requests: 0,
             ru: 0.0,
             dequeues: 0,
@@ -456,7 +472,8 @@ impl QueueWorld {
                     Event::Poll { c, life }
                     | Event::Answer { c, life, .. }
                     | Event::WorkDone { c, life, .. }
-                    | Event::Retry { c, life, .. } => (*c, *life),
+                    | Event::Retry { c, life, .. }
+                    | Event::Discard { c, life, .. } => (*c, *life),
                     _ => return,
                 };
                 if !self.alive(c, life) {
@@ -477,6 +494,9 @@ impl QueueWorld {
                         complete,
                         ..
                     } => self.settle(c, message, complete),
+                    Event::Discard { c, letter, .. } => {
+                        self.feed(c, Input::DeleteDeadLetter(letter));
+                    }
                     _ => {}
                 }
             }
@@ -598,6 +618,11 @@ impl QueueWorld {
     }
 
     fn poll(&mut self, c: usize) {
+        // The operator's dead letters, through consumer 0 however busy it is.
+        if c == 0 && self.cfg.delete_dead_letters_every > 0 && self.now >= self.list_at {
+            self.list_at = self.now + LIST_EVERY;
+            self.feed(c, Input::ListDeadLetters { max: LIST_MAX });
+        }
         let client = &self.clients[c];
         let room = (self.cfg.batch as usize).saturating_sub(client.working.len());
         if client.dequeuing {
@@ -617,6 +642,21 @@ impl QueueWorld {
         // and skipped, while the previous sweep runs).
         if self.cfg.large_every > 0 {
             self.feed(c, Input::Sweep { max: SWEEP_MAX });
+        }
+    }
+
+    /// The operator deletes the listed dead letters of the messages it is to delete,
+    /// each a while after the listing, as a person reading the list would: faults
+    /// then strike the deletes apart from the listing.
+    fn delete_dead_letters(&mut self, c: usize, letters: Vec<Stored<Message>>) {
+        let every = self.cfg.delete_dead_letters_every;
+        let life = self.clients[c].life;
+        for letter in letters {
+            let id = Message::id_for(&letter.doc.queue, &letter.doc.name);
+            if every > 0 && self.truth.number(&id).is_multiple_of(every) {
+                let at = self.now + self.rng.random_range(SECOND..=LIST_EVERY);
+                self.push(at, Event::Discard { c, life, letter });
+            }
         }
     }
 
@@ -669,6 +709,7 @@ impl QueueWorld {
             Output::Completed(id) | Output::Abandoned(id) => {
                 self.clients[c].working.remove(&id);
             }
+            Output::DeadLetters(letters) => self.delete_dead_letters(c, letters),
             Output::Failed {
                 message,
                 intent,

@@ -191,6 +191,16 @@ impl QueueWorld {
     /// Ground truth of what a successful write did.
     pub(super) fn observe(&mut self, op: &Op<Message>, before: Option<Message>, by: Holder) {
         match op {
+            _ if ops_delete(op).is_some()
+                && before.as_ref().is_some_and(Message::is_dead_lettered) =>
+            {
+                // An operator's delete of a dead letter.
+                if let Some(letter) = before {
+                    self.note(QueueEvent::DeadLetterDeleted(letter.id.clone()));
+                    let id = Message::id_for(&letter.queue, &letter.name);
+                    self.truth.discarded(&id, self.now);
+                }
+            }
             Op::Delete { id, .. } => self.truth.deleted(id, by, self.now),
             Op::Batch { ops, .. } => {
                 // A large payload's message, written with its set's head.
@@ -222,6 +232,19 @@ impl QueueWorld {
             }
             _ => {}
         }
+    }
+}
+
+/// The document a request deletes: a delete's, or a batch's whose first operation is
+/// a delete (a completion, or a dead letter's delete, with its head).
+fn ops_delete(op: &Op<Message>) -> Option<&DocId> {
+    match op {
+        Op::Delete { id, .. } => Some(id),
+        Op::Batch { ops, .. } => match ops.first() {
+            Some(BatchOp::Delete { id, .. }) => Some(id),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
