@@ -60,6 +60,26 @@ async fn a_payload_past_the_bound_goes_round_through_the_claim_store_and_one_und
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_dead_letter_deleted_through_the_client_takes_its_claim_checked_payload() {
+    let (store, claims) = (MemoryStore::new(), MemoryClaims::default());
+    let queue = client(store.clone(), claims.clone(), "c");
+    queue
+        .enqueue("big", payload(5_000), Duration::ZERO)
+        .await
+        .unwrap();
+    let delivery = queue.dequeue(1).await.unwrap().deliveries.remove(0);
+    queue.dead_letter(&delivery, "inspect").await.unwrap();
+    let letters = queue.dead_letters(10).await.unwrap();
+    assert_eq!(claims.keys().len(), 1);
+    queue.delete_dead_letter(&letters[0]).await.unwrap();
+    assert!(
+        claims.keys().is_empty(),
+        "the payload is left in the claim store"
+    );
+    assert_eq!(documents(&store).await, Vec::<String>::new());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_payload_missing_from_the_claim_store_is_dead_lettered_with_the_reason_never_delivered_empty()
  {
     let (store, claims) = (MemoryStore::new(), MemoryClaims::default());
