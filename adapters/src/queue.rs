@@ -512,8 +512,11 @@ impl<St: Store<Message>> QueueClient<St> {
     /// it, with its payload: one transactional batch deletes the dead letter and
     /// frees its large payload's part set, then the parts (or the claim-checked
     /// payload) are deleted. Nothing changes if the dead letter changed since it was
-    /// listed ([`QueueError::DeadLetterChanged`]). Delete dead letters this way, not
-    /// by hand: a dead letter deleted by hand leaves its large payload for good.
+    /// listed ([`QueueError::DeadLetterChanged`]); one found gone
+    /// ([`QueueError::DeadLetterGone`]) may have been deleted by an earlier attempt
+    /// of this call whose answer was lost, and what it left is the sweep's. Delete
+    /// dead letters this way, not by hand: a dead letter deleted by hand leaves its
+    /// large payload for good.
     ///
     /// ```
     /// use leasehold_adapters::{MemoryStore, QueueClient};
@@ -643,7 +646,7 @@ impl<St: Store<Message>> QueueClient<St> {
             // The message is done whether or not its payload is deleted now: a
             // payload left is the sweep's.
             if let Err(e) = self.drop_claims(drops).await {
-                tracing::warn!(error = %e, "a completed message's claim-checked payload is left for the sweep");
+                tracing::warn!(error = %e, "a claim-checked payload of a message completed, or of a dead letter deleted, is left for the sweep");
             }
         }
         outcome

@@ -69,10 +69,7 @@ async fn a_large_dead_letter_deleted_through_the_client_leaves_no_document() {
     // The same listing again: the dead letter is gone, and nothing changes.
     let err = consumer.delete_dead_letter(&letters[0]).await.unwrap_err();
     assert!(
-        matches!(
-            err,
-            QueueClientError::Queue(QueueError::DeadLetterChanged(_))
-        ),
+        matches!(err, QueueClientError::Queue(QueueError::DeadLetterGone(_))),
         "{err:?}"
     );
 }

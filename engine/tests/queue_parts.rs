@@ -738,23 +738,73 @@ fn a_dead_letter_deleted_alone_leaves_a_set_no_sweep_takes() {
     assert!(count(&store, "part") > 1);
 }
 
-/// A delete is of the dead letter as listed: one changed since (requeued, or deleted
-/// by another consumer) is refused and its payload kept, and a live message is not a
-/// dead letter.
+/// A delete is of the dead letter as listed: one requeued since is refused, and the
+/// live message keeps its payload; a live message is not a dead letter.
 #[test]
-fn a_dead_letter_changed_since_it_was_listed_is_not_deleted() {
+fn a_dead_letter_requeued_since_it_was_listed_is_not_deleted() {
     let mut store = store();
     enqueue_big(&mut client("p"), &mut store, "big", &payload(4_000));
     let mut a = client("a");
     let letter = dequeue_and_dead_letter(&mut a, &mut store);
-    let live = Stored {
-        doc: letter.doc.requeued(leasehold_engine::WallTime(0)),
-        etag: letter.etag.clone(),
+    let mut b = client("b");
+    run(&mut b, &mut store, at(0), Input::Requeue(letter.clone()));
+    let live = stored(&store, "big").unwrap();
+    let parts = count(&store, "part");
+    assert!(parts > 1);
+    let out = run(&mut a, &mut store, at(0), Input::DeleteDeadLetter(letter));
+    assert!(
+        matches!(
+            &out[..],
+            [Output::Failed {
+                error: QueueError::DeadLetterGone(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    assert_eq!(count(&store, "part"), parts);
+    assert_eq!(head_naming(&store), Naming::By(live.id.clone()));
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    assert_eq!(got[0].payload, payload(4_000));
+    let stale = Stored {
+        doc: live.clone(),
+        etag: store
+            .iter()
+            .find(|s| s.doc.id == live.id)
+            .unwrap()
+            .etag
+            .clone(),
     };
     assert!(matches!(
-        a.handle_input(at(0), Input::DeleteDeadLetter(live)),
+        a.handle_input(at(0), Input::DeleteDeadLetter(stale)),
         Err(QueueError::NotADeadLetter(_))
     ));
+}
+
+/// A delete is of the dead letter as listed: one changed since is refused with
+/// nothing changed, one gone (deleted by another consumer, or by an earlier attempt
+/// of the same delete) is answered as gone.
+#[test]
+fn a_dead_letter_changed_or_gone_since_it_was_listed_is_not_deleted() {
+    let mut store = store();
+    enqueue_big(&mut client("p"), &mut store, "big", &payload(4_000));
+    let mut a = client("a");
+    let letter = dequeue_and_dead_letter(&mut a, &mut store);
+    let stale = Stored {
+        etag: leasehold_engine::Etag::opaque("stale"),
+        ..letter.clone()
+    };
+    let out = run(&mut a, &mut store, at(0), Input::DeleteDeadLetter(stale));
+    assert!(
+        matches!(
+            &out[..],
+            [Output::Failed {
+                error: QueueError::DeadLetterChanged(_),
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
     let mut b = client("b");
     let out = run(
         &mut b,
@@ -768,7 +818,7 @@ fn a_dead_letter_changed_since_it_was_listed_is_not_deleted() {
         matches!(
             &out[..],
             [Output::Failed {
-                error: QueueError::DeadLetterChanged(_),
+                error: QueueError::DeadLetterGone(_),
                 ..
             }]
         ),

@@ -565,6 +565,7 @@ impl Rules for QueueModel {
             ghost.stored = true;
             ghost.deliveries[0] = 0;
             ghost.completed_by[0] = None;
+            ghost.discarded &= !1;
         }
         if req.intent == QueueIntent::DeleteDeadLetter {
             let applied = match result {

@@ -980,10 +980,14 @@ impl Consumer {
                             self.delete_parts(&name, &set, count, None, false);
                         }
                     }
-                    // Changed, or gone: perhaps by this very delete's earlier attempt,
-                    // whose batch left the set to the sweep.
-                    Err(StoreError::PreconditionFailed | StoreError::NotFound) => {
+                    Err(StoreError::PreconditionFailed) => {
                         let error = QueueError::DeadLetterChanged(dead_letter.clone());
+                        self.fail(dead_letter, QueueIntent::DeleteDeadLetter, error);
+                    }
+                    // Perhaps by this very delete's earlier attempt, whose batch left
+                    // the set to the sweep: the parts are not this answer's to delete.
+                    Err(StoreError::NotFound) => {
+                        let error = QueueError::DeadLetterGone(dead_letter.clone());
                         self.fail(dead_letter, QueueIntent::DeleteDeadLetter, error);
                     }
                     Err(e) => {

@@ -333,10 +333,13 @@ pub enum QueueError {
     /// was unknown: list the dead letters to tell.
     NameTaken(MessageName),
     /// A requeue, or a dead letter's delete, found the dead letter changed or gone
-    /// since it was listed: this request changed nothing. (Gone may mean that an
-    /// earlier attempt of the same delete landed, its answer lost: list again to
-    /// tell.)
+    /// since it was listed: this request changed nothing.
     DeadLetterChanged(DocId),
+    /// A dead letter's delete found it gone. An earlier attempt of this very delete
+    /// may have removed it (its answer lost, or the SDK sending it again), or another
+    /// delete, or a requeue: nobody can tell which. Either way it needs no more work
+    /// here, and a payload it left is the sweep's.
+    DeadLetterGone(DocId),
     /// No request with this id is outstanding.
     UnknownRequest(RequestId),
     /// The store failed; with an ambiguous error the write may have been applied.
@@ -381,6 +384,11 @@ impl fmt::Display for QueueError {
                 f,
                 "a live message named {name} exists, so this requeue changed nothing (an \
                  earlier attempt whose outcome was unknown may have made it)"
+            ),
+            QueueError::DeadLetterGone(id) => write!(
+                f,
+                "dead letter {id} is gone: removed by an earlier attempt of this delete, by \
+                 another delete or by a requeue; it needs no more work here"
             ),
             QueueError::DeadLetterChanged(id) => write!(
                 f,

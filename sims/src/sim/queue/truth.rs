@@ -614,7 +614,8 @@ impl Truth {
             match (f.deleted, f.dead_lettered, stored.get(id)) {
                 (Some(_), _, None) => {}
                 (_, Some(_), Some(doc)) if doc.is_dead_lettered() => {}
-                // Its dead letter deleted by the operator, and no live message since.
+                // Its dead letter deleted by the operator, and nothing of it stored (a
+                // live copy written since is stored, and falls to the last arm: lost).
                 (_, Some(_), None) if f.discarded.is_some() => {}
                 (None, None, Some(_)) => unfinished.push(id.clone()),
                 (None, None, None) => lost.push(id.clone()),
