@@ -197,3 +197,50 @@ async fn what_a_large_message_costs_against_one_split_by_its_user() {
         }
     }
 }
+
+/// Requests and RU of deleting a dead letter of `mb` MB kept in parts, against
+/// completing the same message: the delete's batch and the part deletes, against the
+/// completion's. Run by hand (`cargo test -p leasehold-adapters --test queue_large
+/// -- --ignored --nocapture`); the figures are in BENCHMARKS.md, never asserted.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "a measurement, run by hand"]
+async fn what_deleting_a_large_dead_letter_costs_against_completing_it() {
+    use leasehold_adapters::OpKind;
+    let requests_and_units = |store: &CosmosStore<Message>| {
+        let charges = store.charges();
+        let requests: u64 = OpKind::ALL.iter().map(|k| charges.calls(*k)).sum();
+        (requests, charges.total_units())
+    };
+    println!("| payload | ends by | requests | RU |");
+    println!("|---|---|---|---|");
+    for mb in [1usize, 10] {
+        for ends in ["completion", "dead letter deleted"] {
+            let emulator = Emulator::new();
+            let store = queue_store(&emulator, &format!("dead-cost-{mb}")).await;
+            let queue = client(store.clone(), "c");
+            queue
+                .enqueue("big", payload(mb * 1024 * 1024), Duration::ZERO)
+                .await
+                .unwrap();
+            let delivery = queue.dequeue(1).await.unwrap().deliveries.remove(0);
+            let letters = if ends == "completion" {
+                Vec::new()
+            } else {
+                queue.dead_letter(&delivery, "inspect").await.unwrap();
+                queue.dead_letters(10).await.unwrap()
+            };
+            let (requests, units) = requests_and_units(&store);
+            match letters.first() {
+                None => queue.complete(&delivery).await.unwrap(),
+                Some(letter) => queue.delete_dead_letter(letter).await.unwrap(),
+            }
+            let (after, after_units) = requests_and_units(&store);
+            assert_eq!(documents(&store).await, Vec::<String>::new());
+            println!(
+                "| {mb} MB | {ends} | {} | {:.0} |",
+                after - requests,
+                after_units - units
+            );
+        }
+    }
+}
