@@ -826,3 +826,62 @@ fn a_dead_letter_changed_or_gone_since_it_was_listed_is_not_deleted() {
     );
     assert_eq!(store.iter().count(), 0);
 }
+
+/// A completion whose batch landed but whose answer came back only after the
+/// consumer's own sweep had taken the set (the head named nobody for the whole
+/// bound) leaves that sweep to finish: the late answer's part deletes do not take
+/// over the sweep's, which would then never end and refuse every later sweep.
+#[test]
+fn a_completions_late_answer_leaves_the_sweep_that_took_its_set_to_finish() {
+    let mut store = store();
+    enqueue_big(&mut client("p"), &mut store, "big", &payload(4_000));
+    let mut a = client("a");
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let (requests, _) = step(&mut a, at(1_000), Input::Complete(got[0].id.clone()));
+    let [completion] = &requests[..] else {
+        panic!("{requests:?}")
+    };
+    let landed = store.execute(completion.op.clone());
+    assert!(landed.is_ok(), "{landed:?}");
+    assert_eq!(head_naming(&store), Naming::Nobody);
+    run(&mut a, &mut store, at(2_000), Input::Sweep { max: 10 });
+    // The sweep marks the head and sends its part deletes, not yet served.
+    let (mut pending, _) = step(&mut a, at(100_000), Input::Sweep { max: 10 });
+    while let Some(next) = pending.pop() {
+        if matches!(next.op, Op::Delete { .. }) {
+            pending.push(next);
+            break;
+        }
+        let (more, _) = serve(&mut a, &mut store, at(100_000), next);
+        pending.extend(more);
+    }
+    assert!(!pending.is_empty(), "the sweep sends its deletes");
+    // The completion's answer arrives now.
+    let answer = Input::Response {
+        id: completion.id,
+        result: landed,
+    };
+    let (more, out) = step(&mut a, at(100_000), answer);
+    assert!(
+        out.contains(&Output::Completed(got[0].id.clone())),
+        "{out:?}"
+    );
+    pending.extend(more);
+    let mut outs = Vec::new();
+    while let Some(next) = pending.pop() {
+        let (more, out) = serve(&mut a, &mut store, at(100_000), next);
+        pending.extend(more);
+        outs.extend(out);
+    }
+    assert!(
+        outs.iter()
+            .any(|o| matches!(o, Output::SweepFinished { .. })),
+        "{outs:?}"
+    );
+    assert_eq!(store.iter().count(), 0);
+    let out = run(&mut a, &mut store, at(101_000), Input::Sweep { max: 10 });
+    assert!(
+        out.contains(&Output::SweepFinished { read: 0, swept: 0 }),
+        "{out:?}"
+    );
+}

@@ -597,6 +597,12 @@ impl Consumer {
         head_etag: Option<Etag>,
         swept: bool,
     ) {
+        // A cleanup of the set already runs (this consumer's sweep took the set while
+        // the answer that asks again was held): it deletes the same documents, and
+        // replacing it would leave its sweep waiting for good.
+        if self.cleanups.contains_key(set) {
+            return;
+        }
         let queue = self.config.queue.clone();
         if !swept && self.config.known_bad == Some(QueueKnownBad::HeadFirst) {
             let op = Op::Delete {
