@@ -885,3 +885,88 @@ fn a_completions_late_answer_leaves_the_sweep_that_took_its_set_to_finish() {
         "{out:?}"
     );
 }
+
+/// The model's counterexample to `completion-reads-held`, as an engine test: a
+/// completion's reply is held while an enqueue stores the message anew (another
+/// attempt of the producer's, naming another set) and the same consumer takes it.
+/// Returns the store once the held reply arrives, and the consumer.
+fn completion_answered_after_a_new_delivery(
+    config: ConsumerConfig,
+) -> (Container<Message>, Consumer) {
+    let mut store = store();
+    let consumer = |who: &str| Consumer::new(HostId::from(who), Incarnation(0), config.clone());
+    enqueue_big(
+        &mut consumer("p").unwrap(),
+        &mut store,
+        "big",
+        &payload(4_000),
+    );
+    let mut a = consumer("a").unwrap();
+    let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
+    let (requests, _) = step(&mut a, at(1_000), Input::Complete(got[0].id.clone()));
+    let [completion] = &requests[..] else {
+        panic!("{requests:?}")
+    };
+    let landed = store.execute(completion.op.clone());
+    assert!(landed.is_ok(), "{landed:?}");
+    // Completed again, it is found gone (the earlier attempt's), and forgotten.
+    run(
+        &mut a,
+        &mut store,
+        at(5_000),
+        Input::Complete(got[0].id.clone()),
+    );
+    // An enqueue of the same name stores it again, naming a set of its own.
+    let mut producer = consumer("q").unwrap();
+    enqueue_big(&mut producer, &mut store, "big", &payload(3_000));
+    let dequeue = Input::Dequeue { max: 1 };
+    let again = deliveries(&run(&mut a, &mut store, at(5_000), dequeue));
+    assert_eq!(again[0].id, got[0].id);
+    let answer = Input::Response {
+        id: completion.id,
+        result: landed,
+    };
+    run(&mut a, &mut store, at(5_000), answer);
+    (store, a)
+}
+
+/// Whether every part of the payload the stored message "big" names is stored.
+fn payload_whole(store: &Container<Message>) -> bool {
+    let named = stored(store, "big").unwrap().parts.unwrap();
+    (0..named.count).all(|i| {
+        store.iter().any(|s| {
+            matches!(&s.doc.state, MessageState::Part { set, index } if *set == named.set && *index == i)
+        })
+    })
+}
+
+/// A completion's answer frees what the message it deleted named, and leaves the
+/// lock the consumer holds now alone: the message stored anew keeps its payload, and
+/// its delivery its authority.
+#[test]
+fn a_completions_late_answer_frees_the_payload_of_the_message_it_deleted_only() {
+    let (store, a) = completion_answered_after_a_new_delivery(small());
+    assert!(
+        payload_whole(&store),
+        "{:?}",
+        store.iter().collect::<Vec<_>>()
+    );
+    // The completed message's set is gone: nothing is left for the sweep.
+    assert_eq!(count(&store, "head"), 1);
+    let live = stored(&store, "big").unwrap();
+    assert!(a.has_authority(&live.id, at(5_000).local));
+}
+
+/// Its sibling: read at the answer from the document held then (`completion-reads-held`),
+/// the answer deletes the new message's payload and drops its lock.
+#[test]
+fn a_completions_late_answer_read_from_the_document_held_then_drops_the_new_payload() {
+    let config = ConsumerConfig {
+        known_bad: Some(QueueKnownBad::CompletionReadsHeld),
+        ..small()
+    };
+    let (store, a) = completion_answered_after_a_new_delivery(config);
+    assert!(!payload_whole(&store));
+    let live = stored(&store, "big").unwrap();
+    assert!(!a.has_authority(&live.id, at(5_000).local));
+}

@@ -445,6 +445,19 @@ impl LockBug {
                 horizon: Some(12),
                 ..LeastBound::default()
             },
+            // The producer's first manifest held on the wire past its retry; a
+            // consumer's completion of the retry's message has its reply held while
+            // the first manifest lands and the consumer takes that message.
+            LockBug::Engine(QueueKnownBad::CompletionReadsHeld) => LeastBound {
+                partitions: Some(1),
+                crashes: Some(0),
+                give_backs: Some(0),
+                late_replies: Some(1),
+                delays: Some(1),
+                lost_replies: Some(0),
+                depth_first: true,
+                ..LeastBound::default()
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -455,7 +468,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 19] = [
+    pub const ALL: [LockBug; 20] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -475,6 +488,7 @@ impl LockBug {
         LockBug::Engine(QueueKnownBad::MissingPartIsDamage),
         LockBug::Engine(QueueKnownBad::UnrecordedHeads),
         LockBug::Engine(QueueKnownBad::DiscardKeepsHead),
+        LockBug::Engine(QueueKnownBad::CompletionReadsHeld),
     ];
 
     /// The name on the command line.
@@ -504,6 +518,7 @@ impl LockBug {
                 | LockBug::Engine(QueueKnownBad::MissingPartIsDamage)
                 | LockBug::Engine(QueueKnownBad::UnrecordedHeads)
                 | LockBug::Engine(QueueKnownBad::DiscardKeepsHead)
+                | LockBug::Engine(QueueKnownBad::CompletionReadsHeld)
         )
     }
 

@@ -1258,3 +1258,27 @@ fn a_dead_letters_delete_cut_short_leaves_its_set_to_the_sweep() {
         every_property_holds_but(&model, &not_reached);
     }
 }
+
+/// The producer's first manifest is held on the wire past its retry; a consumer's
+/// completion of the retry's message has its reply held while the first manifest
+/// lands and the same consumer takes that message. Read at the answer from the
+/// document held then (`completion-reads-held`), the answer deletes the new
+/// message's payload. Found by the model (the shipped consumer broke at this bound,
+/// 19.6 M unique depth first, before the answer read what it sent); the engine's
+/// tests keep the shipped consumer's side (`engine/tests/queue_parts.rs`).
+#[test]
+fn a_completions_late_answer_read_from_the_document_held_then_drops_a_live_payload() {
+    let bounds = LockBounds {
+        docs: 1,
+        crashes: 0,
+        give_backs: 0,
+        large: true,
+        late_replies: 1,
+        delays: 1,
+        bug: Some(LockBug::Engine(QueueKnownBad::CompletionReadsHeld)),
+        ..queue_bounds()
+    };
+    let model = QueueModel::new(bounds).unwrap();
+    let text = counterexample_by(&model, queue::PAYLOAD_INTACT, Search::Dfs);
+    assert!(text.contains("held reply"), "{text}");
+}

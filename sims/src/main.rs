@@ -526,6 +526,16 @@ fn partition_bug(args: &ModelArgs) -> Option<Bug> {
         .flatten()
 }
 
+/// The queue or item variant `args` names, if it does and is one.
+fn lock_bug(args: &ModelArgs) -> Option<LockBug> {
+    let kind = match args.target {
+        Target::Queue => LockKind::Queue,
+        Target::Items => LockKind::Items,
+        _ => return None,
+    };
+    LockBug::parse(args.bug.as_deref()?, kind).ok()
+}
+
 /// `asked` checker threads, capped at the machine's parallelism: more only contend.
 fn machine_threads(asked: u16) -> usize {
     let available = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -535,9 +545,10 @@ fn machine_threads(asked: u16) -> usize {
 fn options_of(args: &ModelArgs) -> Options {
     // A variant whose counterexample lies deep is searched depth first unless told
     // otherwise: breadth first would hold every state up to that depth.
-    let least = partition_bug(args)
-        .map(|b| b.least_bound_under(args.strategy))
-        .unwrap_or_default();
+    let least = match partition_bug(args) {
+        Some(b) => b.least_bound_under(args.strategy),
+        None => lock_bug(args).map(LockBug::least_bound).unwrap_or_default(),
+    };
     let deep = least.depth_first;
     let depth_first = args.dfs || (deep && !args.bfs);
     // A variant only random walks reach is walked unless a search is named.

@@ -157,11 +157,16 @@ pub enum QueueKnownBad {
     /// that stops before the parts go, leaves a set that no sweep will ever take: it
     /// names a document, and only the batch that moves that document would rewrite it.
     DiscardKeepsHead,
+    /// A completion's answer reads what it frees from the document this consumer
+    /// holds when the answer comes, and acts on the lock it holds then. If the reply
+    /// was held while an enqueue stored the message anew and this consumer took the
+    /// new one, the answer deletes the new message's payload and drops its lock.
+    CompletionReadsHeld,
 }
 
 impl QueueKnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [QueueKnownBad; 11] = [
+    pub const ALL: [QueueKnownBad; 12] = [
         QueueKnownBad::GoneMeansLost,
         QueueKnownBad::PoisonSpendsBatch,
         QueueKnownBad::ManifestFirst,
@@ -173,6 +178,7 @@ impl QueueKnownBad {
         QueueKnownBad::MissingPartIsDamage,
         QueueKnownBad::UnrecordedHeads,
         QueueKnownBad::DiscardKeepsHead,
+        QueueKnownBad::CompletionReadsHeld,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -189,6 +195,7 @@ impl QueueKnownBad {
             QueueKnownBad::MissingPartIsDamage => "missing-part-is-damage",
             QueueKnownBad::UnrecordedHeads => "unrecorded-heads",
             QueueKnownBad::DiscardKeepsHead => "discard-keeps-head",
+            QueueKnownBad::CompletionReadsHeld => "completion-reads-held",
         }
     }
 }

@@ -153,7 +153,14 @@ enum Pending {
         etag: Etag,
         reason: String,
     },
-    Complete(DocId),
+    Complete {
+        id: DocId,
+        /// The delivery completed: the message may have been delivered again, under
+        /// another lock, by the time the answer comes.
+        token: LockToken,
+        /// Its payload's set, as the message completed named it.
+        parts: Option<(MessageName, PartSetId, u32)>,
+    },
     Renew {
         id: DocId,
         sent_at: LocalTime,
@@ -288,13 +295,17 @@ impl Consumer {
                     return Err(QueueError::NotHeld(id));
                 };
                 let op = dead_letter::delete_op(self.pk(), doc, held.etag, self.records_heads());
+                let parts = doc
+                    .parts
+                    .as_ref()
+                    .map(|p| (doc.name.clone(), p.set.clone(), p.count));
                 self.locks.give_up_authority(&id, self.now.local);
-                self.send(
-                    QueueIntent::Complete,
-                    Some(held.token),
-                    op,
-                    Pending::Complete(id),
-                );
+                let pending = Pending::Complete {
+                    id,
+                    token: held.token.clone(),
+                    parts,
+                };
+                self.send(QueueIntent::Complete, Some(held.token), op, pending);
                 Ok(())
             }
             Input::Renew(id) => self.renew(id),
@@ -899,8 +910,15 @@ impl Consumer {
                 }
                 self.claim_answered(false, done);
             }
-            Pending::Complete(id) => {
+            Pending::Complete { id, token, parts } => {
                 let result = dead_letter::delete_result(result);
+                let by_token = self.config.known_bad != Some(QueueKnownBad::CompletionReadsHeld);
+                if by_token && self.locks.held(&id).is_some_and(|h| h.token != token) {
+                    // The answer is about an earlier delivery of the message: the lock
+                    // this consumer holds now, and its document, are another's.
+                    self.earlier_completion_answered(id, parts, result);
+                    return;
+                }
                 let gone = matches!(result, Err(StoreError::NotFound))
                     && self.config.known_bad != Some(QueueKnownBad::GoneMeansLost);
                 if gone && !self.locks.excludes_others(&id, self.now.local) {
@@ -915,12 +933,17 @@ impl Consumer {
                 // Gone while no one else could have taken it: an earlier attempt of
                 // this completion deleted it.
                 let result = if gone { Ok(Reply::Deleted) } else { result };
-                let parts = match (&result, self.held_docs.get(&id)) {
-                    (Ok(_), Some(doc)) => doc
-                        .parts
-                        .as_ref()
-                        .map(|p| (doc.name.clone(), p.set.clone(), p.count)),
-                    _ => None,
+                let parts = if by_token {
+                    parts.filter(|_| result.is_ok())
+                } else {
+                    self.held_docs
+                        .get(&id)
+                        .filter(|_| result.is_ok())
+                        .and_then(|doc| {
+                            doc.parts
+                                .as_ref()
+                                .map(|p| (doc.name.clone(), p.set.clone(), p.count))
+                        })
                 };
                 self.after_holder_write(id, QueueIntent::Complete, result, |id| {
                     Output::Completed(id)
@@ -1053,6 +1076,31 @@ impl Consumer {
                 self.out.push_back(done(id));
             }
             Err(e) => self.holder_write_failed(id, intent, e),
+        }
+    }
+
+    /// A completion's answer that came after the message was delivered again (its
+    /// reply held, and an enqueue of the same name stored it anew): it says nothing of
+    /// the lock held now, and the parts it frees are those of the message it deleted.
+    fn earlier_completion_answered(
+        &mut self,
+        id: DocId,
+        parts: Option<(MessageName, PartSetId, u32)>,
+        result: Result<Reply<Message>, StoreError>,
+    ) {
+        let intent = QueueIntent::Complete;
+        match result {
+            Ok(_) => {
+                self.out.push_back(Output::Completed(id));
+                if let Some((name, set, count)) = parts {
+                    self.delete_parts(&name, &set, count, None, false);
+                }
+            }
+            Err(StoreError::NotFound) => self.fail(id.clone(), intent, QueueError::Gone(id)),
+            Err(StoreError::PreconditionFailed) => {
+                self.fail(id.clone(), intent, QueueError::LockLost(id))
+            }
+            Err(e) => self.fail(id, intent, QueueError::Store(e)),
         }
     }
 
