@@ -295,10 +295,7 @@ impl Consumer {
                     return Err(QueueError::NotHeld(id));
                 };
                 let op = dead_letter::delete_op(self.pk(), doc, held.etag, self.records_heads());
-                let parts = doc
-                    .parts
-                    .as_ref()
-                    .map(|p| (doc.name.clone(), p.set.clone(), p.count));
+                let parts = named_set(doc);
                 self.locks.give_up_authority(&id, self.now.local);
                 let pending = Pending::Complete {
                     id,
@@ -421,10 +418,7 @@ impl Consumer {
             self.records_heads() && self.config.known_bad != Some(QueueKnownBad::DiscardKeepsHead);
         let op = dead_letter::delete_op(self.pk(), &doc, etag, record);
         let pending = Pending::DeleteDeadLetter {
-            parts: doc
-                .parts
-                .as_ref()
-                .map(|p| (doc.name.clone(), p.set.clone(), p.count)),
+            parts: named_set(&doc),
             dead_letter: doc.id,
         };
         self.send(QueueIntent::DeleteDeadLetter, None, op, pending);
@@ -939,11 +933,7 @@ impl Consumer {
                     self.held_docs
                         .get(&id)
                         .filter(|_| result.is_ok())
-                        .and_then(|doc| {
-                            doc.parts
-                                .as_ref()
-                                .map(|p| (doc.name.clone(), p.set.clone(), p.count))
-                        })
+                        .and_then(named_set)
                 };
                 self.after_holder_write(id, QueueIntent::Complete, result, |id| {
                     Output::Completed(id)
@@ -1122,6 +1112,13 @@ impl Consumer {
             error,
         });
     }
+}
+
+/// The part set `doc` names, as its deletes need it: the name, the set, its parts.
+fn named_set(doc: &Message) -> Option<(MessageName, PartSetId, u32)> {
+    doc.parts
+        .as_ref()
+        .map(|p| (doc.name.clone(), p.set.clone(), p.count))
 }
 
 /// A query condition on a message's status.
