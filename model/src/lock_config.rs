@@ -458,6 +458,16 @@ impl LockBug {
                 depth_first: true,
                 ..LeastBound::default()
             },
+            // A consumer gives its message back with the reply held, takes it again,
+            // and the held reply arrives.
+            LockBug::Engine(QueueKnownBad::HolderAnswersReadHeld) => LeastBound {
+                partitions: Some(1),
+                crashes: Some(0),
+                late_replies: Some(1),
+                delays: Some(0),
+                lost_replies: Some(0),
+                ..LeastBound::default()
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -468,7 +478,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 20] = [
+    pub const ALL: [LockBug; 21] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -489,6 +499,7 @@ impl LockBug {
         LockBug::Engine(QueueKnownBad::UnrecordedHeads),
         LockBug::Engine(QueueKnownBad::DiscardKeepsHead),
         LockBug::Engine(QueueKnownBad::CompletionReadsHeld),
+        LockBug::Engine(QueueKnownBad::HolderAnswersReadHeld),
     ];
 
     /// The name on the command line.

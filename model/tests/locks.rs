@@ -1282,3 +1282,56 @@ fn a_completions_late_answer_read_from_the_document_held_then_drops_a_live_paylo
     let text = counterexample_by(&model, queue::PAYLOAD_INTACT, Search::Dfs);
     assert!(text.contains("held reply"), "{text}");
 }
+
+/// One consumer gives its message back (`give_backs`) or renews it (`renewals`) with
+/// the reply held, takes the message again, and the held reply arrives.
+fn holder_answer_held(renew: bool, bug: Option<LockBug>) -> LockBounds {
+    LockBounds {
+        docs: 1,
+        crashes: 0,
+        late_replies: 1,
+        give_backs: u8::from(!renew),
+        renewals: u8::from(renew),
+        // A renewed lock must run out before its consumer takes the message again.
+        horizon: if renew { 11 } else { 7 },
+        bug,
+        ..queue_bounds()
+    }
+}
+
+/// Acted on as the lock held when it comes (`holder-answers-read-held`), a give-back's
+/// or a renewal's late answer changes the new delivery's lock: the give-back's drops
+/// it, the renewal's gives it the old version's etag.
+#[test]
+fn a_holders_late_answer_read_as_the_lock_held_then_changes_the_new_delivery() {
+    let bug = Some(LockBug::Engine(QueueKnownBad::HolderAnswersReadHeld));
+    for (renew, says) in [
+        (false, "gave q:m0 back"),
+        (true, "c0 renewed the lock on q:m0"),
+    ] {
+        let model = QueueModel::new(holder_answer_held(renew, bug)).unwrap();
+        let text = counterexample(&model, queue::ANSWER_OWN_DELIVERY);
+        assert!(text.contains("held reply"), "{text}");
+        assert!(text.contains(says), "{text}");
+    }
+}
+
+/// Its sibling: the shipped consumer's answer reports on the delivery it was sent for
+/// and leaves the new delivery's lock as it was; every property holds at both bounds.
+#[test]
+fn a_holders_late_answer_leaves_the_new_delivery_alone() {
+    for renew in [false, true] {
+        let model = QueueModel::new(holder_answer_held(renew, None)).unwrap();
+        let mut not_reached = vec![
+            queue::REDELIVERED_AFTER_CRASH,
+            queue::CALM_AFTER_CRASH,
+            queue::DEAD_LETTERED,
+            queue::POISON_THEN_DELIVERED,
+        ];
+        if renew {
+            // With the one message locked, only a give-back lets two dequeues race.
+            not_reached.push(queue::LOST_THEN_DELIVERED);
+        }
+        every_property_holds_but(&model, &not_reached);
+    }
+}

@@ -162,11 +162,18 @@ pub enum QueueKnownBad {
     /// was held while an enqueue stored the message anew and this consumer took the
     /// new one, the answer deletes the new message's payload and drops its lock.
     CompletionReadsHeld,
+    /// As `CompletionReadsHeld`, for an abandon, a dead-letter move and a renewal:
+    /// the answer acts on the lock this consumer holds when it comes. A give-back's
+    /// reply held while the consumer took the message again drops the new delivery's
+    /// lock; a renewal's gives it the old version's etag. The new delivery's
+    /// completion is refused, and the message comes back once more than its
+    /// handlers failed.
+    HolderAnswersReadHeld,
 }
 
 impl QueueKnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [QueueKnownBad; 12] = [
+    pub const ALL: [QueueKnownBad; 13] = [
         QueueKnownBad::GoneMeansLost,
         QueueKnownBad::PoisonSpendsBatch,
         QueueKnownBad::ManifestFirst,
@@ -179,6 +186,7 @@ impl QueueKnownBad {
         QueueKnownBad::UnrecordedHeads,
         QueueKnownBad::DiscardKeepsHead,
         QueueKnownBad::CompletionReadsHeld,
+        QueueKnownBad::HolderAnswersReadHeld,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -196,6 +204,7 @@ impl QueueKnownBad {
             QueueKnownBad::UnrecordedHeads => "unrecorded-heads",
             QueueKnownBad::DiscardKeepsHead => "discard-keeps-head",
             QueueKnownBad::CompletionReadsHeld => "completion-reads-held",
+            QueueKnownBad::HolderAnswersReadHeld => "holder-answers-read-held",
         }
     }
 }

@@ -163,11 +163,19 @@ enum Pending {
     },
     Renew {
         id: DocId,
+        /// The delivery renewed, as for a completion.
+        token: LockToken,
         sent_at: LocalTime,
     },
-    Abandon(DocId),
+    Abandon {
+        id: DocId,
+        /// The delivery given back, as for a completion.
+        token: LockToken,
+    },
     DeadLetter {
         id: DocId,
+        /// The delivery moved, as for a completion.
+        token: LockToken,
         reason: String,
     },
     ListDeadLetters,
@@ -309,7 +317,10 @@ impl Consumer {
             Input::Abandon { message, delay } => {
                 let held = self.held(&message)?;
                 let wall = self.now.wall;
-                let pending = Pending::Abandon(message.clone());
+                let pending = Pending::Abandon {
+                    id: message.clone(),
+                    token: held.token.clone(),
+                };
                 self.rewrite_as(&message, held, QueueIntent::Abandon, pending, |m| {
                     m.state = MessageState::Pending;
                     m.next_visible_at = wall + delay;
@@ -324,6 +335,7 @@ impl Consumer {
                 let op = self.move_op(doc, &held.token, held.etag, reason.clone());
                 let pending = Pending::DeadLetter {
                     id: message,
+                    token: held.token.clone(),
                     reason,
                 };
                 self.send(QueueIntent::DeadLetter, Some(held.token), op, pending);
@@ -768,6 +780,7 @@ impl Consumer {
         let (wall, local) = (self.now.wall, self.now.local);
         let pending = Pending::Renew {
             id: id.clone(),
+            token: held.token.clone(),
             sent_at: local,
         };
         let duration = held.duration;
@@ -907,7 +920,7 @@ impl Consumer {
             Pending::Complete { id, token, parts } => {
                 let result = dead_letter::delete_result(result);
                 let by_token = self.config.known_bad != Some(QueueKnownBad::CompletionReadsHeld);
-                if by_token && self.locks.held(&id).is_some_and(|h| h.token != token) {
+                if by_token && self.holds_another(&id, &token) {
                     // The answer is about an earlier delivery of the message: the lock
                     // this consumer holds now, and its document, are another's.
                     self.earlier_completion_answered(id, parts, result);
@@ -943,16 +956,29 @@ impl Consumer {
                     self.delete_parts(&name, &set, count, None, false);
                 }
             }
-            Pending::Abandon(id) => {
+            Pending::Abandon { id, token } => {
+                if self.answers_earlier(&id, &token) {
+                    let done = Output::Abandoned(id.clone());
+                    self.earlier_delivery_answered(id, QueueIntent::Abandon, result, done);
+                    return;
+                }
                 self.after_holder_write(id, QueueIntent::Abandon, result, Output::Abandoned)
             }
-            Pending::DeadLetter { id, reason } => {
+            Pending::DeadLetter { id, token, reason } => {
                 let result = match dead_letter::outcome(&result) {
                     // The dead letter's id is this delivery's own: it exists only if an
                     // earlier attempt of this very move was applied.
                     Ok(()) | Err(Failure::Created) => Ok(Reply::Deleted),
                     Err(Failure::Target(e) | Failure::Request(e)) => Err(e),
                 };
+                if self.answers_earlier(&id, &token) {
+                    let done = Output::DeadLettered {
+                        message: id.clone(),
+                        reason,
+                    };
+                    self.earlier_delivery_answered(id, QueueIntent::DeadLetter, result, done);
+                    return;
+                }
                 self.after_holder_write(id, QueueIntent::DeadLetter, result, |message| {
                     Output::DeadLettered { message, reason }
                 })
@@ -1021,7 +1047,12 @@ impl Consumer {
             Pending::SweepScan { after, max } => self.heads_read(after, max, result),
             Pending::SweepCheck(head) => self.references_read(head, result),
             Pending::SweepMark(head) => self.mark_answered(head, result),
-            Pending::Renew { id, sent_at } => match result {
+            Pending::Renew { id, token, .. } if self.answers_earlier(&id, &token) => {
+                // Renewed or not, that delivery ended when this consumer took the
+                // message again: its handler has lost it.
+                self.fail(id.clone(), QueueIntent::Renew, QueueError::LockLost(id));
+            }
+            Pending::Renew { id, sent_at, .. } => match result {
                 Ok(Reply::Replaced(etag)) => {
                     let Some(mut held) = self.locks.held(&id).cloned() else {
                         // Forgotten by a dequeue meanwhile: its authority had run out.
@@ -1088,6 +1119,44 @@ impl Consumer {
             }
             Err(StoreError::NotFound) => self.fail(id.clone(), intent, QueueError::Gone(id)),
             Err(StoreError::PreconditionFailed) => {
+                self.fail(id.clone(), intent, QueueError::LockLost(id))
+            }
+            Err(e) => self.fail(id, intent, QueueError::Store(e)),
+        }
+    }
+
+    /// Whether this consumer holds `id` under a lock other than `token`: it took the
+    /// message again, so an answer to a write under `token` is about a delivery
+    /// that is over.
+    fn holds_another(&self, id: &DocId, token: &LockToken) -> bool {
+        self.locks.held(id).is_some_and(|h| h.token != *token)
+    }
+
+    /// [`Self::holds_another`], for the answers to an abandon, a dead-letter move
+    /// and a renewal.
+    fn answers_earlier(&self, id: &DocId, token: &LockToken) -> bool {
+        self.config.known_bad != Some(QueueKnownBad::HolderAnswersReadHeld)
+            && self.holds_another(id, token)
+    }
+
+    /// An abandon's or a dead-letter move's answer that came after this
+    /// consumer took the message again (the reply was held while the message came
+    /// back, or was enqueued anew): it reports on the delivery it was about, and
+    /// leaves the lock held now to the delivery that holds it. Acted on as the lock
+    /// held now, a held give-back's reply dropped the new delivery, whose completion
+    /// was then refused, and the message was delivered once more than its handlers
+    /// failed; a held renewal's reply (answered above) gave the new delivery the old
+    /// version's etag, so its next write was refused, with the same outcome.
+    fn earlier_delivery_answered(
+        &mut self,
+        id: DocId,
+        intent: QueueIntent,
+        result: Result<Reply<Message>, StoreError>,
+        done: Output,
+    ) {
+        match result {
+            Ok(_) => self.out.push_back(done),
+            Err(StoreError::PreconditionFailed | StoreError::NotFound) => {
                 self.fail(id.clone(), intent, QueueError::LockLost(id))
             }
             Err(e) => self.fail(id, intent, QueueError::Store(e)),

@@ -15,7 +15,7 @@
 //! here.
 
 use crate::clocks::Rate;
-use leasehold_engine::lock::Locks;
+use leasehold_engine::lock::{LockToken, Locks};
 use leasehold_engine::store::{
     BatchOp, Container, Document, Op, Reader, Replicated, Reply, StoreError,
 };
@@ -58,6 +58,10 @@ pub trait Locking: Modelled {
     fn locks(&self) -> &Locks;
 }
 
+/// A reply held on the way back: the store's answer, and the lock its request acted
+/// under (a holder's write), if any.
+pub type HeldReply<D> = (StoreResult<D>, Option<LockToken>);
+
 /// One client: its engine while it is up, its clocks, and what the model runs beside
 /// the engine (`X`: the partition model's handler calls; nothing for the others).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -99,8 +103,9 @@ pub struct World<M: Modelled, G, X = ()> {
     /// a timeout): they may still land, and nobody hears how.
     pub given_up: BTreeSet<(u8, RequestId)>,
     /// Replies held on the way back, by sender and request id: the store has served
-    /// the request already.
-    pub replies: BTreeMap<(u8, RequestId), StoreResult<M::Doc>>,
+    /// the request already. Each keeps the lock its request acted under, so that the
+    /// lock models can judge what its answer does to the locks held when it comes.
+    pub replies: BTreeMap<(u8, RequestId), HeldReply<M::Doc>>,
     /// Crashes so far.
     pub crashes: u8,
     /// Late ticks so far.
@@ -596,7 +601,7 @@ pub fn deliver<R: Rules>(
     if fault.is_some() && !sent_by_this_life(world, c, id) {
         return None;
     }
-    let result = world.replies.remove(&(c, id))?;
+    let (result, _) = world.replies.remove(&(c, id))?;
     world.last_fault = world.time;
     note(journal, || {
         format!("{who}{c}'s held reply to {id} arrives: {}", answer(&result))
@@ -1010,7 +1015,7 @@ pub fn wire_facts<M: Modelled, G, X>(
             format!("held: {}{unheard}", describe(req)),
         )
     });
-    let replies = world.replies.iter().map(|((c, id), result)| {
+    let replies = world.replies.iter().map(|((c, id), (result, _))| {
         (
             format!("wire {who}{c} {id}"),
             format!("reply held: {}", answer(result)),

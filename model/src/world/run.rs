@@ -245,7 +245,7 @@ impl<R: Rules> Step<'_, R> {
                         answer(&result)
                     )
                 });
-                world.replies.insert((c, id), result);
+                world.replies.insert((c, id), (result, req.lock.clone()));
             }
             Some(Fault::Stale { choice, .. }) => {
                 let reader = reader(c, id.incarnation.0);
