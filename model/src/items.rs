@@ -53,6 +53,9 @@ pub struct ItemGhost {
     pub give_backs: u8,
     /// Renewals chosen so far.
     pub renewals: u8,
+    /// An answer to a holder's write, arriving late (its reply held, or its request
+    /// held on the wire), changed a lease its holder held under another token.
+    pub crossed_answer: bool,
     /// What the step into this state did, for the `sometimes` properties.
     pub events: ItemEvents,
 }
@@ -112,9 +115,14 @@ impl ItemModel {
             },
             _ => Selector::AVAILABLE,
         };
+        let known_bad = match bounds.bug {
+            Some(LockBug::ItemEngine(bad)) => Some(bad),
+            _ => None,
+        };
         let config = LeaserConfig {
             policy: bounds.policy(),
             select,
+            known_bad,
             ..LeaserConfig::new("it")
         };
         Ok(ItemModel {
@@ -154,14 +162,16 @@ impl ItemModel {
         action: &ItemAction,
         journal: &mut Option<Vec<String>>,
     ) -> Option<ItemsState> {
-        world::step(
+        let mut next = world::step(
             self,
             last,
             action,
             journal,
             |state, c, choice, fault, journal| self.poll(state, c, choice, fault, journal),
             |c, life| self.engine(c, life),
-        )
+        )?;
+        next.ghost.crossed_answer |= world::answer_crossed(last, &next, action);
+        Some(next)
     }
 
     fn poll(
@@ -398,16 +408,20 @@ impl stateright::Model for ItemModel {
             state,
             world::FAULTED_WRITES,
             |c| {
-                if !world::holds_any(state, c) {
-                    let mut choices = vec![ItemChoice::Next];
+                let idle = !world::holds_any(state, c);
+                let mut choices = Vec::new();
+                if idle || world::polls_beside_held_reply(&budget, state, c) {
+                    choices.push(ItemChoice::Next);
                     choices.extend(
                         (0..self.bounds.docs)
                             .filter(|&i| !state.ghost.done[usize::from(i)])
                             .map(ItemChoice::Acquire),
                     );
+                }
+                if idle {
                     return choices;
                 }
-                let mut choices = vec![ItemChoice::Process];
+                choices.push(ItemChoice::Process);
                 if state.ghost.give_backs < self.bounds.give_backs {
                     choices.push(ItemChoice::Break);
                 }
@@ -432,6 +446,9 @@ impl stateright::Model for ItemModel {
                     .all(|k| world::holders(&m.bounds.budget(), s, &k.id, None) <= 1)
             }),
             Property::always(NEXT_SAFE, |_, s: &ItemsState| !s.ghost.handed_out_held),
+            Property::always(ANSWER_OWN_LEASE, |_, s: &ItemsState| {
+                !s.ghost.crossed_answer
+            }),
             Property::always(PROCESSED, |m: &ItemModel, s: &ItemsState| {
                 !m.calm(s) || s.ghost.done.iter().all(|&d| d)
             }),
@@ -469,6 +486,9 @@ impl stateright::Model for ItemModel {
 pub const EXCLUSIVE: &str = "items: no item leased by two holders with authority";
 /// `next_for_state` safety.
 pub const NEXT_SAFE: &str = "items: next_for_state never hands out an item a live holder holds";
+/// A holder's answer that comes late is about the lease it was sent for.
+pub const ANSWER_OWN_LEASE: &str =
+    "items: a late answer to a holder's write leaves the holder's other leases as they were";
 /// Liveness.
 pub const PROCESSED: &str = "items: every item processed once faults stop";
 /// Non-vacuity of exclusivity and of `next_for_state`.

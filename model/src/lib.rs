@@ -45,7 +45,7 @@ pub use clocks::{Rate, TICK_MS};
 pub use items::ItemModel;
 /// The engine's switches for its earlier behaviours, which [`Bug::Engine`] and
 /// [`LockBug::Engine`] name.
-pub use leasehold_engine::{lease::KnownBad, queue::QueueKnownBad};
+pub use leasehold_engine::{item_lease::ItemKnownBad, lease::KnownBad, queue::QueueKnownBad};
 pub use limits::{BoundsError, LeastBound};
 pub use lock_config::{LockBounds, LockBug, LockKind};
 pub use partitions::config::{Bounds, Bug};

@@ -3,6 +3,7 @@
 use crate::clocks::TICK_MS;
 use crate::limits::{BoundsError, LeastBound, range};
 use crate::world::Budget;
+use leasehold_engine::item_lease::ItemKnownBad;
 use leasehold_engine::lock::LockPolicy;
 use leasehold_engine::queue::QueueKnownBad;
 use leasehold_engine::{Drift, ExpiryRule, Millis};
@@ -299,6 +300,9 @@ pub enum LockBug {
     /// One of the consumer's or producer's earlier behaviours, behind the engine's own
     /// switch ([`QueueKnownBad`] says what each breaks).
     Engine(QueueKnownBad),
+    /// One of the item leaser's earlier behaviours, behind the engine's own switch
+    /// ([`ItemKnownBad`] says what each breaks).
+    ItemEngine(ItemKnownBad),
 }
 
 impl LockBug {
@@ -468,6 +472,14 @@ impl LockBug {
                 lost_replies: Some(0),
                 ..LeastBound::default()
             },
+            // A holder's acquire has its reply held; it acquires the item again over
+            // its own lease, and the held reply arrives.
+            LockBug::ItemEngine(ItemKnownBad::AnswersReadHeld) => LeastBound {
+                late_replies: Some(1),
+                delays: Some(0),
+                lost_replies: Some(0),
+                ..lone
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -478,7 +490,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 21] = [
+    pub const ALL: [LockBug; 22] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -500,6 +512,7 @@ impl LockBug {
         LockBug::Engine(QueueKnownBad::DiscardKeepsHead),
         LockBug::Engine(QueueKnownBad::CompletionReadsHeld),
         LockBug::Engine(QueueKnownBad::HolderAnswersReadHeld),
+        LockBug::ItemEngine(ItemKnownBad::AnswersReadHeld),
     ];
 
     /// The name on the command line.
@@ -514,6 +527,7 @@ impl LockBug {
             LockBug::NextForStateNoExpiry => "next-for-state-no-expiry",
             LockBug::BlindLease => "blind-lease",
             LockBug::Engine(bad) => bad.name(),
+            LockBug::ItemEngine(bad) => bad.name(),
         }
     }
 
@@ -537,7 +551,9 @@ impl LockBug {
     pub fn applies_to(self, kind: LockKind) -> bool {
         match self {
             LockBug::LockNoDrift => true,
-            LockBug::NextForStateNoExpiry | LockBug::BlindLease => kind == LockKind::Items,
+            LockBug::NextForStateNoExpiry | LockBug::BlindLease | LockBug::ItemEngine(_) => {
+                kind == LockKind::Items
+            }
             _ => kind == LockKind::Queue,
         }
     }

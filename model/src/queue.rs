@@ -8,7 +8,7 @@ use crate::lock_config::{LockBounds, LockBug, LockKind};
 use crate::transitions::Transitions;
 use crate::world::Fault;
 use crate::world::{self, Action, Budget, Locking, Request, Rules, World, note};
-use leasehold_engine::lock::{LockToken, Locks};
+use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
     Candidate, ClaimKey, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageName,
     MessageState, Naming, Output, PartsProblem, QueueError, QueueIntent, QueueKnownBad, QueueName,
@@ -397,23 +397,6 @@ impl QueueModel {
             .count()
     }
 
-    /// Whether consumer `c`, which holds some lock, may poll: a reply to it is held on
-    /// the way back, and no lock it holds has authority left by its clock.
-    fn polls_beside_held_answer(&self, state: &QueueState, c: u8) -> bool {
-        if !state.replies.keys().any(|(sender, _)| *sender == c) {
-            return false;
-        }
-        let now = world::now(&self.bounds.budget(), state, c).local;
-        state.clients[usize::from(c)]
-            .engine
-            .as_ref()
-            .is_some_and(|e| {
-                e.locks()
-                    .all_held()
-                    .all(|(id, _)| !e.locks().has_authority(id, now))
-            })
-    }
-
     /// How many up consumers hold authority over message `m` by their own clocks.
     pub fn holders(&self, state: &QueueState, m: u8) -> usize {
         world::holders(&self.bounds.budget(), state, &Self::message_id(m), None)
@@ -433,11 +416,7 @@ impl QueueModel {
             |state, c, choice, fault, journal| self.poll(state, c, choice, fault, journal),
             |c, life| self.engine(c, life),
         )?;
-        if let Some((c, lock)) = late_answer(last, action)
-            && crosses_deliveries(last, &next, c, &lock)
-        {
-            next.ghost.crossed_answer = true;
-        }
+        next.ghost.crossed_answer |= world::answer_crossed(last, &next, action);
         Some(next)
     }
 
@@ -1015,7 +994,7 @@ impl stateright::Model for QueueModel {
                 // are answered; the model lets one that holds a lock poll only while
                 // an answer to it is held and no lock it holds has authority left, so
                 // that a late answer may meet a new delivery of the same message.
-                if self.polls_beside_held_answer(state, c) {
+                if world::polls_beside_held_reply(&self.bounds.budget(), state, c) {
                     choices.push(QueueChoice::Dequeue);
                 }
                 if state.ghost.give_backs < self.bounds.give_backs {
@@ -1298,36 +1277,4 @@ impl crate::trace::Explain for QueueModel {
         }
         facts
     }
-}
-
-/// The consumer and the lock of the holder's write whose answer `action` brings late:
-/// a held reply, or a request held on the wire that lands and is answered at once.
-fn late_answer(last: &QueueState, action: &QueueAction) -> Option<(u8, LockToken)> {
-    match *action {
-        Action::Deliver(c, id) => last.replies.get(&(c, id))?.1.clone().map(|t| (c, t)),
-        Action::Serve(c, id) => last.net.get(&(c, id))?.lock.clone().map(|t| (c, t)),
-        _ => None,
-    }
-}
-
-/// Whether consumer `c`'s locks held under tokens other than `lock` differ between
-/// `last` and `next`: an answer about one delivery acted on another.
-fn crosses_deliveries(last: &QueueState, next: &QueueState, c: u8, lock: &LockToken) -> bool {
-    let held = |state: &QueueState| -> Vec<(DocId, leasehold_engine::lock::Held)> {
-        state.clients[usize::from(c)]
-            .engine
-            .as_ref()
-            .map(|e| {
-                e.locks()
-                    .all_held()
-                    .map(|(id, h)| (id.clone(), h.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let after = held(next);
-    held(last)
-        .into_iter()
-        .filter(|(_, h)| h.token != *lock)
-        .any(|(id, h)| !after.iter().any(|(i, a)| *i == id && *a == h))
 }

@@ -8,7 +8,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use leasehold_model::check::{self, Cut, Options, Outcome, Report, Search, Stop};
 use leasehold_model::trace::{self, Explain};
 use leasehold_model::{
-    ItemModel, LockBounds, LockBug, LockKind, QueueKnownBad, QueueModel, items, queue,
+    ItemKnownBad, ItemModel, LockBounds, LockBug, LockKind, QueueKnownBad, QueueModel, items, queue,
 };
 use std::time::Duration;
 
@@ -1334,4 +1334,35 @@ fn a_holders_late_answer_leaves_the_new_delivery_alone() {
         }
         every_property_holds_but(&model, &not_reached);
     }
+}
+
+/// One item, no crash, one late reply: a holder's acquire has its reply held while it
+/// acquires the item again over its own lease.
+fn item_answer_held(horizon: u8, bug: Option<LockBug>) -> LockBounds {
+    LockBounds {
+        docs: 1,
+        crashes: 0,
+        late_replies: 1,
+        horizon,
+        bug,
+        ..queue_bounds()
+    }
+}
+
+/// Acted on as the lease held when it comes (`item-answers-read-held`), an acquire's
+/// late answer puts the earlier lease back over the new one.
+#[test]
+fn an_item_holders_late_answer_read_as_the_lease_held_then_changes_the_new_lease() {
+    let bug = Some(LockBug::ItemEngine(ItemKnownBad::AnswersReadHeld));
+    let model = ItemModel::new(item_answer_held(7, bug)).unwrap();
+    let text = counterexample(&model, items::ANSWER_OWN_LEASE);
+    assert!(text.contains("held reply"), "{text}");
+}
+
+/// Its sibling: the shipped leaser's answer about the earlier lease leaves the new one
+/// as it was.
+#[test]
+fn an_item_holders_late_answer_leaves_the_new_lease_alone() {
+    let model = ItemModel::new(item_answer_held(3, None)).unwrap();
+    every_property_holds_but(&model, &[items::TAKEOVER, items::CALM_AFTER_CRASH]);
 }

@@ -46,6 +46,31 @@ pub struct LeaserConfig {
     pub policy: LockPolicy,
     /// Which items `next_for_state` takes.
     pub select: Selector,
+    /// An earlier behaviour switched back on, for the checkers to reproduce; `None` in
+    /// production.
+    #[doc(hidden)]
+    pub known_bad: Option<ItemKnownBad>,
+}
+
+/// The item leaser's earlier behaviours, which the model checker reproduces as
+/// known-bad variants. Production leaves `LeaserConfig::known_bad` unset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ItemKnownBad {
+    /// An acquire's, renewal's, save's or break's answer acts on the lease this
+    /// leaser holds when it comes. If the reply was held while the leaser leased the
+    /// item again, the answer puts the earlier lease's token and etag back, or
+    /// changes or drops the new lease: its next write is refused, and the item waits
+    /// out a lease nobody works under.
+    AnswersReadHeld,
+}
+
+impl ItemKnownBad {
+    /// The behaviour's name on the checkers' command lines (`--bug NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ItemKnownBad::AnswersReadHeld => "item-answers-read-held",
+        }
+    }
 }
 
 impl LeaserConfig {
@@ -55,6 +80,7 @@ impl LeaserConfig {
             prefix: prefix.into(),
             policy: LockPolicy::default(),
             select: Selector::AVAILABLE,
+            known_bad: None,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The item-lease state machine.
 
-use super::config::Candidate;
+use super::config::{Candidate, ItemKnownBad};
 use super::{
     Grant, Input, Item, ItemError, ItemIntent, ItemKey, ItemLease, ItemRequest, ItemState,
     LeaserConfig, Output,
@@ -87,11 +87,20 @@ enum Pending {
     ReadToBreak(DocId),
     Renew {
         id: DocId,
+        /// The lease renewed: this leaser may hold the item under another by the time
+        /// the answer comes.
+        token: LockToken,
         sent_at: LocalTime,
     },
-    Break(DocId),
+    Break {
+        id: DocId,
+        /// The lease broken, if this leaser's own.
+        token: Option<LockToken>,
+    },
     Save {
         id: DocId,
+        /// The lease the save was written under.
+        token: LockToken,
         release: bool,
     },
     /// `next_for_state`'s read of the `window` oldest items in the state.
@@ -157,6 +166,7 @@ impl Leaser {
                 }
                 let pending = Pending::Renew {
                     id: key.id,
+                    token: held.token.clone(),
                     sent_at: self.now.local,
                 };
                 self.write_held(ItemIntent::Renew, held, doc, pending);
@@ -164,7 +174,11 @@ impl Leaser {
             Input::Break(key) => match self.held(&key.id) {
                 Ok((held, mut doc)) => {
                     doc.lease = None;
-                    self.write_held(ItemIntent::Break, held, doc, Pending::Break(key.id));
+                    let pending = Pending::Break {
+                        id: key.id,
+                        token: Some(held.token.clone()),
+                    };
+                    self.write_held(ItemIntent::Break, held, doc, pending);
                 }
                 Err(_) => {
                     let pending = Pending::ReadToBreak(key.id.clone());
@@ -205,6 +219,7 @@ impl Leaser {
                 }
                 let pending = Pending::Save {
                     id: item.id,
+                    token: held.token.clone(),
                     release,
                 };
                 self.write_held(ItemIntent::Save, held, doc, pending);
@@ -341,6 +356,10 @@ impl Leaser {
     }
 
     fn answer(&mut self, pending: Pending, result: Result<Reply<Item>, StoreError>) {
+        if self.answers_earlier(&pending) {
+            self.earlier_lease_answered(pending, result);
+            return;
+        }
         match pending {
             Pending::ReadToAcquire {
                 id,
@@ -417,7 +436,11 @@ impl Leaser {
                             if_match: Some(stored.etag.clone()),
                         };
                         let token = Some(lease.token.clone());
-                        self.send(ItemIntent::Break, token, op, Pending::Break(id));
+                        let pending = Pending::Break {
+                            id,
+                            token: token.clone(),
+                        };
+                        self.send(ItemIntent::Break, token, op, pending);
                     }
                     lease => {
                         let holder = lease.as_ref().map(|l| l.holder().clone());
@@ -428,7 +451,7 @@ impl Leaser {
                 Err(StoreError::NotFound) => self.fail(id, ItemIntent::Break, ItemError::NotFound),
                 Err(e) => self.fail(id, ItemIntent::Break, ItemError::Store(e)),
             },
-            Pending::Renew { id, sent_at } => match result {
+            Pending::Renew { id, sent_at, .. } => match result {
                 Ok(Reply::Replaced(etag)) => {
                     let (Some(mut held), Some(doc)) =
                         (self.locks.held(&id).cloned(), self.held_docs.get_mut(&id))
@@ -452,14 +475,14 @@ impl Leaser {
                 Ok(_) => {}
                 Err(e) => self.holder_write_failed(id, ItemIntent::Renew, e),
             },
-            Pending::Break(id) => match result {
+            Pending::Break { id, .. } => match result {
                 Ok(_) => {
                     self.release(&id);
                     self.out.push_back(Output::Broken(id));
                 }
                 Err(e) => self.holder_write_failed(id, ItemIntent::Break, e),
             },
-            Pending::Save { id, release } => match result {
+            Pending::Save { id, release, .. } => match result {
                 Ok(Reply::Replaced(etag)) => {
                     if release {
                         self.release(&id);
@@ -499,7 +522,15 @@ impl Leaser {
                 other => self.scan_failed(other),
             },
             Pending::Lease { item, sent_at } => {
+                // A lease this leaser has since taken again under another token is
+                // over: the run grants nothing for it (the model found the later
+                // lease overwritten by the earlier's late answer).
+                let again = item
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| self.leased_again(&item.id, &l.token));
                 if let Ok(Reply::Replaced(etag)) = result
+                    && !again
                     && let Some(grant) = self.granted(item, etag, sent_at)
                     && let Some(run) = &mut self.next
                 {
@@ -621,6 +652,60 @@ impl Leaser {
 
     /// 412 or 404 on a holder's write means the lease is lost; an ambiguous error
     /// keeps it so that the caller may retry.
+    /// Whether `pending` is a write under a lease of this leaser's, which has since
+    /// leased the item again: its answer is about a lease that is over.
+    fn answers_earlier(&self, pending: &Pending) -> bool {
+        let (id, token) = match pending {
+            Pending::Acquire { item, .. } => match &item.lease {
+                Some(lease) => (&item.id, &lease.token),
+                None => return false,
+            },
+            Pending::Renew { id, token, .. } | Pending::Save { id, token, .. } => (id, token),
+            Pending::Break {
+                id,
+                token: Some(token),
+            } => (id, token),
+            _ => return false,
+        };
+        self.leased_again(id, token)
+    }
+
+    /// Whether this leaser holds `id` under a lease it took after `token`'s (tokens of
+    /// one life count up). One taken before is not newer: an acquire's answer, say,
+    /// while a break of the earlier lease is still on its way.
+    fn leased_again(&self, id: &DocId, token: &LockToken) -> bool {
+        self.config.known_bad != Some(ItemKnownBad::AnswersReadHeld)
+            && self.locks.held(id).is_some_and(|h| h.token > *token)
+    }
+
+    /// An answer about a lease this leaser held before it leased the item again (the
+    /// reply was held meanwhile): it reports on that lease and leaves the one held now,
+    /// its etag and its authority, as they are. Acted on as the lease held now, an
+    /// acquire's late answer put the earlier token and etag back, and a renewal's,
+    /// a save's or a break's changed or dropped the new lease: its next write was
+    /// refused and the item waited out a lease nobody held (the model found it).
+    fn earlier_lease_answered(
+        &mut self,
+        pending: Pending,
+        result: Result<Reply<Item>, StoreError>,
+    ) {
+        let (id, intent, done) = match pending {
+            // Superseded by this leaser's own later lease: the earlier one is lost.
+            Pending::Acquire { item, .. } => (item.id, ItemIntent::Acquire, None),
+            Pending::Renew { id, .. } => (id, ItemIntent::Renew, None),
+            Pending::Save { id, .. } => (id.clone(), ItemIntent::Save, Some(Output::Saved(id))),
+            Pending::Break { id, .. } => (id.clone(), ItemIntent::Break, Some(Output::Broken(id))),
+            _ => return,
+        };
+        match (result, done) {
+            (Ok(_), Some(done)) => self.out.push_back(done),
+            (Ok(_) | Err(StoreError::PreconditionFailed | StoreError::NotFound), _) => {
+                self.fail(id, intent, ItemError::LockLost)
+            }
+            (Err(e), _) => self.fail(id, intent, ItemError::Store(e)),
+        }
+    }
+
     fn holder_write_failed(&mut self, id: DocId, intent: ItemIntent, error: StoreError) {
         match error {
             StoreError::PreconditionFailed | StoreError::NotFound => {

@@ -18,7 +18,7 @@ mod document;
 mod io;
 mod leaser;
 
-pub use config::{Candidate, LeaserConfig, Selector, available};
+pub use config::{Candidate, ItemKnownBad, LeaserConfig, Selector, available};
 pub use document::{Item, ItemKey, ItemLease, ItemState};
 pub use io::{Grant, Input, ItemError, ItemIntent, ItemRequest, Output};
 pub use leaser::Leaser;

@@ -1125,11 +1125,11 @@ impl Consumer {
         }
     }
 
-    /// Whether this consumer holds `id` under a lock other than `token`: it took the
-    /// message again, so an answer to a write under `token` is about a delivery
-    /// that is over.
+    /// Whether this consumer holds `id` under a lock it took after `token`'s (tokens
+    /// of one life count up): it took the message again, so an answer to a write
+    /// under `token` is about a delivery that is over.
     fn holds_another(&self, id: &DocId, token: &LockToken) -> bool {
-        self.locks.held(id).is_some_and(|h| h.token != *token)
+        self.locks.held(id).is_some_and(|h| h.token > *token)
     }
 
     /// [`Self::holds_another`], for the answers to an abandon, a dead-letter move

@@ -962,6 +962,66 @@ pub fn holders<M: Locking, G, X>(
         .count()
 }
 
+/// Whether client `c`, which holds some lock, may poll as one that holds none: a
+/// reply to it is held on the way back, and no lock it holds has authority left by its
+/// clock. A client polls on its own cadence, not after its calls are answered; the
+/// lock models let one that holds a lock poll only then, so that a late answer may
+/// meet a new lock on the same document without the states of every other poll.
+pub fn polls_beside_held_reply<M: Locking, G, X>(
+    budget: &Budget,
+    world: &World<M, G, X>,
+    c: u8,
+) -> bool {
+    if !world.replies.keys().any(|(sender, _)| *sender == c) {
+        return false;
+    }
+    let local = now(budget, world, c).local;
+    world.clients[usize::from(c)]
+        .engine
+        .as_ref()
+        .is_some_and(|e| {
+            let locks = e.locks();
+            locks
+                .all_held()
+                .all(|(id, _)| !locks.has_authority(id, local))
+        })
+}
+
+/// Whether `action`, taken from `last` to `next`, brought a late answer to a holder's
+/// write (a held reply, or a request held on the wire that lands and is answered at
+/// once) that changed a lock its client held under another token: an answer about
+/// one lock acted on another.
+pub fn answer_crossed<M: Locking, G, X, C>(
+    last: &World<M, G, X>,
+    next: &World<M, G, X>,
+    action: &Action<C>,
+) -> bool {
+    let (c, lock) = match *action {
+        Action::Deliver(c, id) => match last.replies.get(&(c, id)) {
+            Some((_, Some(lock))) => (c, lock),
+            _ => return false,
+        },
+        Action::Serve(c, id) => match last.net.get(&(c, id)).and_then(|r| r.lock.as_ref()) {
+            Some(lock) => (c, lock),
+            None => return false,
+        },
+        _ => return false,
+    };
+    let locks = |world: &World<M, G, X>| {
+        world.clients[usize::from(c)]
+            .engine
+            .as_ref()
+            .map(|e| e.locks().clone())
+    };
+    let (Some(before), after) = (locks(last), locks(next)) else {
+        return false;
+    };
+    before
+        .all_held()
+        .filter(|(_, h)| h.token != *lock)
+        .any(|(id, h)| after.as_ref().and_then(|a| a.held(id)) != Some(h))
+}
+
 /// Whether client `c` is up and holds some lock.
 pub fn holds_any<M: Locking, G, X>(world: &World<M, G, X>, c: u8) -> bool {
     world.clients[usize::from(c)]
