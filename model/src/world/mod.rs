@@ -989,8 +989,10 @@ pub fn polls_beside_held_reply<M: Locking, G, X>(
 
 /// Whether `action`, taken from `last` to `next`, brought a late answer to a holder's
 /// write (a held reply, or a request held on the wire that lands and is answered at
-/// once) that changed a lock its client held under another token: an answer about
-/// one lock acted on another.
+/// once) that changed a lock its client took after the one the write was under: an
+/// answer about one lock acted on a newer one. (A lock taken before may rightly be
+/// replaced: an acquire's answer supersedes the lease a break still on its way gave
+/// up.)
 pub fn answer_crossed<M: Locking, G, X, C>(
     last: &World<M, G, X>,
     next: &World<M, G, X>,
@@ -1018,7 +1020,7 @@ pub fn answer_crossed<M: Locking, G, X, C>(
     };
     before
         .all_held()
-        .filter(|(_, h)| h.token != *lock)
+        .filter(|(_, h)| h.token > *lock)
         .any(|(id, h)| after.as_ref().and_then(|a| a.held(id)) != Some(h))
 }
 
