@@ -56,7 +56,8 @@ pub struct LeaserConfig {
 /// known-bad variants. Production leaves `LeaserConfig::known_bad` unset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ItemKnownBad {
-    /// An acquire's, renewal's, save's or break's answer acts on the lease this
+    /// An acquire's, a `next_for_state` lease's, a renewal's, a save's or a break's
+    /// answer acts on the lease this
     /// leaser holds when it comes. If the reply was held while the leaser leased the
     /// item again, the answer puts the earlier lease's token and etag back, or
     /// changes or drops the new lease: its next write is refused, and the item waits

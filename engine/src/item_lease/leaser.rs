@@ -650,8 +650,6 @@ impl Leaser {
         self.held_docs.remove(id);
     }
 
-    /// 412 or 404 on a holder's write means the lease is lost; an ambiguous error
-    /// keeps it so that the caller may retry.
     /// Whether `pending` is a write under a lease of this leaser's, which has since
     /// leased the item again: its answer is about a lease that is over.
     fn answers_earlier(&self, pending: &Pending) -> bool {
@@ -706,6 +704,8 @@ impl Leaser {
         }
     }
 
+    /// 412 or 404 on a holder's write means the lease is lost; an ambiguous error
+    /// keeps it so that the caller may retry.
     fn holder_write_failed(&mut self, id: DocId, intent: ItemIntent, error: StoreError) {
         match error {
             StoreError::PreconditionFailed | StoreError::NotFound => {
