@@ -403,8 +403,11 @@ impl<St: Store<Message>> QueueClient<St> {
     /// unknown outcome, a completion that finds the message gone is confirmed while
     /// its lock still excludes every other consumer; later it answers `Gone`, for
     /// then its own earlier attempt and another consumer's are both possible.
+    /// `NotHeld` means this client let the delivery's lock go (its authority ran
+    /// out), and may have delivered the message again since: nothing was changed,
+    /// and a later delivery is left to its own handler.
     pub async fn complete(&self, delivery: &Delivery) -> Result<(), QueueClientError> {
-        let input = Input::Complete(delivery.id.clone());
+        let input = Input::Complete(delivery.handle());
         if delivery.claim.is_none() {
             return self.settle(input, QueueIntent::Complete).await;
         }
@@ -421,7 +424,7 @@ impl<St: Store<Message>> QueueClient<St> {
         delay: Duration,
     ) -> Result<(), QueueClientError> {
         let input = Input::Abandon {
-            message: delivery.id.clone(),
+            delivery: delivery.handle(),
             delay: delay.into(),
         };
         self.settle(input, QueueIntent::Abandon).await
@@ -435,7 +438,7 @@ impl<St: Store<Message>> QueueClient<St> {
         reason: impl Into<String>,
     ) -> Result<(), QueueClientError> {
         let input = Input::DeadLetter {
-            message: delivery.id.clone(),
+            delivery: delivery.handle(),
             reason: reason.into(),
         };
         self.settle(input, QueueIntent::DeadLetter).await
@@ -443,11 +446,7 @@ impl<St: Store<Message>> QueueClient<St> {
 
     /// Extends the lock on a delivered message, and its authority with it.
     pub async fn renew(&self, delivery: &mut Delivery) -> Result<(), QueueClientError> {
-        for out in self
-            .exchange
-            .call(Input::Renew(delivery.id.clone()))
-            .await?
-        {
+        for out in self.exchange.call(Input::Renew(delivery.handle())).await? {
             match out {
                 Output::Renewed {
                     authority_until, ..
@@ -462,12 +461,13 @@ impl<St: Store<Message>> QueueClient<St> {
         Err(QueueClientError::NoOutcome(QueueIntent::Renew))
     }
 
-    /// Whether this client may still act on `delivery`: its lock is held and has not
-    /// run out by this client's clock. Act on a message only while this is true.
+    /// Whether this client may still act on `delivery`: this delivery's lock is held
+    /// (not a later delivery's of the same message) and has not run out by this
+    /// client's clock. Act on a message only while this is true.
     pub fn has_authority(&self, delivery: &Delivery) -> bool {
         let now = self.exchange.clock.now().local;
         self.exchange
-            .with_machine(|c| c.has_authority(&delivery.id, now))
+            .with_machine(|c| c.has_authority(&delivery.handle(), now))
     }
 
     /// Up to `max` of the queue's dead letters, ordered by id, each with the etag that

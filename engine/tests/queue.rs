@@ -25,7 +25,7 @@ fn a_delivered_message_is_completed_and_gone() {
         &mut a,
         &mut store,
         at(1_000),
-        Input::Complete(got[0].id.clone()),
+        Input::Complete(got[0].handle()),
     );
     assert!(matches!(out[..], [Output::Completed(_)]));
     assert!(stored(&store, "m1").is_none());
@@ -68,7 +68,7 @@ fn a_locked_message_is_not_delivered_again_until_its_lock_was_seen_for_duration_
     ));
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].dequeue_count, 2);
-    assert!(!a.has_authority(&got[0].id, LocalTime(11_100)));
+    assert!(!a.has_authority(&got[0].handle(), LocalTime(11_100)));
 }
 
 #[test]
@@ -91,7 +91,7 @@ fn a_stale_holders_completion_is_refused_and_the_message_left_untouched() {
         &mut a,
         &mut store,
         at(10_200),
-        Input::Complete(first[0].id.clone()),
+        Input::Complete(first[0].handle()),
     );
     assert!(
         matches!(refusal(&out), Some(QueueError::LockLost(_))),
@@ -99,7 +99,7 @@ fn a_stale_holders_completion_is_refused_and_the_message_left_untouched() {
     );
     assert_eq!(stored(&store, "m1").unwrap(), before);
     // The stale holder forgot the lock: a second try says so without a request.
-    let again = a.handle_input(at(10_300), Input::Complete(first[0].id.clone()));
+    let again = a.handle_input(at(10_300), Input::Complete(first[0].handle()));
     assert!(matches!(again, Err(QueueError::NotHeld(_))));
 }
 
@@ -138,7 +138,7 @@ fn an_abandoned_message_comes_back_after_its_delay_with_its_count_bumped() {
     let mut a = consumer("a");
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
     let input = Input::Abandon {
-        message: got[0].id.clone(),
+        delivery: got[0].handle(),
         delay: Millis::from_secs(2),
     };
     assert!(matches!(
@@ -173,7 +173,7 @@ fn a_poison_message_is_dead_lettered_with_its_reason_after_the_maximum_deliverie
         let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
         assert_eq!(got[0].dequeue_count, round + 1);
         let input = Input::Abandon {
-            message: got[0].id.clone(),
+            delivery: got[0].handle(),
             delay: Millis::ZERO,
         };
         run(&mut a, &mut store, at(0), input);
@@ -227,7 +227,7 @@ fn dequeue_behind_poison(bad: bool) -> Vec<Output> {
     for _ in 0..3 {
         for got in deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 2 })) {
             let input = Input::Abandon {
-                message: got.id,
+                delivery: got.handle(),
                 delay: Millis::ZERO,
             };
             run(&mut a, &mut store, at(0), input);
@@ -438,7 +438,7 @@ fn a_holder_dead_letters_a_message_and_the_reason_is_kept() {
     let mut a = consumer("a");
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
     let input = Input::DeadLetter {
-        message: got[0].id.clone(),
+        delivery: got[0].handle(),
         reason: "schema v0 is not supported".into(),
     };
     let out = run(&mut a, &mut store, at(0), input);
@@ -505,7 +505,7 @@ fn a_renewal_extends_authority_but_fails_once_the_lock_was_taken_over() {
     let mut a = consumer("a");
     let mut b = consumer("b");
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
-    let id = got[0].id.clone();
+    let id = got[0].handle();
     let out = run(&mut a, &mut store, at(5_000), Input::Renew(id.clone()));
     assert!(matches!(
         out[..],
@@ -610,7 +610,7 @@ fn a_delivery_whose_authority_ran_out_comes_back_to_its_own_consumer_after_the_l
     ));
     assert_eq!(first.len(), 1);
     // Authority (9.4 s) is over; the handler never came back.
-    assert!(!only.has_authority(&first[0].id, LocalTime(9_500)));
+    assert!(!only.has_authority(&first[0].handle(), LocalTime(9_500)));
     let seen = run(&mut only, &mut store, at(9_500), Input::Dequeue { max: 1 });
     assert!(
         deliveries(&seen).is_empty(),
@@ -629,7 +629,7 @@ fn a_delivery_whose_authority_ran_out_comes_back_to_its_own_consumer_after_the_l
         &mut only,
         &mut store,
         at(19_700),
-        Input::Complete(again[0].id.clone()),
+        Input::Complete(again[0].handle()),
     );
     assert!(matches!(out[..], [Output::Completed(_)]), "{out:?}");
 }
@@ -639,7 +639,7 @@ fn deliver_and_dead_letter(c: &mut Consumer, store: &mut Container<Message>, msg
     let got = deliveries(&run(c, store, at(0), Input::Dequeue { max: 1 }));
     assert_eq!(got[0].name.as_str(), msg);
     let input = Input::DeadLetter {
-        message: got[0].id.clone(),
+        delivery: got[0].handle(),
         reason: "bad".into(),
     };
     let out = run(c, store, at(0), input);
@@ -689,12 +689,7 @@ fn a_requeue_moves_a_dead_letter_back_only_while_it_is_as_listed_and_its_name_is
     );
     assert_eq!(dead_letters(&store, "m1").len(), 1);
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
-    run(
-        &mut a,
-        &mut store,
-        at(0),
-        Input::Complete(got[0].id.clone()),
-    );
+    run(&mut a, &mut store, at(0), Input::Complete(got[0].handle()));
 
     // A stale listing is refused.
     let mut stale = dead.clone();
@@ -883,8 +878,12 @@ fn refusal(out: &[Output]) -> Option<&QueueError> {
 }
 
 /// Sends a completion of `id` at `now` and returns its request, not yet served.
-fn send_complete(c: &mut Consumer, now: u64, id: &DocId) -> leasehold_engine::queue::QueueRequest {
-    c.handle_input(at(now), Input::Complete(id.clone()))
+fn send_complete(
+    c: &mut Consumer,
+    now: u64,
+    id: &leasehold_engine::queue::Delivery,
+) -> leasehold_engine::queue::QueueRequest {
+    c.handle_input(at(now), Input::Complete(id.handle()))
         .unwrap();
     let mut requests: Vec<_> = std::iter::from_fn(|| c.poll_output())
         .filter_map(|o| match o {
@@ -933,24 +932,24 @@ fn retried_completions(bad: bool) -> (Vec<Output>, Result<(), QueueError>) {
     let mut a = Consumer::new(HostId::from("a"), Incarnation(0), cfg).unwrap();
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 2 }));
     assert_eq!(got.len(), 2);
-    let req = send_complete(&mut a, 1_000, &got[0].id);
+    let req = send_complete(&mut a, 1_000, &got[0]);
     serve_reply_lost(&mut a, &mut store, 1_050, req);
     assert!(stored(&store, "m1").is_none(), "the first attempt landed");
     let mut out = run(
         &mut a,
         &mut store,
         at(2_000),
-        Input::Complete(got[0].id.clone()),
+        Input::Complete(got[0].handle()),
     );
     // m2: the dequeue at 3 s reads the locks (due every 2.5 s) and finds m2 still
     // locked, its completion not yet arrived.
-    let req = send_complete(&mut a, 2_900, &got[1].id);
+    let req = send_complete(&mut a, 2_900, &got[1]);
     enqueue(&mut store, "m3", at(2_950), Millis::ZERO);
     let between = run(&mut a, &mut store, at(3_000), Input::Dequeue { max: 1 });
     assert_eq!(deliveries(&between).len(), 1, "m3 is delivered");
     serve_reply_lost(&mut a, &mut store, 3_100, req);
     assert!(stored(&store, "m2").is_none(), "the first attempt landed");
-    let after_dequeue = a.handle_input(at(4_000), Input::Complete(got[1].id.clone()));
+    let after_dequeue = a.handle_input(at(4_000), Input::Complete(got[1].handle()));
     while let Some(o) = a.poll_output() {
         if let Output::Request(req) = o {
             let result = store.execute(req.op);
@@ -1010,21 +1009,21 @@ fn a_completion_found_gone_after_the_lock_ran_out_cannot_tell_whose_it_was() {
     enqueue(&mut store, "m1", at(0), Millis::ZERO);
     let mut a = consumer("a");
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
-    let req = send_complete(&mut a, 1_000, &got[0].id);
+    let req = send_complete(&mut a, 1_000, &got[0]);
     serve_reply_lost(&mut a, &mut store, 1_050, req);
     // Authority was 9.4 s from the claim.
     let out = run(
         &mut a,
         &mut store,
         at(9_400),
-        Input::Complete(got[0].id.clone()),
+        Input::Complete(got[0].handle()),
     );
     assert!(
         matches!(refusal(&out), Some(QueueError::Gone(_))),
         "{out:?}"
     );
     // Its lock is forgotten: nothing is left to retry.
-    let again = a.handle_input(at(9_500), Input::Complete(got[0].id.clone()));
+    let again = a.handle_input(at(9_500), Input::Complete(got[0].handle()));
     assert!(matches!(again, Err(QueueError::NotHeld(_))));
 }
 
@@ -1041,7 +1040,7 @@ fn a_completion_after_an_abandon_of_unknown_outcome_is_not_confirmed_by_a_gone_m
     let mut a = consumer("a");
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
     let abandon = Input::Abandon {
-        message: got[0].id.clone(),
+        delivery: got[0].handle(),
         delay: Millis::ZERO,
     };
     a.handle_input(at(1_000), abandon).unwrap();
@@ -1061,14 +1060,14 @@ fn a_completion_after_an_abandon_of_unknown_outcome_is_not_confirmed_by_a_gone_m
         &mut b,
         &mut store,
         at(1_200),
-        Input::Complete(taken[0].id.clone()),
+        Input::Complete(taken[0].handle()),
     );
     assert!(stored(&store, "m1").is_none());
     let out = run(
         &mut a,
         &mut store,
         at(1_300),
-        Input::Complete(got[0].id.clone()),
+        Input::Complete(got[0].handle()),
     );
     assert!(
         matches!(refusal(&out), Some(QueueError::Gone(_))),

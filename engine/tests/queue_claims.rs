@@ -176,7 +176,7 @@ fn a_claim_checked_payload_is_delivered_with_its_claim_and_completing_leaves_not
         &mut store,
         &mut claims,
         at(2_000),
-        Input::Complete(got[0].id.clone()),
+        Input::Complete(got[0].handle()),
     );
     assert!(matches!(out[..], [Output::Completed(_)]), "{out:?}");
     assert_eq!(store.iter().count(), 0, "head or message left behind");
@@ -416,7 +416,7 @@ fn completed_unanswered(
         Input::Dequeue { max: 1 },
     ));
     claims.stop = true;
-    let complete = Input::Complete(got[0].id.clone());
+    let complete = Input::Complete(got[0].handle());
     let out = drive(&mut a, store, claims, at(1_000), complete);
     (a, out)
 }
@@ -455,7 +455,7 @@ fn a_sweep_never_drops_a_payload_that_a_message_or_a_dead_letter_names() {
         Input::Dequeue { max: 1 },
     ));
     let dead = Input::DeadLetter {
-        message: got[0].id.clone(),
+        delivery: got[0].handle(),
         reason: "inspect".into(),
     };
     drive(&mut a, &mut store, &mut claims, at(100_000), dead);
@@ -593,7 +593,7 @@ fn a_claim_checked_dead_letter_deleted_through_the_consumer_takes_its_payload_wi
         Input::Dequeue { max: 1 },
     ));
     let dead = Input::DeadLetter {
-        message: got[0].id.clone(),
+        delivery: got[0].handle(),
         reason: "inspect".into(),
     };
     drive(&mut a, &mut store, &mut claims, at(1_000), dead);

@@ -4,10 +4,11 @@
 mod queue_common;
 
 use leasehold_engine::queue::{
-    Consumer, ConsumerConfig, Input, Message, Output, QueueError, QueueKnownBad, QueueRequest,
+    Consumer, ConsumerConfig, Delivery, Input, Message, Output, QueueError, QueueKnownBad,
+    QueueRequest,
 };
 use leasehold_engine::store::{Container, Op, Reply};
-use leasehold_engine::{DocId, HostId, Incarnation, Millis};
+use leasehold_engine::{HostId, Incarnation, Millis};
 use queue_common::*;
 
 fn consumer_with(known_bad: Option<QueueKnownBad>) -> Consumer {
@@ -58,9 +59,9 @@ fn complete(
     c: &mut Consumer,
     store: &mut Container<Message>,
     now: u64,
-    id: &DocId,
+    delivery: &Delivery,
 ) -> Result<Vec<Output>, QueueError> {
-    c.handle_input(at(now), Input::Complete(id.clone()))?;
+    c.handle_input(at(now), Input::Complete(delivery.handle()))?;
     let mut seen = Vec::new();
     while let Some(out) = c.poll_output() {
         match out {
@@ -86,7 +87,7 @@ fn give_back_answered_after_a_new_delivery(known_bad: Option<QueueKnownBad>) -> 
     let mut a = consumer_with(known_bad);
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
     let give_back = Input::Abandon {
-        message: got[0].id.clone(),
+        delivery: got[0].handle(),
         delay: Millis::ZERO,
     };
     let req = sent(&mut a, 1_000, give_back);
@@ -101,7 +102,7 @@ fn give_back_answered_after_a_new_delivery(known_bad: Option<QueueKnownBad>) -> 
     assert_eq!(again.len(), 1, "the give-back made it pending at once");
     assert_ne!(again[0].lock, got[0].lock);
     let answer = held_reply_arrives(&mut a, 1_200, &req, landed);
-    let completed = complete(&mut a, &mut store, 1_300, &again[0].id);
+    let completed = complete(&mut a, &mut store, 1_300, &again[0]);
     (answer, completed, store)
 }
 
@@ -138,7 +139,7 @@ fn renewal_answered_after_a_new_delivery(known_bad: Option<QueueKnownBad>) -> An
     enqueue(&mut store, "m1", at(0), Millis::ZERO);
     let mut a = consumer_with(known_bad);
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
-    let req = sent(&mut a, 5_000, Input::Renew(got[0].id.clone()));
+    let req = sent(&mut a, 5_000, Input::Renew(got[0].handle()));
     let landed = store.execute(req.op.clone());
     assert!(matches!(landed, Ok(Reply::Replaced(_))), "{landed:?}");
     // The renewed lock is first seen at 10 s and watched out from there.
@@ -157,7 +158,7 @@ fn renewal_answered_after_a_new_delivery(known_bad: Option<QueueKnownBad>) -> An
     ));
     assert_eq!(again.len(), 1, "the renewed lock ran out");
     let answer = held_reply_arrives(&mut a, 21_100, &req, landed);
-    let completed = complete(&mut a, &mut store, 21_200, &again[0].id);
+    let completed = complete(&mut a, &mut store, 21_200, &again[0]);
     (answer, completed, store)
 }
 
@@ -210,7 +211,7 @@ fn move_answered_after_a_new_delivery(known_bad: Option<QueueKnownBad>) -> Answe
     let mut a = consumer_with(known_bad);
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
     let move_it = Input::DeadLetter {
-        message: got[0].id.clone(),
+        delivery: got[0].handle(),
         reason: "schema v0".into(),
     };
     let req = sent(&mut a, 1_000, move_it);
@@ -227,7 +228,7 @@ fn move_answered_after_a_new_delivery(known_bad: Option<QueueKnownBad>) -> Answe
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].id, got[0].id, "the name's live id again");
     let answer = held_reply_arrives(&mut a, 1_200, &req, landed);
-    let completed = complete(&mut a, &mut store, 1_300, &again[0].id);
+    let completed = complete(&mut a, &mut store, 1_300, &again[0]);
     (answer, completed, store)
 }
 

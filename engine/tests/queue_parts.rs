@@ -6,7 +6,7 @@
 mod queue_common;
 
 use leasehold_engine::queue::{
-    Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageState, Naming, Output,
+    Consumer, ConsumerConfig, Handle, Input, LargeMessages, Message, MessageState, Naming, Output,
     PartsRef, QueueError, QueueKnownBad, QueueRequest,
 };
 use leasehold_engine::store::{Container, Document, Limits, Op, StoreError, Stored};
@@ -170,7 +170,7 @@ fn a_payload_larger_than_a_document_is_delivered_whole_and_completing_leaves_not
         &mut a,
         &mut store,
         at(2_000),
-        Input::Complete(got[0].id.clone()),
+        Input::Complete(got[0].handle()),
     );
     assert!(matches!(out[..], [Output::Completed(_)]), "{out:?}");
     assert_eq!(store.iter().count(), 0, "parts or head left behind");
@@ -226,13 +226,12 @@ fn a_sweep_never_removes_a_set_that_a_message_or_a_dead_letter_names() {
         Input::Dequeue { max: 1 },
     ));
     let reason = "inspect".to_string();
-    let id = got[0].id.clone();
     run(
         &mut a,
         &mut store,
         at(100_000),
         Input::DeadLetter {
-            message: id,
+            delivery: got[0].handle(),
             reason,
         },
     );
@@ -272,7 +271,7 @@ fn a_completion_cut_short_leaves_a_set_the_sweep_clears() {
     enqueue_big(&mut client("p"), &mut store, "big", &payload(3_000));
     let mut a = client("a");
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
-    let (requests, _) = step(&mut a, at(1_000), Input::Complete(got[0].id.clone()));
+    let (requests, _) = step(&mut a, at(1_000), Input::Complete(got[0].handle()));
     let (deletes, out) = serve(
         &mut a,
         &mut store,
@@ -523,13 +522,13 @@ fn dequeue_and_dead_letter(
     store: &mut Container<Message>,
 ) -> Stored<Message> {
     let got = deliveries(&run(consumer, store, at(0), Input::Dequeue { max: 1 }));
-    let message = got[0].id.clone();
+    let delivery = got[0].handle();
     let reason = "inspect".to_string();
     run(
         consumer,
         store,
         at(0),
-        Input::DeadLetter { message, reason },
+        Input::DeadLetter { delivery, reason },
     );
     dead_letters(store, "big").pop().unwrap()
 }
@@ -607,7 +606,7 @@ fn a_head_names_the_document_that_names_its_set_through_every_move() {
     run(&mut a, &mut store, at(0), Input::Requeue(letter));
     assert_eq!(head_naming(&store), Naming::By(live));
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
-    let (requests, _) = step(&mut a, at(0), Input::Complete(got[0].id.clone()));
+    let (requests, _) = step(&mut a, at(0), Input::Complete(got[0].handle()));
     serve(
         &mut a,
         &mut store,
@@ -837,7 +836,7 @@ fn a_completions_late_answer_leaves_the_sweep_that_took_its_set_to_finish() {
     enqueue_big(&mut client("p"), &mut store, "big", &payload(4_000));
     let mut a = client("a");
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
-    let (requests, _) = step(&mut a, at(1_000), Input::Complete(got[0].id.clone()));
+    let (requests, _) = step(&mut a, at(1_000), Input::Complete(got[0].handle()));
     let [completion] = &requests[..] else {
         panic!("{requests:?}")
     };
@@ -903,7 +902,7 @@ fn completion_answered_after_a_new_delivery(
     );
     let mut a = consumer("a").unwrap();
     let got = deliveries(&run(&mut a, &mut store, at(0), Input::Dequeue { max: 1 }));
-    let (requests, _) = step(&mut a, at(1_000), Input::Complete(got[0].id.clone()));
+    let (requests, _) = step(&mut a, at(1_000), Input::Complete(got[0].handle()));
     let [completion] = &requests[..] else {
         panic!("{requests:?}")
     };
@@ -914,7 +913,7 @@ fn completion_answered_after_a_new_delivery(
         &mut a,
         &mut store,
         at(5_000),
-        Input::Complete(got[0].id.clone()),
+        Input::Complete(got[0].handle()),
     );
     // An enqueue of the same name stores it again, naming a set of its own.
     let mut producer = consumer("q").unwrap();
@@ -940,6 +939,14 @@ fn payload_whole(store: &Container<Message>) -> bool {
     })
 }
 
+/// The delivery `live`'s stored lock is of.
+fn locked(live: &Message) -> Handle {
+    Handle {
+        message: live.id.clone(),
+        lock: live.lock().expect("locked").token.clone(),
+    }
+}
+
 /// A completion's answer frees what the message it deleted named, and leaves the
 /// lock the consumer holds now alone: the message stored anew keeps its payload, and
 /// its delivery its authority.
@@ -954,7 +961,7 @@ fn a_completions_late_answer_frees_the_payload_of_the_message_it_deleted_only() 
     // The completed message's set is gone: nothing is left for the sweep.
     assert_eq!(count(&store, "head"), 1);
     let live = stored(&store, "big").unwrap();
-    assert!(a.has_authority(&live.id, at(5_000).local));
+    assert!(a.has_authority(&locked(&live), at(5_000).local));
 }
 
 /// Its sibling: read at the answer from the document held then (`completion-reads-held`),
@@ -968,5 +975,5 @@ fn a_completions_late_answer_read_from_the_document_held_then_drops_the_new_payl
     let (store, a) = completion_answered_after_a_new_delivery(config);
     assert!(!payload_whole(&store));
     let live = stored(&store, "big").unwrap();
-    assert!(!a.has_authority(&live.id, at(5_000).local));
+    assert!(!a.has_authority(&locked(&live), at(5_000).local));
 }

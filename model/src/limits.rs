@@ -57,6 +57,8 @@ pub struct LeastBound {
     pub max_dequeue: Option<u8>,
     /// Queue: dead letters an operator may ask to delete.
     pub dead_letter_deletes: Option<u8>,
+    /// Queue: handlers that may overrun their delivery's authority.
+    pub overruns: Option<u8>,
     /// Seconds of true time explored.
     pub horizon: Option<u8>,
     /// Where authority comes from.

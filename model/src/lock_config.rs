@@ -72,6 +72,9 @@ pub struct LockBounds {
     pub retries: u8,
     /// Dead letters an operator may ask consumer 0 to delete, in all (queue).
     pub dead_letter_deletes: u8,
+    /// Handlers that may overrun their delivery's authority, in all (queue): the
+    /// consumer polls on while the handler keeps the delivery, and completes it later.
+    pub overruns: u8,
     /// A known-bad variant.
     pub bug: Option<LockBug>,
 }
@@ -101,6 +104,7 @@ impl Default for LockBounds {
             stale_depth: 1,
             retries: 0,
             dead_letter_deletes: 0,
+            overruns: 0,
             bug: None,
         }
     }
@@ -131,6 +135,13 @@ impl LockBounds {
         if self.dead_letter_deletes > 0 && kind != LockKind::Queue {
             return Err(BoundsError::LockSettings(
                 "dead letters are the work queue's; item leases have none".into(),
+            ));
+        }
+        range("overruns", self.overruns.into(), 0, 2)?;
+        if self.overruns > 0 && kind != LockKind::Queue {
+            return Err(BoundsError::LockSettings(
+                "handler overruns are the work queue's; an item's holder has no delivery to keep"
+                    .into(),
             ));
         }
         if self.abandon_delay > 0 && kind != LockKind::Queue {
@@ -472,6 +483,18 @@ impl LockBug {
                 lost_replies: Some(0),
                 ..LeastBound::default()
             },
+            // A handler overruns; its consumer waits out its own lock, delivers the
+            // message again, and the first handler completes.
+            LockBug::Engine(QueueKnownBad::HandleNamesMessage) => LeastBound {
+                // A second consumer, watching the lock since the first delivery,
+                // always takes the message before its own consumer's second sight.
+                hosts: Some(1),
+                overruns: Some(1),
+                late_replies: Some(0),
+                delays: Some(0),
+                lost_replies: Some(0),
+                ..lone
+            },
             // A holder's acquire has its reply held; it acquires the item again over
             // its own lease, and the held reply arrives.
             LockBug::ItemEngine(ItemKnownBad::AnswersReadHeld) => LeastBound {
@@ -490,7 +513,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 22] = [
+    pub const ALL: [LockBug; 23] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -512,6 +535,7 @@ impl LockBug {
         LockBug::Engine(QueueKnownBad::DiscardKeepsHead),
         LockBug::Engine(QueueKnownBad::CompletionReadsHeld),
         LockBug::Engine(QueueKnownBad::HolderAnswersReadHeld),
+        LockBug::Engine(QueueKnownBad::HandleNamesMessage),
         LockBug::ItemEngine(ItemKnownBad::AnswersReadHeld),
     ];
 

@@ -10,9 +10,9 @@ use crate::world::Fault;
 use crate::world::{self, Action, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::lock::Locks;
 use leasehold_engine::queue::{
-    Candidate, ClaimKey, Consumer, ConsumerConfig, Input, LargeMessages, Message, MessageName,
-    MessageState, Naming, Output, PartsProblem, QueueError, QueueIntent, QueueKnownBad, QueueName,
-    Selector, payload_hash,
+    Candidate, ClaimKey, Consumer, ConsumerConfig, Handle, Input, LargeMessages, Message,
+    MessageName, MessageState, Naming, Output, PartsProblem, QueueError, QueueIntent,
+    QueueKnownBad, QueueName, Selector, payload_hash,
 };
 use leasehold_engine::store::{BatchOp, Container, Document, Op, Reply};
 use leasehold_engine::store::{StoreError, StoreResult};
@@ -45,7 +45,17 @@ pub enum QueueChoice {
     /// Delete a dead letter for good, as an operator who listed it asks (consumer 0,
     /// holding nothing, while a dead letter is stored and the bound allows).
     DeleteDeadLetter,
+    /// Dequeue while the handler of a delivery it holds overran the delivery's
+    /// authority and works on (while the bound allows): the handler keeps the
+    /// delivery, and the consumer may let its lock go and deliver the message again.
+    Overrun,
+    /// The overrun handler is done and completes the delivery it kept.
+    CompleteKept,
 }
+
+/// What runs beside a consumer's engine: the delivery a handler that overran its
+/// authority keeps working on, named as the handler names it.
+pub type Kept = Option<Handle>;
 
 /// History the queue properties need.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -80,6 +90,11 @@ pub struct QueueGhost {
     pub renewals: u8,
     /// Dead-letter deletes chosen so far.
     pub dead_letter_deletes: u8,
+    /// Handler overruns chosen so far.
+    pub overruns: u8,
+    /// An overrun handler's call changed a lock its consumer held under another
+    /// token: it acted on a later delivery of the message, another handler's.
+    pub handler_crossed: bool,
     /// Per message (bit `m`): its dead letter was deleted, by a delete the store
     /// applied: done, as a completed message is.
     pub discarded: u8,
@@ -417,6 +432,11 @@ impl QueueModel {
             |c, life| self.engine(c, life),
         )?;
         next.ghost.crossed_answer |= world::answer_crossed(last, &next, action);
+        if let Action::Step(c, QueueChoice::CompleteKept, _) = *action {
+            // A handler calls on its own thread: its consumer still polls this tick.
+            let c = usize::from(c);
+            next.clients[c].acted = last.clients[c].acted;
+        }
         Some(next)
     }
 
@@ -429,7 +449,10 @@ impl QueueModel {
         journal: &mut Option<Vec<String>>,
     ) -> Option<()> {
         state.clients[usize::from(c)].engine.as_ref()?;
-        let held = world::held(state, c);
+        // The overrun handler's delivery is its own to complete.
+        let kept = state.clients[usize::from(c)].handler.clone();
+        let mut held = Self::handles(state, c);
+        held.retain(|h| Some(h) != kept.as_ref());
         let inputs = match choice {
             QueueChoice::Dequeue if self.bounds.is_large() => vec![
                 Input::Dequeue {
@@ -459,13 +482,45 @@ impl QueueModel {
                 vec![input]
             }
             QueueChoice::Complete => held.into_iter().map(Input::Complete).collect(),
+            QueueChoice::Overrun => {
+                // The handler works on past its authority: the message waits out the
+                // lock, so liveness is measured from it.
+                state.ghost.overruns += 1;
+                state.last_fault = state.time;
+                state.clients[usize::from(c)].handler = held.into_iter().next();
+                vec![Input::Dequeue {
+                    max: usize::from(self.bounds.batch),
+                }]
+            }
+            QueueChoice::CompleteKept => {
+                let client = &mut state.clients[usize::from(c)];
+                let kept = client.handler.take()?;
+                let before = client.engine.as_ref()?.locks().clone();
+                world::run(
+                    self,
+                    state,
+                    c,
+                    vec![Input::Complete(kept.clone())],
+                    fault,
+                    journal,
+                )?;
+                let after = state.clients[usize::from(c)]
+                    .engine
+                    .as_ref()
+                    .map(|e| e.locks().clone());
+                state.ghost.handler_crossed |= before
+                    .all_held()
+                    .filter(|(_, h)| h.token != kept.lock)
+                    .any(|(id, h)| after.as_ref().and_then(|a| a.held(id)) != Some(h));
+                return Some(());
+            }
             QueueChoice::Abandon => {
                 // An abandon is a handler failure: liveness is measured from it.
                 state.ghost.give_backs += 1;
                 state.last_fault = state.time;
                 let delay = Millis(u64::from(self.bounds.abandon_delay) * crate::TICK_MS);
                 held.into_iter()
-                    .map(|message| Input::Abandon { message, delay })
+                    .map(|delivery| Input::Abandon { delivery, delay })
                     .collect()
             }
             QueueChoice::Renew => {
@@ -484,6 +539,21 @@ impl QueueModel {
             }
         };
         world::run(self, state, c, inputs, fault, journal)
+    }
+
+    /// The deliveries consumer `c` holds locks for, as their handlers name them.
+    fn handles(state: &QueueState, c: u8) -> Vec<Handle> {
+        let Some(engine) = state.clients[usize::from(c)].engine.as_ref() else {
+            return Vec::new();
+        };
+        engine
+            .locks()
+            .all_held()
+            .map(|(message, h)| Handle {
+                message: message.clone(),
+                lock: h.token.clone(),
+            })
+            .collect()
     }
 
     /// The first dead letter stored, as a listing returns it.
@@ -508,14 +578,14 @@ impl QueueModel {
 }
 
 /// A state of the queue model.
-pub type QueueState = World<Consumer, QueueGhost>;
+pub type QueueState = World<Consumer, QueueGhost, Kept>;
 /// An action of the queue model.
 pub type QueueAction = Action<QueueChoice>;
 
 impl Rules for QueueModel {
     type M = Consumer;
     type Ghost = QueueGhost;
-    type Handler = ();
+    type Handler = Kept;
 
     fn budget(&self) -> Budget {
         self.bounds.budget()
@@ -708,7 +778,7 @@ impl Rules for QueueModel {
                                 Ok(payload) => Some(payload),
                                 Err(problem) => {
                                     answer = Some(Input::DeadLetter {
-                                        message: d.id.clone(),
+                                        delivery: d.handle(),
                                         reason: problem.to_string(),
                                     });
                                     None
@@ -979,8 +1049,12 @@ impl stateright::Model for QueueModel {
                 if c == 0 && self.bounds.is_large() && !state.ghost.produced {
                     return vec![QueueChoice::Produce];
                 }
+                let kept = &state.clients[usize::from(c)].handler;
                 if !world::holds_any(state, c) {
                     let mut choices = vec![QueueChoice::Dequeue];
+                    if kept.is_some() {
+                        choices.push(QueueChoice::CompleteKept);
+                    }
                     if c == 0
                         && state.ghost.dead_letter_deletes < self.bounds.dead_letter_deletes
                         && Self::dead_letter(state).is_some()
@@ -988,6 +1062,15 @@ impl stateright::Model for QueueModel {
                         choices.push(QueueChoice::DeleteDeadLetter);
                     }
                     return choices;
+                }
+                if let Some(kept) = kept {
+                    // The overrun handler works on while its consumer polls on its
+                    // own cadence, until it lets the lock go and may deliver the
+                    // message again, to a handler that does not overrun.
+                    if Self::handles(state, c).iter().all(|h| h == kept) {
+                        return vec![QueueChoice::Dequeue, QueueChoice::CompleteKept];
+                    }
+                    return vec![QueueChoice::Complete, QueueChoice::CompleteKept];
                 }
                 let mut choices = vec![QueueChoice::Complete];
                 // A consumer polls on its own cadence, not after its handlers' calls
@@ -1002,6 +1085,9 @@ impl stateright::Model for QueueModel {
                 }
                 if state.ghost.renewals < self.bounds.renewals {
                     choices.push(QueueChoice::Renew);
+                }
+                if state.ghost.overruns < self.bounds.overruns {
+                    choices.push(QueueChoice::Overrun);
                 }
                 choices
             },
@@ -1025,6 +1111,9 @@ impl stateright::Model for QueueModel {
             Property::always(DEQUEUE_COUNT, |_, s: &QueueState| !s.ghost.count_mismatch),
             Property::always(ANSWER_OWN_DELIVERY, |_, s: &QueueState| {
                 !s.ghost.crossed_answer
+            }),
+            Property::always(HANDLER_OWN_DELIVERY, |_, s: &QueueState| {
+                !s.ghost.handler_crossed
             }),
             Property::always(COMPLETION_ANSWERED, |_, s: &QueueState| {
                 !s.ghost.misreported
@@ -1104,6 +1193,10 @@ impl stateright::Model for QueueModel {
             QueueChoice::DeleteDeadLetter => {
                 "is asked by the operator to DELETE the dead letter".into()
             }
+            QueueChoice::Overrun => "polls: dequeue while its handler OVERRUNS".into(),
+            QueueChoice::CompleteKept => {
+                "hears from its overrun handler: complete the delivery it kept".into()
+            }
         })
     }
 }
@@ -1176,6 +1269,9 @@ pub const COMPLETION_ANSWERED: &str =
 /// A holder's answer that comes late is about the delivery it was sent for.
 pub const ANSWER_OWN_DELIVERY: &str =
     "queue: a late answer to a holder's write leaves the consumer's other locks as they were";
+/// A handler's call is about the delivery it was handed.
+pub const HANDLER_OWN_DELIVERY: &str = "queue: an overrun handler's completion leaves a later \
+     delivery of its message, another handler's, as it was";
 /// A poison message moved to the dead letters takes no place in the batch.
 pub const POISON_TAKES_NO_PLACE: &str = "queue: a dequeue that moves poison messages still \
      delivers the healthy visible ones it has room for";

@@ -1336,6 +1336,55 @@ fn a_holders_late_answer_leaves_the_new_delivery_alone() {
     }
 }
 
+/// One message, no crash, one handler that overruns: its consumer polls on, lets the
+/// lock go, and may deliver the message again while the first handler works.
+fn overrun(clients: u8, bug: Option<LockBug>) -> LockBounds {
+    LockBounds {
+        clients,
+        docs: 1,
+        crashes: 0,
+        give_backs: 0,
+        overruns: 1,
+        horizon: 11,
+        bug,
+        ..queue_bounds()
+    }
+}
+
+/// Named by the message only (`handle-names-message`), an overrun handler's
+/// completion deletes the message under the lock of its later delivery, another
+/// handler's.
+#[test]
+fn an_overrun_handler_naming_the_message_completes_the_later_delivery() {
+    let bug = Some(LockBug::Engine(QueueKnownBad::HandleNamesMessage));
+    let model = QueueModel::new(overrun(1, bug)).unwrap();
+    let text = counterexample(&model, queue::HANDLER_OWN_DELIVERY);
+    assert!(text.contains("OVERRUNS"), "{text}");
+    assert!(text.contains("(delivery 2)"), "{text}");
+    assert!(text.contains("complete the delivery it kept"), "{text}");
+}
+
+/// Its sibling: the shipped consumer refuses the overrun handler's call and the later
+/// delivery goes on; every property holds, with one consumer and with two.
+#[test]
+fn an_overrun_handlers_completion_leaves_the_later_delivery_alone() {
+    for clients in [1, 2] {
+        let model = QueueModel::new(overrun(clients, None)).unwrap();
+        let mut not_reached = vec![
+            queue::REDELIVERED_AFTER_CRASH,
+            queue::CALM_AFTER_CRASH,
+            queue::DEAD_LETTERED,
+            queue::POISON_THEN_DELIVERED,
+            queue::OWN_COMPLETION_FOUND,
+            queue::LOST_THEN_DELIVERED,
+        ];
+        if clients == 1 {
+            not_reached.push(queue::STALE_REFUSED);
+        }
+        every_property_holds_but(&model, &not_reached);
+    }
+}
+
 /// One item, no crash, one late reply: a holder's acquire has its reply held while it
 /// acquires the item again over its own lease.
 fn item_answer_held(horizon: u8, bug: Option<LockBug>) -> LockBounds {

@@ -225,6 +225,10 @@ struct ModelArgs {
     /// Queue: dead letters an operator may ask consumer 0 to delete, in all (0-3).
     #[arg(long, value_name = "N")]
     dead_letter_deletes: Option<u8>,
+    /// Queue: handlers that may overrun their delivery's authority and complete it
+    /// after their consumer polled on, in all (0-2).
+    #[arg(long, value_name = "N")]
+    overruns: Option<u8>,
     /// Checker threads (1 to 64; more than the machine has are not used).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: Option<u16>,
@@ -450,6 +454,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         ("--batch", args.batch.is_some()),
         ("--max-dequeue", args.max_dequeue.is_some()),
         ("--dead-letter-deletes", args.dead_letter_deletes.is_some()),
+        ("--overruns", args.overruns.is_some()),
         ("--large", args.large),
         ("--claims", args.claims),
         ("--claim-failures", args.claim_failures.is_some()),
@@ -809,6 +814,7 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
             .dead_letter_deletes
             .or(least.dead_letter_deletes)
             .unwrap_or(d.dead_letter_deletes),
+        overruns: args.overruns.or(least.overruns).unwrap_or(d.overruns),
         bug,
     };
     bounds.horizon = match args.horizon.or(least.horizon) {

@@ -169,11 +169,18 @@ pub enum QueueKnownBad {
     /// completion is refused, and the message comes back once more than its
     /// handlers failed.
     HolderAnswersReadHeld,
+    /// A handler's complete, renew, abandon or dead-letter names the message only,
+    /// and acts on whatever lock the consumer holds on it when the call comes (as
+    /// `has_authority` answers for it): a handler that overran its authority, after
+    /// its consumer let the lock go and took the message again for another handler,
+    /// completes the message under the new delivery's lock while the other handler
+    /// still works on it.
+    HandleNamesMessage,
 }
 
 impl QueueKnownBad {
     /// Every earlier behaviour, in the order they are declared.
-    pub const ALL: [QueueKnownBad; 13] = [
+    pub const ALL: [QueueKnownBad; 14] = [
         QueueKnownBad::GoneMeansLost,
         QueueKnownBad::PoisonSpendsBatch,
         QueueKnownBad::ManifestFirst,
@@ -187,6 +194,7 @@ impl QueueKnownBad {
         QueueKnownBad::DiscardKeepsHead,
         QueueKnownBad::CompletionReadsHeld,
         QueueKnownBad::HolderAnswersReadHeld,
+        QueueKnownBad::HandleNamesMessage,
     ];
 
     /// The behaviour's name on the checkers' command lines (`--bug NAME`).
@@ -205,6 +213,7 @@ impl QueueKnownBad {
             QueueKnownBad::DiscardKeepsHead => "discard-keeps-head",
             QueueKnownBad::CompletionReadsHeld => "completion-reads-held",
             QueueKnownBad::HolderAnswersReadHeld => "holder-answers-read-held",
+            QueueKnownBad::HandleNamesMessage => "handle-names-message",
         }
     }
 }

@@ -6,8 +6,9 @@ mod large;
 use super::config::{Candidate, QueueKnownBad};
 use super::dead_letter::{self, Failure};
 use super::{
-    Claim, ClaimKey, ConsumerConfig, ConsumerConfigError, Delivery, Input, Message, MessageLock,
-    MessageName, MessageState, Output, PartSetId, QueueError, QueueIntent, QueueRequest,
+    Claim, ClaimKey, ConsumerConfig, ConsumerConfigError, Delivery, Handle, Input, Message,
+    MessageLock, MessageName, MessageState, Output, PartSetId, QueueError, QueueIntent,
+    QueueRequest,
 };
 use crate::ids::{DocId, Etag, HostId, Incarnation, PartitionKey, RequestId};
 use crate::lock::{Client, Held, LockToken, Locks};
@@ -61,7 +62,7 @@ use std::sync::Arc;
 /// let out = run(&mut consumer, Input::Dequeue { max: 10 });
 /// let Some(Output::Delivered(delivery)) = out.first() else { panic!("{out:?}") };
 /// assert_eq!(delivery.payload, "hello");
-/// let out = run(&mut consumer, Input::Complete(delivery.id.clone()));
+/// let out = run(&mut consumer, Input::Complete(delivery.handle()));
 /// assert!(matches!(out[..], [Output::Completed(_)]));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -260,9 +261,10 @@ impl Consumer {
         &self.locks
     }
 
-    /// Whether this consumer may still act on `message` at `now`.
-    pub fn has_authority(&self, message: &DocId, now: LocalTime) -> bool {
-        self.locks.has_authority(message, now)
+    /// Whether a handler may still act on `delivery` at `now`: its lock is the one
+    /// held on the message, and its authority has not run out.
+    pub fn has_authority(&self, delivery: &Handle, now: LocalTime) -> bool {
+        self.held_for(delivery).is_ok() && self.locks.has_authority(&delivery.message, now)
     }
 
     /// The next output, if any.
@@ -296,8 +298,9 @@ impl Consumer {
                 Ok(())
             }
             Input::Dequeue { max } => self.start_dequeue(max),
-            Input::Complete(id) => {
-                let held = self.held(&id)?;
+            Input::Complete(delivery) => {
+                let held = self.held_for(&delivery)?;
+                let id = delivery.message;
                 // The held document says whether a head must be rewritten with it.
                 let Some(doc) = self.held_docs.get(&id) else {
                     return Err(QueueError::NotHeld(id));
@@ -313,9 +316,10 @@ impl Consumer {
                 self.send(QueueIntent::Complete, Some(held.token), op, pending);
                 Ok(())
             }
-            Input::Renew(id) => self.renew(id),
-            Input::Abandon { message, delay } => {
-                let held = self.held(&message)?;
+            Input::Renew(delivery) => self.renew(delivery),
+            Input::Abandon { delivery, delay } => {
+                let held = self.held_for(&delivery)?;
+                let message = delivery.message;
                 let wall = self.now.wall;
                 let pending = Pending::Abandon {
                     id: message.clone(),
@@ -326,8 +330,9 @@ impl Consumer {
                     m.next_visible_at = wall + delay;
                 })
             }
-            Input::DeadLetter { message, reason } => {
-                let held = self.held(&message)?;
+            Input::DeadLetter { delivery, reason } => {
+                let held = self.held_for(&delivery)?;
+                let message = delivery.message;
                 let Some(doc) = self.held_docs.get(&message).cloned() else {
                     return Err(QueueError::NotHeld(message));
                 };
@@ -437,11 +442,15 @@ impl Consumer {
         Ok(())
     }
 
-    fn held(&self, id: &DocId) -> Result<Held, QueueError> {
+    /// The lock held for `delivery`: the one it was delivered under, not a later
+    /// one this consumer took on the message after that lock was let go.
+    fn held_for(&self, delivery: &Handle) -> Result<Held, QueueError> {
+        let by_name = self.config.known_bad == Some(QueueKnownBad::HandleNamesMessage);
         self.locks
-            .held(id)
+            .held(&delivery.message)
+            .filter(|h| by_name || h.token == delivery.lock)
             .cloned()
-            .ok_or_else(|| QueueError::NotHeld(id.clone()))
+            .ok_or_else(|| QueueError::NotHeld(delivery.message.clone()))
     }
 
     fn send(
@@ -775,8 +784,9 @@ impl Consumer {
         self.finish_dequeue_if_done();
     }
 
-    fn renew(&mut self, id: DocId) -> Result<(), QueueError> {
-        let held = self.held(&id)?;
+    fn renew(&mut self, delivery: Handle) -> Result<(), QueueError> {
+        let held = self.held_for(&delivery)?;
+        let id = delivery.message;
         let (wall, local) = (self.now.wall, self.now.local);
         let pending = Pending::Renew {
             id: id.clone(),

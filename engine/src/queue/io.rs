@@ -55,20 +55,20 @@ pub enum Input {
         max: usize,
     },
     /// Delete a delivered message, only if this consumer's lock is still current.
-    Complete(DocId),
+    Complete(Handle),
     /// Extend the lock on a delivered message.
-    Renew(DocId),
+    Renew(Handle),
     /// Give a delivered message back, visible again after `delay`.
     Abandon {
-        /// The message.
-        message: DocId,
+        /// The delivery.
+        delivery: Handle,
         /// How long it stays invisible.
         delay: Millis,
     },
     /// Give up on a delivered message for good: move it to the dead letters.
     DeadLetter {
-        /// The message.
-        message: DocId,
+        /// The delivery.
+        delivery: Handle,
         /// Why, kept on the dead letter.
         reason: String,
     },
@@ -102,10 +102,23 @@ pub enum Input {
     },
 }
 
+/// Which delivery a handler acts on: the message and the lock it was delivered
+/// under. Calls name both because one consumer may deliver a message again after
+/// the lock of an earlier delivery ran out: a handler that overran its authority
+/// must not complete, renew or give back the later delivery another handler works
+/// on. A call whose lock this consumer no longer holds is refused `NotHeld`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Handle {
+    /// The message's document id.
+    pub message: DocId,
+    /// The lock of this delivery.
+    pub lock: LockToken,
+}
+
 /// A message handed to this consumer under a lock.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Delivery {
-    /// The message's document id; pass it to complete, renew or abandon.
+    /// The message's document id.
     pub id: DocId,
     /// The message's name.
     pub name: MessageName,
@@ -119,6 +132,24 @@ pub struct Delivery {
     pub lock: LockToken,
     /// Act on the message only before this local time, unless renewed.
     pub authority_until: LocalTime,
+}
+
+impl Delivery {
+    /// What complete, renew, abandon and dead-letter name: this delivery, not
+    /// whichever lock the consumer holds on the message when they come.
+    ///
+    /// ```
+    /// # use leasehold_engine::queue::{Delivery, Handle};
+    /// fn complete(delivery: &Delivery) -> leasehold_engine::queue::Input {
+    ///     leasehold_engine::queue::Input::Complete(delivery.handle())
+    /// }
+    /// ```
+    pub fn handle(&self) -> Handle {
+        Handle {
+            message: self.id.clone(),
+            lock: self.lock.clone(),
+        }
+    }
 }
 
 /// What a consumer asks its driver to do, or tells it.
@@ -304,8 +335,9 @@ pub enum QueueError {
     /// (Found gone while the lock still excluded everyone else, only this
     /// completion can have deleted it, and it is answered `Completed`.)
     Gone(DocId),
-    /// This consumer holds no lock on the message: it never did, its lock was lost,
-    /// or its authority ran out and a dequeue let the lock go.
+    /// This consumer holds no lock on the message under the delivery named: it never
+    /// did, its lock was lost, or its authority ran out and a dequeue let the lock go
+    /// (and may have taken the message again, under a new lock for a new delivery).
     NotHeld(DocId),
     /// The message would exceed the store's document size limit, and is not kept in
     /// parts (`large` is off), or its payload exceeds `large.max_bytes`.
@@ -354,7 +386,10 @@ impl fmt::Display for QueueError {
                 "the lock on message {id} is lost: another consumer re-locked, completed or \
                  dead-lettered it; nothing was changed"
             ),
-            QueueError::NotHeld(id) => write!(f, "this consumer holds no lock on message {id}"),
+            QueueError::NotHeld(id) => write!(
+                f,
+                "this consumer holds no lock on message {id} under this delivery's lock"
+            ),
             QueueError::Gone(id) => write!(
                 f,
                 "message {id} is gone, deleted by this completion's earlier attempt or by \

@@ -37,7 +37,7 @@ pub use config::{
 };
 pub use consumer::{Consumer, claim_lost};
 pub use dead_letter::move_lost;
-pub use io::{Delivery, Input, Output, QueueError, QueueIntent, QueueRequest};
+pub use io::{Delivery, Handle, Input, Output, QueueError, QueueIntent, QueueRequest};
 pub use message::{Message, MessageLock, MessageName, MessageState, NameError, QueueName};
 pub use parts::{
     Naming, PartSetId, PartsProblem, PartsRef, head_id, join_parts, part_id, payload_hash,

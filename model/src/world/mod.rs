@@ -651,9 +651,9 @@ pub const FAULTED_WRITES: u8 = 2;
 /// (one per choice and fault) or its restart, and its crash; then held requests; then
 /// time. `choices(c)` lists what client `c` may do in its step; a fault may hit any of
 /// a step's first `faulted` writes (and, for late replies, requests; for a lagging replica, reads).
-pub fn actions<M: Modelled, G, C: Copy>(
+pub fn actions<M: Modelled, G, X, C: Copy>(
     budget: &Budget,
-    world: &World<M, G>,
+    world: &World<M, G, X>,
     faulted: u8,
     mut choices: impl FnMut(u8) -> Vec<C>,
     actions: &mut Vec<Action<C>>,
@@ -975,6 +975,12 @@ pub fn polls_beside_held_reply<M: Locking, G, X>(
     if !world.replies.keys().any(|(sender, _)| *sender == c) {
         return false;
     }
+    no_authority_left(budget, world, c)
+}
+
+/// Whether client `c` is up and none of the locks it holds has authority left by
+/// its clock.
+fn no_authority_left<M: Locking, G, X>(budget: &Budget, world: &World<M, G, X>, c: u8) -> bool {
     let local = now(budget, world, c).local;
     world.clients[usize::from(c)]
         .engine

@@ -280,6 +280,7 @@ pub fn lock_flags(bounds: &LockBounds) -> String {
             bounds.dead_letter_deletes,
             d.dead_letter_deletes,
         ),
+        ("--overruns", bounds.overruns, d.overruns),
     ] {
         if value != default {
             let _ = write!(out, " {flag} {value}");

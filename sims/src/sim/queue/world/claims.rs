@@ -92,7 +92,7 @@ impl QueueWorld {
         };
         if self.claim_store_fails() {
             let input = Input::Abandon {
-                message: delivery.id,
+                delivery: delivery.handle(),
                 delay: Millis::ZERO,
             };
             self.feed(c, input);
@@ -105,7 +105,7 @@ impl QueueWorld {
             }),
             Err(problem) => {
                 let input = Input::DeadLetter {
-                    message: delivery.id,
+                    delivery: delivery.handle(),
                     reason: problem.to_string(),
                 };
                 self.feed(c, input);

@@ -13,8 +13,8 @@ use crate::sim::trace::Trace;
 use leasehold_engine::drive::{self, Driver, Stepped};
 use leasehold_engine::lock::LockToken;
 use leasehold_engine::queue::{
-    ClaimKey, Consumer, ConsumerConfig, Delivery, Input, Message, MessageName, MessageState,
-    Output, QueueError, QueueIntent,
+    ClaimKey, Consumer, ConsumerConfig, Delivery, Handle, Input, Message, MessageName,
+    MessageState, Output, QueueError, QueueIntent,
 };
 use leasehold_engine::store::{BatchOp, Op, Reader, Replicated, Reply, StoreError, Stored};
 use leasehold_engine::{DocId, HostId, Incarnation, Millis, Request, RequestId};
@@ -65,12 +65,12 @@ enum Event {
     WorkDone {
         c: usize,
         life: u64,
-        message: DocId,
+        delivery: Handle,
     },
     Retry {
         c: usize,
         life: u64,
-        message: DocId,
+        delivery: Handle,
         complete: bool,
     },
     /// The producer's claim-checked payload reaches the claim store.
@@ -487,13 +487,13 @@ impl QueueWorld {
                     Event::Answer { c, id, result, .. } => {
                         self.feed(c, Input::Response { id, result });
                     }
-                    Event::WorkDone { c, message, .. } => self.work_done(c, message),
+                    Event::WorkDone { c, delivery, .. } => self.work_done(c, delivery),
                     Event::Retry {
                         c,
-                        message,
+                        delivery,
                         complete,
                         ..
-                    } => self.settle(c, message, complete),
+                    } => self.settle(c, delivery, complete),
                     Event::Discard { c, letter, .. } => {
                         self.feed(c, Input::DeleteDeadLetter(letter));
                     }
@@ -688,12 +688,17 @@ impl QueueWorld {
                 self.truth.delivered(&delivery.id);
                 let (lo, hi) = self.cfg.work_ms;
                 let took = self.rng.random_range(lo..=hi);
-                let message = delivery.id.clone();
+                let handle = delivery.handle();
                 let started = self.now;
                 self.clients[c]
                     .working
-                    .insert(message.clone(), Work { delivery, started });
-                self.push(self.now + took, Event::WorkDone { c, life, message });
+                    .insert(handle.message.clone(), Work { delivery, started });
+                let done = Event::WorkDone {
+                    c,
+                    life,
+                    delivery: handle,
+                };
+                self.push(self.now + took, done);
             }
             Output::DequeueFinished { delivered, .. } => {
                 self.clients[c].dequeuing = false;
@@ -718,16 +723,18 @@ impl QueueWorld {
                 (QueueIntent::Complete | QueueIntent::Abandon, QueueError::Store(e))
                     if e.is_ambiguous() || matches!(e, StoreError::Throttled { .. }) =>
                 {
+                    // The delivery whose call it was: the one this handler keeps.
                     let complete = intent == QueueIntent::Complete;
-                    self.push(
-                        self.now + SECOND,
-                        Event::Retry {
+                    if let Some(work) = self.clients[c].working.get(&message) {
+                        let delivery = work.delivery.handle();
+                        let retry = Event::Retry {
                             c,
                             life,
-                            message,
+                            delivery,
                             complete,
-                        },
-                    );
+                        };
+                        self.push(self.now + SECOND, retry);
+                    }
                 }
                 // Honest about what it cannot know: nothing to check.
                 (QueueIntent::Complete, QueueError::Gone(_)) => {
@@ -747,16 +754,25 @@ impl QueueWorld {
         }
     }
 
-    fn work_done(&mut self, c: usize, message: DocId) {
+    fn work_done(&mut self, c: usize, delivery: Handle) {
         let local = self.clients[c].clock.local(self.now);
         let name = self.clients[c].name.clone();
         let authority = self.clients[c]
             .consumer
             .as_ref()
-            .is_some_and(|k| k.has_authority(&message, local));
+            .is_some_and(|k| k.has_authority(&delivery, local));
+        let message = delivery.message.clone();
         let Some(work) = self.clients[c].working.get(&message) else {
             return;
         };
+        if work.delivery.lock != delivery.lock {
+            // The consumer let this handler's lock go and delivered the message again,
+            // to another handler: this one's result is dropped, and that one's work
+            // goes on.
+            self.note(QueueEvent::Dropped(name, message));
+            self.truth.dropped();
+            return;
+        }
         let started = work.started;
         let count = work.delivery.dequeue_count;
         if !authority {
@@ -772,16 +788,17 @@ impl QueueWorld {
         self.truth
             .processed(&message, holder, started, self.now, !fails, count);
         self.note(QueueEvent::Processed(name, message.clone(), !fails));
-        self.settle(c, message, !fails);
+        self.settle(c, delivery, !fails);
     }
 
     /// Completes or abandons a processed message (again, after an unknown outcome).
-    fn settle(&mut self, c: usize, message: DocId, complete: bool) {
+    fn settle(&mut self, c: usize, delivery: Handle, complete: bool) {
+        let message = delivery.message.clone();
         let input = if complete {
-            Input::Complete(message.clone())
+            Input::Complete(delivery)
         } else {
             Input::Abandon {
-                message: message.clone(),
+                delivery,
                 delay: ABANDON_DELAY,
             }
         };
