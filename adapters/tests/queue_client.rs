@@ -10,7 +10,7 @@ use leasehold_adapters::{
     Clock, CosmosStore, Enqueued, MemoryStore, QueueClient, QueueClientError, Store,
 };
 use leasehold_engine::queue::{
-    ConsumerConfig, Delivery, LargeMessages, Message, QueueError, QueueName,
+    ConsumerConfig, Delivery, LargeMessages, Message, QueueError, QueueKnownBad, QueueName,
 };
 use leasehold_engine::{DocId, WallTime};
 use std::collections::BTreeMap;
@@ -125,6 +125,55 @@ async fn race_for_ten_messages<St: Store<Message>>(store: St) -> (Vec<Delivery>,
     let b = client(store, "b", 5);
     let (x, y) = tokio::join!(a.dequeue(10), b.dequeue(10));
     (x.unwrap().deliveries, y.unwrap().deliveries)
+}
+
+/// A handler that overran its authority holds a delivery its client let go of and
+/// then delivered again, to another handler: the first handler's calls name its own
+/// delivery, so they are refused and the second handler's delivery goes on.
+#[tokio::test(start_paused = true)]
+async fn an_overrun_handler_cannot_complete_its_messages_next_delivery() {
+    let (err, next_goes_on) = overrun_handler_completes(None).await;
+    assert!(
+        matches!(err, Some(QueueClientError::Queue(QueueError::NotHeld(_)))),
+        "{err:?}"
+    );
+    assert!(next_goes_on);
+}
+
+/// Its sibling: named by the message only (`handle-names-message`), the overrun
+/// handler's completion deletes the message under the next delivery's lock.
+#[tokio::test(start_paused = true)]
+async fn an_overrun_handler_naming_the_message_completes_its_next_delivery() {
+    let (err, next_goes_on) =
+        overrun_handler_completes(Some(QueueKnownBad::HandleNamesMessage)).await;
+    assert!(err.is_none());
+    assert!(!next_goes_on);
+}
+
+/// One client delivers m1, its handler overruns, and the client delivers m1 again;
+/// the overrun handler then completes. Returns its error, if any, and whether the
+/// next delivery still has authority and completes.
+async fn overrun_handler_completes(
+    known_bad: Option<QueueKnownBad>,
+) -> (Option<QueueClientError>, bool) {
+    let mut config = config(5);
+    config.known_bad = known_bad;
+    let queue = QueueClient::new(MemoryStore::new(), "only", config)
+        .unwrap()
+        .with_clock(Clock::following_tokio(START));
+    queue.enqueue("m1", "work", Duration::ZERO).await.unwrap();
+    let overrun = queue.dequeue(1).await.unwrap().deliveries.remove(0);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(!queue.has_authority(&overrun));
+    // First sight of its own stale lock lets it go; the message comes back after the
+    // lock's duration plus the drift allowance.
+    assert!(queue.dequeue(1).await.unwrap().deliveries.is_empty());
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let next = queue.dequeue(1).await.unwrap().deliveries.remove(0);
+    assert_eq!(next.dequeue_count, 2);
+    let err = queue.complete(&overrun).await.err();
+    let next_goes_on = queue.has_authority(&next) && queue.complete(&next).await.is_ok();
+    (err, next_goes_on)
 }
 
 #[tokio::test(start_paused = true)]
