@@ -403,9 +403,10 @@ impl<St: Store<Message>> QueueClient<St> {
     /// unknown outcome, a completion that finds the message gone is confirmed while
     /// its lock still excludes every other consumer; later it answers `Gone`, for
     /// then its own earlier attempt and another consumer's are both possible.
-    /// `NotHeld` means this client let the delivery's lock go (its authority ran
-    /// out), and may have delivered the message again since: nothing was changed,
-    /// and a later delivery is left to its own handler.
+    /// `NotHeld` means this client no longer holds the delivery's lock (settled,
+    /// lost, or let go after its authority ran out, perhaps with the message delivered
+    /// again since): this call changed nothing, and a later delivery is left to its
+    /// own handler (an earlier attempt whose outcome was unknown may have landed).
     pub async fn complete(&self, delivery: &Delivery) -> Result<(), QueueClientError> {
         let input = Input::Complete(delivery.handle());
         if delivery.claim.is_none() {

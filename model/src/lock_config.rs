@@ -238,7 +238,10 @@ impl LockBounds {
     /// mode consumer 0 polls only to produce until its enqueue is answered: an
     /// enqueue whose message landed with its reply lost takes one more of its polls,
     /// a tick before it first looks at the queue. An abandon's delay hides its
-    /// message for that long after the abandon.
+    /// message for that long after the abandon. A handler's overrun counts from its
+    /// consumer's poll beside it, a tick after the delivery at the earliest; the
+    /// bound has no term of its own for it, and holds with one overrun at horizon 11
+    /// with one consumer and two (`model/tests/locks.rs`) and at the default 2 × 2.
     pub fn liveness_ticks(&self, kind: LockKind) -> u8 {
         let d = self.lock_duration().as_millis();
         let rho = u64::from(self.drift_ms);

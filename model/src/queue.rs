@@ -148,6 +148,9 @@ pub struct QueueEvents {
     pub swept: bool,
     /// A large payload was delivered.
     pub delivered_large: bool,
+    /// An overrun handler's completion came while its consumer held a later
+    /// delivery of the message, and left that delivery's lock as it was.
+    pub kept_refused: bool,
 }
 
 /// The queue model.
@@ -508,10 +511,15 @@ impl QueueModel {
                     .engine
                     .as_ref()
                     .map(|e| e.locks().clone());
-                state.ghost.handler_crossed |= before
+                let crossed = before
                     .all_held()
                     .filter(|(_, h)| h.token != kept.lock)
                     .any(|(id, h)| after.as_ref().and_then(|a| a.held(id)) != Some(h));
+                let later = before
+                    .held(&kept.message)
+                    .is_some_and(|h| h.token != kept.lock);
+                state.ghost.handler_crossed |= crossed;
+                state.ghost.events.kept_refused = later && !crossed;
                 return Some(());
             }
             QueueChoice::Abandon => {
@@ -1112,9 +1120,6 @@ impl stateright::Model for QueueModel {
             Property::always(ANSWER_OWN_DELIVERY, |_, s: &QueueState| {
                 !s.ghost.crossed_answer
             }),
-            Property::always(HANDLER_OWN_DELIVERY, |_, s: &QueueState| {
-                !s.ghost.handler_crossed
-            }),
             Property::always(COMPLETION_ANSWERED, |_, s: &QueueState| {
                 !s.ghost.misreported
             }),
@@ -1149,6 +1154,18 @@ impl stateright::Model for QueueModel {
                 s.ghost.events.poison_then_delivered
             }),
         ];
+        // Only where handlers overrun: elsewhere they would hold vacuously and never
+        // be reached.
+        if self.bounds.overruns > 0 {
+            properties.extend([
+                Property::always(HANDLER_OWN_DELIVERY, |_, s: &QueueState| {
+                    !s.ghost.handler_crossed
+                }),
+                Property::sometimes(KEPT_REFUSED, |_, s: &QueueState| {
+                    s.ghost.events.kept_refused
+                }),
+            ]);
+        }
         // Only where there is a large payload: elsewhere they would hold vacuously
         // and never be reached.
         if self.bounds.is_large() {
@@ -1296,6 +1313,9 @@ pub const CALM_AFTER_CRASH: &str = "sometimes: no-loss is checked after a crash"
 pub const STALE_REFUSED: &str = "sometimes: a stale holder's completion is refused";
 /// Non-vacuity of the dequeue-count property.
 pub const DELIVERED_TWICE: &str = "sometimes: a message is delivered twice";
+/// Non-vacuity of the handler's own delivery.
+pub const KEPT_REFUSED: &str = "sometimes: an overrun handler completes while its consumer holds a \
+     later delivery of the message";
 /// Non-vacuity of dead-lettering.
 pub const DEAD_LETTERED: &str = "sometimes: a message is dead-lettered";
 

@@ -91,11 +91,18 @@ impl QueueWorld {
             return Some(delivery);
         };
         if self.claim_store_fails() {
+            let handle = delivery.handle();
+            let message = handle.message.clone();
+            self.clients[c]
+                .settling
+                .insert(message.clone(), handle.lock.clone());
             let input = Input::Abandon {
-                delivery: delivery.handle(),
+                delivery: handle,
                 delay: Millis::ZERO,
             };
-            self.feed(c, input);
+            if !self.feed(c, input) {
+                self.settled(c, &message);
+            }
             return None;
         }
         match claim.check(self.claims.get(&claim.key).cloned()) {

@@ -37,6 +37,7 @@ impl QueueWorld {
                 let client = &mut self.clients[c];
                 client.consumer = None;
                 client.working.clear();
+                client.settling.clear();
                 client.dequeuing = false;
                 self.push(now + down, Event::Boot { c });
                 Some((Some(c), down as i64))

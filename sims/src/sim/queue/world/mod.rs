@@ -172,6 +172,10 @@ struct Client {
     /// Documents the reads of the running dequeue returned so far.
     dequeue_docs: u64,
     working: BTreeMap<DocId, Work>,
+    /// The lock of each message's give-back or completion on its way: what a retry
+    /// names, and whose work its answer ends. (An answer names its message only, so
+    /// an earlier delivery's late answer may still end a later delivery's work.)
+    settling: BTreeMap<DocId, LockToken>,
 }
 
 /// A finished queue run: what the report is made of.
@@ -270,6 +274,7 @@ impl QueueWorld {
                     dequeuing: false,
                     dequeue_docs: 0,
                     working: BTreeMap::new(),
+                    settling: BTreeMap::new(),
                 }
             })
             .collect();
@@ -609,6 +614,7 @@ impl QueueWorld {
         client.paused_until = None;
         client.dequeuing = false;
         client.working.clear();
+        client.settling.clear();
         let life = client.life;
         client.consumer = Consumer::new(client.name.clone(), Incarnation(life), cfg).ok();
         self.truth.booted(c, life, self.now);
@@ -711,9 +717,7 @@ impl QueueWorld {
                 };
                 self.push(self.now + next, Event::Poll { c, life });
             }
-            Output::Completed(id) | Output::Abandoned(id) => {
-                self.clients[c].working.remove(&id);
-            }
+            Output::Completed(id) | Output::Abandoned(id) => self.settled(c, &id),
             Output::DeadLetters(letters) => self.delete_dead_letters(c, letters),
             Output::Failed {
                 message,
@@ -723,10 +727,13 @@ impl QueueWorld {
                 (QueueIntent::Complete | QueueIntent::Abandon, QueueError::Store(e))
                     if e.is_ambiguous() || matches!(e, StoreError::Throttled { .. }) =>
                 {
-                    // The delivery whose call it was: the one this handler keeps.
+                    // Sent again for the delivery whose call it was.
                     let complete = intent == QueueIntent::Complete;
-                    if let Some(work) = self.clients[c].working.get(&message) {
-                        let delivery = work.delivery.handle();
+                    if let Some(lock) = self.clients[c].settling.get(&message) {
+                        let delivery = Handle {
+                            message,
+                            lock: lock.clone(),
+                        };
                         let retry = Event::Retry {
                             c,
                             life,
@@ -737,16 +744,14 @@ impl QueueWorld {
                     }
                 }
                 // Honest about what it cannot know: nothing to check.
-                (QueueIntent::Complete, QueueError::Gone(_)) => {
-                    self.clients[c].working.remove(&message);
-                }
+                (QueueIntent::Complete, QueueError::Gone(_)) => self.settled(c, &message),
                 (QueueIntent::Complete, _) => {
                     self.truth.completion_lost(&message, (c, life), self.now);
-                    self.clients[c].working.remove(&message);
+                    self.settled(c, &message);
                 }
                 (QueueIntent::Abandon, _) => {
                     self.truth.lock_lost();
-                    self.clients[c].working.remove(&message);
+                    self.settled(c, &message);
                 }
                 _ => {}
             },
@@ -791,9 +796,28 @@ impl QueueWorld {
         self.settle(c, delivery, !fails);
     }
 
+    /// A give-back or completion of `message` was answered: the work of the delivery
+    /// it was sent for is over (not a later delivery's).
+    fn settled(&mut self, c: usize, message: &DocId) {
+        let client = &mut self.clients[c];
+        let Some(lock) = client.settling.remove(message) else {
+            return;
+        };
+        if client
+            .working
+            .get(message)
+            .is_some_and(|w| w.delivery.lock == lock)
+        {
+            client.working.remove(message);
+        }
+    }
+
     /// Completes or abandons a processed message (again, after an unknown outcome).
     fn settle(&mut self, c: usize, delivery: Handle, complete: bool) {
         let message = delivery.message.clone();
+        self.clients[c]
+            .settling
+            .insert(message.clone(), delivery.lock.clone());
         let input = if complete {
             Input::Complete(delivery)
         } else {
@@ -804,7 +828,7 @@ impl QueueWorld {
         };
         if !self.feed(c, input) {
             // No longer held: the message comes back to someone after its lock.
-            self.clients[c].working.remove(&message);
+            self.settled(c, &message);
         }
     }
 }
