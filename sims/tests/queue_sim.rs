@@ -528,3 +528,29 @@ fn dead_letters_deleted_alone_leave_their_payloads_behind() {
     );
     assert!(replay_command(&cfg).contains("--delete-dead-letters-every 1"));
 }
+
+/// The long swarm's seed 6550249 (queue-poison, timeouts), on the thirty-second
+/// session's first driver: a delayed retry of an earlier delivery's give-back, refused
+/// now that calls name their delivery, dropped the record of the later delivery's
+/// give-back on its way; that one's own unknown outcome then went unretried and its
+/// work was never settled (a liveness violation of the driver's making, not the
+/// engine's). A retry refused this way now leaves the later call's record.
+#[test]
+fn a_refused_retry_of_an_earlier_delivery_leaves_the_later_deliverys_call_to_retry() {
+    let seed = 6_550_249;
+    let summary = leasehold_sims::sim::swarm::run(
+        seed..seed + 1,
+        leasehold_sims::sim::swarm::Variant::Shipped,
+        |_, _| {},
+    );
+    assert_eq!(summary.scenarios.get("queue-poison"), Some(&1));
+    if let Some(f) = summary.failures.first() {
+        panic!(
+            "seed {}: {}\n{}\nreplay: {}",
+            f.seed,
+            f.first,
+            f.tail.join("\n"),
+            f.replay
+        );
+    }
+}

@@ -815,9 +815,10 @@ impl QueueWorld {
     /// Completes or abandons a processed message (again, after an unknown outcome).
     fn settle(&mut self, c: usize, delivery: Handle, complete: bool) {
         let message = delivery.message.clone();
-        self.clients[c]
+        let lock = delivery.lock.clone();
+        let newer = self.clients[c]
             .settling
-            .insert(message.clone(), delivery.lock.clone());
+            .insert(message.clone(), lock.clone());
         let input = if complete {
             Input::Complete(delivery)
         } else {
@@ -827,8 +828,21 @@ impl QueueWorld {
             }
         };
         if !self.feed(c, input) {
-            // No longer held: the message comes back to someone after its lock.
-            self.settled(c, &message);
+            // No longer held: the message comes back to someone after its lock. A
+            // retry refused this way leaves the record of a later delivery's call on
+            // its way (its answer may still need a retry of its own).
+            let client = &mut self.clients[c];
+            match newer {
+                Some(newer) if newer != lock => client.settling.insert(message.clone(), newer),
+                _ => client.settling.remove(&message),
+            };
+            if client
+                .working
+                .get(&message)
+                .is_some_and(|w| w.delivery.lock == lock)
+            {
+                client.working.remove(&message);
+            }
         }
     }
 }
