@@ -44,21 +44,7 @@ fn answer(
     store: &mut Container<Message>,
     input: Input,
 ) -> Result<Vec<Output>, QueueError> {
-    c.handle_input(at(19_700), input.clone())?;
-    let mut seen = Vec::new();
-    while let Some(out) = c.poll_output() {
-        match out {
-            Output::Request(req) => {
-                let answer = Input::Response {
-                    id: req.id,
-                    result: store.execute(req.op),
-                };
-                seen.extend(run(c, store, at(19_700), answer));
-            }
-            other => seen.push(other),
-        }
-    }
-    Ok(seen)
+    try_run(c, store, at(19_700), input)
 }
 
 #[test]

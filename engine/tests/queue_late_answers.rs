@@ -61,21 +61,7 @@ fn complete(
     now: u64,
     delivery: &Delivery,
 ) -> Result<Vec<Output>, QueueError> {
-    c.handle_input(at(now), Input::Complete(delivery.handle()))?;
-    let mut seen = Vec::new();
-    while let Some(out) = c.poll_output() {
-        match out {
-            Output::Request(req) => {
-                let answer = Input::Response {
-                    id: req.id,
-                    result: store.execute(req.op),
-                };
-                seen.extend(run(c, store, at(now), answer));
-            }
-            other => seen.push(other),
-        }
-    }
-    Ok(seen)
+    try_run(c, store, at(now), Input::Complete(delivery.handle()))
 }
 
 /// The consumer gives m1 back with no delay; the store applies it and the reply is

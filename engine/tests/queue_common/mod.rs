@@ -58,6 +58,31 @@ pub fn run(
     seen
 }
 
+/// As [`run`], but `input` may be refused: the refusal is returned, and nothing is
+/// served.
+pub fn try_run(
+    c: &mut Consumer,
+    store: &mut Container<Message>,
+    now: Now,
+    input: Input,
+) -> Result<Vec<Output>, QueueError> {
+    c.handle_input(now, input)?;
+    let mut seen = Vec::new();
+    while let Some(out) = c.poll_output() {
+        match out {
+            Output::Request(req) => {
+                let answer = Input::Response {
+                    id: req.id,
+                    result: store.execute(req.op),
+                };
+                seen.extend(run(c, store, now, answer));
+            }
+            other => seen.push(other),
+        }
+    }
+    Ok(seen)
+}
+
 pub fn name(s: &str) -> MessageName {
     MessageName::new(s).unwrap()
 }
