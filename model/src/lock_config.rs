@@ -73,7 +73,8 @@ pub struct LockBounds {
     /// Dead letters an operator may ask consumer 0 to delete, in all (queue).
     pub dead_letter_deletes: u8,
     /// Handlers that may overrun their delivery's authority, in all (queue): the
-    /// consumer polls on while the handler keeps the delivery, and completes it later.
+    /// consumer polls on while the handler keeps the delivery, and the handler
+    /// completes it later.
     pub overruns: u8,
     /// A known-bad variant.
     pub bug: Option<LockBug>,

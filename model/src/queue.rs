@@ -45,9 +45,10 @@ pub enum QueueChoice {
     /// Delete a dead letter for good, as an operator who listed it asks (consumer 0,
     /// holding nothing, while a dead letter is stored and the bound allows).
     DeleteDeadLetter,
-    /// Dequeue while the handler of a delivery it holds overran the delivery's
-    /// authority and works on (while the bound allows): the handler keeps the
-    /// delivery, and the consumer may let its lock go and deliver the message again.
+    /// Dequeue while the handler of a delivery it holds works on, as long as it
+    /// likes, past the delivery's authority (while the bound allows): the handler
+    /// keeps the delivery, and the consumer may let its lock go and deliver the
+    /// message again.
     Overrun,
     /// The overrun handler is done and completes the delivery it kept.
     CompleteKept,
