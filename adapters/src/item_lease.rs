@@ -3,10 +3,10 @@
 use crate::clock::{Clock, fresh_incarnation};
 use crate::exchange::{Checked, Exchange};
 use crate::store::{ContainerError, Store};
+use leasehold_engine::HostId;
 use leasehold_engine::item_lease::{
     Grant, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig, Output,
 };
-use leasehold_engine::{DocId, HostId};
 use std::time::Duration;
 
 /// Why an item-lease operation failed; the item is as the store has it.
@@ -42,6 +42,12 @@ impl From<Checked<ItemError>> for ItemLeaseClientError {
 /// to the store. Clones share one leaser. Each operation runs to the end even if its
 /// future is dropped.
 ///
+/// Renewals, saves and breaks name the [`Grant`] they act under, not the item: the
+/// leaser may lease an item again while an earlier grant's task still runs
+/// (`next_for_state` and `acquire` take the leaser's own items), and a task that
+/// overran its grant must not act under the later one. Its calls are refused with
+/// `NotHeld` and change nothing.
+///
 /// ```
 /// use leasehold_adapters::{ItemLeaseClient, MemoryStore, Store};
 /// use leasehold_engine::item_lease::{Item, ItemKey, ItemState, LeaserConfig};
@@ -59,8 +65,8 @@ impl From<Checked<ItemError>> for ItemLeaseClientError {
 ///     .next_for_state(ItemState::from("REQUESTED"), 10, Duration::from_secs(60))
 ///     .await?;
 /// for grant in &grants {
-///     let key = ItemKey { pk: PartitionKey::from(grant.item.as_str()), id: grant.item.clone() };
-///     leaser.save(&key, ItemState::from("STARTED"), true).await?;
+///     assert!(leaser.has_authority(grant));
+///     leaser.save(grant, ItemState::from("STARTED"), true).await?;
 /// }
 /// # Ok(())
 /// # }
@@ -132,29 +138,33 @@ impl<St: Store<Item>> ItemLeaseClient<St> {
         Err(ItemLeaseClientError::NoOutcome(ItemIntent::Acquire))
     }
 
-    /// Extends a lease this client holds, and with it the authority that
-    /// [`has_authority`](Self::has_authority) reports.
-    pub async fn renew(&self, item: &ItemKey) -> Result<(), ItemLeaseClientError> {
-        self.settle(Input::Renew(item.clone()), ItemIntent::Renew)
+    /// Extends the lease of `grant`, and with it the authority that
+    /// [`has_authority`](Self::has_authority) reports. `NotHeld` if this client no
+    /// longer holds the item under that lease.
+    pub async fn renew(&self, grant: &Grant) -> Result<(), ItemLeaseClientError> {
+        self.settle(Input::Renew(grant.handle()), ItemIntent::Renew)
             .await
     }
 
-    /// Gives a lease up. Only its holder may: anyone else gets `NotHolder`.
-    pub async fn break_lease(&self, item: &ItemKey) -> Result<(), ItemLeaseClientError> {
-        self.settle(Input::Break(item.clone()), ItemIntent::Break)
+    /// Gives the lease of `grant` up. Only its holder may: anyone else gets
+    /// `NotHolder`, and a grant this client has leased the item again since gets
+    /// `NotHeld`.
+    pub async fn break_lease(&self, grant: &Grant) -> Result<(), ItemLeaseClientError> {
+        self.settle(Input::Break(grant.handle()), ItemIntent::Break)
             .await
     }
 
-    /// Moves a held item to `state` under the lease, giving the lease up in the same
-    /// write if `release`.
+    /// Moves the item of `grant` to `state` under its lease, giving the lease up in
+    /// the same write if `release`. `NotHeld` if this client no longer holds the item
+    /// under that lease.
     pub async fn save(
         &self,
-        item: &ItemKey,
+        grant: &Grant,
         state: ItemState,
         release: bool,
     ) -> Result<(), ItemLeaseClientError> {
         let input = Input::Save {
-            item: item.clone(),
+            lease: grant.handle(),
             state,
             release,
         };
@@ -192,11 +202,12 @@ impl<St: Store<Item>> ItemLeaseClient<St> {
         leased.ok_or(ItemLeaseClientError::NoOutcome(ItemIntent::Scan))
     }
 
-    /// Whether this client may still act on `item`: its lease is held and has not
-    /// run out by this client's clock.
-    pub fn has_authority(&self, item: &DocId) -> bool {
+    /// Whether the task holding `grant` may still act on its item: this client holds
+    /// the item under that lease, and it has not run out by this client's clock.
+    pub fn has_authority(&self, grant: &Grant) -> bool {
         let now = self.exchange.clock.now().local;
-        self.exchange.with_machine(|l| l.has_authority(item, now))
+        let lease = grant.handle();
+        self.exchange.with_machine(|l| l.has_authority(&lease, now))
     }
 
     /// The store, for its request charges.

@@ -9,7 +9,9 @@ use common::stores::Racing;
 use leasehold_adapters::{
     Clock, CosmosStore, ItemLeaseClient, ItemLeaseClientError, MemoryStore, Store,
 };
-use leasehold_engine::item_lease::{Grant, Item, ItemError, ItemKey, ItemState, LeaserConfig};
+use leasehold_engine::item_lease::{
+    Grant, Item, ItemError, ItemKey, ItemKnownBad, ItemState, LeaserConfig,
+};
 use leasehold_engine::store::{Op, Reply};
 use leasehold_engine::{DocId, HostId, PartitionKey, WallTime};
 use std::collections::BTreeMap;
@@ -79,10 +81,9 @@ async fn leasers_taking_the_next_items_each_start_every_item_exactly_once() {
                     return started;
                 }
                 for g in grants {
-                    assert!(leaser.has_authority(&g.item));
-                    let k = key(g.item.as_str());
+                    assert!(leaser.has_authority(&g));
                     leaser
-                        .save(&k, ItemState::from("STARTED"), true)
+                        .save(&g, ItemState::from("STARTED"), true)
                         .await
                         .unwrap();
                     started.push(g.item);
@@ -159,13 +160,14 @@ async fn a_held_item_is_refused_with_its_holder_named_and_only_the_holder_may_br
         matches!(&err, ItemLeaseClientError::Item(ItemError::LeaseHeld { holder, .. }) if holder == &HostId::from("a")),
         "{err}"
     );
-    let err = b.break_lease(&item).await.unwrap_err();
+    // b names a's very grant: a name is not the lease.
+    let err = b.break_lease(&grant).await.unwrap_err();
     assert!(
         matches!(&err, ItemLeaseClientError::Item(ItemError::NotHolder { holder: Some(h) }) if h == &HostId::from("a")),
         "{err}"
     );
-    a.renew(&item).await.unwrap();
-    a.break_lease(&item).await.unwrap();
+    a.renew(&grant).await.unwrap();
+    a.break_lease(&grant).await.unwrap();
     b.acquire(&item, MINUTE).await.unwrap();
 
     let missing = a.acquire(&key("tp-99"), MINUTE).await.unwrap_err();
@@ -183,7 +185,7 @@ async fn a_crashed_holders_lease_is_taken_over_only_after_its_duration_and_the_o
     let crashed = leaser(store.clone(), "crashed");
     let survivor = leaser(store, "survivor");
     let item = key("tp-00");
-    crashed
+    let stale = crashed
         .acquire(&item, Duration::from_secs(30))
         .await
         .unwrap();
@@ -195,7 +197,7 @@ async fn a_crashed_holders_lease_is_taken_over_only_after_its_duration_and_the_o
     tokio::time::sleep(Duration::from_secs(29)).await;
     assert!(survivor.acquire(&item, MINUTE).await.is_err());
     assert!(
-        !crashed.has_authority(&item.id),
+        !crashed.has_authority(&stale),
         "authority ends before takeover"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -203,7 +205,7 @@ async fn a_crashed_holders_lease_is_taken_over_only_after_its_duration_and_the_o
     assert_eq!(grant.token.holder, HostId::from("survivor"));
 
     let err = crashed
-        .save(&item, ItemState::from("DONE"), true)
+        .save(&stale, ItemState::from("DONE"), true)
         .await
         .unwrap_err();
     assert!(
@@ -211,7 +213,60 @@ async fn a_crashed_holders_lease_is_taken_over_only_after_its_duration_and_the_o
         "{err}"
     );
     survivor
-        .save(&item, ItemState::from("DONE"), true)
+        .save(&grant, ItemState::from("DONE"), true)
         .await
         .unwrap();
+}
+
+/// A task that overran its grant holds a lease its client has since taken again, for
+/// another task (`next_for_state` takes the client's own items): the first task's
+/// save names its own grant, so it is refused and the second task's lease goes on.
+#[tokio::test(start_paused = true)]
+async fn an_overrun_task_cannot_save_under_its_items_next_lease() {
+    let (err, next_goes_on) = overrun_task_saves(None).await;
+    assert!(
+        matches!(err, Some(ItemLeaseClientError::Item(ItemError::NotHeld))),
+        "{err:?}"
+    );
+    assert!(next_goes_on);
+}
+
+/// Its sibling: named by the item only (`item-grant-names-item`), the overrun task's
+/// save lands under the next lease and releases it.
+#[tokio::test(start_paused = true)]
+async fn an_overrun_task_naming_the_item_saves_under_its_next_lease() {
+    let (err, next_goes_on) = overrun_task_saves(Some(ItemKnownBad::GrantNamesItem)).await;
+    assert!(err.is_none(), "{err:?}");
+    assert!(!next_goes_on);
+}
+
+/// One client leases tp-00 for a task that overruns, and leases it again for
+/// another; the overrun task then saves. Returns its error, if any, and whether the
+/// second task still has authority and saves.
+async fn overrun_task_saves(
+    known_bad: Option<ItemKnownBad>,
+) -> (Option<ItemLeaseClientError>, bool) {
+    let store = MemoryStore::new();
+    seed(&store, 1).await;
+    let config = LeaserConfig {
+        known_bad,
+        ..LeaserConfig::new("tp-")
+    };
+    let client =
+        ItemLeaseClient::new(store, "only", config).with_clock(Clock::following_tokio(START));
+    let overrun = client.next_for_state(requested(), 1, MINUTE).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let next = client.next_for_state(requested(), 1, MINUTE).await.unwrap();
+    assert_eq!(next.len(), 1, "its own item, leased again");
+    assert_ne!(next[0].token, overrun[0].token);
+    let err = client
+        .save(&overrun[0], ItemState::from("DONE"), true)
+        .await
+        .err();
+    let next_goes_on = client.has_authority(&next[0])
+        && client
+            .save(&next[0], ItemState::from("DONE"), true)
+            .await
+            .is_ok();
+    (err, next_goes_on)
 }

@@ -2,9 +2,9 @@
 //! authority lasts 9.4 s; another holder may take over after seeing a lease for 10.1 s.
 
 use leasehold_engine::item_lease::{
-    Grant, Input, Item, ItemError, ItemKey, ItemState, Leaser, LeaserConfig, Output,
+    Grant, Input, Item, ItemError, ItemHandle, ItemKey, ItemState, Leaser, LeaserConfig, Output,
 };
-use leasehold_engine::lock::LockPolicy;
+use leasehold_engine::lock::{LockPolicy, LockToken};
 use leasehold_engine::store::Container;
 use leasehold_engine::{
     DocId, Drift, HostId, Incarnation, LocalTime, Millis, Now, PartitionKey, WallTime,
@@ -83,6 +83,13 @@ fn next(limit: usize) -> Input {
     }
 }
 
+fn acquired(out: &[Output]) -> Grant {
+    match out {
+        [Output::Acquired(grant)] => grant.clone(),
+        other => panic!("no Acquired output: {other:?}"),
+    }
+}
+
 fn leased(out: &[Output]) -> Vec<Grant> {
     match out.last() {
         Some(Output::Leased(grants)) => grants.clone(),
@@ -127,14 +134,15 @@ fn only_the_holder_may_break_a_lease() {
     let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
     let mut a = leaser("a", 0);
     let mut b = leaser("b", 0);
-    run(&mut a, &mut store, at(0), acquire("tp-1"));
-    let out = run(&mut b, &mut store, at(1_000), Input::Break(key("tp-1")));
+    let lease = acquired(&run(&mut a, &mut store, at(0), acquire("tp-1"))).handle();
+    // b names a's very lease: the name is not the lease.
+    let out = run(&mut b, &mut store, at(1_000), Input::Break(lease.clone()));
     assert!(
         matches!(&out[..], [Output::Failed { error: ItemError::NotHolder { holder: Some(h) }, .. }] if h.as_str() == "a"),
         "{out:?}"
     );
     assert!(matches!(
-        run(&mut a, &mut store, at(1_000), Input::Break(key("tp-1")))[..],
+        run(&mut a, &mut store, at(1_000), Input::Break(lease))[..],
         [Output::Broken(_)]
     ));
     // Broken: anyone may take it at once.
@@ -149,8 +157,8 @@ fn a_renewal_extends_authority_and_a_stale_holders_renewal_fails() {
     let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
     let mut a = leaser("a", 0);
     let mut b = leaser("b", 0);
-    run(&mut a, &mut store, at(0), acquire("tp-1"));
-    let out = run(&mut a, &mut store, at(4_000), Input::Renew(key("tp-1")));
+    let lease = acquired(&run(&mut a, &mut store, at(0), acquire("tp-1"))).handle();
+    let out = run(&mut a, &mut store, at(4_000), Input::Renew(lease.clone()));
     assert!(matches!(
         out[..],
         [Output::Renewed {
@@ -163,7 +171,7 @@ fn a_renewal_extends_authority_and_a_stale_holders_renewal_fails() {
         run(&mut b, &mut store, at(14_100), acquire("tp-1"))[..],
         [Output::Acquired(_)]
     ));
-    let out = run(&mut a, &mut store, at(14_200), Input::Renew(key("tp-1")));
+    let out = run(&mut a, &mut store, at(14_200), Input::Renew(lease));
     assert!(
         matches!(
             out[..],
@@ -216,9 +224,9 @@ fn next_for_state_takes_over_a_crashed_holders_items_once_their_leases_expire() 
 fn saving_under_the_lease_moves_the_item_and_releases_it() {
     let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
     let mut a = leaser("a", 0);
-    run(&mut a, &mut store, at(0), next(1));
+    let lease = leased(&run(&mut a, &mut store, at(0), next(1)))[0].handle();
     let save = Input::Save {
-        item: key("tp-1"),
+        lease: lease.clone(),
         state: ItemState::from("STARTED"),
         release: true,
     };
@@ -232,7 +240,7 @@ fn saving_under_the_lease_moves_the_item_and_releases_it() {
         .doc;
     assert_eq!(item.state, ItemState::from("STARTED"));
     assert_eq!(item.lease, None);
-    assert!(!a.has_authority(&item.id, LocalTime(2_000)));
+    assert!(!a.has_authority(&lease, LocalTime(2_000)));
 }
 
 #[test]
@@ -247,8 +255,16 @@ fn acquiring_a_missing_item_says_so() {
             ..
         }]
     ));
+    let never_granted = ItemHandle {
+        item: key("tp-9"),
+        token: LockToken {
+            holder: HostId::from("a"),
+            incarnation: Incarnation(0),
+            seq: 1,
+        },
+    };
     assert!(matches!(
-        a.handle_input(at(0), Input::Renew(key("tp-9"))),
+        a.handle_input(at(0), Input::Renew(never_granted)),
         Err(ItemError::NotHeld)
     ));
 }

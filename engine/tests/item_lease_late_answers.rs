@@ -2,58 +2,13 @@
 //! about the lease it was sent under, and leaves the lease held now alone. Leases of
 //! 10 s, drift 1 %, margin 0.5 s, as in `item_lease.rs`.
 
-use leasehold_engine::item_lease::{
-    Input, Item, ItemError, ItemKey, ItemKnownBad, ItemState, Leaser, LeaserConfig, Output,
-};
-use leasehold_engine::lock::LockPolicy;
+mod item_common;
+
+use item_common::*;
+use leasehold_engine::item_lease::{Input, Item, ItemError, ItemKnownBad, Leaser, Output};
 use leasehold_engine::store::{Container, Reply, StoreError};
-use leasehold_engine::{
-    DocId, Drift, HostId, Incarnation, LocalTime, Millis, Now, PartitionKey, RequestId, WallTime,
-};
+use leasehold_engine::{Now, RequestId};
 use std::collections::VecDeque;
-
-fn leaser(known_bad: Option<ItemKnownBad>) -> Leaser {
-    let config = LeaserConfig {
-        policy: LockPolicy {
-            drift: Drift::ppm(10_000),
-            safety_margin: Millis(500),
-            ..LockPolicy::default()
-        },
-        known_bad,
-        ..LeaserConfig::new("tp-")
-    };
-    Leaser::new(HostId::from("a"), Incarnation(0), config)
-}
-
-fn at(ms: u64) -> Now {
-    Now::new(LocalTime(ms), WallTime(1_700_000_000_000 + ms as i64))
-}
-
-fn key() -> ItemKey {
-    ItemKey {
-        pk: PartitionKey::from("tp-1"),
-        id: DocId::from("tp-1"),
-    }
-}
-
-fn store() -> Container<Item> {
-    let mut store = Container::new();
-    let item = Item::new(
-        DocId::from("tp-1"),
-        PartitionKey::from("tp-1"),
-        ItemState::from("REQUESTED"),
-        WallTime(0),
-    );
-    store.create(item).unwrap();
-    store
-}
-
-fn acquire() -> Input {
-    Input::Acquire {
-        item: key(),
-        duration: Millis::from_secs(10),
-    }
-}
 
 type Answer = (RequestId, Result<Reply<Item>, StoreError>);
 
@@ -86,30 +41,6 @@ fn holding_the_write(
     (held.expect("a write"), seen)
 }
 
-/// Feeds `input` and serves every request at once; its refusal, or what it said.
-fn run(
-    l: &mut Leaser,
-    store: &mut Container<Item>,
-    now: Now,
-    input: Input,
-) -> Result<Vec<Output>, ItemError> {
-    let mut inputs = VecDeque::from([input]);
-    let mut seen = Vec::new();
-    while let Some(input) = inputs.pop_front() {
-        l.handle_input(now, input)?;
-        while let Some(out) = l.poll_output() {
-            match out {
-                Output::Request(req) => inputs.push_back(Input::Response {
-                    id: req.id,
-                    result: store.execute(req.op),
-                }),
-                other => seen.push(other),
-            }
-        }
-    }
-    Ok(seen)
-}
-
 fn arrives(l: &mut Leaser, store: &mut Container<Item>, now: Now, held: Answer) -> Vec<Output> {
     let (id, result) = held;
     run(l, store, now, Input::Response { id, result }).unwrap()
@@ -129,10 +60,9 @@ fn acquire_answered_after_a_new_lease(
     let mut a = leaser(known_bad);
     let (held, _) = holding_the_write(&mut a, &mut store, at(0), acquire());
     assert!(matches!(held.1, Ok(Reply::Replaced(_))), "{held:?}");
-    let again = run(&mut a, &mut store, at(1_000), acquire()).unwrap();
-    assert!(matches!(again[..], [Output::Acquired(_)]), "{again:?}");
+    let again = granted(&run(&mut a, &mut store, at(1_000), acquire()).unwrap());
     let answer = arrives(&mut a, &mut store, at(1_100), held);
-    let renewal = run(&mut a, &mut store, at(2_000), Input::Renew(key()));
+    let renewal = run(&mut a, &mut store, at(2_000), Input::Renew(again));
     (answer, renewal)
 }
 
@@ -168,13 +98,12 @@ fn break_answered_after_a_new_lease(
 ) -> (Vec<Output>, Result<Vec<Output>, ItemError>) {
     let mut store = store();
     let mut a = leaser(known_bad);
-    run(&mut a, &mut store, at(0), acquire()).unwrap();
-    let (held, _) = holding_the_write(&mut a, &mut store, at(1_000), Input::Break(key()));
+    let first = granted(&run(&mut a, &mut store, at(0), acquire()).unwrap());
+    let (held, _) = holding_the_write(&mut a, &mut store, at(1_000), Input::Break(first));
     assert!(held.1.is_ok(), "{held:?}");
-    let again = run(&mut a, &mut store, at(1_100), acquire()).unwrap();
-    assert!(matches!(again[..], [Output::Acquired(_)]), "{again:?}");
+    let again = granted(&run(&mut a, &mut store, at(1_100), acquire()).unwrap());
     let answer = arrives(&mut a, &mut store, at(1_200), held);
-    let renewal = run(&mut a, &mut store, at(2_000), Input::Renew(key()));
+    let renewal = run(&mut a, &mut store, at(2_000), Input::Renew(again));
     (answer, renewal)
 }
 

@@ -8,8 +8,8 @@ use crate::transitions::Transitions;
 use crate::world::Fault;
 use crate::world::{self, Action, Budget, Locking, Request, Rules, World, note};
 use leasehold_engine::item_lease::{
-    Candidate, Input, Item, ItemError, ItemIntent, ItemKey, ItemState, Leaser, LeaserConfig,
-    Output, Selector,
+    Candidate, Input, Item, ItemError, ItemHandle, ItemIntent, ItemKey, ItemState, Leaser,
+    LeaserConfig, Output, Selector,
 };
 use leasehold_engine::lock::Locks;
 use leasehold_engine::store::StoreResult;
@@ -40,7 +40,18 @@ pub enum ItemChoice {
     Break,
     /// Renew what it holds.
     Renew,
+    /// `next_for_state` while the task of a lease it holds overran the lease's
+    /// authority and works on (while the bound allows): the task keeps its lease, and
+    /// the holder, which takes its own items, may lease the item again for another
+    /// task.
+    Overrun,
+    /// The overrun task is done and saves its item as done under the lease it kept.
+    SaveKept,
 }
+
+/// What runs beside a holder's engine: the lease a task that overran its authority
+/// keeps working under, named as the task names it.
+pub type Kept = Option<ItemHandle>;
 
 /// History the item-lease properties need.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -53,6 +64,11 @@ pub struct ItemGhost {
     pub give_backs: u8,
     /// Renewals chosen so far.
     pub renewals: u8,
+    /// Task overruns chosen so far.
+    pub overruns: u8,
+    /// An overrun task's call changed a lease its holder held under another token:
+    /// it acted under a later lease of the item, another task's.
+    pub task_crossed: bool,
     /// An answer to a holder's write, arriving late (its reply held, or its request
     /// held on the wire), changed a lease its holder held under another token.
     pub crossed_answer: bool,
@@ -70,6 +86,9 @@ pub struct ItemEvents {
     pub lease_held: bool,
     /// A holder broke its lease.
     pub broken: bool,
+    /// An overrun task's save was refused while its holder held the item under a
+    /// later lease.
+    pub kept_refused: bool,
 }
 
 /// The item-lease model.
@@ -92,6 +111,15 @@ pub struct ItemModel {
 /// EDC's early `nextForState`: `lease = null OR leasedBy = me`, by name.
 fn unleased_or_mine(c: &Candidate<'_>) -> bool {
     c.item.lease.as_ref().is_none_or(|l| l.holder() == c.me)
+}
+
+/// Processing: save the item as done and release it.
+fn save_done(lease: ItemHandle) -> Input {
+    Input::Save {
+        lease,
+        state: ItemState::from(DONE),
+        release: true,
+    }
 }
 
 /// The state items wait in, and the state processing moves them to.
@@ -171,6 +199,11 @@ impl ItemModel {
             |c, life| self.engine(c, life),
         )?;
         next.ghost.crossed_answer |= world::answer_crossed(last, &next, action);
+        if let Action::Step(c, ItemChoice::SaveKept, _) = *action {
+            // A task calls on its own thread: its holder still polls this tick.
+            let c = usize::from(c);
+            next.clients[c].acted = last.clients[c].acted;
+        }
         Some(next)
     }
 
@@ -183,10 +216,10 @@ impl ItemModel {
         journal: &mut Option<Vec<String>>,
     ) -> Option<()> {
         state.clients[usize::from(c)].engine.as_ref()?;
-        let held: Vec<ItemKey> = world::held(state, c)
-            .iter()
-            .map(|id| self.keys[Self::index(id)].clone())
-            .collect();
+        // The overrun task's lease is its own to save.
+        let kept = state.clients[usize::from(c)].handler.clone();
+        let mut held = self.handles(state, c);
+        held.retain(|h| Some(h) != kept.as_ref());
         let duration = self.bounds.lock_duration();
         let inputs = match choice {
             ItemChoice::Next => vec![Input::NextForState {
@@ -198,14 +231,46 @@ impl ItemModel {
                 item: self.keys[usize::from(i)].clone(),
                 duration,
             }],
-            ItemChoice::Process => held
-                .into_iter()
-                .map(|item| Input::Save {
-                    item,
-                    state: ItemState::from(DONE),
-                    release: true,
-                })
-                .collect(),
+            ItemChoice::Process => held.into_iter().map(save_done).collect(),
+            ItemChoice::Overrun => {
+                // The task works on past its authority: the item may wait out its
+                // lease, so liveness is measured from it.
+                state.ghost.overruns += 1;
+                state.last_fault = state.time;
+                state.clients[usize::from(c)].handler = held.into_iter().next();
+                vec![Input::NextForState {
+                    state: ItemState::from(WAITING),
+                    limit: usize::from(self.bounds.batch),
+                    duration,
+                }]
+            }
+            ItemChoice::SaveKept => {
+                let client = &mut state.clients[usize::from(c)];
+                let kept = client.handler.take()?;
+                let before = client.engine.as_ref()?.locks().clone();
+                world::run(
+                    self,
+                    state,
+                    c,
+                    vec![save_done(kept.clone())],
+                    fault,
+                    journal,
+                )?;
+                let after = state.clients[usize::from(c)]
+                    .engine
+                    .as_ref()
+                    .map(|e| e.locks().clone());
+                let crossed = before
+                    .all_held()
+                    .filter(|(_, h)| h.token != kept.token)
+                    .any(|(id, h)| after.as_ref().and_then(|a| a.held(id)) != Some(h));
+                let later = before
+                    .held(&kept.item.id)
+                    .is_some_and(|h| h.token != kept.token);
+                state.ghost.task_crossed |= crossed;
+                state.ghost.events.kept_refused = later && !crossed;
+                return Some(());
+            }
             ItemChoice::Break => {
                 state.ghost.give_backs += 1;
                 state.last_fault = state.time;
@@ -220,6 +285,21 @@ impl ItemModel {
             }
         };
         world::run(self, state, c, inputs, fault, journal)
+    }
+
+    /// The leases holder `c` holds, as their tasks name them.
+    fn handles(&self, state: &ItemsState, c: u8) -> Vec<ItemHandle> {
+        let Some(engine) = state.clients[usize::from(c)].engine.as_ref() else {
+            return Vec::new();
+        };
+        engine
+            .locks()
+            .all_held()
+            .map(|(id, h)| ItemHandle {
+                item: self.keys[Self::index(id)].clone(),
+                token: h.token.clone(),
+            })
+            .collect()
     }
 
     /// Takes `action` from `state`, telling what happened inside the step.
@@ -240,14 +320,14 @@ impl ItemModel {
 }
 
 /// A state of the item-lease model.
-pub type ItemsState = World<Leaser, ItemGhost>;
+pub type ItemsState = World<Leaser, ItemGhost, Kept>;
 /// An action of the item-lease model.
 pub type ItemAction = Action<ItemChoice>;
 
 impl Rules for ItemModel {
     type M = Leaser;
     type Ghost = ItemGhost;
-    type Handler = ();
+    type Handler = Kept;
 
     fn budget(&self) -> Budget {
         self.bounds.budget()
@@ -409,7 +489,20 @@ impl stateright::Model for ItemModel {
             world::FAULTED_WRITES,
             |c| {
                 let idle = !world::holds_any(state, c);
+                let kept = &state.clients[usize::from(c)].handler;
+                if let Some(kept) = kept.as_ref().filter(|_| !idle) {
+                    // The overrun task works on while its holder polls on its own
+                    // cadence, and may lease the item again, for a task that does
+                    // not overrun.
+                    if self.handles(state, c).iter().all(|h| h == kept) {
+                        return vec![ItemChoice::Next, ItemChoice::SaveKept];
+                    }
+                    return vec![ItemChoice::Process, ItemChoice::SaveKept];
+                }
                 let mut choices = Vec::new();
+                if kept.is_some() {
+                    choices.push(ItemChoice::SaveKept);
+                }
                 if idle || world::polls_beside_held_reply(&budget, state, c) {
                     choices.push(ItemChoice::Next);
                     choices.extend(
@@ -428,6 +521,9 @@ impl stateright::Model for ItemModel {
                 if state.ghost.renewals < self.bounds.renewals {
                     choices.push(ItemChoice::Renew);
                 }
+                if state.ghost.overruns < self.bounds.overruns {
+                    choices.push(ItemChoice::Overrun);
+                }
                 choices
             },
             actions,
@@ -439,7 +535,7 @@ impl stateright::Model for ItemModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(EXCLUSIVE, |m: &ItemModel, s: &ItemsState| {
                 m.keys
                     .iter()
@@ -460,7 +556,18 @@ impl stateright::Model for ItemModel {
             Property::sometimes(CALM_AFTER_CRASH, |m: &ItemModel, s: &ItemsState| {
                 s.crashes > 0 && m.calm(s)
             }),
-        ]
+        ];
+        // Only where tasks overrun: elsewhere they would hold vacuously and never be
+        // reached.
+        if self.bounds.overruns > 0 {
+            properties.extend([
+                Property::always(TASK_OWN_LEASE, |_, s: &ItemsState| !s.ghost.task_crossed),
+                Property::sometimes(KEPT_REFUSED, |_, s: &ItemsState| {
+                    s.ghost.events.kept_refused
+                }),
+            ]);
+        }
+        properties
     }
 
     fn within_boundary(&self, state: &ItemsState) -> bool {
@@ -478,6 +585,10 @@ impl stateright::Model for ItemModel {
             ItemChoice::Process => "polls: process what it holds (save as DONE, release)".into(),
             ItemChoice::Break => "polls: BREAK what it holds".into(),
             ItemChoice::Renew => "polls: renew what it holds".into(),
+            ItemChoice::Overrun => "polls: next_for_state while its task OVERRUNS".into(),
+            ItemChoice::SaveKept => {
+                "hears from its overrun task: save the item it kept as DONE".into()
+            }
         })
     }
 }
@@ -489,6 +600,9 @@ pub const NEXT_SAFE: &str = "items: next_for_state never hands out an item a liv
 /// A holder's answer that comes late is about the lease it was sent for.
 pub const ANSWER_OWN_LEASE: &str =
     "items: a late answer to a holder's write leaves the holder's other leases as they were";
+/// A task's call is about the lease it was granted.
+pub const TASK_OWN_LEASE: &str = "items: an overrun task's save leaves a later lease of its \
+     item, another task's, as it was";
 /// Liveness.
 pub const PROCESSED: &str = "items: every item processed once faults stop";
 /// Non-vacuity of exclusivity and of `next_for_state`.
@@ -497,6 +611,9 @@ pub const TAKEOVER: &str = "sometimes: a crashed holder's item is taken over";
 pub const LEASE_HELD: &str = "sometimes: acquire is refused with LeaseHeld";
 /// Non-vacuity of `break`.
 pub const BROKEN: &str = "sometimes: a holder breaks its lease";
+/// Non-vacuity of the task's own lease.
+pub const KEPT_REFUSED: &str =
+    "sometimes: an overrun task saves while its holder holds a later lease of the item";
 /// Non-vacuity of the liveness guard.
 pub const CALM_AFTER_CRASH: &str = "sometimes: processing is checked after a crash";
 

@@ -72,9 +72,9 @@ pub struct LockBounds {
     pub retries: u8,
     /// Dead letters an operator may ask consumer 0 to delete, in all (queue).
     pub dead_letter_deletes: u8,
-    /// Handlers that may overrun their delivery's authority, in all (queue): the
-    /// consumer polls on while the handler keeps the delivery, and the handler
-    /// completes it later.
+    /// Handlers (queue) or tasks (items) that may overrun their authority, in all:
+    /// the consumer or holder polls on while the handler keeps its delivery or lease,
+    /// and the handler completes or saves under it later.
     pub overruns: u8,
     /// A known-bad variant.
     pub bug: Option<LockBug>,
@@ -139,12 +139,6 @@ impl LockBounds {
             ));
         }
         range("overruns", self.overruns.into(), 0, 2)?;
-        if self.overruns > 0 && kind != LockKind::Queue {
-            return Err(BoundsError::LockSettings(
-                "handler overruns are the work queue's; an item's holder has no delivery to keep"
-                    .into(),
-            ));
-        }
         if self.abandon_delay > 0 && kind != LockKind::Queue {
             return Err(BoundsError::LockSettings(
                 "an abandon's delay is the work queue's; item leases are broken, not abandoned"
@@ -255,9 +249,16 @@ impl LockBounds {
         // and given up on) is a second lease a crashed holder leaves behind. A
         // survivor that acquires one item at a time first sees it once the first is
         // done, and waits it out in turn.
+        // So is an item an overrun task's holder leases for another task while it
+        // holds the first (its `next_for_state` takes up to a batch of others). A
+        // consumer's dequeue reads every message at once, so the queue has no such
+        // term.
         let unknown = match kind {
             LockKind::Items => {
-                u64::from(self.lost_replies) + u64::from(self.retries) + u64::from(self.delays)
+                u64::from(self.lost_replies)
+                    + u64::from(self.retries)
+                    + u64::from(self.delays)
+                    + u64::from(self.overruns) * u64::from(self.batch)
             }
             LockKind::Queue => 0,
         };
@@ -507,6 +508,16 @@ impl LockBug {
                 lost_replies: Some(0),
                 ..lone
             },
+            // A task overruns; its holder's `next_for_state` leases the item again for
+            // another task, and the first task saves.
+            LockBug::ItemEngine(ItemKnownBad::GrantNamesItem) => LeastBound {
+                hosts: Some(1),
+                overruns: Some(1),
+                late_replies: Some(0),
+                delays: Some(0),
+                lost_replies: Some(0),
+                ..lone
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -517,7 +528,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 23] = [
+    pub const ALL: [LockBug; 24] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -541,6 +552,7 @@ impl LockBug {
         LockBug::Engine(QueueKnownBad::HolderAnswersReadHeld),
         LockBug::Engine(QueueKnownBad::HandleNamesMessage),
         LockBug::ItemEngine(ItemKnownBad::AnswersReadHeld),
+        LockBug::ItemEngine(ItemKnownBad::GrantNamesItem),
     ];
 
     /// The name on the command line.

@@ -225,7 +225,7 @@ struct ModelArgs {
     /// Queue: dead letters an operator may ask consumer 0 to delete, in all (0-3).
     #[arg(long, value_name = "N")]
     dead_letter_deletes: Option<u8>,
-    /// Queue: handlers that may overrun their delivery's authority and complete it
+    /// Queue and items: handlers that may overrun their delivery's or lease's authority and complete it
     /// after their consumer polled on, in all (0-2).
     #[arg(long, value_name = "N")]
     overruns: Option<u8>,

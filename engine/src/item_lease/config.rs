@@ -63,6 +63,11 @@ pub enum ItemKnownBad {
     /// changes or drops the new lease: its next write is refused, and the item waits
     /// out a lease nobody works under.
     AnswersReadHeld,
+    /// Renewals, saves and breaks name the item only, and act under whatever lease
+    /// this leaser holds on it when they come. A task that overran its lease, whose
+    /// item this leaser has leased again for another task, saves or breaks under the
+    /// other task's lease.
+    GrantNamesItem,
 }
 
 impl ItemKnownBad {
@@ -70,6 +75,7 @@ impl ItemKnownBad {
     pub fn name(self) -> &'static str {
         match self {
             ItemKnownBad::AnswersReadHeld => "item-answers-read-held",
+            ItemKnownBad::GrantNamesItem => "item-grant-names-item",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! What goes into an item leaser and what comes out of it.
 
 use super::{Item, ItemKey, ItemState};
-use crate::ids::{DocId, HostId, RequestId};
+use crate::ids::{DocId, HostId, PartitionKey, RequestId};
 use crate::lock::LockToken;
 use crate::store::{Op, Reply, StoreError};
 use crate::time::{LocalTime, Millis, WallTime};
@@ -18,9 +18,9 @@ pub enum Input {
         duration: Millis,
     },
     /// Extend a lease this leaser holds.
-    Renew(ItemKey),
+    Renew(ItemHandle),
     /// Give a lease up; only its holder may.
-    Break(ItemKey),
+    Break(ItemHandle),
     /// Lease up to `limit` items in `state` that have no lease, an expired one, or
     /// one this leaser holds, oldest state timestamp first.
     NextForState {
@@ -34,8 +34,8 @@ pub enum Input {
     /// Move a held item to a new state, under the lease, and give the lease up if
     /// `release`.
     Save {
-        /// The item.
-        item: ItemKey,
+        /// The item and the lease the save is written under.
+        lease: ItemHandle,
         /// Its new state.
         state: ItemState,
         /// Whether to give the lease up in the same write.
@@ -50,17 +50,51 @@ pub enum Input {
     },
 }
 
+/// One lease of one item, as the task it was granted to names it: the item, and
+/// the token of that lease. Calls name both because one leaser may lease an item
+/// again while an earlier lease's task still runs (`next_for_state` takes this
+/// leaser's own items, and so does `acquire`): a task that overran its authority
+/// must not renew, save or break the later lease another task works under. A call
+/// under a lease this leaser no longer holds is refused and changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ItemHandle {
+    /// Where the item lives.
+    pub item: ItemKey,
+    /// The lease's token.
+    pub token: LockToken,
+}
+
 /// A lease granted to this leaser.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Grant {
     /// The item.
     pub item: DocId,
+    /// The item's partition key value.
+    pub pk: PartitionKey,
     /// The lease's token.
     pub token: LockToken,
     /// The end of the lease by this leaser's wall clock (informational).
     pub until: WallTime,
     /// Act on the item only before this local time, unless renewed.
     pub authority_until: LocalTime,
+}
+
+impl Grant {
+    /// Where the item lives.
+    pub fn key(&self) -> ItemKey {
+        ItemKey {
+            pk: self.pk.clone(),
+            id: self.item.clone(),
+        }
+    }
+
+    /// The name of this lease that renewals, saves and breaks take.
+    pub fn handle(&self) -> ItemHandle {
+        ItemHandle {
+            item: self.key(),
+            token: self.token.clone(),
+        }
+    }
 }
 
 /// What a leaser asks its driver to do, or tells it.
@@ -164,7 +198,8 @@ pub enum ItemError {
     },
     /// This leaser's lease was taken over or the item changed: nothing was changed.
     LockLost,
-    /// This leaser holds no lease on the item.
+    /// This leaser holds no lease on the item under the lease named: none at all,
+    /// or a later one (it leased the item again), or the lease was let go.
     NotHeld,
     /// No such item.
     NotFound,

@@ -2,8 +2,8 @@
 
 use super::config::{Candidate, ItemKnownBad};
 use super::{
-    Grant, Input, Item, ItemError, ItemIntent, ItemKey, ItemLease, ItemRequest, ItemState,
-    LeaserConfig, Output,
+    Grant, Input, Item, ItemError, ItemHandle, ItemIntent, ItemKey, ItemLease, ItemRequest,
+    ItemState, LeaserConfig, Output,
 };
 use crate::ids::{DocId, HostId, Incarnation, RequestId};
 use crate::lock::{Client, Held, LockToken, Locks};
@@ -42,7 +42,7 @@ use std::sync::Arc;
 ///     }
 /// }
 /// assert_eq!(leased.len(), 1);
-/// assert!(leaser.has_authority(&item.id, LocalTime::ZERO));
+/// assert!(leaser.has_authority(&leased[0].handle(), LocalTime::ZERO));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Leaser {
@@ -84,7 +84,7 @@ enum Pending {
         sent_at: LocalTime,
         retry: bool,
     },
-    ReadToBreak(DocId),
+    ReadToBreak(ItemHandle),
     Renew {
         id: DocId,
         /// The lease renewed: this leaser may hold the item under another by the time
@@ -135,9 +135,10 @@ impl Leaser {
         &self.locks
     }
 
-    /// Whether this leaser may still act on `item` at `now`.
-    pub fn has_authority(&self, item: &DocId, now: LocalTime) -> bool {
-        self.locks.has_authority(item, now)
+    /// Whether the task holding `lease` may still act on its item at `now`: this
+    /// leaser holds the item under that very lease, and its authority has not run out.
+    pub fn has_authority(&self, lease: &ItemHandle, now: LocalTime) -> bool {
+        self.held(lease).is_ok() && self.locks.has_authority(&lease.item.id, now)
     }
 
     /// The next output, if any.
@@ -159,30 +160,39 @@ impl Leaser {
                 };
                 self.send(ItemIntent::Read, None, read(item), pending);
             }
-            Input::Renew(key) => {
-                let (held, mut doc) = self.held(&key.id)?;
+            Input::Renew(lease) => {
+                let (held, mut doc) = self.held(&lease)?;
                 if let Some(lease) = &mut doc.lease {
                     lease.at = self.now.wall;
                 }
                 let pending = Pending::Renew {
-                    id: key.id,
+                    id: lease.item.id,
                     token: held.token.clone(),
                     sent_at: self.now.local,
                 };
                 self.write_held(ItemIntent::Renew, held, doc, pending);
             }
-            Input::Break(key) => match self.held(&key.id) {
+            Input::Break(lease) => match self.held(&lease) {
                 Ok((held, mut doc)) => {
                     doc.lease = None;
                     let pending = Pending::Break {
-                        id: key.id,
+                        id: lease.item.id,
                         token: Some(held.token.clone()),
                     };
                     self.write_held(ItemIntent::Break, held, doc, pending);
                 }
+                // Held under another lease, a later one: that one is another task's.
+                Err(refused) if self.locks.held(&lease.item.id).is_some() => return Err(refused),
+                // Not held as far as this leaser knows: the store may still carry the
+                // lease (an answer lost on the way), so read it and break it if so.
                 Err(_) => {
-                    let pending = Pending::ReadToBreak(key.id.clone());
-                    self.send(ItemIntent::Read, None, read(key), pending);
+                    let key = lease.item.clone();
+                    self.send(
+                        ItemIntent::Read,
+                        None,
+                        read(key),
+                        Pending::ReadToBreak(lease),
+                    );
                 }
             },
             Input::NextForState {
@@ -207,18 +217,18 @@ impl Leaser {
                 self.scan(limit + watched);
             }
             Input::Save {
-                item,
+                lease,
                 state,
                 release,
             } => {
-                let (held, mut doc) = self.held(&item.id)?;
+                let (held, mut doc) = self.held(&lease)?;
                 doc.state = state;
                 doc.state_timestamp = self.now.wall;
                 if release {
                     doc.lease = None;
                 }
                 let pending = Pending::Save {
-                    id: item.id,
+                    id: lease.item.id,
                     token: held.token.clone(),
                     release,
                 };
@@ -262,11 +272,21 @@ impl Leaser {
         );
     }
 
-    fn held(&self, id: &DocId) -> Result<(Held, Item), ItemError> {
+    /// The lock and document of the lease named, if this leaser holds the item under
+    /// it.
+    fn held(&self, lease: &ItemHandle) -> Result<(Held, Item), ItemError> {
+        let id = &lease.item.id;
         match (self.locks.held(id), self.held_docs.get(id)) {
-            (Some(held), Some(doc)) => Ok((held.clone(), doc.clone())),
+            (Some(held), Some(doc)) if self.names(lease, &held.token) => {
+                Ok((held.clone(), doc.clone()))
+            }
             _ => Err(ItemError::NotHeld),
         }
+    }
+
+    /// Whether `lease` names the lease of `token`.
+    fn names(&self, lease: &ItemHandle, token: &LockToken) -> bool {
+        self.config.known_bad == Some(ItemKnownBad::GrantNamesItem) || lease.token == *token
     }
 
     fn send(
@@ -347,6 +367,7 @@ impl Leaser {
         );
         let grant = Grant {
             item: item.id.clone(),
+            pk: item.pk.clone(),
             token: lease.token.clone(),
             until: lease.until(),
             authority_until,
@@ -426,31 +447,43 @@ impl Leaser {
                 }
                 Err(e) => self.fail(item.id, ItemIntent::Acquire, ItemError::Store(e)),
             },
-            Pending::ReadToBreak(id) => match result {
-                Ok(Reply::Read(stored)) => match &stored.doc.lease {
-                    Some(lease) if self.client.owns(&lease.token) => {
-                        let mut doc = stored.doc.clone();
-                        doc.lease = None;
-                        let op = Op::Replace {
-                            doc,
-                            if_match: Some(stored.etag.clone()),
-                        };
-                        let token = Some(lease.token.clone());
-                        let pending = Pending::Break {
-                            id,
-                            token: token.clone(),
-                        };
-                        self.send(ItemIntent::Break, token, op, pending);
+            Pending::ReadToBreak(named) => {
+                let id = named.item.id.clone();
+                match result {
+                    Ok(Reply::Read(stored)) => match &stored.doc.lease {
+                        Some(lease)
+                            if self.client.owns(&lease.token)
+                                && self.names(&named, &lease.token) =>
+                        {
+                            let mut doc = stored.doc.clone();
+                            doc.lease = None;
+                            let op = Op::Replace {
+                                doc,
+                                if_match: Some(stored.etag.clone()),
+                            };
+                            let token = Some(lease.token.clone());
+                            let pending = Pending::Break {
+                                id,
+                                token: token.clone(),
+                            };
+                            self.send(ItemIntent::Break, token, op, pending);
+                        }
+                        // A later lease of this leaser's: the one named is over.
+                        Some(lease) if self.client.owns(&lease.token) => {
+                            self.fail(id, ItemIntent::Break, ItemError::LockLost)
+                        }
+                        lease => {
+                            let holder = lease.as_ref().map(|l| l.holder().clone());
+                            self.fail(id, ItemIntent::Break, ItemError::NotHolder { holder });
+                        }
+                    },
+                    Ok(_) => {}
+                    Err(StoreError::NotFound) => {
+                        self.fail(id, ItemIntent::Break, ItemError::NotFound)
                     }
-                    lease => {
-                        let holder = lease.as_ref().map(|l| l.holder().clone());
-                        self.fail(id, ItemIntent::Break, ItemError::NotHolder { holder });
-                    }
-                },
-                Ok(_) => {}
-                Err(StoreError::NotFound) => self.fail(id, ItemIntent::Break, ItemError::NotFound),
-                Err(e) => self.fail(id, ItemIntent::Break, ItemError::Store(e)),
-            },
+                    Err(e) => self.fail(id, ItemIntent::Break, ItemError::Store(e)),
+                }
+            }
             Pending::Renew { id, sent_at, .. } => match result {
                 Ok(Reply::Replaced(etag)) => {
                     let (Some(mut held), Some(doc)) =

@@ -4,6 +4,8 @@
 //! - `acquire` leases one item, or fails with `LeaseHeld { holder, until }` while
 //!   another holder's lease is valid;
 //! - `renew` extends a held lease; `break` gives it up, and only its holder may;
+//!   both, and `save`, name the lease ([`ItemHandle`]), not the item alone, so that
+//!   a task that overran its lease cannot act under a later one;
 //! - `next_for_state` leases up to `limit` items in a state that have no lease, an
 //!   expired lease, or this leaser's own, oldest state timestamp first. Each item is
 //!   leased by its own conditional write, so two callers never get the same item.
@@ -20,5 +22,5 @@ mod leaser;
 
 pub use config::{Candidate, ItemKnownBad, LeaserConfig, Selector, available};
 pub use document::{Item, ItemKey, ItemLease, ItemState};
-pub use io::{Grant, Input, ItemError, ItemIntent, ItemRequest, Output};
+pub use io::{Grant, Input, ItemError, ItemHandle, ItemIntent, ItemRequest, Output};
 pub use leaser::Leaser;
