@@ -1,6 +1,8 @@
 //! Item leases against the reference store. Leases of 10 s, drift 1 %, margin 0.5 s:
 //! authority lasts 9.4 s; another holder may take over after seeing a lease for 10.1 s.
 
+mod item_common;
+
 use leasehold_engine::item_lease::{
     Grant, Input, Item, ItemError, ItemHandle, ItemKey, ItemState, Leaser, LeaserConfig, Output,
 };
@@ -9,7 +11,6 @@ use leasehold_engine::store::Container;
 use leasehold_engine::{
     DocId, Drift, HostId, Incarnation, LocalTime, Millis, Now, PartitionKey, WallTime,
 };
-use std::collections::VecDeque;
 
 const D: Millis = Millis::from_secs(10);
 
@@ -30,21 +31,7 @@ fn at(ms: u64) -> Now {
 }
 
 fn run(l: &mut Leaser, store: &mut Container<Item>, now: Now, input: Input) -> Vec<Output> {
-    let mut inputs = VecDeque::from([input]);
-    let mut seen = Vec::new();
-    while let Some(input) = inputs.pop_front() {
-        l.handle_input(now, input).unwrap();
-        while let Some(out) = l.poll_output() {
-            match out {
-                Output::Request(req) => inputs.push_back(Input::Response {
-                    id: req.id,
-                    result: store.execute(req.op),
-                }),
-                other => seen.push(other),
-            }
-        }
-    }
-    seen
+    item_common::try_run(l, store, now, input).unwrap()
 }
 
 fn key(n: &str) -> ItemKey {
@@ -310,7 +297,7 @@ fn documents_read_per_next(items: usize) -> (usize, usize) {
     };
     run(&mut other, &mut store, at(0), next(5));
     let mut me = leaser("me", 0);
-    let mut inputs = VecDeque::from([next(10)]);
+    let mut inputs = std::collections::VecDeque::from([next(10)]);
     let (mut read, mut leased) = (0, 0);
     while let Some(input) = inputs.pop_front() {
         me.handle_input(at(1_000), input).unwrap();

@@ -33,8 +33,8 @@ fn leased_again_for_another_task(
 ) -> (ItemHandle, ItemHandle, Leaser, Container<Item>) {
     let mut store = store();
     let mut a = leaser(known_bad);
-    let first = leased(&run(&mut a, &mut store, at(0), next()).unwrap());
-    let again = leased(&run(&mut a, &mut store, at(1_000), next()).unwrap());
+    let first = leased(&try_run(&mut a, &mut store, at(0), next()).unwrap());
+    let again = leased(&try_run(&mut a, &mut store, at(1_000), next()).unwrap());
     assert_ne!(first.token, again.token, "tp-1 is leased again");
     (first, again, a, store)
 }
@@ -54,12 +54,12 @@ fn an_overrun_tasks_save_is_refused_and_the_later_lease_saves() {
     let (first, again, mut a, mut store) = leased_again_for_another_task(None);
     assert!(!a.has_authority(&first, NOW));
     assert!(a.has_authority(&again, NOW));
-    let late = run(&mut a, &mut store, at(2_000), save_done(&first));
+    let late = try_run(&mut a, &mut store, at(2_000), save_done(&first));
     assert!(matches!(late, Err(ItemError::NotHeld)), "{late:?}");
     let item = stored(&store);
     assert_eq!(item.state, ItemState::from("REQUESTED"));
     assert_eq!(item.lease.map(|l| l.token), Some(again.token.clone()));
-    let done = run(&mut a, &mut store, at(2_000), save_done(&again));
+    let done = try_run(&mut a, &mut store, at(2_000), save_done(&again));
     assert!(
         matches!(done.as_deref(), Ok([Output::Saved(_)])),
         "{done:?}"
@@ -75,7 +75,7 @@ fn an_overrun_tasks_save_named_by_the_item_ends_the_later_lease() {
     let bad = Some(ItemKnownBad::GrantNamesItem);
     let (first, again, mut a, mut store) = leased_again_for_another_task(bad);
     assert!(a.has_authority(&first, NOW));
-    let late = run(&mut a, &mut store, at(2_000), save_done(&first));
+    let late = try_run(&mut a, &mut store, at(2_000), save_done(&first));
     assert!(
         matches!(late.as_deref(), Ok([Output::Saved(_)])),
         "{late:?}"
@@ -88,14 +88,14 @@ fn an_overrun_tasks_save_named_by_the_item_ends_the_later_lease() {
 fn an_overrun_tasks_renewal_and_break_are_refused_and_the_later_lease_holds() {
     let (first, again, mut a, mut store) = leased_again_for_another_task(None);
     for input in [Input::Renew(first.clone()), Input::Break(first.clone())] {
-        let late = run(&mut a, &mut store, at(2_000), input);
+        let late = try_run(&mut a, &mut store, at(2_000), input);
         assert!(matches!(late, Err(ItemError::NotHeld)), "{late:?}");
         assert_eq!(
             stored(&store).lease.map(|l| l.token),
             Some(again.token.clone())
         );
     }
-    let renewal = run(&mut a, &mut store, at(2_000), Input::Renew(again.clone()));
+    let renewal = try_run(&mut a, &mut store, at(2_000), Input::Renew(again.clone()));
     assert!(
         matches!(renewal.as_deref(), Ok([Output::Renewed { .. }])),
         "{renewal:?}"
@@ -109,7 +109,7 @@ fn an_overrun_tasks_renewal_and_break_are_refused_and_the_later_lease_holds() {
 fn an_overrun_tasks_break_named_by_the_item_gives_up_the_later_lease() {
     let bad = Some(ItemKnownBad::GrantNamesItem);
     let (first, again, mut a, mut store) = leased_again_for_another_task(bad);
-    let late = run(&mut a, &mut store, at(2_000), Input::Break(first));
+    let late = try_run(&mut a, &mut store, at(2_000), Input::Break(first));
     assert!(
         matches!(late.as_deref(), Ok([Output::Broken(_)])),
         "{late:?}"
@@ -125,14 +125,14 @@ fn an_overrun_tasks_break_named_by_the_item_gives_up_the_later_lease() {
 fn a_broken_lease_or_another_lifes_name_breaks_nothing() {
     let mut store = store();
     let mut a = leaser(None);
-    let first = granted(&run(&mut a, &mut store, at(0), acquire()).unwrap());
-    let out = run(&mut a, &mut store, at(500), Input::Break(first.clone())).unwrap();
+    let first = granted(&try_run(&mut a, &mut store, at(0), acquire()).unwrap());
+    let out = try_run(&mut a, &mut store, at(500), Input::Break(first.clone())).unwrap();
     assert!(matches!(out[..], [Output::Broken(_)]), "{out:?}");
-    let again = granted(&run(&mut a, &mut store, at(1_000), acquire()).unwrap());
+    let again = granted(&try_run(&mut a, &mut store, at(1_000), acquire()).unwrap());
     // Another life of the same name does not hold tp-1, even named by its lease: it
     // reads, and refuses.
     let mut b = leaser_in_life(1, None);
-    let out = run(&mut b, &mut store, at(1_500), Input::Break(again.clone())).unwrap();
+    let out = try_run(&mut b, &mut store, at(1_500), Input::Break(again.clone())).unwrap();
     assert!(
         matches!(
             out[..],
@@ -143,7 +143,7 @@ fn a_broken_lease_or_another_lifes_name_breaks_nothing() {
         ),
         "{out:?}"
     );
-    let out = run(&mut a, &mut store, at(1_500), Input::Break(first)).unwrap_err();
+    let out = try_run(&mut a, &mut store, at(1_500), Input::Break(first)).unwrap_err();
     assert!(matches!(out, ItemError::NotHeld), "{out:?}");
     assert_eq!(stored(&store).lease.map(|l| l.token), Some(again.token));
 }

@@ -43,7 +43,7 @@ fn holding_the_write(
 
 fn arrives(l: &mut Leaser, store: &mut Container<Item>, now: Now, held: Answer) -> Vec<Output> {
     let (id, result) = held;
-    run(l, store, now, Input::Response { id, result }).unwrap()
+    try_run(l, store, now, Input::Response { id, result }).unwrap()
 }
 
 fn renewed(out: &Result<Vec<Output>, ItemError>) -> bool {
@@ -60,9 +60,9 @@ fn acquire_answered_after_a_new_lease(
     let mut a = leaser(known_bad);
     let (held, _) = holding_the_write(&mut a, &mut store, at(0), acquire());
     assert!(matches!(held.1, Ok(Reply::Replaced(_))), "{held:?}");
-    let again = granted(&run(&mut a, &mut store, at(1_000), acquire()).unwrap());
+    let again = granted(&try_run(&mut a, &mut store, at(1_000), acquire()).unwrap());
     let answer = arrives(&mut a, &mut store, at(1_100), held);
-    let renewal = run(&mut a, &mut store, at(2_000), Input::Renew(again));
+    let renewal = try_run(&mut a, &mut store, at(2_000), Input::Renew(again));
     (answer, renewal)
 }
 
@@ -98,12 +98,12 @@ fn break_answered_after_a_new_lease(
 ) -> (Vec<Output>, Result<Vec<Output>, ItemError>) {
     let mut store = store();
     let mut a = leaser(known_bad);
-    let first = granted(&run(&mut a, &mut store, at(0), acquire()).unwrap());
+    let first = granted(&try_run(&mut a, &mut store, at(0), acquire()).unwrap());
     let (held, _) = holding_the_write(&mut a, &mut store, at(1_000), Input::Break(first));
     assert!(held.1.is_ok(), "{held:?}");
-    let again = granted(&run(&mut a, &mut store, at(1_100), acquire()).unwrap());
+    let again = granted(&try_run(&mut a, &mut store, at(1_100), acquire()).unwrap());
     let answer = arrives(&mut a, &mut store, at(1_200), held);
-    let renewal = run(&mut a, &mut store, at(2_000), Input::Renew(again));
+    let renewal = try_run(&mut a, &mut store, at(2_000), Input::Renew(again));
     (answer, renewal)
 }
 

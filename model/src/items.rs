@@ -245,30 +245,12 @@ impl ItemModel {
                 }]
             }
             ItemChoice::SaveKept => {
-                let client = &mut state.clients[usize::from(c)];
-                let kept = client.handler.take()?;
-                let before = client.engine.as_ref()?.locks().clone();
-                world::run(
-                    self,
-                    state,
-                    c,
-                    vec![save_done(kept.clone())],
-                    fault,
-                    journal,
-                )?;
-                let after = state.clients[usize::from(c)]
-                    .engine
-                    .as_ref()
-                    .map(|e| e.locks().clone());
-                let crossed = before
-                    .all_held()
-                    .filter(|(_, h)| h.token != kept.token)
-                    .any(|(id, h)| after.as_ref().and_then(|a| a.held(id)) != Some(h));
-                let later = before
-                    .held(&kept.item.id)
-                    .is_some_and(|h| h.token != kept.token);
-                state.ghost.task_crossed |= crossed;
-                state.ghost.events.kept_refused = later && !crossed;
+                let kept = state.clients[usize::from(c)].handler.take()?;
+                let call = save_done(kept.clone());
+                let token = (&kept.item.id, &kept.token);
+                let verdict = world::run_kept(self, state, c, call, token, fault, journal)?;
+                state.ghost.task_crossed |= verdict.crossed;
+                state.ghost.events.kept_refused = verdict.later && !verdict.crossed;
                 return Some(());
             }
             ItemChoice::Break => {

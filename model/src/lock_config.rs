@@ -488,9 +488,11 @@ impl LockBug {
                 lost_replies: Some(0),
                 ..LeastBound::default()
             },
-            // A handler overruns; its consumer waits out its own lock, delivers the
-            // message again, and the first handler completes.
-            LockBug::Engine(QueueKnownBad::HandleNamesMessage) => LeastBound {
+            // A handler overruns; its consumer waits out its own lock and delivers the
+            // message again, or its holder's `next_for_state` leases the item again
+            // for another task; the first handler then completes or saves.
+            LockBug::Engine(QueueKnownBad::HandleNamesMessage)
+            | LockBug::ItemEngine(ItemKnownBad::GrantNamesItem) => LeastBound {
                 // A second consumer, watching the lock since the first delivery,
                 // always takes the message before its own consumer's second sight.
                 hosts: Some(1),
@@ -504,16 +506,6 @@ impl LockBug {
             // its own lease, and the held reply arrives.
             LockBug::ItemEngine(ItemKnownBad::AnswersReadHeld) => LeastBound {
                 late_replies: Some(1),
-                delays: Some(0),
-                lost_replies: Some(0),
-                ..lone
-            },
-            // A task overruns; its holder's `next_for_state` leases the item again for
-            // another task, and the first task saves.
-            LockBug::ItemEngine(ItemKnownBad::GrantNamesItem) => LeastBound {
-                hosts: Some(1),
-                overruns: Some(1),
-                late_replies: Some(0),
                 delays: Some(0),
                 lost_replies: Some(0),
                 ..lone

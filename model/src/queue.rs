@@ -497,30 +497,12 @@ impl QueueModel {
                 }]
             }
             QueueChoice::CompleteKept => {
-                let client = &mut state.clients[usize::from(c)];
-                let kept = client.handler.take()?;
-                let before = client.engine.as_ref()?.locks().clone();
-                world::run(
-                    self,
-                    state,
-                    c,
-                    vec![Input::Complete(kept.clone())],
-                    fault,
-                    journal,
-                )?;
-                let after = state.clients[usize::from(c)]
-                    .engine
-                    .as_ref()
-                    .map(|e| e.locks().clone());
-                let crossed = before
-                    .all_held()
-                    .filter(|(_, h)| h.token != kept.lock)
-                    .any(|(id, h)| after.as_ref().and_then(|a| a.held(id)) != Some(h));
-                let later = before
-                    .held(&kept.message)
-                    .is_some_and(|h| h.token != kept.lock);
-                state.ghost.handler_crossed |= crossed;
-                state.ghost.events.kept_refused = later && !crossed;
+                let kept = state.clients[usize::from(c)].handler.take()?;
+                let call = Input::Complete(kept.clone());
+                let lock = (&kept.message, &kept.lock);
+                let verdict = world::run_kept(self, state, c, call, lock, fault, journal)?;
+                state.ghost.handler_crossed |= verdict.crossed;
+                state.ghost.events.kept_refused = verdict.later && !verdict.crossed;
                 return Some(());
             }
             QueueChoice::Abandon => {

@@ -1336,8 +1336,9 @@ fn a_holders_late_answer_leaves_the_new_delivery_alone() {
     }
 }
 
-/// One message, no crash, one handler that overruns: its consumer polls on, lets the
-/// lock go, and may deliver the message again while the first handler works.
+/// One message or item, no crash, one handler that overruns: its consumer polls on,
+/// lets the lock go, and may deliver the message again while the first handler
+/// works; or its holder polls on and leases the item again for another task.
 fn overrun(clients: u8, bug: Option<LockBug>) -> LockBounds {
     LockBounds {
         clients,
@@ -1420,27 +1421,12 @@ fn an_item_holders_late_answer_leaves_the_new_lease_alone() {
     every_property_holds_but(&model, &[items::TAKEOVER, items::CALM_AFTER_CRASH]);
 }
 
-/// One item, no crash, one task that overruns: its holder polls on and leases the
-/// item again for another task while the first works.
-fn item_overrun(clients: u8, bug: Option<LockBug>) -> LockBounds {
-    LockBounds {
-        clients,
-        docs: 1,
-        crashes: 0,
-        give_backs: 0,
-        overruns: 1,
-        horizon: 11,
-        bug,
-        ..queue_bounds()
-    }
-}
-
 /// Named by the item only (`item-grant-names-item`), an overrun task's save lands
 /// under the later lease of its item, another task's, and releases it.
 #[test]
 fn an_overrun_task_naming_the_item_saves_under_the_later_lease() {
     let bug = Some(LockBug::ItemEngine(ItemKnownBad::GrantNamesItem));
-    let model = ItemModel::new(item_overrun(1, bug)).unwrap();
+    let model = ItemModel::new(overrun(1, bug)).unwrap();
     let text = counterexample(&model, items::TASK_OWN_LEASE);
     assert!(text.contains("OVERRUNS"), "{text}");
     assert!(text.contains("save the item it kept"), "{text}");
@@ -1451,7 +1437,7 @@ fn an_overrun_task_naming_the_item_saves_under_the_later_lease() {
 #[test]
 fn an_overrun_tasks_save_leaves_the_later_lease_alone() {
     for clients in [1, 2] {
-        let model = ItemModel::new(item_overrun(clients, None)).unwrap();
+        let model = ItemModel::new(overrun(clients, None)).unwrap();
         let mut not_reached = vec![items::TAKEOVER, items::CALM_AFTER_CRASH, items::BROKEN];
         if clients == 1 {
             not_reached.push(items::LEASE_HELD);

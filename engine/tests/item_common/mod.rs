@@ -72,7 +72,7 @@ pub fn acquire() -> Input {
 }
 
 /// Feeds `input` and serves every request at once; its refusal, or what it said.
-pub fn run(
+pub fn try_run(
     l: &mut Leaser,
     store: &mut Container<Item>,
     now: Now,

@@ -30,7 +30,7 @@ use crate::transitions::Transitions;
 mod run;
 use leasehold_engine::store::StoreResult;
 pub use leasehold_engine::{Request, StoreClient};
-pub use run::{run, run_with};
+pub use run::{KeptCall, run, run_kept, run_with};
 
 /// An engine state machine a client runs: the engine's
 /// [`StoreClient`] contract, which routes its requests, and what a model

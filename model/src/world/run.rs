@@ -1,11 +1,14 @@
 //! A client's atomic step: the engine's synchronous loop runs its machine, and the
 //! world serves each request it sends at once, except the one a fault hits.
 
+use super::Locking;
 use super::{
     Budget, Fault, Rules, Serve, State, THROTTLE_RETRY_AFTER_MS, answer, apply, faulted, note, now,
     reader, stale_choice,
 };
+use leasehold_engine::DocId;
 use leasehold_engine::drive::{self, Driver, Stepped};
+use leasehold_engine::lock::LockToken;
 use leasehold_engine::store::StoreError;
 use leasehold_engine::{Machine, Millis, Request, StoreClient};
 use std::collections::VecDeque;
@@ -27,6 +30,49 @@ pub fn run<R: Rules>(
     journal: &mut Option<Vec<String>>,
 ) -> Option<()> {
     run_with(rules, world, c, first, fault.as_slice(), journal)
+}
+
+/// What a call of a handler that overran its authority did, made under the lock it
+/// kept (`token`, on document `id`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeptCall {
+    /// It changed a lock its client holds under another token: it acted on a later
+    /// delivery or lease, another handler's.
+    pub crossed: bool,
+    /// Its client held `id` under a later lock when the call came.
+    pub later: bool,
+}
+
+/// Runs client `c` on the call `input` of its overrun handler, made under the lock
+/// `token` on `id`, and judges it from the client's locks before and after.
+pub fn run_kept<R: Rules>(
+    rules: &R,
+    world: &mut State<R>,
+    c: u8,
+    input: Input<R>,
+    (id, token): (&DocId, &LockToken),
+    fault: Option<Fault>,
+    journal: &mut Option<Vec<String>>,
+) -> Option<KeptCall>
+where
+    R::M: Locking,
+{
+    let before = world.clients[usize::from(c)]
+        .engine
+        .as_ref()?
+        .locks()
+        .clone();
+    run(rules, world, c, vec![input], fault, journal)?;
+    let after = world.clients[usize::from(c)]
+        .engine
+        .as_ref()
+        .map(|e| e.locks());
+    let crossed = before
+        .all_held()
+        .filter(|(_, h)| h.token != *token)
+        .any(|(held, h)| after.and_then(|a| a.held(held)) != Some(h));
+    let later = before.held(id).is_some_and(|h| h.token != *token);
+    Some(KeptCall { crossed, later })
 }
 
 /// [`run`] with any number of faults, each on its own request: `None` unless every
