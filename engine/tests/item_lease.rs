@@ -345,3 +345,30 @@ fn leasing_the_next_items_reads_as_many_documents_at_100000_items_as_at_100() {
     };
     assert!(scan(100_000) > 2 * scan(100));
 }
+
+/// A save that keeps the lease moves the item on for good: the renewal after it writes
+/// the item as saved. Before the thirty-third session the leaser kept the version it
+/// leased, and the renewal put the item back in its earlier state.
+#[test]
+fn a_renewal_after_a_save_that_keeps_the_lease_keeps_the_saved_state() {
+    let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
+    let mut a = leaser("a", 0);
+    let lease = leased(&run(&mut a, &mut store, at(0), next(1)))[0].handle();
+    let save = Input::Save {
+        lease: lease.clone(),
+        state: ItemState::from("STARTED"),
+        release: false,
+    };
+    assert!(matches!(
+        run(&mut a, &mut store, at(1_000), save)[..],
+        [Output::Saved(_)]
+    ));
+    let out = run(&mut a, &mut store, at(2_000), Input::Renew(lease));
+    assert!(matches!(out[..], [Output::Renewed { .. }]), "{out:?}");
+    let item = store
+        .read(&PartitionKey::from("tp-1"), &DocId::from("tp-1"))
+        .unwrap()
+        .doc;
+    assert_eq!(item.state, ItemState::from("STARTED"));
+    assert!(item.lease.is_some());
+}

@@ -147,3 +147,73 @@ fn a_broken_lease_or_another_lifes_name_breaks_nothing() {
     assert!(matches!(out, ItemError::NotHeld), "{out:?}");
     assert_eq!(stored(&store).lease.map(|l| l.token), Some(again.token));
 }
+
+/// A lease the leaser no longer knows it holds is read before it is broken: a later
+/// lease of its own found there is left alone (`LockLost`). The later lease's
+/// acquire landed with its answer lost, so the leaser holds nothing.
+fn break_of_an_earlier_lease_over_a_later_one_unheard_of(
+    known_bad: Option<ItemKnownBad>,
+) -> (Vec<Output>, Option<leasehold_engine::lock::LockToken>) {
+    let mut store = store();
+    let mut a = leaser(known_bad);
+    let first = granted(&try_run(&mut a, &mut store, at(0), acquire()).unwrap());
+    let out = try_run(&mut a, &mut store, at(100), Input::Break(first.clone())).unwrap();
+    assert!(matches!(out[..], [Output::Broken(_)]), "{out:?}");
+    // The acquire's write lands; its answer is lost on the way back.
+    a.handle_input(at(200), acquire()).unwrap();
+    let mut landed = None;
+    let mut inputs = Vec::new();
+    while let Some(out) = a.poll_output() {
+        if let Output::Request(req) = out {
+            let result = store.execute(req.op.clone());
+            if req.op.is_write() {
+                landed = Some(req.id);
+            } else {
+                inputs.push(Input::Response { id: req.id, result });
+            }
+        }
+        for input in inputs.drain(..) {
+            a.handle_input(at(200), input).unwrap();
+        }
+    }
+    let lost = landed.expect("the acquire's write");
+    let ambiguous = Err(leasehold_engine::store::StoreError::Timeout);
+    try_run(
+        &mut a,
+        &mut store,
+        at(300),
+        Input::Response {
+            id: lost,
+            result: ambiguous,
+        },
+    )
+    .unwrap();
+    let out = try_run(&mut a, &mut store, at(400), Input::Break(first)).unwrap();
+    (out, stored(&store).lease.map(|l| l.token))
+}
+
+#[test]
+fn breaking_an_earlier_lease_leaves_a_later_one_the_leaser_never_heard_of() {
+    let (out, stored) = break_of_an_earlier_lease_over_a_later_one_unheard_of(None);
+    assert!(
+        matches!(
+            out[..],
+            [Output::Failed {
+                error: ItemError::LockLost,
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    assert!(stored.is_some(), "the later lease is still stored");
+}
+
+/// Its sibling: named by the item only, the read finds a lease of the leaser's own
+/// and breaks it.
+#[test]
+fn breaking_an_earlier_lease_named_by_the_item_breaks_the_later_one() {
+    let bad = Some(ItemKnownBad::GrantNamesItem);
+    let (out, stored) = break_of_an_earlier_lease_over_a_later_one_unheard_of(bad);
+    assert!(matches!(out[..], [Output::Broken(_)]), "{out:?}");
+    assert_eq!(stored, None);
+}

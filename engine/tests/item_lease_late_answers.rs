@@ -120,3 +120,67 @@ fn a_breaks_late_answer_read_as_the_lease_held_then_drops_the_new_lease() {
     let (_, renewal) = break_answered_after_a_new_lease(Some(ItemKnownBad::AnswersReadHeld));
     assert!(!renewed(&renewal), "{renewal:?}");
 }
+
+/// The leaser's acquire lands with its reply held; its `next_for_state` leases the
+/// item again (its own) and the task gives that lease up; the held reply arrives, and
+/// another leaser then reads the item, free. Returns the answer's outputs, whether the
+/// first leaser claims authority under the earlier lease, and whether the other
+/// leaser got the item.
+fn acquire_answered_after_a_new_lease_was_let_go(
+    known_bad: Option<ItemKnownBad>,
+) -> (Vec<Output>, bool, bool) {
+    let mut store = store();
+    let mut a = leaser(known_bad);
+    let (held, _) = holding_the_write(&mut a, &mut store, at(0), acquire());
+    let next = Input::NextForState {
+        state: leasehold_engine::item_lease::ItemState::from("REQUESTED"),
+        limit: 1,
+        duration: leasehold_engine::Millis::from_secs(10),
+    };
+    let again = match &try_run(&mut a, &mut store, at(100), next).unwrap()[..] {
+        [Output::Leased(grants)] if grants.len() == 1 => grants[0].handle(),
+        other => panic!("not leased again: {other:?}"),
+    };
+    let out = try_run(&mut a, &mut store, at(200), Input::Break(again)).unwrap();
+    assert!(matches!(out[..], [Output::Broken(_)]), "{out:?}");
+    let answer = arrives(&mut a, &mut store, at(300), held.clone());
+    let earlier = match &answer[..] {
+        [Output::Acquired(grant)] => Some(grant.handle()),
+        _ => None,
+    };
+    let mut b = leaser_in_life(1, None);
+    let taken = matches!(
+        try_run(&mut b, &mut store, at(400), acquire()).unwrap()[..],
+        [Output::Acquired(_)]
+    );
+    let claims = earlier.is_some_and(|h| a.has_authority(&h, at(400).local));
+    (answer, claims, taken)
+}
+
+#[test]
+fn an_acquires_late_answer_after_its_item_was_leased_again_and_let_go_grants_nothing() {
+    let (answer, claims, taken) = acquire_answered_after_a_new_lease_was_let_go(None);
+    assert!(
+        matches!(
+            answer[..],
+            [Output::Failed {
+                error: ItemError::LockLost,
+                ..
+            }]
+        ),
+        "{answer:?}"
+    );
+    assert!(taken && !claims);
+}
+
+/// Its sibling under `item-answers-read-held` (and the shipped leaser before the
+/// thirty-third session, which compared only with the lease held): the late answer
+/// grants the earlier lease, with authority, while the store holds no lease and
+/// another leaser takes the item.
+#[test]
+fn an_acquires_late_answer_read_as_the_lease_held_then_grants_a_lease_the_store_lacks() {
+    let (answer, claims, taken) =
+        acquire_answered_after_a_new_lease_was_let_go(Some(ItemKnownBad::AnswersReadHeld));
+    assert!(matches!(answer[..], [Output::Acquired(_)]), "{answer:?}");
+    assert!(taken && claims, "two leasers with authority");
+}

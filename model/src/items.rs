@@ -47,6 +47,8 @@ pub enum ItemChoice {
     Overrun,
     /// The overrun task is done and saves its item as done under the lease it kept.
     SaveKept,
+    /// The overrun task fails and breaks the lease it kept.
+    BreakKept,
 }
 
 /// What runs beside a holder's engine: the lease a task that overran its authority
@@ -86,8 +88,8 @@ pub struct ItemEvents {
     pub lease_held: bool,
     /// A holder broke its lease.
     pub broken: bool,
-    /// An overrun task's save was refused while its holder held the item under a
-    /// later lease.
+    /// An overrun task's save or break was refused while its holder held the item
+    /// under a later lease.
     pub kept_refused: bool,
 }
 
@@ -199,7 +201,7 @@ impl ItemModel {
             |c, life| self.engine(c, life),
         )?;
         next.ghost.crossed_answer |= world::answer_crossed(last, &next, action);
-        if let Action::Step(c, ItemChoice::SaveKept, _) = *action {
+        if let Action::Step(c, ItemChoice::SaveKept | ItemChoice::BreakKept, _) = *action {
             // A task calls on its own thread: its holder still polls this tick.
             let c = usize::from(c);
             next.clients[c].acted = last.clients[c].acted;
@@ -216,7 +218,7 @@ impl ItemModel {
         journal: &mut Option<Vec<String>>,
     ) -> Option<()> {
         state.clients[usize::from(c)].engine.as_ref()?;
-        // The overrun task's lease is its own to save.
+        // The overrun task's lease is its own to save or break.
         let kept = state.clients[usize::from(c)].handler.clone();
         let mut held = self.handles(state, c);
         held.retain(|h| Some(h) != kept.as_ref());
@@ -244,9 +246,15 @@ impl ItemModel {
                     duration,
                 }]
             }
-            ItemChoice::SaveKept => {
+            ItemChoice::SaveKept | ItemChoice::BreakKept => {
                 let kept = state.clients[usize::from(c)].handler.take()?;
-                let call = save_done(kept.clone());
+                let call = if choice == ItemChoice::SaveKept {
+                    save_done(kept.clone())
+                } else {
+                    // A task failure: liveness is measured from it, as from a break.
+                    state.last_fault = state.time;
+                    Input::Break(kept.clone())
+                };
                 let token = (&kept.item.id, &kept.token);
                 let verdict = world::run_kept(self, state, c, call, token, fault, journal)?;
                 state.ghost.task_crossed |= verdict.crossed;
@@ -476,14 +484,16 @@ impl stateright::Model for ItemModel {
                     // The overrun task works on while its holder polls on its own
                     // cadence, and may lease the item again, for a task that does
                     // not overrun.
-                    if self.handles(state, c).iter().all(|h| h == kept) {
-                        return vec![ItemChoice::Next, ItemChoice::SaveKept];
-                    }
-                    return vec![ItemChoice::Process, ItemChoice::SaveKept];
+                    let next = if self.handles(state, c).iter().all(|h| h == kept) {
+                        ItemChoice::Next
+                    } else {
+                        ItemChoice::Process
+                    };
+                    return vec![next, ItemChoice::SaveKept, ItemChoice::BreakKept];
                 }
                 let mut choices = Vec::new();
                 if kept.is_some() {
-                    choices.push(ItemChoice::SaveKept);
+                    choices.extend([ItemChoice::SaveKept, ItemChoice::BreakKept]);
                 }
                 if idle || world::polls_beside_held_reply(&budget, state, c) {
                     choices.push(ItemChoice::Next);
@@ -571,6 +581,7 @@ impl stateright::Model for ItemModel {
             ItemChoice::SaveKept => {
                 "hears from its overrun task: save the item it kept as DONE".into()
             }
+            ItemChoice::BreakKept => "hears from its overrun task: BREAK the lease it kept".into(),
         })
     }
 }
@@ -583,8 +594,8 @@ pub const NEXT_SAFE: &str = "items: next_for_state never hands out an item a liv
 pub const ANSWER_OWN_LEASE: &str =
     "items: a late answer to a holder's write leaves the holder's other leases as they were";
 /// A task's call is about the lease it was granted.
-pub const TASK_OWN_LEASE: &str = "items: an overrun task's save leaves a later lease of its \
-     item, another task's, as it was";
+pub const TASK_OWN_LEASE: &str = "items: an overrun task's save or break leaves a later lease \
+     of its item, another task's, as it was";
 /// Liveness.
 pub const PROCESSED: &str = "items: every item processed once faults stop";
 /// Non-vacuity of exclusivity and of `next_for_state`.
@@ -595,7 +606,7 @@ pub const LEASE_HELD: &str = "sometimes: acquire is refused with LeaseHeld";
 pub const BROKEN: &str = "sometimes: a holder breaks its lease";
 /// Non-vacuity of the task's own lease.
 pub const KEPT_REFUSED: &str =
-    "sometimes: an overrun task saves while its holder holds a later lease of the item";
+    "sometimes: an overrun task saves or breaks while its holder holds a later lease of the item";
 /// Non-vacuity of the liveness guard.
 pub const CALM_AFTER_CRASH: &str = "sometimes: processing is checked after a crash";
 

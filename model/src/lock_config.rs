@@ -235,8 +235,9 @@ impl LockBounds {
     /// a tick before it first looks at the queue. An abandon's delay hides its
     /// message for that long after the abandon. A handler's overrun counts from its
     /// consumer's poll beside it, a tick after the delivery at the earliest; the
-    /// bound has no term of its own for it, and holds with one overrun at horizon 11
-    /// with one consumer and two (`model/tests/locks.rs`) and at the default 2 × 2.
+    /// queue's bound has no term of its own for it, and holds with one overrun at
+    /// horizon 11 with one consumer and two (`model/tests/locks.rs`) and at the
+    /// default 2 × 2. The items' bound has one (below).
     pub fn liveness_ticks(&self, kind: LockKind) -> u8 {
         let d = self.lock_duration().as_millis();
         let rho = u64::from(self.drift_ms);
@@ -250,15 +251,16 @@ impl LockBounds {
         // survivor that acquires one item at a time first sees it once the first is
         // done, and waits it out in turn.
         // So is an item an overrun task's holder leases for another task while it
-        // holds the first (its `next_for_state` takes up to a batch of others). A
-        // consumer's dequeue reads every message at once, so the queue has no such
-        // term.
+        // holds the first (its `next_for_state` takes up to a batch of the other
+        // items; leasing the kept item again replaces its lease). A consumer's dequeue
+        // reads every message at once, so the queue has no such term.
         let unknown = match kind {
             LockKind::Items => {
                 u64::from(self.lost_replies)
                     + u64::from(self.retries)
                     + u64::from(self.delays)
-                    + u64::from(self.overruns) * u64::from(self.batch)
+                    + u64::from(self.overruns)
+                        * u64::from(self.batch.min(self.docs.saturating_sub(1)))
             }
             LockKind::Queue => 0,
         };
@@ -493,8 +495,9 @@ impl LockBug {
             // for another task; the first handler then completes or saves.
             LockBug::Engine(QueueKnownBad::HandleNamesMessage)
             | LockBug::ItemEngine(ItemKnownBad::GrantNamesItem) => LeastBound {
-                // A second consumer, watching the lock since the first delivery,
-                // always takes the message before its own consumer's second sight.
+                // Queue: a second consumer, watching the lock since the first
+                // delivery, always takes the message before its own consumer's
+                // second sight. Items: found with two holders too; one is the least.
                 hosts: Some(1),
                 overruns: Some(1),
                 late_replies: Some(0),

@@ -52,6 +52,8 @@ pub enum QueueChoice {
     Overrun,
     /// The overrun handler is done and completes the delivery it kept.
     CompleteKept,
+    /// The overrun handler fails and gives back the delivery it kept.
+    AbandonKept,
 }
 
 /// What runs beside a consumer's engine: the delivery a handler that overran its
@@ -149,8 +151,8 @@ pub struct QueueEvents {
     pub swept: bool,
     /// A large payload was delivered.
     pub delivered_large: bool,
-    /// An overrun handler's completion came while its consumer held a later
-    /// delivery of the message, and left that delivery's lock as it was.
+    /// An overrun handler's completion or give-back came while its consumer held a
+    /// later delivery of the message, and left that delivery's lock as it was.
     pub kept_refused: bool,
 }
 
@@ -436,7 +438,7 @@ impl QueueModel {
             |c, life| self.engine(c, life),
         )?;
         next.ghost.crossed_answer |= world::answer_crossed(last, &next, action);
-        if let Action::Step(c, QueueChoice::CompleteKept, _) = *action {
+        if let Action::Step(c, QueueChoice::CompleteKept | QueueChoice::AbandonKept, _) = *action {
             // A handler calls on its own thread: its consumer still polls this tick.
             let c = usize::from(c);
             next.clients[c].acted = last.clients[c].acted;
@@ -453,7 +455,7 @@ impl QueueModel {
         journal: &mut Option<Vec<String>>,
     ) -> Option<()> {
         state.clients[usize::from(c)].engine.as_ref()?;
-        // The overrun handler's delivery is its own to complete.
+        // The overrun handler's delivery is its own to complete or give back.
         let kept = state.clients[usize::from(c)].handler.clone();
         let mut held = Self::handles(state, c);
         held.retain(|h| Some(h) != kept.as_ref());
@@ -496,9 +498,20 @@ impl QueueModel {
                     max: usize::from(self.bounds.batch),
                 }]
             }
-            QueueChoice::CompleteKept => {
+            QueueChoice::CompleteKept | QueueChoice::AbandonKept => {
                 let kept = state.clients[usize::from(c)].handler.take()?;
-                let call = Input::Complete(kept.clone());
+                let call = if choice == QueueChoice::CompleteKept {
+                    Input::Complete(kept.clone())
+                } else {
+                    // A handler failure: liveness is measured from it, as from an
+                    // abandon.
+                    state.last_fault = state.time;
+                    let delay = Millis(u64::from(self.bounds.abandon_delay) * crate::TICK_MS);
+                    Input::Abandon {
+                        delivery: kept.clone(),
+                        delay,
+                    }
+                };
                 let lock = (&kept.message, &kept.lock);
                 let verdict = world::run_kept(self, state, c, call, lock, fault, journal)?;
                 state.ghost.handler_crossed |= verdict.crossed;
@@ -1044,7 +1057,7 @@ impl stateright::Model for QueueModel {
                 if !world::holds_any(state, c) {
                     let mut choices = vec![QueueChoice::Dequeue];
                     if kept.is_some() {
-                        choices.push(QueueChoice::CompleteKept);
+                        choices.extend([QueueChoice::CompleteKept, QueueChoice::AbandonKept]);
                     }
                     if c == 0
                         && state.ghost.dead_letter_deletes < self.bounds.dead_letter_deletes
@@ -1058,10 +1071,12 @@ impl stateright::Model for QueueModel {
                     // The overrun handler works on while its consumer polls on its
                     // own cadence, until it lets the lock go and may deliver the
                     // message again, to a handler that does not overrun.
-                    if Self::handles(state, c).iter().all(|h| h == kept) {
-                        return vec![QueueChoice::Dequeue, QueueChoice::CompleteKept];
-                    }
-                    return vec![QueueChoice::Complete, QueueChoice::CompleteKept];
+                    let next = if Self::handles(state, c).iter().all(|h| h == kept) {
+                        QueueChoice::Dequeue
+                    } else {
+                        QueueChoice::Complete
+                    };
+                    return vec![next, QueueChoice::CompleteKept, QueueChoice::AbandonKept];
                 }
                 let mut choices = vec![QueueChoice::Complete];
                 // A consumer polls on its own cadence, not after its handlers' calls
@@ -1197,6 +1212,9 @@ impl stateright::Model for QueueModel {
             QueueChoice::CompleteKept => {
                 "hears from its overrun handler: complete the delivery it kept".into()
             }
+            QueueChoice::AbandonKept => {
+                "hears from its overrun handler: give back the delivery it kept".into()
+            }
         })
     }
 }
@@ -1270,8 +1288,8 @@ pub const COMPLETION_ANSWERED: &str =
 pub const ANSWER_OWN_DELIVERY: &str =
     "queue: a late answer to a holder's write leaves the consumer's other locks as they were";
 /// A handler's call is about the delivery it was handed.
-pub const HANDLER_OWN_DELIVERY: &str = "queue: an overrun handler's completion leaves a later \
-     delivery of its message, another handler's, as it was";
+pub const HANDLER_OWN_DELIVERY: &str = "queue: an overrun handler's completion or give-back \
+     leaves a later delivery of its message, another handler's, as it was";
 /// A poison message moved to the dead letters takes no place in the batch.
 pub const POISON_TAKES_NO_PLACE: &str = "queue: a dequeue that moves poison messages still \
      delivers the healthy visible ones it has room for";
@@ -1297,8 +1315,8 @@ pub const STALE_REFUSED: &str = "sometimes: a stale holder's completion is refus
 /// Non-vacuity of the dequeue-count property.
 pub const DELIVERED_TWICE: &str = "sometimes: a message is delivered twice";
 /// Non-vacuity of the handler's own delivery.
-pub const KEPT_REFUSED: &str = "sometimes: an overrun handler completes while its consumer holds a \
-     later delivery of the message";
+pub const KEPT_REFUSED: &str = "sometimes: an overrun handler completes or gives back while its \
+     consumer holds a later delivery of the message";
 /// Non-vacuity of dead-lettering.
 pub const DEAD_LETTERED: &str = "sometimes: a message is dead-lettered";
 

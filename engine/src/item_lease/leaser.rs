@@ -56,6 +56,12 @@ pub struct Leaser {
     /// timestamp each was last read with, which tell the reads that cover it.
     watching: BTreeMap<DocId, (ItemState, WallTime)>,
     pending: BTreeMap<RequestId, Pending>,
+    /// The lease each item was last held under, kept for items let go of while a
+    /// request about them is unanswered: an answer under an earlier lease of this
+    /// leaser's is about a lease that is over, though nothing is held now. Without
+    /// it, an acquire answered after the item was leased again and let go granted
+    /// the earlier lease, with authority, over a store that held no lease.
+    let_go: BTreeMap<DocId, LockToken>,
     /// The running `next_for_state`: leases still unanswered, and those granted.
     next: Option<NextRun>,
     now: Now,
@@ -98,7 +104,8 @@ enum Pending {
         token: Option<LockToken>,
     },
     Save {
-        id: DocId,
+        /// The item as saved: the version later writes under the lease start from.
+        doc: Item,
         /// The lease the save was written under.
         token: LockToken,
         release: bool,
@@ -124,6 +131,7 @@ impl Leaser {
             held_docs: BTreeMap::new(),
             watching: BTreeMap::new(),
             pending: BTreeMap::new(),
+            let_go: BTreeMap::new(),
             next: None,
             now: Now::default(),
             out: VecDeque::new(),
@@ -228,7 +236,7 @@ impl Leaser {
                     doc.lease = None;
                 }
                 let pending = Pending::Save {
-                    id: lease.item.id,
+                    doc: doc.clone(),
                     token: held.token.clone(),
                     release,
                 };
@@ -240,6 +248,11 @@ impl Leaser {
                     .remove(&id)
                     .ok_or(ItemError::UnknownRequest(id))?;
                 self.answer(pending, result);
+                if !self.let_go.is_empty() {
+                    let asked: Vec<&DocId> =
+                        self.pending.values().filter_map(Pending::item).collect();
+                    self.let_go.retain(|id, _| asked.contains(&id));
+                }
             }
         }
         Ok(())
@@ -515,18 +528,22 @@ impl Leaser {
                 }
                 Err(e) => self.holder_write_failed(id, ItemIntent::Break, e),
             },
-            Pending::Save { id, release, .. } => match result {
+            Pending::Save { doc, release, .. } => match result {
                 Ok(Reply::Replaced(etag)) => {
+                    let id = doc.id.clone();
                     if release {
                         self.release(&id);
                     } else if let Some(mut held) = self.locks.held(&id).cloned() {
+                        // A renewal or a break after the save writes the item as saved,
+                        // not as it was leased.
                         held.etag = etag;
                         self.locks.hold(id.clone(), held);
+                        self.held_docs.insert(id.clone(), doc);
                     }
                     self.out.push_back(Output::Saved(id));
                 }
                 Ok(_) => {}
-                Err(e) => self.holder_write_failed(id, ItemIntent::Save, e),
+                Err(e) => self.holder_write_failed(doc.id, ItemIntent::Save, e),
             },
             Pending::Scan { window } => match result {
                 Ok(Reply::Query(items)) => {
@@ -679,7 +696,11 @@ impl Leaser {
     }
 
     fn release(&mut self, id: &DocId) {
-        self.locks.drop_lock(id);
+        if let Some(held) = self.locks.drop_lock(id)
+            && self.pending.values().any(|p| p.item() == Some(id))
+        {
+            self.let_go.insert(id.clone(), held.token);
+        }
         self.held_docs.remove(id);
     }
 
@@ -691,7 +712,8 @@ impl Leaser {
                 Some(lease) => (&item.id, &lease.token),
                 None => return false,
             },
-            Pending::Renew { id, token, .. } | Pending::Save { id, token, .. } => (id, token),
+            Pending::Renew { id, token, .. } => (id, token),
+            Pending::Save { doc, token, .. } => (&doc.id, token),
             Pending::Break {
                 id,
                 token: Some(token),
@@ -701,12 +723,14 @@ impl Leaser {
         self.leased_again(id, token)
     }
 
-    /// Whether this leaser holds `id` under a lease it took after `token`'s (tokens of
-    /// one life count up). One taken before is not newer: an acquire's answer, say,
-    /// while a break of the earlier lease is still on its way.
+    /// Whether this leaser holds `id` under a lease it took after `token`'s, or has
+    /// let such a lease go (tokens of one life count up). One taken before is not
+    /// newer: an acquire's answer, say, while a break of the earlier lease is still on
+    /// its way.
     fn leased_again(&self, id: &DocId, token: &LockToken) -> bool {
         self.config.known_bad != Some(ItemKnownBad::AnswersReadHeld)
-            && self.locks.held(id).is_some_and(|h| h.token > *token)
+            && (self.locks.held(id).is_some_and(|h| h.token > *token)
+                || self.let_go.get(id).is_some_and(|t| t > token))
     }
 
     /// An answer about a lease this leaser held before it leased the item again (the
@@ -724,7 +748,10 @@ impl Leaser {
             // Superseded by this leaser's own later lease: the earlier one is lost.
             Pending::Acquire { item, .. } => (item.id, ItemIntent::Acquire, None),
             Pending::Renew { id, .. } => (id, ItemIntent::Renew, None),
-            Pending::Save { id, .. } => (id.clone(), ItemIntent::Save, Some(Output::Saved(id))),
+            Pending::Save { doc, .. } => {
+                let id = doc.id;
+                (id.clone(), ItemIntent::Save, Some(Output::Saved(id)))
+            }
             Pending::Break { id, .. } => (id.clone(), ItemIntent::Break, Some(Output::Broken(id))),
             _ => return,
         };
@@ -755,6 +782,21 @@ impl Leaser {
             intent,
             error,
         });
+    }
+}
+
+impl Pending {
+    /// The item the request is about; `None` for a scan.
+    fn item(&self) -> Option<&DocId> {
+        match self {
+            Pending::ReadToAcquire { id, .. }
+            | Pending::Renew { id, .. }
+            | Pending::Break { id, .. } => Some(id),
+            Pending::ReadToBreak(lease) => Some(&lease.item.id),
+            Pending::Acquire { item, .. } | Pending::Lease { item, .. } => Some(&item.id),
+            Pending::Save { doc, .. } => Some(&doc.id),
+            Pending::Scan { .. } => None,
+        }
     }
 }
 
