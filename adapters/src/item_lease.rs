@@ -45,8 +45,9 @@ impl From<Checked<ItemError>> for ItemLeaseClientError {
 /// Renewals, saves and breaks name the [`Grant`] they act under, not the item: the
 /// leaser may lease an item again while an earlier grant's task still runs
 /// (`next_for_state` and `acquire` take the leaser's own items), and a task that
-/// overran its grant must not act under the later one. Its calls are refused with
-/// `NotHeld` and change nothing.
+/// overran its grant must not act under the later one. Its renewals and saves are
+/// refused with `NotHeld` and change nothing, and so is its break while this client
+/// holds the later lease (see [`break_lease`](Self::break_lease)).
 ///
 /// ```
 /// use leasehold_adapters::{ItemLeaseClient, MemoryStore, Store};
@@ -147,8 +148,9 @@ impl<St: Store<Item>> ItemLeaseClient<St> {
     }
 
     /// Gives the lease of `grant` up. Only its holder may: anyone else gets
-    /// `NotHolder`, and a grant this client has leased the item again since gets
-    /// `NotHeld`.
+    /// `NotHolder`, and a grant whose item this client holds under a later lease gets
+    /// `NotHeld`. If this client holds nothing on the item it reads it first and gives
+    /// up only that very lease (`LockLost` if another lease of its own is stored).
     pub async fn break_lease(&self, grant: &Grant) -> Result<(), ItemLeaseClientError> {
         self.settle(Input::Break(grant.handle()), ItemIntent::Break)
             .await

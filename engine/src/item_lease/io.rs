@@ -54,8 +54,11 @@ pub enum Input {
 /// the token of that lease. Calls name both because one leaser may lease an item
 /// again while an earlier lease's task still runs (`next_for_state` takes this
 /// leaser's own items, and so does `acquire`): a task that overran its authority
-/// must not renew, save or break the later lease another task works under. A call
-/// under a lease this leaser no longer holds is refused and changes nothing.
+/// must not renew, save or break the later lease another task works under. A renewal
+/// or save under a lease this leaser no longer holds, and a break while it holds the
+/// item under a later lease, are refused with [`ItemError::NotHeld`] and change
+/// nothing; a break while it holds nothing reads the item and gives up only the lease
+/// named.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ItemHandle {
     /// Where the item lives.
@@ -198,8 +201,8 @@ pub enum ItemError {
     },
     /// This leaser's lease was taken over or the item changed: nothing was changed.
     LockLost,
-    /// This leaser holds no lease on the item under the lease named: none at all,
-    /// or a later one (it leased the item again), or the lease was let go.
+    /// This leaser does not hold the item under the lease named: it holds no lease
+    /// on it (never, or let go), or a later one (it leased the item again).
     NotHeld,
     /// No such item.
     NotFound,
