@@ -159,16 +159,7 @@ fn a_renewal_extends_authority_and_a_stale_holders_renewal_fails() {
         [Output::Acquired(_)]
     ));
     let out = run(&mut a, &mut store, at(14_200), Input::Renew(lease));
-    assert!(
-        matches!(
-            out[..],
-            [Output::Failed {
-                error: ItemError::LockLost,
-                ..
-            }]
-        ),
-        "{out:?}"
-    );
+    assert!(item_common::lock_lost(&out), "{out:?}");
 }
 
 #[test]
@@ -207,24 +198,27 @@ fn next_for_state_takes_over_a_crashed_holders_items_once_their_leases_expire() 
     );
 }
 
-#[test]
-fn saving_under_the_lease_moves_the_item_and_releases_it() {
+/// Leases tp-1 and saves it as `STARTED` at 1 s, giving the lease up if `release`.
+fn leased_and_saved(release: bool) -> (Leaser, Container<Item>, ItemHandle) {
     let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
     let mut a = leaser("a", 0);
     let lease = leased(&run(&mut a, &mut store, at(0), next(1)))[0].handle();
     let save = Input::Save {
         lease: lease.clone(),
         state: ItemState::from("STARTED"),
-        release: true,
+        release,
     };
     assert!(matches!(
-        run(&mut a, &mut store, at(2_000), save)[..],
+        run(&mut a, &mut store, at(1_000), save)[..],
         [Output::Saved(_)]
     ));
-    let item = store
-        .read(&PartitionKey::from("tp-1"), &DocId::from("tp-1"))
-        .unwrap()
-        .doc;
+    (a, store, lease)
+}
+
+#[test]
+fn saving_under_the_lease_moves_the_item_and_releases_it() {
+    let (a, store, lease) = leased_and_saved(true);
+    let item = item_common::stored(&store);
     assert_eq!(item.state, ItemState::from("STARTED"));
     assert_eq!(item.lease, None);
     assert!(!a.has_authority(&lease, LocalTime(2_000)));
@@ -351,24 +345,10 @@ fn leasing_the_next_items_reads_as_many_documents_at_100000_items_as_at_100() {
 /// leased, and the renewal put the item back in its earlier state.
 #[test]
 fn a_renewal_after_a_save_that_keeps_the_lease_keeps_the_saved_state() {
-    let mut store = store_with(&[("tp-1", "REQUESTED", 0)]);
-    let mut a = leaser("a", 0);
-    let lease = leased(&run(&mut a, &mut store, at(0), next(1)))[0].handle();
-    let save = Input::Save {
-        lease: lease.clone(),
-        state: ItemState::from("STARTED"),
-        release: false,
-    };
-    assert!(matches!(
-        run(&mut a, &mut store, at(1_000), save)[..],
-        [Output::Saved(_)]
-    ));
+    let (mut a, mut store, lease) = leased_and_saved(false);
     let out = run(&mut a, &mut store, at(2_000), Input::Renew(lease));
     assert!(matches!(out[..], [Output::Renewed { .. }]), "{out:?}");
-    let item = store
-        .read(&PartitionKey::from("tp-1"), &DocId::from("tp-1"))
-        .unwrap()
-        .doc;
+    let item = item_common::stored(&store);
     assert_eq!(item.state, ItemState::from("STARTED"));
     assert!(item.lease.is_some());
 }

@@ -195,16 +195,7 @@ fn break_of_an_earlier_lease_over_a_later_one_unheard_of(
 #[test]
 fn breaking_an_earlier_lease_leaves_a_later_one_the_leaser_never_heard_of() {
     let (out, stored) = break_of_an_earlier_lease_over_a_later_one_unheard_of(None);
-    assert!(
-        matches!(
-            out[..],
-            [Output::Failed {
-                error: ItemError::LockLost,
-                ..
-            }]
-        ),
-        "{out:?}"
-    );
+    assert!(lock_lost(&out), "{out:?}");
     assert!(stored.is_some(), "the later lease is still stored");
 }
 

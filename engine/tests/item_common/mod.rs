@@ -102,3 +102,14 @@ pub fn granted(out: &[Output]) -> ItemHandle {
         other => panic!("no Acquired output: {other:?}"),
     }
 }
+
+/// Whether `out` is one failure: the lease was lost.
+pub fn lock_lost(out: &[Output]) -> bool {
+    matches!(
+        out,
+        [Output::Failed {
+            error: ItemError::LockLost,
+            ..
+        }]
+    )
+}
