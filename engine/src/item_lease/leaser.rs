@@ -170,8 +170,8 @@ impl Leaser {
             }
             Input::Renew(lease) => {
                 let (held, mut doc) = self.held(&lease)?;
-                if let Some(lease) = &mut doc.lease {
-                    lease.at = self.now.wall;
+                if let Some(stored) = &mut doc.lease {
+                    stored.at = self.now.wall;
                 }
                 let pending = Pending::Renew {
                     id: lease.item.id,
