@@ -279,15 +279,11 @@ impl ItemModel {
 
     /// The leases holder `c` holds, as their tasks name them.
     fn handles(&self, state: &ItemsState, c: u8) -> Vec<ItemHandle> {
-        let Some(engine) = state.clients[usize::from(c)].engine.as_ref() else {
-            return Vec::new();
-        };
-        engine
-            .locks()
-            .all_held()
-            .map(|(id, h)| ItemHandle {
-                item: self.keys[Self::index(id)].clone(),
-                token: h.token.clone(),
+        world::held(state, c)
+            .into_iter()
+            .map(|(id, token)| ItemHandle {
+                item: self.keys[Self::index(&id)].clone(),
+                token,
             })
             .collect()
     }

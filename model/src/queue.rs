@@ -547,16 +547,9 @@ impl QueueModel {
 
     /// The deliveries consumer `c` holds locks for, as their handlers name them.
     fn handles(state: &QueueState, c: u8) -> Vec<Handle> {
-        let Some(engine) = state.clients[usize::from(c)].engine.as_ref() else {
-            return Vec::new();
-        };
-        engine
-            .locks()
-            .all_held()
-            .map(|(message, h)| Handle {
-                message: message.clone(),
-                lock: h.token.clone(),
-            })
+        world::held(state, c)
+            .into_iter()
+            .map(|(message, lock)| Handle { message, lock })
             .collect()
     }
 

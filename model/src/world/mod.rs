@@ -1038,12 +1038,18 @@ pub fn holds_any<M: Locking, G, X>(world: &World<M, G, X>, c: u8) -> bool {
         .is_some_and(|e| e.locks().all_held().next().is_some())
 }
 
-/// The documents client `c` holds, if it is up.
-pub fn held<M: Locking, G, X>(world: &World<M, G, X>, c: u8) -> Vec<DocId> {
+/// The documents client `c` holds, each with the token of its lock, if it is up: what
+/// its handlers name their calls by.
+pub fn held<M: Locking, G, X>(world: &World<M, G, X>, c: u8) -> Vec<(DocId, LockToken)> {
     world.clients[usize::from(c)]
         .engine
         .as_ref()
-        .map(|e| e.locks().all_held().map(|(id, _)| id.clone()).collect())
+        .map(|e| {
+            e.locks()
+                .all_held()
+                .map(|(id, h)| (id.clone(), h.token.clone()))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
