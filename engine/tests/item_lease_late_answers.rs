@@ -166,3 +166,14 @@ fn an_acquires_late_answer_read_as_the_lease_held_then_grants_a_lease_the_store_
     assert!(matches!(answer[..], [Output::Acquired(_)]), "{answer:?}");
     assert!(taken && claims, "two leasers with authority");
 }
+
+/// Its sibling under `item-forgets-let-go`: the leaser compares with the lease it
+/// holds, but forgets the one it let go of, so the late answer grants the earlier
+/// lease as in the last sibling (the model finds it with three-second leases).
+#[test]
+fn an_acquires_late_answer_after_a_forgotten_let_go_grants_a_lease_the_store_lacks() {
+    let (answer, claims, taken) =
+        acquire_answered_after_a_new_lease_was_let_go(Some(ItemKnownBad::ForgetsLetGo));
+    assert!(matches!(answer[..], [Output::Acquired(_)]), "{answer:?}");
+    assert!(taken && claims, "two leasers with authority");
+}

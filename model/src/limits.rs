@@ -59,6 +59,8 @@ pub struct LeastBound {
     pub dead_letter_deletes: Option<u8>,
     /// Queue: handlers that may overrun their delivery's authority.
     pub overruns: Option<u8>,
+    /// Queue and items: how many seconds a lock or lease lasts.
+    pub lock_ticks: Option<u8>,
     /// Seconds of true time explored.
     pub horizon: Option<u8>,
     /// Where authority comes from.

@@ -9,8 +9,9 @@ use leasehold_engine::queue::QueueKnownBad;
 use leasehold_engine::{Drift, ExpiryRule, Millis};
 use std::fmt;
 
-/// Locks and leases last this many ticks in the lock models.
-pub const LOCK_TICKS: u64 = 2;
+/// Locks and leases last this many ticks in the lock models unless the bounds ask
+/// for longer ([`LockBounds::lock_ticks`]).
+pub const LOCK_TICKS: u8 = 2;
 
 /// The most messages a queue check may have.
 pub const MAX_MESSAGES: u8 = 5;
@@ -76,6 +77,10 @@ pub struct LockBounds {
     /// the consumer or holder polls on while the handler keeps its delivery or lease,
     /// and the handler completes or saves under it later.
     pub overruns: u8,
+    /// How many ticks a lock or lease lasts (2 to 4). Longer leases reach paths
+    /// shorter ones cannot: a holder's third poll inside a lease's authority, which
+    /// an answer held over a lease taken and let go of in between needs.
+    pub lock_ticks: u8,
     /// A known-bad variant.
     pub bug: Option<LockBug>,
 }
@@ -106,6 +111,7 @@ impl Default for LockBounds {
             retries: 0,
             dead_letter_deletes: 0,
             overruns: 0,
+            lock_ticks: LOCK_TICKS,
             bug: None,
         }
     }
@@ -139,6 +145,10 @@ impl LockBounds {
             ));
         }
         range("overruns", self.overruns.into(), 0, 2)?;
+        // A holder polls once a tick and takes its lease at a poll: a lease shorter
+        // than two ticks has lost its authority, less the drift allowance, by the
+        // next poll, and nothing is ever processed.
+        range("lock duration", self.lock_ticks.into(), 2, 4)?;
         if self.abandon_delay > 0 && kind != LockKind::Queue {
             return Err(BoundsError::LockSettings(
                 "an abandon's delay is the work queue's; item leases are broken, not abandoned"
@@ -185,7 +195,7 @@ impl LockBounds {
 
     /// The lock duration.
     pub fn lock_duration(&self) -> Millis {
-        Millis(LOCK_TICKS * TICK_MS)
+        Millis(u64::from(self.lock_ticks) * TICK_MS)
     }
 
     /// The clients' lock rule: the drift allowance matches the clocks (10 % at the
@@ -513,6 +523,20 @@ impl LockBug {
                 lost_replies: Some(0),
                 ..lone
             },
+            // A holder's acquire lands with its reply held; its `next_for_state`
+            // leases the item again (its own), it breaks that lease, the held reply
+            // arrives, and another holder takes the free item. Three polls of one
+            // holder inside the first lease's authority: two-second leases end
+            // before the third.
+            LockBug::ItemEngine(ItemKnownBad::ForgetsLetGo) => LeastBound {
+                hosts: Some(2),
+                give_backs: Some(1),
+                late_replies: Some(1),
+                delays: Some(0),
+                lost_replies: Some(0),
+                lock_ticks: Some(3),
+                ..lone
+            },
             // No queue property promises an order: the engine's test of the dequeue
             // order catches it.
             LockBug::DequeueUnordered => LeastBound {
@@ -523,7 +547,7 @@ impl LockBug {
     }
 
     /// Every variant.
-    pub const ALL: [LockBug; 24] = [
+    pub const ALL: [LockBug; 25] = [
         LockBug::DequeueSeed,
         LockBug::DequeueNoExpired,
         LockBug::BlindClaim,
@@ -548,6 +572,7 @@ impl LockBug {
         LockBug::Engine(QueueKnownBad::HandleNamesMessage),
         LockBug::ItemEngine(ItemKnownBad::AnswersReadHeld),
         LockBug::ItemEngine(ItemKnownBad::GrantNamesItem),
+        LockBug::ItemEngine(ItemKnownBad::ForgetsLetGo),
     ];
 
     /// The name on the command line.

@@ -1421,6 +1421,41 @@ fn an_item_holders_late_answer_leaves_the_new_lease_alone() {
     every_property_holds_but(&model, &[items::TAKEOVER, items::CALM_AFTER_CRASH]);
 }
 
+/// Two holders, one item, no crash, one late reply, three-second leases: the least
+/// bound of `item-forgets-let-go`. A holder's lease lands with its reply held; it
+/// leases the item again (its own) and breaks that lease, three polls inside the
+/// first lease's authority, which two-second leases end before the third.
+fn let_go_while_an_answer_is_held(horizon: u8, bug: Option<LockBug>) -> LockBounds {
+    let least = LockBug::ItemEngine(ItemKnownBad::ForgetsLetGo).least_bound();
+    LockBounds {
+        clients: least.hosts.unwrap(),
+        give_backs: least.give_backs.unwrap(),
+        lock_ticks: least.lock_ticks.unwrap(),
+        ..item_answer_held(horizon, bug)
+    }
+}
+
+/// Forgetting the lease it let go of (`item-forgets-let-go`), the holder's late
+/// answer grants the earlier lease, with authority, while the other holder leases
+/// the free item.
+#[test]
+fn a_holder_that_forgets_a_lease_it_let_go_grants_the_earlier_one_beside_another_holder() {
+    let bug = Some(LockBug::ItemEngine(ItemKnownBad::ForgetsLetGo));
+    let model = ItemModel::new(let_go_while_an_answer_is_held(4, bug)).unwrap();
+    let text = counterexample(&model, items::EXCLUSIVE);
+    assert!(text.contains("BREAK"), "{text}");
+    assert!(text.contains("held reply"), "{text}");
+}
+
+/// Its sibling: the shipped leaser keeps the lease it let go of until the answer
+/// comes, and the answer grants nothing (at horizon 4, where only safety is judged;
+/// 8 s, where liveness is, in docs/model-checking.md).
+#[test]
+fn a_late_answer_after_the_holder_let_its_later_lease_go_grants_nothing() {
+    let model = ItemModel::new(let_go_while_an_answer_is_held(4, None)).unwrap();
+    every_property_holds_but(&model, &[items::TAKEOVER, items::CALM_AFTER_CRASH]);
+}
+
 /// Named by the item only (`item-grant-names-item`), an overrun task's save lands
 /// under the later lease of its item, another task's, and releases it.
 #[test]

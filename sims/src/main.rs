@@ -229,6 +229,10 @@ struct ModelArgs {
     /// after their consumer polled on, in all (0-2).
     #[arg(long, value_name = "N")]
     overruns: Option<u8>,
+    /// Queue and items: how long a lock or lease lasts, in seconds (2-4). Longer
+    /// leases reach paths with more polls of one client inside one lease.
+    #[arg(long, value_name = "SECONDS")]
+    lock_duration: Option<u8>,
     /// Checker threads (1 to 64; more than the machine has are not used).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: Option<u16>,
@@ -455,6 +459,7 @@ fn model_of(args: &ModelArgs) -> Result<PartitionModel, String> {
         ("--max-dequeue", args.max_dequeue.is_some()),
         ("--dead-letter-deletes", args.dead_letter_deletes.is_some()),
         ("--overruns", args.overruns.is_some()),
+        ("--lock-duration", args.lock_duration.is_some()),
         ("--large", args.large),
         ("--claims", args.claims),
         ("--claim-failures", args.claim_failures.is_some()),
@@ -815,6 +820,10 @@ fn lock_bounds_of(args: &ModelArgs, kind: LockKind) -> Result<LockBounds, String
             .or(least.dead_letter_deletes)
             .unwrap_or(d.dead_letter_deletes),
         overruns: args.overruns.or(least.overruns).unwrap_or(d.overruns),
+        lock_ticks: args
+            .lock_duration
+            .or(least.lock_ticks)
+            .unwrap_or(d.lock_ticks),
         bug,
     };
     bounds.horizon = match args.horizon.or(least.horizon) {

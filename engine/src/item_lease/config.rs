@@ -68,6 +68,12 @@ pub enum ItemKnownBad {
     /// item this leaser has leased again for another task, saves or breaks under the
     /// other task's lease.
     GrantNamesItem,
+    /// The leaser forgets a lease it let go of while a request about its item is
+    /// still unanswered. An acquire that landed with its reply held, answered after
+    /// the leaser leased the item again and broke or saved that later lease, grants
+    /// the earlier lease with authority while the store holds no lease: another
+    /// leaser takes the item, and two act on it.
+    ForgetsLetGo,
 }
 
 impl ItemKnownBad {
@@ -76,6 +82,7 @@ impl ItemKnownBad {
         match self {
             ItemKnownBad::AnswersReadHeld => "item-answers-read-held",
             ItemKnownBad::GrantNamesItem => "item-grant-names-item",
+            ItemKnownBad::ForgetsLetGo => "item-forgets-let-go",
         }
     }
 }

@@ -697,6 +697,7 @@ impl Leaser {
 
     fn release(&mut self, id: &DocId) {
         if let Some(held) = self.locks.drop_lock(id)
+            && self.config.known_bad != Some(ItemKnownBad::ForgetsLetGo)
             && self.pending.values().any(|p| p.item() == Some(id))
         {
             self.let_go.insert(id.clone(), held.token);

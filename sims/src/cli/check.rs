@@ -281,6 +281,7 @@ pub fn lock_flags(bounds: &LockBounds) -> String {
             d.dead_letter_deletes,
         ),
         ("--overruns", bounds.overruns, d.overruns),
+        ("--lock-duration", bounds.lock_ticks, d.lock_ticks),
     ] {
         if value != default {
             let _ = write!(out, " {flag} {value}");

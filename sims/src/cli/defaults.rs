@@ -116,6 +116,7 @@ pub fn model_defaults() -> Vec<(&'static str, String)> {
         ("max_dequeue", l.max_dequeue.to_string()),
         ("dead_letter_deletes", l.dead_letter_deletes.to_string()),
         ("overruns", l.overruns.to_string()),
+        ("lock_duration", l.lock_ticks.to_string()),
         ("claim_failures", l.claim_failures.to_string()),
         (
             "threads",
