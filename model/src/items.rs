@@ -49,6 +49,11 @@ pub enum ItemChoice {
     SaveKept,
     /// The overrun task fails and breaks the lease it kept.
     BreakKept,
+    /// The overrun task asks for more time under the lease it kept (a renewal,
+    /// within the renewals' budget). Granted, the task is back within its authority
+    /// and its holder processes the item as any other it holds; refused, the task
+    /// knows its lease is gone.
+    RenewKept,
 }
 
 /// What runs beside a holder's engine: the lease a task that overran its authority
@@ -201,7 +206,12 @@ impl ItemModel {
             |c, life| self.engine(c, life),
         )?;
         next.ghost.crossed_answer |= world::answer_crossed(last, &next, action);
-        if let Action::Step(c, ItemChoice::SaveKept | ItemChoice::BreakKept, _) = *action {
+        if let Action::Step(
+            c,
+            ItemChoice::SaveKept | ItemChoice::BreakKept | ItemChoice::RenewKept,
+            _,
+        ) = *action
+        {
             // A task calls on its own thread: its holder still polls this tick.
             let c = usize::from(c);
             next.clients[c].acted = last.clients[c].acted;
@@ -246,14 +256,21 @@ impl ItemModel {
                     duration,
                 }]
             }
-            ItemChoice::SaveKept | ItemChoice::BreakKept => {
+            ItemChoice::SaveKept | ItemChoice::BreakKept | ItemChoice::RenewKept => {
                 let kept = state.clients[usize::from(c)].handler.take()?;
-                let call = if choice == ItemChoice::SaveKept {
-                    save_done(kept.clone())
-                } else {
-                    // A task failure: liveness is measured from it, as from a break.
-                    state.last_fault = state.time;
-                    Input::Break(kept.clone())
+                let call = match choice {
+                    ItemChoice::SaveKept => save_done(kept.clone()),
+                    ItemChoice::BreakKept => {
+                        // A task failure: liveness is measured from it, as from a break.
+                        state.last_fault = state.time;
+                        Input::Break(kept.clone())
+                    }
+                    _ => {
+                        // More time asked for puts the work off, as a renewal does.
+                        state.ghost.renewals += 1;
+                        state.last_fault = state.time;
+                        Input::Renew(kept.clone())
+                    }
                 };
                 let token = (&kept.item.id, &kept.token);
                 let verdict = world::run_kept(self, state, c, call, token, fault, journal)?;
@@ -275,6 +292,15 @@ impl ItemModel {
             }
         };
         world::run(self, state, c, inputs, fault, journal)
+    }
+
+    /// What an overrun task may call under the lease it kept.
+    fn kept_calls(&self, state: &ItemsState) -> Vec<ItemChoice> {
+        let mut calls = vec![ItemChoice::SaveKept, ItemChoice::BreakKept];
+        if state.ghost.renewals < self.bounds.renewals {
+            calls.push(ItemChoice::RenewKept);
+        }
+        calls
     }
 
     /// The leases holder `c` holds, as their tasks name them.
@@ -485,11 +511,13 @@ impl stateright::Model for ItemModel {
                     } else {
                         ItemChoice::Process
                     };
-                    return vec![next, ItemChoice::SaveKept, ItemChoice::BreakKept];
+                    let mut choices = vec![next];
+                    choices.extend(self.kept_calls(state));
+                    return choices;
                 }
                 let mut choices = Vec::new();
                 if kept.is_some() {
-                    choices.extend([ItemChoice::SaveKept, ItemChoice::BreakKept]);
+                    choices.extend(self.kept_calls(state));
                 }
                 if idle || world::polls_beside_held_reply(&budget, state, c) {
                     choices.push(ItemChoice::Next);
@@ -578,6 +606,7 @@ impl stateright::Model for ItemModel {
                 "hears from its overrun task: save the item it kept as DONE".into()
             }
             ItemChoice::BreakKept => "hears from its overrun task: BREAK the lease it kept".into(),
+            ItemChoice::RenewKept => "hears from its overrun task: renew the lease it kept".into(),
         })
     }
 }
@@ -590,8 +619,8 @@ pub const NEXT_SAFE: &str = "items: next_for_state never hands out an item a liv
 pub const ANSWER_OWN_LEASE: &str =
     "items: a late answer to a holder's write leaves the holder's other leases as they were";
 /// A task's call is about the lease it was granted.
-pub const TASK_OWN_LEASE: &str = "items: an overrun task's save or break leaves a later lease \
-     of its item, another task's, as it was";
+pub const TASK_OWN_LEASE: &str = "items: an overrun task's save, renewal or break leaves a \
+     later lease of its item, another task's, as it was";
 /// Liveness.
 pub const PROCESSED: &str = "items: every item processed once faults stop";
 /// Non-vacuity of exclusivity and of `next_for_state`.
@@ -601,8 +630,8 @@ pub const LEASE_HELD: &str = "sometimes: acquire is refused with LeaseHeld";
 /// Non-vacuity of `break`.
 pub const BROKEN: &str = "sometimes: a holder breaks its lease";
 /// Non-vacuity of the task's own lease.
-pub const KEPT_REFUSED: &str =
-    "sometimes: an overrun task saves or breaks while its holder holds a later lease of the item";
+pub const KEPT_REFUSED: &str = "sometimes: an overrun task saves, renews or breaks while its \
+     holder holds a later lease of the item";
 /// Non-vacuity of the liveness guard.
 pub const CALM_AFTER_CRASH: &str = "sometimes: processing is checked after a crash";
 

@@ -54,6 +54,11 @@ pub enum QueueChoice {
     CompleteKept,
     /// The overrun handler fails and gives back the delivery it kept.
     AbandonKept,
+    /// The overrun handler asks for more time under the delivery it kept (a
+    /// renewal, within the renewals' budget). Granted, the handler is back within its
+    /// authority and its consumer completes the delivery as any other it holds;
+    /// refused, the handler knows its delivery is gone.
+    RenewKept,
 }
 
 /// What runs beside a consumer's engine: the delivery a handler that overran its
@@ -438,7 +443,12 @@ impl QueueModel {
             |c, life| self.engine(c, life),
         )?;
         next.ghost.crossed_answer |= world::answer_crossed(last, &next, action);
-        if let Action::Step(c, QueueChoice::CompleteKept | QueueChoice::AbandonKept, _) = *action {
+        if let Action::Step(
+            c,
+            QueueChoice::CompleteKept | QueueChoice::AbandonKept | QueueChoice::RenewKept,
+            _,
+        ) = *action
+        {
             // A handler calls on its own thread: its consumer still polls this tick.
             let c = usize::from(c);
             next.clients[c].acted = last.clients[c].acted;
@@ -498,18 +508,25 @@ impl QueueModel {
                     max: usize::from(self.bounds.batch),
                 }]
             }
-            QueueChoice::CompleteKept | QueueChoice::AbandonKept => {
+            QueueChoice::CompleteKept | QueueChoice::AbandonKept | QueueChoice::RenewKept => {
                 let kept = state.clients[usize::from(c)].handler.take()?;
-                let call = if choice == QueueChoice::CompleteKept {
-                    Input::Complete(kept.clone())
-                } else {
-                    // A handler failure: liveness is measured from it, as from an
-                    // abandon.
-                    state.last_fault = state.time;
-                    let delay = Millis(u64::from(self.bounds.abandon_delay) * crate::TICK_MS);
-                    Input::Abandon {
-                        delivery: kept.clone(),
-                        delay,
+                let call = match choice {
+                    QueueChoice::CompleteKept => Input::Complete(kept.clone()),
+                    QueueChoice::AbandonKept => {
+                        // A handler failure: liveness is measured from it, as from an
+                        // abandon.
+                        state.last_fault = state.time;
+                        let delay = Millis(u64::from(self.bounds.abandon_delay) * crate::TICK_MS);
+                        Input::Abandon {
+                            delivery: kept.clone(),
+                            delay,
+                        }
+                    }
+                    _ => {
+                        // More time asked for puts the work off, as a renewal does.
+                        state.ghost.renewals += 1;
+                        state.last_fault = state.time;
+                        Input::Renew(kept.clone())
                     }
                 };
                 let lock = (&kept.message, &kept.lock);
@@ -543,6 +560,15 @@ impl QueueModel {
             }
         };
         world::run(self, state, c, inputs, fault, journal)
+    }
+
+    /// What an overrun handler may call under the delivery it kept.
+    fn kept_calls(&self, state: &QueueState) -> Vec<QueueChoice> {
+        let mut calls = vec![QueueChoice::CompleteKept, QueueChoice::AbandonKept];
+        if state.ghost.renewals < self.bounds.renewals {
+            calls.push(QueueChoice::RenewKept);
+        }
+        calls
     }
 
     /// The deliveries consumer `c` holds locks for, as their handlers name them.
@@ -1050,7 +1076,7 @@ impl stateright::Model for QueueModel {
                 if !world::holds_any(state, c) {
                     let mut choices = vec![QueueChoice::Dequeue];
                     if kept.is_some() {
-                        choices.extend([QueueChoice::CompleteKept, QueueChoice::AbandonKept]);
+                        choices.extend(self.kept_calls(state));
                     }
                     if c == 0
                         && state.ghost.dead_letter_deletes < self.bounds.dead_letter_deletes
@@ -1069,7 +1095,9 @@ impl stateright::Model for QueueModel {
                     } else {
                         QueueChoice::Complete
                     };
-                    return vec![next, QueueChoice::CompleteKept, QueueChoice::AbandonKept];
+                    let mut choices = vec![next];
+                    choices.extend(self.kept_calls(state));
+                    return choices;
                 }
                 let mut choices = vec![QueueChoice::Complete];
                 // A consumer polls on its own cadence, not after its handlers' calls
@@ -1208,6 +1236,9 @@ impl stateright::Model for QueueModel {
             QueueChoice::AbandonKept => {
                 "hears from its overrun handler: give back the delivery it kept".into()
             }
+            QueueChoice::RenewKept => {
+                "hears from its overrun handler: renew the delivery it kept".into()
+            }
         })
     }
 }
@@ -1281,8 +1312,8 @@ pub const COMPLETION_ANSWERED: &str =
 pub const ANSWER_OWN_DELIVERY: &str =
     "queue: a late answer to a holder's write leaves the consumer's other locks as they were";
 /// A handler's call is about the delivery it was handed.
-pub const HANDLER_OWN_DELIVERY: &str = "queue: an overrun handler's completion or give-back \
-     leaves a later delivery of its message, another handler's, as it was";
+pub const HANDLER_OWN_DELIVERY: &str = "queue: an overrun handler's completion, renewal or \
+     give-back leaves a later delivery of its message, another handler's, as it was";
 /// A poison message moved to the dead letters takes no place in the batch.
 pub const POISON_TAKES_NO_PLACE: &str = "queue: a dequeue that moves poison messages still \
      delivers the healthy visible ones it has room for";
@@ -1308,8 +1339,8 @@ pub const STALE_REFUSED: &str = "sometimes: a stale holder's completion is refus
 /// Non-vacuity of the dequeue-count property.
 pub const DELIVERED_TWICE: &str = "sometimes: a message is delivered twice";
 /// Non-vacuity of the handler's own delivery.
-pub const KEPT_REFUSED: &str = "sometimes: an overrun handler completes or gives back while its \
-     consumer holds a later delivery of the message";
+pub const KEPT_REFUSED: &str = "sometimes: an overrun handler completes, renews or gives back \
+     while its consumer holds a later delivery of the message";
 /// Non-vacuity of dead-lettering.
 pub const DEAD_LETTERED: &str = "sometimes: a message is dead-lettered";
 

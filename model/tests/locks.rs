@@ -1480,3 +1480,133 @@ fn an_overrun_tasks_save_leaves_the_later_lease_alone() {
         every_property_holds_but(&model, &not_reached);
     }
 }
+
+/// The initial state the checker's counterexamples below start from (the one
+/// client's clock drifts one way or the other): the queue's path as written needs
+/// this one; from the other, its consumer waits out the stale lock on another tick.
+const CHECKERS_FIRST: usize = 1;
+
+/// Follows `steps` from `model`'s initial state `init`, each an action the state
+/// offers, and returns the last state.
+fn follow<M: stateright::Model>(model: &M, init: usize, steps: &[M::Action]) -> M::State
+where
+    M::Action: std::fmt::Debug + PartialEq + Clone,
+{
+    let mut state = model.init_states().swap_remove(init);
+    for step in steps {
+        let mut offered = Vec::new();
+        model.actions(&state, &mut offered);
+        assert!(offered.contains(step), "{step:?} not offered: {offered:?}");
+        state = model
+            .next_state(&state, step.clone())
+            .expect("every offered step changes the world");
+    }
+    state
+}
+
+/// One holder, one item, one overrun and one renewal, no skew: the holder's task
+/// overruns while its `next_for_state` leases the item again for another task, and
+/// the first task asks for more time under the lease it kept.
+fn item_task_renews_after_overrun(bug: Option<LockBug>) -> items::ItemsState {
+    use items::ItemChoice::{Next, Overrun, RenewKept};
+    use leasehold_model::world::Action::{Advance, Step};
+    let model = ItemModel::new(LockBounds {
+        skew: 0,
+        renewals: 1,
+        ..overrun(1, bug)
+    })
+    .unwrap();
+    let overran = follow(
+        &model,
+        CHECKERS_FIRST,
+        &[
+            Step(0, Next, None),
+            Advance,
+            Step(0, Overrun, None),
+            Advance,
+        ],
+    );
+    assert!(
+        overran.clients[0].handler.is_some(),
+        "the task kept its lease"
+    );
+    follow(
+        &model,
+        CHECKERS_FIRST,
+        &[
+            Step(0, Next, None),
+            Advance,
+            Step(0, Overrun, None),
+            Advance,
+            Step(0, RenewKept, None),
+        ],
+    )
+}
+
+/// Named by the item only (`item-grant-names-item`), the overrun task's renewal
+/// renews the later lease, another task's.
+#[test]
+fn an_overrun_task_naming_the_item_renews_the_later_lease() {
+    let bug = Some(LockBug::ItemEngine(ItemKnownBad::GrantNamesItem));
+    let state = item_task_renews_after_overrun(bug);
+    assert!(state.ghost.task_crossed, "{:?}", state.ghost);
+}
+
+/// Its sibling: the shipped leaser refuses the overrun task's renewal, and the later
+/// lease is as it was.
+#[test]
+fn an_overrun_tasks_renewal_is_refused_and_leaves_the_later_lease_alone() {
+    let state = item_task_renews_after_overrun(None);
+    assert!(!state.ghost.task_crossed, "{:?}", state.ghost);
+    assert!(state.ghost.events.kept_refused, "{:?}", state.ghost);
+}
+
+/// One consumer, one message, one overrun and one renewal, no skew: the handler
+/// overruns, its consumer lets the stale lock go, waits it out and delivers the
+/// message again, and the first handler asks for more time under the delivery it
+/// kept.
+fn queue_handler_renews_after_overrun(bug: Option<LockBug>) -> queue::QueueState {
+    use leasehold_model::world::Action::{Advance, Step};
+    use queue::QueueChoice::{Dequeue, Overrun, RenewKept};
+    let model = QueueModel::new(LockBounds {
+        skew: 0,
+        renewals: 1,
+        ..overrun(1, bug)
+    })
+    .unwrap();
+    follow(
+        &model,
+        CHECKERS_FIRST,
+        &[
+            Step(0, Dequeue, None),
+            Advance,
+            Step(0, Overrun, None),
+            Advance,
+            Step(0, Dequeue, None),
+            Advance,
+            Step(0, Dequeue, None),
+            Advance,
+            Step(0, Dequeue, None),
+            Advance,
+            Step(0, RenewKept, None),
+        ],
+    )
+}
+
+/// Named by the message only (`handle-names-message`), the overrun handler's renewal
+/// renews the later delivery's lock, another handler's.
+#[test]
+fn an_overrun_handler_naming_the_message_renews_the_later_delivery() {
+    let bug = Some(LockBug::Engine(QueueKnownBad::HandleNamesMessage));
+    let state = queue_handler_renews_after_overrun(bug);
+    assert!(state.ghost.handler_crossed, "{:?}", state.ghost);
+}
+
+/// Its sibling: the shipped consumer refuses the overrun handler's renewal, and the
+/// later delivery is as it was.
+#[test]
+fn an_overrun_handlers_renewal_is_refused_and_leaves_the_later_delivery_alone() {
+    let state = queue_handler_renews_after_overrun(None);
+    assert!(!state.ghost.handler_crossed, "{:?}", state.ghost);
+    assert!(state.ghost.events.kept_refused, "{:?}", state.ghost);
+}
