@@ -1610,3 +1610,42 @@ fn an_overrun_handlers_renewal_is_refused_and_leaves_the_later_delivery_alone() 
     assert!(!state.ghost.handler_crossed, "{:?}", state.ghost);
     assert!(state.ghost.events.kept_refused, "{:?}", state.ghost);
 }
+
+/// Two holders, two items, a crash, `next_for_state` leasing two at once, no skew, no
+/// give-back, at the horizon one tick past `liveness_ticks`.
+fn batch_of_two(liveness_ticks: Option<u8>) -> ItemModel {
+    let mut bounds = LockBounds {
+        batch: 2,
+        skew: 0,
+        give_backs: 0,
+        ..queue_bounds()
+    };
+    let ticks = liveness_ticks.unwrap_or(bounds.liveness_ticks(LockKind::Items));
+    bounds.horizon = ticks + 1;
+    let mut model = ItemModel::new(bounds).unwrap();
+    model.liveness_ticks = ticks;
+    model
+}
+
+/// A holder whose `next_for_state` leased both items crashes; the survivor, acquiring
+/// one item at a time, sights and waits out one lease after the other, and the
+/// items' liveness bound counts the batch's second lease.
+#[test]
+fn a_crashed_holders_batch_is_waited_out_within_the_liveness_bound() {
+    every_property_holds_but(&batch_of_two(None), &[items::BROKEN]);
+}
+
+/// Its sibling: a bound that waits out one stranded lease, as the items' bound did
+/// before the thirty-fourth session, finds the survivor still waiting.
+#[test]
+fn a_bound_that_waits_out_one_stranded_lease_is_too_short_for_a_batch() {
+    let base = LockBounds {
+        batch: 1,
+        skew: 0,
+        give_backs: 0,
+        ..queue_bounds()
+    };
+    let one_lease = base.liveness_ticks(LockKind::Items);
+    let text = counterexample(&batch_of_two(Some(one_lease)), items::PROCESSED);
+    assert!(text.contains("CRASHES"), "{text}");
+}
