@@ -1516,31 +1516,19 @@ fn item_task_renews_after_overrun(bug: Option<LockBug>) -> items::ItemsState {
         ..overrun(1, bug)
     })
     .unwrap();
-    let overran = follow(
-        &model,
-        CHECKERS_FIRST,
-        &[
-            Step(0, Next, None),
-            Advance,
-            Step(0, Overrun, None),
-            Advance,
-        ],
-    );
+    let mut path = vec![
+        Step(0, Next, None),
+        Advance,
+        Step(0, Overrun, None),
+        Advance,
+    ];
+    let overran = follow(&model, CHECKERS_FIRST, &path);
     assert!(
         overran.clients[0].handler.is_some(),
         "the task kept its lease"
     );
-    follow(
-        &model,
-        CHECKERS_FIRST,
-        &[
-            Step(0, Next, None),
-            Advance,
-            Step(0, Overrun, None),
-            Advance,
-            Step(0, RenewKept, None),
-        ],
-    )
+    path.push(Step(0, RenewKept, None));
+    follow(&model, CHECKERS_FIRST, &path)
 }
 
 /// Named by the item only (`item-grant-names-item`), the overrun task's renewal
